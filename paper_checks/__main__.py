@@ -1,0 +1,133 @@
+"""``python -m paper_checks``: check the three papers' claims numerically and print a verdict per claim.
+
+    python -m paper_checks [--all] [--only GLOB ...] [--list] [--json PATH] [--report DIR] [--seed N]
+                           [--size tiny|small|full] [--workers N]
+
+Without ``--all`` the slow experiment claims are reported as ``skipped`` with the command that runs them.
+Exit status: 0 when every selected check ran, 1 naming the claim when one raised, 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from ._claims import SIZES, Context, Result, select
+from .report import write_json, write_report
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m paper_checks", description=__doc__.split("\n")[0])
+    p.add_argument("--all", action="store_true", help="also run the slow experiment claims")
+    p.add_argument("--only", action="append", metavar="GLOB", help="claim ids to run (glob; repeatable)")
+    p.add_argument("--list", action="store_true", help="list the claims and exit")
+    p.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    p.add_argument("--report", metavar="DIR", help="write report.md and PNG figures to DIR")
+    p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    p.add_argument("--size", choices=SIZES, default="small", help="size knob of the checks (default small)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="processes for Monte Carlo tasks (0: serial; results are identical either way)")
+    return p
+
+
+def _writable(path: Path, is_dir: bool) -> str | None:
+    target = path if is_dir else path.parent
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create {target}: {exc.strerror}"
+    if not os.access(target, os.W_OK):
+        return f"{target} is not writable"
+    if not is_dir and path.is_dir():
+        return f"{path} is a directory"
+    return None
+
+
+def _progress(items, enabled: bool):
+    if not enabled:
+        return items
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return items
+    return tqdm(items, desc="claims", unit="claim", file=sys.stderr, leave=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad arguments already
+        return int(exc.code or 0)
+    try:
+        claims = select(args.only)
+    except ValueError as exc:
+        print(f"paper_checks: {exc}", file=sys.stderr)
+        return 2
+    for path, is_dir in ((args.json, False), (args.report, True)):
+        if path:
+            problem = _writable(Path(path), is_dir)
+            if problem:
+                print(f"paper_checks: {problem}", file=sys.stderr)
+                return 2
+    if args.list:
+        for c in claims:
+            print(f"{c.id:36s} {'slow' if c.slow else '    '}  expected {c.expected:13s} {c.section}")
+        return 0
+
+    executor = None
+    if args.workers > 0:
+        from concurrent.futures import ProcessPoolExecutor
+
+        executor = ProcessPoolExecutor(max_workers=args.workers)
+    rows = []
+    failed: list[str] = []
+    for c in _progress(claims, sys.stderr.isatty()):
+        t0 = time.perf_counter()
+        if c.slow and not args.all:
+            res = Result("skipped", evidence={"reason": "slow claim not selected", "command": c.command},
+                         summary=f"slow: run with {c.command}")
+        else:
+            ctx = Context(seed=args.seed, size=args.size, report_dir=Path(args.report) if args.report else None,
+                          executor=executor, claim_id=c.id)
+            try:
+                res = c.check(ctx)
+            except Exception as exc:  # a check that raises is reported by name, and the run exits 1
+                failed.append(c.id)
+                print(f"paper_checks: claim {c.id} raised {type(exc).__name__}: {exc}", file=sys.stderr)
+                traceback.print_exc(file=sys.stderr)
+                res = None
+        rows.append((c, res, time.perf_counter() - t0))
+    if executor is not None:
+        executor.shutdown()
+
+    width = max([len(c.id) for c, _, _ in rows] + [5])
+    print(f"{'claim':{width}s}  {'verdict':13s}  {'expected':13s}  {'sec':>6s}  summary")
+    for c, res, secs in rows:
+        verdict = "ERROR" if res is None else res.verdict
+        mark = "" if res is None or res.verdict in ("skipped", c.expected) else "  <-- differs from expected"
+        summary = "" if res is None else res.summary
+        print(f"{c.id:{width}s}  {verdict:13s}  {c.expected:13s}  {secs:6.1f}  {summary}{mark}")
+    counts: dict[str, int] = {}
+    for _, res, _ in rows:
+        key = "ERROR" if res is None else res.verdict
+        counts[key] = counts.get(key, 0) + 1
+    print("totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if args.json:
+        write_json(Path(args.json), rows)
+    if args.report:
+        write_report(Path(args.report), rows, seed=args.seed, size=args.size)
+        print(f"report written to {Path(args.report) / 'report.md'}")
+    if failed:
+        print(f"paper_checks: {len(failed)} claim(s) raised: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

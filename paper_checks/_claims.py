@@ -1,0 +1,186 @@
+"""The claim registry: every checkable statement of the three papers, with its check and its expected verdict.
+
+A claim module registers its checks with the :func:`claim` decorator::
+
+    @claim("kl.eq1-softmax", paper=CHOWDHURY, section="Sec. 2.1, Eq. (1)",
+           statement="Generalized attention with K(q, k) = exp(q.k/sqrt(d)) is softmax attention.",
+           expected="holds", derivation="exp(q.k/sqrt d) / sum_j exp(q.k_j/sqrt d) is the softmax row ...")
+    def eq1_softmax(ctx: Context) -> Result:
+        ...
+        return Result("holds", evidence={...})
+
+and may attach a must-fail companion (the same check run against a deliberately wrong formula, which must
+return ``"fails"``) with :func:`must_fail`. Verdicts:
+
+``holds``          the statement holds as printed (within the stated statistical tolerance);
+``erratum``        it fails as printed but holds after a correction, which the result states and verifies;
+``fails``          it fails and no correction is verified;
+``not-checkable``  it cannot be checked numerically (the evidence says why);
+``skipped``        a slow claim that was not selected (the evidence gives the command that runs it).
+
+The paper modules live in the packages ``paper_checks.horn``, ``paper_checks.chowdhury`` and
+``paper_checks.choromanski``; every submodule of those packages is imported by :func:`load_all`, so a new
+claim file only has to exist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import importlib
+import pkgutil
+import zlib
+from concurrent.futures import Executor
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+__all__ = ["VERDICTS", "HORN", "CHOWDHURY", "CHOROMANSKI", "Result", "Context", "Claim", "REGISTRY", "claim",
+           "must_fail", "load_all", "select", "verdict_from_test"]
+
+VERDICTS = ("holds", "erratum", "fails", "not-checkable", "skipped")
+SIZES = ("tiny", "small", "full")
+
+HORN = "Horn et al., Translational Equivariance in Kernelizable Attention"
+CHOWDHURY = "Chowdhury et al., Learning the Transformer Kernel"
+CHOROMANSKI = "Choromanski et al., FourierLearner-Transformers"
+
+PAPER_PACKAGES = ("paper_checks.horn", "paper_checks.chowdhury", "paper_checks.choromanski")
+
+
+@dataclasses.dataclass
+class Result:
+    """What a check found."""
+
+    verdict: str
+    evidence: dict = dataclasses.field(default_factory=dict)  # numbers: estimate, se, formula, n, seed, ...
+    corrected: str | None = None                               # the corrected statement (erratum)
+    figures: list = dataclasses.field(default_factory=list)    # paths of PNGs written
+    summary: str = ""                                          # one line for the verdict table
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict: expected one of {VERDICTS}; got {self.verdict!r}")
+        if self.verdict == "erratum" and not self.corrected:
+            raise ValueError("an erratum must state the corrected statement (Result.corrected)")
+
+
+@dataclasses.dataclass
+class Context:
+    """What a check receives: seed, size knob, where figures go and how to map Monte Carlo tasks."""
+
+    seed: int = 0
+    size: str = "small"                     # tiny (test suite) | small (default run) | full
+    report_dir: Path | None = None          # figures are written only when this is set
+    executor: Executor | None = None        # concurrent.futures-style map; serial when None
+    claim_id: str = ""
+
+    def rng(self, *key: int) -> np.random.Generator:
+        """A generator for this claim, independent of every other claim's: seeded with
+        ``[seed, crc32(claim id), *key]``."""
+        return np.random.default_rng([int(self.seed), zlib.crc32(self.claim_id.encode()), *map(int, key)])
+
+    def seed_sequences(self, n: int, *key: int) -> list[np.random.SeedSequence]:
+        """`n` independent child seed sequences for Monte Carlo tasks (``SeedSequence.spawn``)."""
+        root = np.random.SeedSequence([int(self.seed), zlib.crc32(self.claim_id.encode()), *map(int, key)])
+        return root.spawn(n)
+
+    def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
+        """Run independent tasks serially or through the executor; results are in task order either way."""
+        if self.executor is None:
+            return [fn(t) for t in tasks]
+        return list(self.executor.map(fn, tasks))
+
+    def pick(self, tiny: Any, small: Any, full: Any | None = None) -> Any:
+        """The value of a size knob for the current size."""
+        return {"tiny": tiny, "small": small, "full": small if full is None else full}[self.size]
+
+    def figure_path(self, name: str) -> Path | None:
+        """Where to write figure `name` (a PNG), or None when no report was asked for."""
+        if self.report_dir is None:
+            return None
+        fig_dir = Path(self.report_dir) / "figures"
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        return fig_dir / f"{self.claim_id}--{name}.png"
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    id: str
+    paper: str
+    section: str
+    statement: str              # as printed (formula and where)
+    expected: str               # expected verdict
+    derivation: str             # one paragraph: why that verdict is expected
+    check: Callable[[Context], Result]
+    slow: bool = False
+    must_fail: Callable[[Context], Result] | None = None
+
+    @property
+    def command(self) -> str:
+        return f"python -m paper_checks --all --only '{self.id}'"
+
+
+REGISTRY: dict[str, Claim] = {}
+
+
+def claim(id: str, *, paper: str, section: str, statement: str, expected: str, derivation: str,
+          slow: bool = False) -> Callable[[Callable[[Context], Result]], Callable[[Context], Result]]:
+    """Register the decorated function as the check of claim `id`."""
+    if expected not in VERDICTS:
+        raise ValueError(f"expected: one of {VERDICTS}; got {expected!r}")
+
+    def deco(fn: Callable[[Context], Result]) -> Callable[[Context], Result]:
+        if id in REGISTRY:
+            raise ValueError(f"claim {id!r} is registered twice")
+        REGISTRY[id] = Claim(id, paper, section, statement, expected, derivation, fn, slow)
+        return fn
+
+    return deco
+
+
+def must_fail(id: str) -> Callable[[Callable[[Context], Result]], Callable[[Context], Result]]:
+    """Register the decorated function as claim `id`'s must-fail companion (the check against a wrong formula)."""
+
+    def deco(fn: Callable[[Context], Result]) -> Callable[[Context], Result]:
+        if id not in REGISTRY:
+            raise ValueError(f"must_fail: claim {id!r} is not registered (register the claim first)")
+        REGISTRY[id] = dataclasses.replace(REGISTRY[id], must_fail=fn)
+        return fn
+
+    return deco
+
+
+def load_all() -> dict[str, Claim]:
+    """Import every claim module of the three paper packages and return the registry."""
+    for pkg_name in PAPER_PACKAGES:
+        pkg = importlib.import_module(pkg_name)
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"{pkg_name}.{info.name}")
+    return REGISTRY
+
+
+def select(patterns: list[str] | None) -> list[Claim]:
+    """Claims whose id matches any glob in `patterns` (all when None), in registry order by paper then id.
+
+    Raises ``ValueError`` naming a pattern that matches nothing."""
+    claims = sorted(load_all().values(), key=lambda c: (PAPER_ORDER.get(c.id.split(".")[0], 9), c.id))
+    if not patterns:
+        return claims
+    out = []
+    for p in patterns:
+        hit = [c for c in claims if fnmatch.fnmatchcase(c.id, p)]
+        if not hit:
+            raise ValueError(f"--only {p!r} matches no claim; see python -m paper_checks --list")
+        out.extend(c for c in hit if c not in out)
+    return out
+
+
+PAPER_ORDER = {"horn": 0, "kl": 1, "flt": 2}
+
+
+def verdict_from_test(passed: bool, *, when_pass: str = "holds", when_fail: str = "fails") -> str:
+    """Map a statistical test's outcome to a verdict."""
+    return when_pass if passed else when_fail

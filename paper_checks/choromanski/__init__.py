@@ -1,0 +1,1 @@
+"""Claims of Choromanski et al., FourierLearner-Transformers (ids flt.*; one module per topic)."""

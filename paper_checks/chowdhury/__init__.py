@@ -1,0 +1,1 @@
+"""Claims of Chowdhury et al., Learning the Transformer Kernel (ids kl.*; one module per topic)."""

@@ -1,0 +1,1 @@
+"""Claims of Horn et al., Translational Equivariance in Kernelizable Attention (one module per topic)."""

@@ -1,0 +1,16 @@
+"""refattn: the reference implementation of kernelized (linear) attention with relative positional encodings.
+
+Array-API-generic core: every public function takes arrays from any array-API library (NumPy, CuPy,
+array_api_strict, ...) and returns arrays of the same library, dtype and device. Randomness is drawn only in
+:mod:`refattn.random` (NumPy generators) and handed to the core as arrays.
+
+The flat namespace re-exports each subpackage's ``__all__``.
+"""
+
+from . import attention, features
+from .attention import *  # noqa: F401,F403
+from .features import *  # noqa: F401,F403
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"] + list(attention.__all__) + list(features.__all__)

@@ -1,0 +1,218 @@
+"""NumPy-free namespace lookup and argument validation: the one place where shape and dtype errors are made.
+
+Every public function of the core starts with ``xp = namespace(*arrays)`` and validates its arguments with
+:func:`check_shape` (named axes), :func:`check_finite` and :func:`check_choice`. The messages name the argument,
+what was received and what was expected, e.g.::
+
+    ValueError: omega: expected shape (m, d) with d = 16 (from x); got (64, 15)
+
+Policy (design.md section 3):
+
+* only real floating arrays carry values; integers are accepted only where an index is meant (positions,
+  token ids) and those call sites say so with ``allow_int=True``;
+* float32 and float64 are never mixed (the standard would promote silently): ``TypeError``;
+* complex arrays are rejected everywhere in the core (design.md trap 7);
+* non-finite values are rejected at the public boundary.
+
+This module does not import NumPy; it only uses ``array_api_compat``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import array_api_compat
+from array_api_compat import array_namespace
+
+__all__ = [
+    "namespace",
+    "check_shape",
+    "check_finite",
+    "check_choice",
+    "check_positive_int",
+    "device_of",
+    "sum_to_shape",
+    "eps_of",
+]
+
+
+def _type_name(x: Any) -> str:
+    t = type(x)
+    return f"{t.__module__.split('.')[0]}.{t.__name__}"
+
+
+def namespace(*arrays: Any, names: tuple[str, ...] | None = None, allow_int: tuple[str, ...] = ()) -> Any:
+    """Return the array namespace shared by `arrays`, after the dtype policy checks.
+
+    Parameters
+    ----------
+    *arrays
+        Arrays (``None`` entries are skipped). All must come from one library.
+    names
+        Argument names for the messages, one per entry of `arrays`.
+    allow_int
+        Names of arguments that are indices by nature and may be integer arrays.
+
+    Raises
+    ------
+    TypeError
+        If the arrays come from several libraries, if a value-carrying array is not real floating, or if
+        float dtypes are mixed.
+    """
+    if names is None:
+        names = tuple(f"argument {i}" for i in range(len(arrays)))
+    if len(names) != len(arrays):
+        raise ValueError("namespace: names must have one entry per array")
+    present = [(n, a) for n, a in zip(names, arrays) if a is not None]
+    for n, a in present:
+        if not array_api_compat.is_array_api_obj(a):
+            raise TypeError(f"{n}: expected an array (NumPy, CuPy, array_api_strict, ...); got {_type_name(a)}")
+    try:
+        xp = array_namespace(*(a for _, a in present))
+    except TypeError as exc:
+        kinds = ", ".join(f"{n}: {_type_name(a)}" for n, a in present)
+        raise TypeError(f"arrays from several libraries cannot be mixed ({kinds})") from exc
+    float_dtype = None
+    float_name = None
+    for n, a in present:
+        if n in allow_int and xp.isdtype(a.dtype, "integral"):
+            continue
+        if not xp.isdtype(a.dtype, "real floating"):
+            expected = "a real floating dtype (float32 or float64)"
+            if n in allow_int:
+                expected = "an integer or real floating dtype"
+            raise TypeError(f"{n}: expected {expected}; got dtype {a.dtype}")
+        if float_dtype is None:
+            float_dtype, float_name = a.dtype, n
+        elif a.dtype != float_dtype:
+            raise TypeError(
+                f"{n}: dtype {a.dtype} differs from {float_name}'s dtype {float_dtype}; "
+                "refattn never casts silently: convert one of them explicitly"
+            )
+    return xp
+
+
+def _fmt_shape(shape: tuple) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def check_shape(name: str, x: Any, spec: str, sizes: dict | None = None, *, source: str | None = None) -> dict:
+    """Check that ``x.shape`` matches `spec` and bind the named axes in `sizes`.
+
+    Parameters
+    ----------
+    name
+        Argument name used in messages.
+    x
+        The array.
+    spec
+        Comma-separated axis names, optionally starting with ``...`` (any number of leading batch axes, which
+        must equal the ``...`` already bound, if any). Integer literals fix a size: ``"..., L, 1"``.
+    sizes
+        Mapping ``axis name -> (size, where it was bound)`` shared between the arguments of one call; updated
+        in place and returned (a new dict when ``None``).
+    source
+        How to name this argument in the "from ..." part of later messages (default: `name`).
+
+    Raises
+    ------
+    ValueError
+        Naming the expected shape with the sizes already bound, and the shape received.
+    """
+    if sizes is None:
+        sizes = {}
+    source = source or name
+    axes = [a.strip() for a in spec.split(",") if a.strip()]
+    shape = tuple(x.shape)
+    leading = bool(axes) and axes[0] == "..."
+    named = axes[1:] if leading else axes
+
+    def fail(reason: str = "") -> None:
+        bound = [f"{a} = {sizes[a][0]} (from {sizes[a][1]})" for a in named if a in sizes and not a.isdigit()]
+        if leading and "..." in sizes:
+            bound.insert(0, f"... = {_fmt_shape(sizes['...'][0])} (from {sizes['...'][1]})")
+        with_part = f" with {', '.join(bound)}" if bound else ""
+        extra = f" ({reason})" if reason else ""
+        raise ValueError(f"{name}: expected shape ({spec}){with_part}; got {_fmt_shape(shape)}{extra}")
+
+    if (leading and len(shape) < len(named)) or (not leading and len(shape) != len(named)):
+        need = f"at least {len(named)}" if leading else f"{len(named)}"
+        fail(f"expected {need} dimensions, got {len(shape)}")
+    tail = shape[len(shape) - len(named):]
+    for axis, size in zip(named, tail):
+        if size is None:
+            continue
+        if axis.lstrip("-").isdigit():
+            if size != int(axis):
+                fail()
+        elif axis in sizes:
+            if sizes[axis][0] != size:
+                fail()
+        else:
+            sizes[axis] = (size, source)
+    if leading:
+        batch = shape[: len(shape) - len(named)]
+        if "..." in sizes:
+            if sizes["..."][0] != batch:
+                fail("leading batch axes must be equal; refattn does not broadcast them")
+        else:
+            sizes["..."] = (batch, source)
+    return sizes
+
+
+def check_finite(name: str, x: Any, *, xp: Any) -> None:
+    """Raise ``ValueError`` naming `name` when `x` holds a NaN or an infinity."""
+    if not bool(xp.all(xp.isfinite(x))):
+        bad = int(xp.sum(xp.astype(~xp.isfinite(x), xp.int64)))
+        raise ValueError(f"{name}: expected finite values; got {bad} non-finite entr{'y' if bad == 1 else 'ies'}")
+
+
+def check_choice(name: str, value: Any, choices: tuple) -> None:
+    """Raise ``ValueError`` when `value` is not one of `choices`."""
+    if value not in choices:
+        raise ValueError(f"{name}: expected one of {', '.join(repr(c) for c in choices)}; got {value!r}")
+
+
+def check_positive_int(name: str, value: Any) -> int:
+    """Return `value` as int, raising ``TypeError``/``ValueError`` unless it is a positive integer."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            import operator
+
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{name}: expected a positive integer; got {value!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name}: expected a positive integer; got {value}")
+    return int(value)
+
+
+def device_of(x: Any) -> Any:
+    """The device of `x` (``array_api_compat.device``)."""
+    return array_api_compat.device(x)
+
+
+def sum_to_shape(x: Any, shape: tuple, *, xp: Any) -> Any:
+    """Sum `x` over the axes along which an array of `shape` was broadcast to ``x.shape`` (a gradient's
+    reduction for a broadcast input)."""
+    shape = tuple(shape)
+    extra = x.ndim - len(shape)
+    if extra < 0:
+        raise ValueError(f"sum_to_shape: cannot reduce shape {_fmt_shape(tuple(x.shape))} to {_fmt_shape(shape)}")
+    if extra:
+        x = xp.sum(x, axis=tuple(range(extra)))
+    axes = tuple(i for i, s in enumerate(shape) if s == 1 and x.shape[i] != 1)
+    if axes:
+        x = xp.sum(x, axis=axes, keepdims=True)
+    return x
+
+
+def eps_of(dtype: Any, *, xp: Any) -> float:
+    """Machine epsilon of a real floating dtype."""
+    return float(xp.finfo(dtype).eps)
+
+
+def isqrt_scale(d: int) -> float:
+    """``d ** -0.5`` as a Python float (the softmax temperature 1/sqrt(d))."""
+    return 1.0 / math.sqrt(d)

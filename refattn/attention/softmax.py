@@ -1,0 +1,211 @@
+r"""Exact softmax attention: the quadratic oracle every estimator in refattn is tested against.
+
+    y = softmax(mask_add + scale * q k^T) v,      scale = 1/sqrt(d) by default
+
+(Vaswani et al.; Horn et al. Eq. (1) with the row normalisation written out; Choromanski et al. (FLT) Eq. (2)
+with the RPE mask entering additively, ``mask_add = N``, so that the attention matrix is exp(N) * exp(q k^T)).
+
+Axes: ``...`` batch and heads, ``Lq`` query positions, ``Lk`` key positions (``L`` when they are equal),
+``d`` query/key width, ``d_v`` value width.
+
+The computation is blocked over queries so that at most ``block_elements`` logits exist at once
+(``(..., block, Lk)``), which keeps L = 16384 within memory; the backward recomputes each block's
+probabilities from the cached per-row log-sum-exp (no (L, L) cache).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .._xp import check_finite, check_shape, device_of, namespace, sum_to_shape
+
+__all__ = [
+    "softmax_attention",
+    "softmax_attention_fwd",
+    "softmax_attention_bwd",
+    "SoftmaxAttentionCache",
+    "SoftmaxAttentionGrads",
+]
+
+Array = Any
+
+#: Logit entries materialised at once (per query block, all batch axes together): 2**22 float64 = 32 MiB.
+DEFAULT_BLOCK_ELEMENTS = 2**22
+
+
+class SoftmaxAttentionCache(NamedTuple):
+    q: Array             # (..., Lq, d)
+    k: Array             # (..., Lk, d)
+    v: Array             # (..., Lk, d_v)
+    mask_add: Array      # broadcastable to (..., Lq, Lk), or None
+    y: Array             # (..., Lq, d_v)
+    lse: Array           # (..., Lq, 1)  log-sum-exp of each row of logits
+    scale: float
+    causal: bool
+    block: int           # query rows per block
+    grad_mask_add: bool  # whether the O(L^2) mask gradient is wanted
+
+
+class SoftmaxAttentionGrads(NamedTuple):
+    q: Array          # (..., Lq, d)
+    k: Array          # (..., Lk, d)
+    v: Array          # (..., Lk, d_v)
+    mask_add: Array   # same shape as mask_add; None unless grad_mask_add=True
+
+
+def _validate(q, k, v, mask_add, causal, scale):
+    xp = namespace(q, k, v, mask_add, names=("q", "k", "v", "mask_add"))
+    sizes = check_shape("q", q, "..., Lq, d")
+    check_shape("k", k, "..., Lk, d", sizes)
+    check_shape("v", v, "..., Lk, d_v", sizes)
+    Lq, Lk = q.shape[-2], k.shape[-2]
+    if causal and Lq != Lk:
+        raise ValueError(f"causal=True needs as many queries as keys; got Lq = {Lq} (q) and Lk = {Lk} (k)")
+    if mask_add is not None:
+        full = tuple(q.shape[:-1]) + (Lk,)
+        ok = mask_add.ndim <= len(full) and all(
+            m in (1, f) for m, f in zip(tuple(mask_add.shape)[::-1], full[::-1])
+        )
+        if not ok:
+            raise ValueError(
+                f"mask_add: expected a shape broadcastable to (..., Lq, Lk) = {full}; got {tuple(mask_add.shape)}"
+            )
+    for name, a in (("q", q), ("k", k), ("v", v), ("mask_add", mask_add)):
+        if a is not None:
+            check_finite(name, a, xp=xp)
+    if scale is None:
+        scale = q.shape[-1] ** -0.5
+    if not isinstance(scale, (int, float)) or not (scale == scale) or scale in (float("inf"), float("-inf")):
+        raise ValueError(f"scale: expected a finite real number; got {scale!r}")
+    return xp, float(scale)
+
+
+def _block_rows(batch_numel: int, Lk: int, block_elements: int) -> int:
+    return max(1, block_elements // max(1, batch_numel * Lk))
+
+
+def _block_logits(q_b, k, mask_b, scale, causal, row0, *, xp):
+    """Logits of one query block: mask + scale q_b k^T, with -inf above the diagonal when causal."""
+    s = scale * (q_b @ xp.matrix_transpose(k))                                    # (..., b, Lk)
+    if mask_b is not None:
+        s = s + mask_b
+    if causal:
+        dev = device_of(q_b)
+        rows = xp.arange(row0, row0 + q_b.shape[-2], device=dev)
+        cols = xp.arange(k.shape[-2], device=dev)
+        future = xp.expand_dims(cols, axis=0) > xp.expand_dims(rows, axis=1)       # (b, Lk)
+        s = xp.where(future, xp.asarray(-float("inf"), dtype=s.dtype, device=dev), s)
+    return s
+
+
+def _mask_rows(mask_add, r0, r1):
+    """Rows r0:r1 (query axis) of a mask broadcastable to (..., Lq, Lk)."""
+    if mask_add is None:
+        return None
+    if mask_add.ndim >= 2 and mask_add.shape[-2] != 1:
+        return mask_add[..., r0:r1, :]
+    return mask_add
+
+
+def softmax_attention_fwd(q, k, v, *, mask_add=None, causal=False, scale=None, grad_mask_add=False,
+                          block_elements=DEFAULT_BLOCK_ELEMENTS):
+    r"""Exact attention ``softmax(mask_add + scale q k^T) v`` and the cache for its backward.
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating (float64 reference, float32 supported).
+    k : (..., Lk, d) array
+        Keys, same batch axes, dtype and namespace as `q`.
+    v : (..., Lk, d_v) array
+        Values.
+    mask_add : array broadcastable to (..., Lq, Lk), optional
+        Additive logit mask (an RPE mask N of Horn Eq. (3) / FLT Eq. (2)). Must be finite.
+    causal : bool
+        Query i attends to keys j <= i only (needs Lq == Lk).
+    scale : float, optional
+        Logit scale; default ``1/sqrt(d)``.
+    grad_mask_add : bool
+        Whether the backward returns the gradient for `mask_add`. It costs O(Lq Lk) memory, so it is off by
+        default and the ``mask_add`` field of the gradients is ``None``.
+    block_elements : int
+        At most this many logits are materialised at once (query blocking).
+
+    Returns
+    -------
+    y : (..., Lq, d_v) array
+    cache : SoftmaxAttentionCache
+    """
+    xp, scale = _validate(q, k, v, mask_add, causal, scale)
+    Lq, Lk = q.shape[-2], k.shape[-2]
+    batch_numel = 1
+    for s in q.shape[:-2]:
+        batch_numel *= s
+    block = _block_rows(batch_numel, Lk, block_elements)
+    ys, lses = [], []
+    for r0 in range(0, Lq, block):
+        r1 = min(Lq, r0 + block)
+        s = _block_logits(q[..., r0:r1, :], k, _mask_rows(mask_add, r0, r1), scale, causal, r0, xp=xp)
+        row_max = xp.max(s, axis=-1, keepdims=True)                                 # (..., b, 1) stabiliser
+        p = xp.exp(s - row_max)                                                     # (..., b, Lk)
+        denom = xp.sum(p, axis=-1, keepdims=True)                                   # (..., b, 1)
+        ys.append((p @ v) / denom)                                                  # (..., b, d_v)
+        lses.append(row_max + xp.log(denom))                                        # (..., b, 1)
+    y = ys[0] if len(ys) == 1 else xp.concat(ys, axis=-2)                           # (..., Lq, d_v)
+    lse = lses[0] if len(lses) == 1 else xp.concat(lses, axis=-2)                   # (..., Lq, 1)
+    cache = SoftmaxAttentionCache(q, k, v, mask_add, y, lse, scale, bool(causal), block, bool(grad_mask_add))
+    return y, cache
+
+
+def softmax_attention_bwd(dy, cache: SoftmaxAttentionCache) -> SoftmaxAttentionGrads:
+    r"""Gradients of :func:`softmax_attention` for `q`, `k`, `v` (and `mask_add` when it was asked for).
+
+    With P the attention matrix and dP = dy v^T, the logit gradient is ``dS = P * (dP - rowsum(dy * y))``;
+    then ``dq = scale dS k``, ``dk = scale dS^T q``, ``dv = P^T dy``, ``dmask_add = dS`` (summed over the axes
+    `mask_add` was broadcast along). P is recomputed block by block from the cached log-sum-exp.
+
+    Parameters
+    ----------
+    dy : (..., Lq, d_v) array
+        Cotangent of the output.
+    cache : SoftmaxAttentionCache
+        From :func:`softmax_attention_fwd`.
+    """
+    c = cache
+    xp = namespace(dy, c.q, names=("dy", "cache.q"))
+    check_shape("dy", dy, "..., Lq, d_v", check_shape("y", c.y, "..., Lq, d_v"))
+    Lq = c.q.shape[-2]
+    dq_blocks, dmask_blocks = [], []
+    dk = xp.zeros_like(c.k)
+    dv = xp.zeros_like(c.v)
+    delta = xp.sum(dy * c.y, axis=-1, keepdims=True)                                # (..., Lq, 1) rowsum(dP * P)
+    for r0 in range(0, Lq, c.block):
+        r1 = min(Lq, r0 + c.block)
+        q_b = c.q[..., r0:r1, :]
+        s = _block_logits(q_b, c.k, _mask_rows(c.mask_add, r0, r1), c.scale, c.causal, r0, xp=xp)
+        p = xp.exp(s - c.lse[..., r0:r1, :])                                        # (..., b, Lk) recomputed
+        dy_b = dy[..., r0:r1, :]
+        dv = dv + xp.matrix_transpose(p) @ dy_b                                     # (..., Lk, d_v)
+        dp = dy_b @ xp.matrix_transpose(c.v)                                        # (..., b, Lk)
+        ds = p * (dp - delta[..., r0:r1, :])                                        # (..., b, Lk)
+        dq_blocks.append(c.scale * (ds @ c.k))                                      # (..., b, d)
+        dk = dk + c.scale * (xp.matrix_transpose(ds) @ q_b)                         # (..., Lk, d)
+        if c.grad_mask_add:
+            dmask_blocks.append(ds)
+    dq = dq_blocks[0] if len(dq_blocks) == 1 else xp.concat(dq_blocks, axis=-2)
+    dmask = None
+    if c.grad_mask_add and c.mask_add is not None:
+        full = dmask_blocks[0] if len(dmask_blocks) == 1 else xp.concat(dmask_blocks, axis=-2)
+        dmask = sum_to_shape(full, tuple(c.mask_add.shape), xp=xp)
+    return SoftmaxAttentionGrads(q=dq, k=dk, v=dv, mask_add=dmask)
+
+
+def softmax_attention(q, k, v, *, mask_add=None, causal=False, scale=None,
+                      block_elements=DEFAULT_BLOCK_ELEMENTS):
+    r"""Exact attention ``softmax(mask_add + scale q k^T) v``: the oracle (see :func:`softmax_attention_fwd`).
+
+    Shapes: ``q: (..., Lq, d)``, ``k: (..., Lk, d)``, ``v: (..., Lk, d_v)``, ``mask_add`` broadcastable to
+    ``(..., Lq, Lk)``; returns ``(..., Lq, d_v)``.
+    """
+    return softmax_attention_fwd(q, k, v, mask_add=mask_add, causal=causal, scale=scale,
+                                 block_elements=block_elements)[0]

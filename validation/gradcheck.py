@@ -1,0 +1,225 @@
+"""NumPy-only edge: gradient checks of forward/backward pairs by central finite differences (float64).
+
+:func:`check_vjp` tests a pair ``fwd(**args) -> (y, cache)``, ``bwd(dy, cache) -> grads`` the way JAX's
+``check_vjp`` does: for a random cotangent c and random directions t, the directional derivative
+``<c, (f(x + eps t) - f(x - eps t)) / (2 eps)>`` must equal ``<t, vjp(c)>``. Directions perturb one argument at
+a time (and then all together), so a failure names the argument whose gradient is wrong. Gradient fields are
+looked up by the argument's name (``grads.phi_q`` for ``phi_q``); nested parameter containers (dicts, tuples,
+NamedTuples) are walked leaf by leaf.
+
+Tolerance: ``|fd - an| <= rtol * sum_i <|t_i|, |g_i|> + 8 eps_machine sum |c| |y| / eps`` -- relative to the
+scale of the terms (robust to cancellation) plus the rounding error of the difference quotient itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import array_api_compat
+import numpy as np
+
+from .assertions import to_numpy
+
+__all__ = ["check_vjp", "jacobian_fd", "tree_leaves"]
+
+
+def _is_array(x: Any) -> bool:
+    return array_api_compat.is_array_api_obj(x)
+
+
+def _is_float_array(x: Any) -> bool:
+    if not _is_array(x):
+        return False
+    xp = array_api_compat.array_namespace(x)
+    return xp.isdtype(x.dtype, "real floating")
+
+
+def _children(tree: Any):
+    """(key, child) pairs of a container, or None for a leaf."""
+    if isinstance(tree, dict):
+        return list(tree.items())
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return [(f, getattr(tree, f)) for f in tree._fields]
+    if isinstance(tree, (tuple, list)):
+        return list(enumerate(tree))
+    return None
+
+
+def tree_leaves(tree: Any, prefix: tuple = ()) -> list[tuple[tuple, Any]]:
+    """``[(path, leaf)]`` for every real floating array leaf of a nested container."""
+    kids = _children(tree)
+    if kids is None:
+        return [(prefix, tree)] if _is_float_array(tree) else []
+    out = []
+    for k, v in kids:
+        out.extend(tree_leaves(v, prefix + (k,)))
+    return out
+
+
+def _get(tree: Any, path: tuple) -> Any:
+    for k in path:
+        if tree is None:
+            return None
+        if isinstance(tree, dict):
+            tree = tree.get(k)
+        elif isinstance(tree, tuple) and hasattr(tree, "_fields") and isinstance(k, str):
+            tree = getattr(tree, k, None)
+        else:
+            tree = tree[k]
+    return tree
+
+
+def _replace(tree: Any, path: tuple, value: Any) -> Any:
+    if not path:
+        return value
+    k, rest = path[0], path[1:]
+    if isinstance(tree, dict):
+        new = dict(tree)
+        new[k] = _replace(tree[k], rest, value)
+        return new
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return tree._replace(**{k: _replace(getattr(tree, k), rest, value)})
+    items = list(tree)
+    items[k] = _replace(items[k], rest, value)
+    return type(tree)(items) if isinstance(tree, tuple) else items
+
+
+def _inner(a_tree: Any, b_tree: Any, absolute: bool = False) -> float:
+    total = 0.0
+    for path, a in tree_leaves(a_tree):
+        b = _get(b_tree, path)
+        an, bn = to_numpy(a).astype(np.float64), to_numpy(b).astype(np.float64)
+        total += float(np.sum(np.abs(an) * np.abs(bn))) if absolute else float(np.sum(an * bn))
+    return total
+
+
+def _random_like(tree: Any, rng: np.random.Generator) -> Any:
+    for path, leaf in tree_leaves(tree):
+        xp = array_api_compat.array_namespace(leaf)
+        draw = rng.standard_normal(tuple(leaf.shape))
+        tree = _replace(tree, path, xp.asarray(draw, dtype=leaf.dtype, device=array_api_compat.device(leaf)))
+    return tree
+
+
+def _axpy(x_tree: Any, t_tree: Any, alpha: float) -> Any:
+    for path, t in tree_leaves(t_tree):
+        x = _get(x_tree, path)
+        x_tree = _replace(x_tree, path, x + alpha * t)
+    return x_tree
+
+
+def check_vjp(fwd: Callable[..., Any], bwd: Callable[[Any, Any], Any], args: dict, *, kwargs: dict | None = None,
+              wrt: tuple[str, ...] | None = None, seed: int = 0, n_directions: int = 3, eps: float = 1e-6,
+              rtol: float = 1e-6, output: Callable[[Any], Any] | None = None) -> dict[str, float]:
+    """Check ``bwd`` against central differences of ``fwd`` for every real floating argument in `wrt`.
+
+    Parameters
+    ----------
+    fwd : callable
+        ``fwd(**args, **kwargs) -> (y, cache)``; ``y`` is an array or a container of arrays.
+    bwd : callable
+        ``bwd(dy, cache) -> grads``, a NamedTuple or dict with one field per argument name (nested like the
+        argument for parameter containers).
+    args : dict
+        Differentiable arguments by name (arrays or containers of arrays), float64.
+    kwargs : dict, optional
+        Further arguments passed unchanged (flags, integer positions).
+    wrt : tuple of str, optional
+        Arguments to check (default: every entry of `args` holding a real floating array).
+    seed : int
+        Seed of the random cotangent and directions.
+    n_directions : int
+        Random directions per argument (plus the same number perturbing all arguments together).
+    eps, rtol : float
+        Step and relative tolerance.
+    output : callable, optional
+        Selects the differentiated part of ``y`` (e.g. ``lambda y: y[0]``); the cotangent then matches it and
+        ``bwd`` receives it as given.
+
+    Returns
+    -------
+    dict
+        The worst relative error per argument (for reports).
+
+    Raises
+    ------
+    AssertionError
+        Naming the argument, the finite-difference and the analytic directional derivatives, the tolerance
+        and the seed.
+    """
+    kwargs = dict(kwargs or {})
+    rng = np.random.default_rng(seed)
+    if wrt is None:
+        wrt = tuple(n for n, a in args.items() if tree_leaves(a))
+    for n in wrt:
+        if n not in args:
+            raise ValueError(f"wrt: {n!r} is not an argument (arguments: {sorted(args)})")
+        for path, leaf in tree_leaves(args[n]):
+            if to_numpy(leaf).dtype != np.float64:
+                raise TypeError(f"check_vjp: {n}{list(path) if path else ''} must be float64; got {leaf.dtype}")
+
+    select = output or (lambda y: y)
+
+    def f(a: dict) -> Any:
+        return select(fwd(**a, **kwargs)[0])
+
+    y, cache = fwd(**args, **kwargs)
+    c = _random_like(select(y), rng)
+    grads = bwd(c, cache)
+    y_scale = _inner(select(y), c, absolute=True)
+
+    worst: dict[str, float] = {}
+    groups = [(n,) for n in wrt] + ([tuple(wrt)] if len(wrt) > 1 else [])
+    for group in groups:
+        for _ in range(n_directions):
+            t = {n: _random_like(args[n], rng) for n in group}
+            plus = dict(args)
+            minus = dict(args)
+            for n in group:
+                plus[n] = _axpy(args[n], t[n], eps)
+                minus[n] = _axpy(args[n], t[n], -eps)
+            fd = (_inner(f(plus), c) - _inner(f(minus), c)) / (2 * eps)
+            an, scale = 0.0, 0.0
+            for n in group:
+                g = grads.get(n) if isinstance(grads, dict) else getattr(grads, n, None)
+                if g is None:
+                    raise AssertionError(f"check_vjp: the backward returned no gradient for {n!r}")
+                for path, tl in tree_leaves(t[n]):
+                    gl = _get(g, path)
+                    if gl is None:
+                        raise AssertionError(f"check_vjp: no gradient for {n}{list(path)}")
+                    if tuple(gl.shape) != tuple(tl.shape):
+                        raise AssertionError(
+                            f"check_vjp: gradient for {n}{list(path) if path else ''} has shape {tuple(gl.shape)}; "
+                            f"the argument has shape {tuple(tl.shape)}")
+                    an += _inner(tl, gl)
+                    scale += _inner(tl, gl, absolute=True)
+            tol = rtol * scale + 8 * np.finfo(np.float64).eps * y_scale / eps
+            err = abs(fd - an)
+            name = "+".join(group)
+            worst[name] = max(worst.get(name, 0.0), err / max(scale, 1e-300))
+            if not err <= tol:
+                raise AssertionError(
+                    f"check_vjp: gradient for {name} disagrees with central differences: "
+                    f"finite difference {fd:.12e}, backward {an:.12e}, |diff| {err:.3e} > tol {tol:.3e} "
+                    f"(rtol {rtol:g}, eps {eps:g}, seed {seed})"
+                )
+    return worst
+
+
+def jacobian_fd(f: Callable[[Any], Any], x: Any, *, eps: float = 1e-6) -> np.ndarray:
+    """Full Jacobian of ``f`` at `x` by central differences, shape ``(f(x).size, x.size)`` (tiny inputs only).
+
+    Used to find which entry of a gradient is wrong once :func:`check_vjp` has failed.
+    """
+    xp = array_api_compat.array_namespace(x)
+    x0 = to_numpy(x).astype(np.float64)
+    y0 = to_numpy(f(x)).ravel()
+    J = np.empty((y0.size, x0.size))
+    for i in range(x0.size):
+        e = np.zeros(x0.size)
+        e[i] = eps
+        xp_ = xp.asarray((x0.ravel() + e).reshape(x0.shape), dtype=x.dtype)
+        xm_ = xp.asarray((x0.ravel() - e).reshape(x0.shape), dtype=x.dtype)
+        J[:, i] = (to_numpy(f(xp_)).ravel() - to_numpy(f(xm_)).ravel()) / (2 * eps)
+    return J
