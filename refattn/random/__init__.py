@@ -1,4 +1,8 @@
-"""NumPy-only edge: every random draw of refattn is made here from a ``numpy.random.Generator``.
+"""NumPy-only edge: every random draw of refattn is made in this package from a ``numpy.random.Generator``.
+
+One module per family: ``performer`` (Gaussian and Haar-orthogonal projections), ``spectra`` (KL-Transformer
+GMM / FastFood / generator noise), ``positional`` (S1 frequencies, FLT frequency draws); everything is
+re-exported here, so ``refattn.random.draw_gaussian`` works.
 
 The core never draws: feature maps and attention take the drawn arrays (``omega``, FastFood's diagonals, ...),
 so queries and keys share one draw by construction. Draws are returned as NumPy arrays; move them to another
@@ -19,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ._xp import device_of, namespace
+from .._xp import device_of, namespace
 
 __all__ = ["check_rng", "as_xp", "rng_for_step", "check_dtype_arg"]
 
@@ -64,3 +68,6 @@ def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator
     if every <= 0:
         raise ValueError(f"every: expected a positive integer or None; got {every}")
     return np.random.default_rng([int(seed), 1, int(step) // int(every)])
+
+
+# Family modules (each re-exports its draw_*/init_* functions through its __all__).
