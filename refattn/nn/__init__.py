@@ -1,3 +1,21 @@
-"""Neural-network layers as forward/backward pairs, the transformer, losses, optimisers and the training loop."""
+"""Neural-network layers as forward/backward pairs, the transformer, losses, optimisers and the training loop.
 
-__all__: list[str] = []
+Submodules: ``dense``, ``layernorm``, ``batchnorm``, ``activations``, ``dropout``, ``embedding``, ``loss``,
+``optim`` (and ``mha``, ``transformer``, ``checkpoint``); ``train`` is not imported here (it may import tqdm).
+Note that ``refattn.nn.dense`` is the *function* (the flat re-export); import the module with
+``from refattn.nn import dense as ...`` only via ``import refattn.nn.dense`` / ``from refattn.nn.dense import ...``.
+"""
+
+import sys as _sys
+
+from .activations import *  # noqa: F401,F403
+from .batchnorm import *  # noqa: F401,F403
+from .dense import *  # noqa: F401,F403
+from .dropout import *  # noqa: F401,F403
+from .embedding import *  # noqa: F401,F403
+from .layernorm import *  # noqa: F401,F403
+from .loss import *  # noqa: F401,F403
+from .optim import *  # noqa: F401,F403
+
+_MODULES = ("activations", "batchnorm", "dense", "dropout", "embedding", "layernorm", "loss", "optim")
+__all__: list[str] = [n for _m in _MODULES for n in _sys.modules[f"{__name__}.{_m}"].__all__]

@@ -1,0 +1,142 @@
+r"""Batch normalisation (Ioffe & Szegedy 2015) in training and evaluation mode, as a forward/backward pair.
+
+Training mode normalises with the statistics of the batch (all leading axes of ``x: (..., d)``, i.e. the
+``N = prod(...)`` rows), and updates the running statistics; evaluation mode normalises with the running
+statistics::
+
+    train:  y = gamma (x - mean_B) / sqrt(var_B + eps) + beta,           var_B biased (divides by N)
+            running_mean <- (1 - momentum) running_mean + momentum mean_B
+            running_var  <- (1 - momentum) running_var  + momentum var_B N / (N - 1)   (unbiased, as torch)
+    eval:   y = gamma (x - running_mean) / sqrt(running_var + eps) + beta
+
+**State is explicit and never mutated**: ``batchnorm_fwd(x, params, state, train=...)`` returns
+``(BatchNormOutput(y, state), cache)`` where ``state`` is a *new* :class:`BatchNormState` (the input one is
+returned unchanged in evaluation mode). The backward takes the cotangent of ``y`` only: the running statistics
+are not learnable and get no gradient (``BatchNormGrads(x, params)``; in a gradient check use
+``output=lambda o: o.y``).
+
+Defaults ``momentum = 0.1``, ``eps = 1e-5`` as torch's ``BatchNorm1d``. Axes: ``...`` batch, ``d`` features.
+Initialise with ``refattn.random.init_batchnorm(d)`` -> ``(BatchNormParams, BatchNormState)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .._xp import check_choice, check_finite, check_shape, namespace
+from ._norm import normalize_bwd
+
+__all__ = ["BatchNormParams", "BatchNormState", "BatchNormOutput", "BatchNormCache", "BatchNormGrads",
+           "batchnorm", "batchnorm_fwd", "batchnorm_bwd"]
+
+Array = Any
+
+
+class BatchNormParams(NamedTuple):
+    gamma: Array  # (d,)
+    beta: Array   # (d,)
+
+
+class BatchNormState(NamedTuple):
+    mean: Array   # (d,) running mean
+    var: Array    # (d,) running (unbiased) variance
+
+
+class BatchNormOutput(NamedTuple):
+    y: Array               # (..., d)
+    state: BatchNormState  # the updated running statistics (train) or the input ones (eval)
+
+
+class BatchNormCache(NamedTuple):
+    xhat: Array   # (N, d) normalised input, leading axes flattened
+    rstd: Array   # (1, d) or (d,): 1/sqrt(var + eps) of the statistics used
+    gamma: Array  # (d,)
+    train: bool
+    shape: tuple  # x.shape
+
+
+class BatchNormGrads(NamedTuple):
+    x: Array                  # (..., d)
+    params: BatchNormParams   # gamma: (d,), beta: (d,)
+
+
+def batchnorm_fwd(x, params: BatchNormParams, state: BatchNormState, *, train: bool, momentum=0.1, eps=1e-5):
+    r"""Batch norm of `x` (rows = all leading axes); returns ``(BatchNormOutput(y, new_state), cache)``.
+
+    Parameters
+    ----------
+    x : (..., d) array
+        At least 2 rows in training mode (the unbiased running variance divides by N - 1).
+    params : BatchNormParams
+        ``gamma: (d,)``, ``beta: (d,)``.
+    state : BatchNormState
+        Running ``mean: (d,)`` and ``var: (d,)``; not modified.
+    train : bool
+        Batch statistics (True) or running statistics (False). Required: no silent default mode.
+    momentum : float in [0, 1]
+    eps : float > 0
+    """
+    if not (isinstance(params, tuple) and hasattr(params, "gamma")):
+        raise TypeError(f"params: expected BatchNormParams(gamma, beta); got {type(params).__name__}")
+    if not (isinstance(state, tuple) and hasattr(state, "var")):
+        raise TypeError(f"state: expected BatchNormState(mean, var); got {type(state).__name__}")
+    check_choice("train", train, (True, False))
+    xp = namespace(x, params.gamma, params.beta, state.mean, state.var,
+                   names=("x", "params.gamma", "params.beta", "state.mean", "state.var"))
+    sizes = check_shape("x", x, "..., d")
+    for n, a in (("params.gamma", params.gamma), ("params.beta", params.beta), ("state.mean", state.mean),
+                 ("state.var", state.var)):
+        check_shape(n, a, "d", sizes)
+    check_finite("x", x, xp=xp)
+    if not (isinstance(momentum, (int, float)) and 0 <= momentum <= 1):
+        raise ValueError(f"momentum: expected a number in [0, 1]; got {momentum!r}")
+    if not (isinstance(eps, (int, float)) and eps > 0):
+        raise ValueError(f"eps: expected a positive number; got {eps!r}")
+    d = x.shape[-1]
+    x2 = xp.reshape(x, (-1, d))                                                     # (N, d)
+    N = x2.shape[0]
+    if train:
+        if N < 2:
+            raise ValueError(f"x: training-mode batch norm needs at least 2 rows; got {N} (shape {tuple(x.shape)})")
+        mean = xp.mean(x2, axis=0, keepdims=True)                                   # (1, d)
+        xc = x2 - mean                                                              # (N, d)
+        var = xp.mean(xc * xc, axis=0, keepdims=True)                               # (1, d) biased
+        rstd = 1.0 / xp.sqrt(var + eps)                                             # (1, d)
+        xhat = xc * rstd                                                            # (N, d)
+        new_state = BatchNormState(
+            mean=(1 - momentum) * state.mean + momentum * mean[0, :],
+            var=(1 - momentum) * state.var + momentum * var[0, :] * (N / (N - 1)),
+        )
+    else:
+        rstd = 1.0 / xp.sqrt(state.var + eps)                                       # (d,)
+        xhat = (x2 - state.mean) * rstd                                             # (N, d)
+        new_state = state
+    y = xp.reshape(params.gamma * xhat + params.beta, tuple(x.shape))               # (..., d)
+    cache = BatchNormCache(xhat=xhat, rstd=rstd, gamma=params.gamma, train=bool(train), shape=tuple(x.shape))
+    return BatchNormOutput(y=y, state=new_state), cache
+
+
+def batchnorm_bwd(dy, cache: BatchNormCache) -> BatchNormGrads:
+    r"""Gradients of :func:`batchnorm` w.r.t. `x`, ``gamma`` and ``beta``.
+
+    Training mode: ``dx = rstd (g - mean_N(g) - xhat mean_N(g xhat))`` with ``g = dy gamma`` (the batch
+    statistics depend on x). Evaluation mode: ``dx = g rstd``.
+    """
+    c = cache
+    xp = namespace(dy, c.xhat, names=("dy", "cache.xhat"))
+    d = c.xhat.shape[-1]
+    dy2 = xp.reshape(dy, (-1, d))                                                   # (N, d)
+    dxhat = dy2 * c.gamma                                                           # (N, d)
+    if c.train:
+        dx2 = normalize_bwd(dxhat, c.xhat, c.rstd, 0, xp=xp)                        # (N, d)
+    else:
+        dx2 = dxhat * c.rstd                                                        # (N, d)
+    dgamma = xp.sum(dy2 * c.xhat, axis=0)                                           # (d,)
+    dbeta = xp.sum(dy2, axis=0)                                                     # (d,)
+    return BatchNormGrads(x=xp.reshape(dx2, c.shape), params=BatchNormParams(gamma=dgamma, beta=dbeta))
+
+
+def batchnorm(x, params: BatchNormParams, state: BatchNormState, *, train: bool, momentum=0.1, eps=1e-5):
+    """Batch norm; returns ``(y, new_state)`` (see :func:`batchnorm_fwd`)."""
+    out, _ = batchnorm_fwd(x, params, state, train=train, momentum=momentum, eps=eps)
+    return out.y, out.state

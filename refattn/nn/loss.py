@@ -1,0 +1,115 @@
+r"""Losses as forward/backward pairs: softmax cross-entropy with integer labels, and mean squared error.
+
+Both return a scalar (0-d array): the **mean** over rows / entries.
+
+* ``softmax_cross_entropy(logits, labels)``: ``mean_n [logsumexp(logits_n) - logits_n[labels_n]]``; ``logits:
+  (..., C)``, ``labels: (...)`` integer class indices in ``[0, C)`` (indices by nature: no gradient field).
+  Gradient ``(softmax(logits) - onehot(labels)) / N``. The one-hot is an ``arange`` comparison (the standard has
+  no fancy indexing).
+* ``mse(pred, target)``: ``mean((pred - target)^2)``; gradients for both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .._xp import check_finite, check_shape, device_of, namespace
+
+__all__ = ["CrossEntropyCache", "CrossEntropyGrads", "softmax_cross_entropy", "softmax_cross_entropy_fwd",
+           "softmax_cross_entropy_bwd", "MseGrads", "mse", "mse_fwd", "mse_bwd", "one_hot"]
+
+Array = Any
+
+
+class CrossEntropyCache(NamedTuple):
+    p: Array       # (N, C) softmax probabilities
+    onehot: Array  # (N, C)
+    shape: tuple   # logits.shape
+
+
+class CrossEntropyGrads(NamedTuple):
+    logits: Array  # (..., C)
+
+
+class MseGrads(NamedTuple):
+    pred: Array
+    target: Array
+
+
+def one_hot(labels, C, *, dtype, xp):
+    """``(..., C)`` one-hot rows of integer `labels` (``(...)``), by comparison with ``arange(C)``."""
+    classes = xp.arange(C, dtype=labels.dtype, device=device_of(labels))               # (C,)
+    return xp.astype(xp.expand_dims(labels, axis=-1) == classes, dtype)            # (..., C)
+
+
+def softmax_cross_entropy_fwd(logits, labels):
+    r"""Mean softmax cross-entropy and the cache for :func:`softmax_cross_entropy_bwd`.
+
+    Parameters
+    ----------
+    logits : (..., C) array
+        Real floating.
+    labels : (...) integer array
+        Class indices in ``[0, C)``.
+
+    Returns
+    -------
+    loss : () array
+    cache : CrossEntropyCache
+    """
+    xp = namespace(logits, labels, names=("logits", "labels"), allow_int=("labels",))
+    if not xp.isdtype(labels.dtype, "integral"):
+        raise TypeError(f"labels: expected an integer array of class indices; got dtype {labels.dtype}")
+    sizes = check_shape("logits", logits, "..., C")
+    check_shape("labels", labels, "...", sizes)
+    check_finite("logits", logits, xp=xp)
+    C = logits.shape[-1]
+    if labels.size and (int(xp.min(labels)) < 0 or int(xp.max(labels)) >= C):
+        raise ValueError(f"labels: expected class indices in [0, {C}); got values in "
+                         f"[{int(xp.min(labels))}, {int(xp.max(labels))}]")
+    z = xp.reshape(logits, (-1, C))                                                 # (N, C)
+    N = z.shape[0]
+    zmax = xp.max(z, axis=-1, keepdims=True)                                        # (N, 1) stabiliser
+    e = xp.exp(z - zmax)                                                            # (N, C)
+    s = xp.sum(e, axis=-1, keepdims=True)                                           # (N, 1)
+    lse = zmax + xp.log(s)                                                          # (N, 1)
+    onehot = one_hot(xp.reshape(labels, (-1,)), C, dtype=logits.dtype, xp=xp)       # (N, C)
+    picked = xp.sum(z * onehot, axis=-1, keepdims=True)                             # (N, 1)
+    loss = xp.sum(lse - picked) / N                                                 # ()
+    return loss, CrossEntropyCache(p=e / s, onehot=onehot, shape=tuple(logits.shape))
+
+
+def softmax_cross_entropy_bwd(dloss, cache: CrossEntropyCache) -> CrossEntropyGrads:
+    """``dlogits = dloss (softmax - onehot) / N``."""
+    xp = namespace(dloss, cache.p, names=("dloss", "cache.p"))
+    N = cache.p.shape[0]
+    return CrossEntropyGrads(logits=xp.reshape(dloss * (cache.p - cache.onehot) / N, cache.shape))
+
+
+def softmax_cross_entropy(logits, labels):
+    """Mean softmax cross-entropy, ``logits: (..., C)``, ``labels: (...)`` integer -> ``()``."""
+    return softmax_cross_entropy_fwd(logits, labels)[0]
+
+
+def mse_fwd(pred, target):
+    """``mean((pred - target)^2)``; `pred` and `target` of the same shape. Returns ``(loss: (), cache)``."""
+    xp = namespace(pred, target, names=("pred", "target"))
+    if tuple(pred.shape) != tuple(target.shape):
+        raise ValueError(f"target: expected the shape of pred {tuple(pred.shape)}; got {tuple(target.shape)}")
+    check_finite("pred", pred, xp=xp)
+    check_finite("target", target, xp=xp)
+    diff = pred - target
+    return xp.mean(diff * diff), diff
+
+
+def mse_bwd(dloss, cache) -> MseGrads:
+    """``dpred = 2 dloss (pred - target) / n = -dtarget``."""
+    diff = cache
+    namespace(dloss, diff, names=("dloss", "cache"))
+    g = (2.0 / diff.size) * dloss * diff
+    return MseGrads(pred=g, target=-g)
+
+
+def mse(pred, target):
+    """Mean squared error, a 0-d array."""
+    return mse_fwd(pred, target)[0]

@@ -1,0 +1,136 @@
+r"""Optimisers as pure functions ``(params, grads, state) -> (params, state)``, and gradient clipping.
+
+`params` and `grads` are trees of the same structure (nested dicts / NamedTuples of arrays; ``None`` leaves are
+skipped). Nothing is mutated: every update returns new arrays and a new state. The step counter lives in the
+state as a Python int (it drives bias correction, and a redraw policy can read it).
+
+* **SGD** (momentum ``mu``, L2 weight decay ``lambda``, torch convention)::
+
+      g = grad + lambda p;   v = mu v + g;   p = p - lr v
+
+* **Adam** (Kingma & Ba 2015, Algorithm 1; ``weight_decay`` is L2 added to the gradient, as torch ``Adam``)::
+
+      g = grad + lambda p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+      p = p - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+
+* **AdamW** (Loshchilov & Hutter 2019, Algorithm 2 with schedule multiplier 1, torch ``AdamW``): decoupled decay
+  ``p = p (1 - lr lambda)`` and then the Adam step without L2.
+
+* :func:`clip_by_global_norm`: ``grads * min(1, max_norm / ||grads||)`` with the norm over all leaves.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from array_api_compat import array_namespace
+
+from ._tree import tree_leaves, tree_map
+
+__all__ = ["SGDState", "AdamState", "sgd_init", "sgd_update", "adam_init", "adam_update", "adamw_update",
+           "global_norm", "clip_by_global_norm"]
+
+
+class SGDState(NamedTuple):
+    step: int
+    velocity: Any  # tree like params (zeros at step 0)
+
+
+class AdamState(NamedTuple):
+    step: int
+    m: Any  # first-moment tree
+    v: Any  # second-moment tree
+
+
+def _check_hyper(name, value, lo=0.0, hi=math.inf, lo_open=False, hi_open=False):
+    ok = isinstance(value, (int, float)) and math.isfinite(value)
+    ok = ok and (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
+    if not ok:
+        lb = "(" if lo_open else "["
+        rb = ")" if hi_open else "]"
+        raise ValueError(f"{name}: expected a number in {lb}{lo}, {hi}{rb}; got {value!r}")
+
+
+def _zeros_like_tree(params):
+    return tree_map(lambda p: p * 0, params)
+
+
+def sgd_init(params) -> SGDState:
+    """Initial SGD state (zero velocity)."""
+    return SGDState(step=0, velocity=_zeros_like_tree(params))
+
+
+def sgd_update(params, grads, state: SGDState, *, lr, momentum=0.0, weight_decay=0.0):
+    """One SGD step (see module docstring); returns ``(new_params, new_state)``."""
+    _check_hyper("lr", lr, lo_open=True)
+    _check_hyper("momentum", momentum, 0.0, 1.0)
+    _check_hyper("weight_decay", weight_decay)
+    g = tree_map(lambda gr, p: gr + weight_decay * p, grads, params) if weight_decay else grads
+    vel = tree_map(lambda v, gi: momentum * v + gi, state.velocity, g)
+    new = tree_map(lambda p, v: p - lr * v, params, vel)
+    return new, SGDState(step=state.step + 1, velocity=vel)
+
+
+def adam_init(params) -> AdamState:
+    """Initial Adam/AdamW state (zero moments, step 0)."""
+    return AdamState(step=0, m=_zeros_like_tree(params), v=_zeros_like_tree(params))
+
+
+def _adam_core(params, g, state, lr, beta1, beta2, eps):
+    t = state.step + 1
+    m = tree_map(lambda mi, gi: beta1 * mi + (1 - beta1) * gi, state.m, g)
+    v = tree_map(lambda vi, gi: beta2 * vi + (1 - beta2) * (gi * gi), state.v, g)
+    c1 = 1.0 - beta1 ** t
+    c2 = 1.0 - beta2 ** t
+
+    def step(p, mi, vi):
+        xp = array_namespace(p)
+        return p - lr * (mi / c1) / (xp.sqrt(vi / c2) + eps)
+
+    new = tree_map(step, params, m, v)
+    return new, AdamState(step=t, m=m, v=v)
+
+
+def _check_adam(lr, beta1, beta2, eps, weight_decay):
+    _check_hyper("lr", lr, lo_open=True)
+    _check_hyper("beta1", beta1, 0.0, 1.0, hi_open=True)
+    _check_hyper("beta2", beta2, 0.0, 1.0, hi_open=True)
+    _check_hyper("eps", eps, lo_open=True)
+    _check_hyper("weight_decay", weight_decay)
+
+
+def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0):
+    """One Adam step (L2 weight decay added to the gradient); returns ``(new_params, new_state)``."""
+    _check_adam(lr, beta1, beta2, eps, weight_decay)
+    g = tree_map(lambda gr, p: gr + weight_decay * p, grads, params) if weight_decay else grads
+    return _adam_core(params, g, state, lr, beta1, beta2, eps)
+
+
+def adamw_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
+                 weight_decay=1e-2):
+    """One AdamW step (decoupled weight decay ``p (1 - lr weight_decay)``); returns ``(new_params, new_state)``."""
+    _check_adam(lr, beta1, beta2, eps, weight_decay)
+    decayed = tree_map(lambda p: p * (1.0 - lr * weight_decay), params) if weight_decay else params
+    return _adam_core(decayed, grads, state, lr, beta1, beta2, eps)
+
+
+def global_norm(grads) -> float:
+    """``sqrt(sum over leaves of sum(g^2))`` as a Python float."""
+    total = 0.0
+    for g in tree_leaves(grads):
+        xp = array_namespace(g)
+        total += float(xp.sum(g * g))
+    return math.sqrt(total)
+
+
+def clip_by_global_norm(grads, max_norm):
+    """Scale all gradients by ``min(1, max_norm / global_norm)``; returns ``(clipped, norm_before)``."""
+    _check_hyper("max_norm", max_norm, lo_open=True)
+    norm = global_norm(grads)
+    if not math.isfinite(norm):
+        raise ValueError(f"grads: the global gradient norm is not finite ({norm}); refusing to clip NaN/inf")
+    scale = min(1.0, max_norm / norm) if norm > 0 else 1.0
+    if scale == 1.0:
+        return grads, norm
+    return tree_map(lambda g: g * scale, grads), norm

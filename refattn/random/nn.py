@@ -1,0 +1,131 @@
+"""NumPy-only edge: initial parameters of the ``refattn.nn`` layers, dropout masks, and moving trees to a namespace.
+
+Every function returns NumPy arrays inside the layers' NamedTuples (``DenseParams``, ``LayerNormParams``, ...);
+move a whole tree with :func:`tree_as_xp` (``tree_as_xp(params, like=x)``). Functions that draw take the
+required ``rng`` (a ``numpy.random.Generator``) first; the deterministic ones (layer/batch norm: ones and zeros)
+take none.
+
+Conventions (stated, so that a torch model can be built with the same parameters):
+
+* ``init_dense``: Glorot/Xavier uniform ``W ~ U(-a, a)``, ``a = sqrt(6 / (d_in + d_out))``; ``b = 0``.
+* ``init_embedding``: ``N(0, scale^2)`` entries (default ``scale = 0.02``, GPT-2's).
+* ``init_layernorm`` / ``init_batchnorm``: ``gamma = 1``, ``beta = 0``; batch-norm running mean 0, variance 1.
+* ``draw_dropout_mask``: inverted dropout, entries ``0`` w.p. ``rate`` and ``1/(1 - rate)`` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import as_xp, check_dtype_arg, check_rng
+
+__all__ = ["init_dense", "init_layernorm", "init_batchnorm", "init_embedding", "draw_dropout_mask",
+           "tree_as_xp", "tree_to_numpy"]
+
+
+def _pos(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name}: expected a positive integer; got {value!r}")
+    return int(value)
+
+
+def init_dense(rng, d_in, d_out, *, dtype=np.float64):
+    """``DenseParams(W: (d_in, d_out) Glorot-uniform, b: (d_out,) zeros)`` as NumPy arrays."""
+    from ..nn.dense import DenseParams
+
+    check_rng(rng)
+    dt = check_dtype_arg(dtype)
+    d_in, d_out = _pos("d_in", d_in), _pos("d_out", d_out)
+    a = math.sqrt(6.0 / (d_in + d_out))
+    W = rng.uniform(-a, a, size=(d_in, d_out)).astype(dt)
+    return DenseParams(W=W, b=np.zeros(d_out, dtype=dt))
+
+
+def init_layernorm(d, *, dtype=np.float64):
+    """``LayerNormParams(gamma = ones(d), beta = zeros(d))`` (deterministic)."""
+    from ..nn.layernorm import LayerNormParams
+
+    dt = check_dtype_arg(dtype)
+    d = _pos("d", d)
+    return LayerNormParams(gamma=np.ones(d, dtype=dt), beta=np.zeros(d, dtype=dt))
+
+
+def init_batchnorm(d, *, dtype=np.float64):
+    """``(BatchNormParams(ones, zeros), BatchNormState(mean = zeros, var = ones))`` (deterministic)."""
+    from ..nn.batchnorm import BatchNormParams, BatchNormState
+
+    dt = check_dtype_arg(dtype)
+    d = _pos("d", d)
+    return (BatchNormParams(gamma=np.ones(d, dtype=dt), beta=np.zeros(d, dtype=dt)),
+            BatchNormState(mean=np.zeros(d, dtype=dt), var=np.ones(d, dtype=dt)))
+
+
+def init_embedding(rng, n, d, *, scale=0.02, dtype=np.float64):
+    """An ``(n, d)`` table with ``N(0, scale^2)`` entries (token or learned position embedding)."""
+    check_rng(rng)
+    dt = check_dtype_arg(dtype)
+    n, d = _pos("n", n), _pos("d", d)
+    if not (isinstance(scale, (int, float)) and scale > 0):
+        raise ValueError(f"scale: expected a positive number; got {scale!r}")
+    return (scale * rng.standard_normal((n, d))).astype(dt)
+
+
+def draw_dropout_mask(rng, shape, rate, *, dtype=np.float64):
+    """Inverted-dropout mask of `shape`: ``0`` with probability `rate`, ``1/(1 - rate)`` otherwise."""
+    check_rng(rng)
+    dt = check_dtype_arg(dtype)
+    if not (isinstance(rate, (int, float)) and 0 <= rate < 1):
+        raise ValueError(f"rate: expected a dropout probability in [0, 1); got {rate!r}")
+    keep = rng.random(tuple(shape)) >= rate
+    return (keep / (1.0 - rate)).astype(dt)
+
+
+def _map(f, tree):
+    if tree is None:
+        return None
+    if isinstance(tree, dict):
+        return {k: _map(f, v) for k, v in tree.items()}
+    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return type(tree)(*(_map(f, v) for v in tree))
+    if isinstance(tree, (tuple, list)):
+        out = [_map(f, v) for v in tree]
+        return type(tree)(out) if isinstance(tree, tuple) else out
+    if isinstance(tree, (np.ndarray, np.generic)) or hasattr(tree, "__array_namespace__"):
+        return f(tree)
+    return tree
+
+
+def tree_as_xp(tree: Any, *, like: Any) -> Any:
+    """Every floating NumPy leaf of `tree` as an array of `like`'s namespace, dtype and device (integer leaves keep
+    their integer dtype)."""
+    import array_api_compat
+
+    xp = array_api_compat.array_namespace(like)
+
+    def conv(a):
+        a = np.asarray(a)
+        if np.issubdtype(a.dtype, np.floating):
+            return as_xp(a, like=like)
+        return xp.asarray(a, device=array_api_compat.device(like))
+
+    return _map(conv, tree)
+
+
+def tree_to_numpy(tree: Any) -> Any:
+    """Every array leaf of `tree` as a NumPy array (the inverse of :func:`tree_as_xp`, for saving)."""
+    import array_api_compat
+
+    def conv(a):
+        if isinstance(a, (np.ndarray, np.generic)):
+            return np.array(a)
+        if array_api_compat.is_cupy_array(a):
+            return a.get()
+        try:
+            return np.array(np.asarray(a))
+        except Exception:  # array_api_strict exposes its buffer through DLPack
+            return np.array(np.from_dlpack(a))
+
+    return _map(conv, tree)
