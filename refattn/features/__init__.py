@@ -4,3 +4,10 @@ from .deterministic import *  # noqa: F401,F403
 from .deterministic import __all__ as _det_all
 
 __all__ = list(_det_all)
+
+from .trig import *  # noqa: E402,F401,F403  (RKS / softmax-trig features, softmax and Gaussian kernels)
+from .trig import __all__ as _trig_all  # noqa: E402
+from .positive import *  # noqa: E402,F401,F403  (PRF / FAVOR+, KL Eq. 9, hyperbolic)
+from .positive import __all__ as _pos_all  # noqa: E402
+
+__all__ += list(_trig_all) + list(_pos_all)

@@ -1,0 +1,148 @@
+r"""FAVOR / FAVOR+: the Performer's estimator of softmax attention, as feature maps composed with linear attention.
+
+Softmax attention ``softmax(q k^T / sqrt(d)) v`` uses the kernel ``exp(q . k / sqrt(d))``, which is
+``softmax_kernel(q', k') = exp(q' . k')`` on the scaled inputs ``q' = d^{-1/4} q``, ``k' = d^{-1/4} k``. FAVOR
+replaces it by random features ``phi(q') . phi(k')`` with that mean, and runs linear attention on them
+(Choromanski et al.; Horn et al. Sec. 2.1, Eq. (1) with ``A ~ Q' K'^T``):
+
+``features="positive"`` (FAVOR+)
+    :func:`~refattn.features.positive.positive_features_stable`: ``phi = exp(u - max_row u)`` with the row
+    log-scale ``max_row u - |x|^2/2 - log(m)/2``.
+``features="hyperbolic"``
+    the antithetic ``[omega; -omega]`` variant, :func:`~refattn.features.positive.hyperbolic_features_stable`.
+``features="trig"`` (FAVOR as Horn et al. describe it)
+    :func:`~refattn.features.trig.softmax_trig_features_stable`: RKS features with ``h(x) = exp(|x|^2/2)`` as
+    the log-scale. Its estimates can be negative, so the normaliser can be zero or negative (design.md trap 4):
+    ``on_nonpositive="raise"`` (default) raises a ``ValueError`` with the count and the minimum,
+    ``"ignore"`` returns the output as computed.
+
+Stabilisation (design.md trap 3): the keys' log-scales go to ``linear_attention(..., k_log_scale=...)``, which
+carries its sums relative to a running maximum (over the prefix in causal mode, so no future key can change a
+past output, not even through underflow); the queries' log-scales are dropped, since a per-row factor of
+``phi_q`` cancels between numerator and normaliser. The backward is the composition of the backwards of the two
+feature pairs and of ``linear_attention_bwd``, nothing else (the query pair receives ``dlog_scale = None``).
+
+Estimator properties (tested in ``tests/attention/test_favor.py``): the output converges to
+``softmax_attention`` with RMS error proportional to ``m^{-1/2}``; it is a ratio of unbiased estimators and
+therefore biased at O(1/m) (the claim ``horn.attention-matrix-unbiased``).
+
+Axes: ``...`` batch and heads, ``L`` positions, ``d`` query/key width, ``d_v`` value width, ``m`` projections.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .._xp import check_choice, check_shape, namespace
+from ..features import positive as _pos
+from ..features import trig as _trig
+from .linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd, linear_attention_fwd
+
+__all__ = ["favor_attention", "favor_attention_fwd", "favor_attention_bwd", "FavorAttentionCache",
+           "FavorAttentionGrads", "FAVOR_FEATURES"]
+
+Array = Any
+
+#: feature map name -> (stable fwd, stable bwd); each fwd returns ((phi, log_scale), cache).
+FAVOR_FEATURES = {
+    "positive": (_pos.positive_features_stable_fwd, _pos.positive_features_stable_bwd),
+    "hyperbolic": (_pos.hyperbolic_features_stable_fwd, _pos.hyperbolic_features_stable_bwd),
+    "trig": (_trig.softmax_trig_features_stable_fwd, _trig.softmax_trig_features_stable_bwd),
+}
+
+
+class FavorAttentionCache(NamedTuple):
+    q_cache: Any        # cache of the query feature map (on d^{-1/4} q)
+    k_cache: Any        # cache of the key feature map (on d^{-1/4} k)
+    attn_cache: Any     # LinearAttentionCache
+    scale: float        # d^{-1/4}
+    features: str
+
+
+class FavorAttentionGrads(NamedTuple):
+    q: Array      # (..., L, d)
+    k: Array      # (..., L, d)
+    v: Array      # (..., L, d_v)
+    omega: Array  # (m, d)
+
+
+def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", chunk_size=DEFAULT_CHUNK_SIZE,
+                        on_nonpositive="raise"):
+    r"""FAVOR(+) estimate of ``softmax_attention(q, k, v, causal=causal)``, and the cache.
+
+    ``y_i = phi(q'_i) sum_j phi(k'_j)^T v_j / phi(q'_i) sum_j phi(k'_j)^T`` with ``q' = d^{-1/4} q``,
+    ``k' = d^{-1/4} k`` and ``E[phi(q') . phi(k')] = exp(q . k / sqrt(d))`` (sums over j <= i when causal).
+
+    Parameters
+    ----------
+    q, k : (..., L, d) array
+        Queries and keys (unscaled: the d^{-1/4} scaling is applied here).
+    v : (..., L, d_v) array
+        Values.
+    omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), shared by queries and keys.
+    causal : bool
+        Prefix sums (j <= i).
+    features : {"positive", "hyperbolic", "trig"}
+        The random feature map (see the module docstring). Feature width m (positive) or 2m.
+    chunk_size : int
+        Causal chunk length of ``linear_attention``.
+    on_nonpositive : {"raise", "ignore"}
+        Passed to ``linear_attention``: what a non-positive normaliser does (only trig features can give one).
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+    cache : FavorAttentionCache
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match (``omega`` must be ``(m, d)`` with ``d = q.shape[-1]``), non-finite input,
+        unknown `features`, or a non-positive normaliser with ``on_nonpositive="raise"``.
+    TypeError
+        Mixed namespaces or dtypes.
+    """
+    namespace(q, k, v, omega, names=("q", "k", "v", "omega"))
+    sizes = check_shape("q", q, "..., L, d")
+    check_shape("k", k, "..., L, d", sizes)
+    check_shape("v", v, "..., L, d_v", sizes)
+    check_shape("omega", omega, "m, d", sizes)
+    check_choice("features", features, tuple(FAVOR_FEATURES))
+    fwd, _ = FAVOR_FEATURES[features]
+    scale = float(q.shape[-1]) ** -0.25
+    (phi_q, _q_log_scale), q_cache = fwd(q * scale, omega)                        # (..., L, m'); log-scale dropped
+    (phi_k, k_log_scale), k_cache = fwd(k * scale, omega)                         # (..., L, m'), (..., L)
+    y, attn_cache = linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_log_scale,
+                                         chunk_size=chunk_size, on_nonpositive=on_nonpositive)  # (..., L, d_v)
+    return y, FavorAttentionCache(q_cache, k_cache, attn_cache, scale, features)
+
+
+def favor_attention_bwd(dy, cache: FavorAttentionCache) -> FavorAttentionGrads:
+    r"""Gradients of :func:`favor_attention` for `q`, `k`, `v` and `omega`.
+
+    ``linear_attention_bwd`` gives ``dphi_q, dphi_k, dv, dk_log_scale``; the key map's backward takes
+    ``(dphi_k, dk_log_scale)``, the query map's ``(dphi_q, None)``; both chain through ``d^{-1/4}`` and their
+    ``omega`` gradients add.
+
+    Parameters
+    ----------
+    dy : (..., L, d_v) array
+    cache : FavorAttentionCache
+    """
+    c = cache
+    _, bwd = FAVOR_FEATURES[c.features]
+    ga = linear_attention_bwd(dy, c.attn_cache)
+    gq = bwd((ga.phi_q, None), c.q_cache)                                         # query log-scale was dropped
+    gk = bwd((ga.phi_k, ga.k_log_scale), c.k_cache)
+    return FavorAttentionGrads(q=gq.x * c.scale, k=gk.x * c.scale, v=ga.v, omega=gq.omega + gk.omega)
+
+
+def favor_attention(q, k, v, omega, *, causal=False, features="positive", chunk_size=DEFAULT_CHUNK_SIZE,
+                    on_nonpositive="raise"):
+    r"""FAVOR(+) estimate of softmax attention, ``(..., L, d_v)``; see :func:`favor_attention_fwd`.
+
+    Shapes: ``q, k: (..., L, d)``, ``v: (..., L, d_v)``, ``omega: (m, d)``.
+    """
+    return favor_attention_fwd(q, k, v, omega, causal=causal, features=features, chunk_size=chunk_size,
+                               on_nonpositive=on_nonpositive)[0]

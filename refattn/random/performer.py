@@ -1,0 +1,130 @@
+r"""NumPy-only edge: the Performer's projection draws, Gaussian (iid) and Haar-orthogonal (ORF).
+
+Both return ``omega: (m, d)``, the m projection rows used by every random feature map of
+:mod:`refattn.features` (trig / RKS, positive / PRF, hyperbolic): the row ``omega_i`` enters the features as
+``x . omega_i``.
+
+* :func:`draw_gaussian`: rows iid ``N(0, I_d)`` (Rahimi & Recht; Choromanski et al. "FAVOR+" with iid features).
+* :func:`draw_orthogonal`: rows stacked in blocks of d exactly orthogonal directions (Choromanski et al.'s ORFs):
+  each d x d block is a Haar-distributed orthogonal matrix, obtained from the QR decomposition of a Gaussian
+  matrix **with the sign correction** ``Q <- Q diag(sign(diag R))`` (Mezzadri 2007). Without it, LAPACK's
+  Householder QR returns ``R`` with a sign pattern tied to the input (``R_00 = -sign(G_00) |G_:0|``), so the first
+  direction always has a negative first coordinate and the draw is not Haar: a PRF estimator built on it is
+  biased, and the bias depends on the direction of ``q + k`` (design.md trap 2; ``tests/random/test_performer.py``
+  shows it along the all-ones direction for d = 16). Each row is then rescaled to an independent chi(d) norm
+  (``norms="chi"``: the marginal law of every row is exactly ``N(0, I_d)``, so every unbiased iid estimator stays
+  unbiased) or to ``sqrt(d)`` (``norms="sqrt_d"``: the "regularised" variant, unbiased only in the limit). When d
+  does not divide m the last block is truncated to its first ``m mod d`` rows.
+
+Draws are made in float64 and cast to `dtype`, so one seed gives the same projections (to rounding) in float32
+and float64. Move them to another array library with :func:`refattn.random.as_xp`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._xp import check_choice, check_positive_int
+from . import check_dtype_arg, check_rng
+
+__all__ = ["draw_gaussian", "draw_orthogonal"]
+
+NORMS = ("chi", "sqrt_d")
+
+
+def draw_gaussian(rng: np.random.Generator, m: int, d: int, *, dtype: Any = np.float64) -> np.ndarray:
+    r"""Draw ``omega: (m, d)`` with iid standard normal entries (rows ``omega_i ~ N(0, I_d)``).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required; ``None`` is rejected.
+    m : int
+        Number of projections (feature rows), m >= 1.
+    d : int
+        Input width, d >= 1.
+    dtype : float32 or float64
+        Returned dtype (drawn in float64, then cast).
+
+    Returns
+    -------
+    omega : (m, d) numpy.ndarray
+    """
+    rng = check_rng(rng)
+    m = check_positive_int("m", m)
+    d = check_positive_int("d", d)
+    dt = check_dtype_arg(dtype)
+    return rng.standard_normal((m, d)).astype(dt, copy=False)                     # (m, d)
+
+
+def _haar_blocks(rng: np.random.Generator, n: int, d: int, *, sign_correction: bool = True) -> np.ndarray:
+    r"""``n`` independent d x d orthogonal matrices, Haar-distributed when `sign_correction` is True.
+
+    Returns ``(n, d, d)``: block ``b`` is ``Q_b^T`` with ``G_b = Q_b R_b`` the QR decomposition of a Gaussian
+    matrix, so its *rows* are the columns of ``Q_b`` (the convention of most Performer code, whose defect the
+    uncorrected variant reproduces for the tests).
+    """
+    G = rng.standard_normal((n, d, d))                                            # (n, d, d)
+    Q, R = np.linalg.qr(G)                                                        # (n, d, d) each, batched
+    if sign_correction:
+        s = np.sign(np.diagonal(R, axis1=-2, axis2=-1))                           # (n, d)
+        s[s == 0] = 1.0                                                           # probability zero; keep Q
+        Q = Q * s[:, None, :]                                                     # Q diag(s): column j * s_j
+    return np.swapaxes(Q, -1, -2)                                                 # (n, d, d) rows = columns of Q
+
+
+def _orthogonal_draws(rng: np.random.Generator, n: int, m: int, d: int, *, norms: str = "chi",
+                      sign_correction: bool = True) -> np.ndarray:
+    r"""``n`` independent orthogonal draws at once, ``(n, m, d)`` float64 (the vectorised core of
+    :func:`draw_orthogonal`; Monte Carlo tests use it to draw 10^4 projections in one call)."""
+    n_blocks = -(-m // d)                                                         # ceil(m / d)
+    blocks = _haar_blocks(rng, n * n_blocks, d, sign_correction=sign_correction)  # (n * b, d, d)
+    rows = blocks.reshape(n, n_blocks * d, d)[:, :m, :]                           # (n, m, d) unit rows
+    if norms == "chi":
+        scale = np.sqrt(rng.chisquare(d, size=(n, m)))                            # (n, m) ~ chi(d)
+    else:
+        scale = np.full((n, m), np.sqrt(d))                                       # (n, m)
+    return rows * scale[..., None]                                                # (n, m, d)
+
+
+def draw_orthogonal(rng: np.random.Generator, m: int, d: int, *, norms: str = "chi",
+                    dtype: Any = np.float64) -> np.ndarray:
+    r"""Draw ``omega: (m, d)`` as stacked Haar-orthogonal d x d blocks with rescaled rows (Performer ORFs).
+
+    Rows ``b d, ..., b d + d - 1`` are exactly orthogonal (block ``b``); blocks are independent; the last block
+    is truncated when d does not divide m. Each block is Haar on O(d): the QR decomposition of a Gaussian matrix
+    with the ``sign(diag R)`` correction (see the module docstring for why the correction matters).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required; ``None`` is rejected.
+    m : int
+        Number of projections, m >= 1 (any value: ``ceil(m / d)`` blocks are drawn).
+    d : int
+        Input width, d >= 1.
+    norms : {"chi", "sqrt_d"}
+        Row norms: independent chi(d) draws (each row is then marginally ``N(0, I_d)``, so estimators stay
+        unbiased), or the constant ``sqrt(d)``.
+    dtype : float32 or float64
+        Returned dtype (drawn in float64, then cast).
+
+    Returns
+    -------
+    omega : (m, d) numpy.ndarray
+
+    Raises
+    ------
+    TypeError
+        `rng` is not a ``numpy.random.Generator``, `m`/`d` are not integers, `dtype` is not float32/float64.
+    ValueError
+        `m` or `d` not positive, or `norms` unknown.
+    """
+    rng = check_rng(rng)
+    m = check_positive_int("m", m)
+    d = check_positive_int("d", d)
+    check_choice("norms", norms, NORMS)
+    dt = check_dtype_arg(dtype)
+    return _orthogonal_draws(rng, 1, m, d, norms=norms)[0].astype(dt, copy=False)  # (m, d)
