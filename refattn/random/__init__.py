@@ -25,7 +25,9 @@ import numpy as np
 
 from .._xp import device_of, namespace
 
-__all__ = ["check_rng", "as_xp", "rng_for_step", "check_dtype_arg"]
+__all__ = ["check_rng", "as_xp", "rng_for_step", "check_dtype_arg",
+           "init_dense", "init_layernorm", "init_batchnorm", "init_embedding", "draw_dropout_mask", "tree_as_xp",
+           "tree_to_numpy"]
 
 
 def check_rng(rng: Any, name: str = "rng") -> np.random.Generator:
@@ -71,5 +73,6 @@ def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator
 
 
 # Family modules (each re-exports its draw_*/init_* functions through its __all__).
+from .nn import *  # noqa: E402,F401,F403  (nn layer inits, dropout masks, tree transfers)
 from .performer import *  # noqa: E402,F401,F403  (Performer projections: Gaussian, Haar-orthogonal)
 __all__ += ["draw_gaussian", "draw_orthogonal"]
