@@ -1,0 +1,127 @@
+"""Benchmark: exact vs linear (bidirectional, causal) attention, forward and backward, against same-run GEMMs.
+
+    python benchmarks/attention.py [--quick] [--threads N] [--dtypes float32,float64] [--L 1024,4096,16384]
+                                   [--chunks 32,64,128,256]
+
+Prints, for H = 8 heads, d = 64, m' = 256 features, d_v = 64: the time of each pass (median of repeats), the
+ratios causal/bidirectional, backward/forward, the L-scaling time(4L)/time(L), and the achieved fraction of
+the same-run GEMM time of the products each pass needs. Features are given (drawn once), so this measures
+attention alone. Also sweeps the causal chunk size (the default's justification).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+
+import refattn
+from refattn import linear_attention_bwd, linear_attention_fwd, softmax_attention_bwd, softmax_attention_fwd
+
+
+def timeit(fn, *, repeat=5, min_time=0.0):
+    fn()  # warm-up
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def gemm_baseline(phi_q, phi_k, v_aug):
+    """The two GEMMs bidirectional linear attention needs: kv = phi_k^T v_aug, out = phi_q kv (contiguous)."""
+    kT = np.ascontiguousarray(np.swapaxes(phi_k, -1, -2))
+
+    def run():
+        kv = kT @ v_aug
+        return phi_q @ kv
+
+    return run
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="small sizes, to check that the script runs")
+    ap.add_argument("--threads", type=int, default=None, help="BLAS threads (default: all cores)")
+    ap.add_argument("--dtypes", default="float32,float64")
+    ap.add_argument("--L", default=None)
+    ap.add_argument("--chunks", default="32,64,128,256")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    H, d, m, d_v = 8, 64, 256, 64
+    Ls = [int(x) for x in (args.L or ("256,1024" if args.quick else "1024,4096,16384")).split(",")]
+    if args.quick:
+        H = 2
+    repeat = 2 if args.quick else args.repeat
+    limits = threadpool_limits(limits=args.threads) if args.threads else None
+    blas = [(i["internal_api"], i["num_threads"]) for i in threadpool_info()]
+    print(f"# refattn {refattn.__version__}, numpy {np.__version__}, {platform.processor() or platform.machine()}, "
+          f"BLAS threads {blas}")
+    print(f"# H={H} d={d} m'={m} d_v={d_v}; times in ms, median of {repeat}")
+    rng = np.random.default_rng(0)
+    results = {}
+    for dt_name in args.dtypes.split(","):
+        dt = np.dtype(dt_name)
+        print(f"\n## {dt_name}")
+        print(f"{'L':>6} {'exact':>9} {'exact_bwd':>9} {'gemm':>8} {'bidir':>8} {'bidir/gemm':>10} {'causal':>8} "
+              f"{'caus/bidir':>10} {'bidir_bwd':>9} {'bwd/fwd':>7} {'caus_bwd':>9} {'cbwd/cfwd':>9} {'GF/s':>6}")
+        for L in Ls:
+            phi_q = np.exp(rng.standard_normal((1, H, L, m)) * 0.3).astype(dt)
+            phi_k = np.exp(rng.standard_normal((1, H, L, m)) * 0.3).astype(dt)
+            v = rng.standard_normal((1, H, L, d_v)).astype(dt)
+            dy = rng.standard_normal((1, H, L, d_v)).astype(dt)
+            v_aug = np.concatenate([v, np.ones_like(v[..., :1])], -1)
+            t_gemm = timeit(gemm_baseline(phi_q, phi_k, v_aug), repeat=repeat)
+            t_bi = timeit(lambda: linear_attention_fwd(phi_q, phi_k, v), repeat=repeat)
+            _, cb = linear_attention_fwd(phi_q, phi_k, v)
+            t_bi_b = timeit(lambda: linear_attention_bwd(dy, cb), repeat=repeat)
+            t_ca = timeit(lambda: linear_attention_fwd(phi_q, phi_k, v, causal=True), repeat=repeat)
+            _, cc = linear_attention_fwd(phi_q, phi_k, v, causal=True)
+            t_ca_b = timeit(lambda: linear_attention_bwd(dy, cc), repeat=repeat)
+            if L <= 4096 or args.quick:
+                q = rng.standard_normal((1, H, L, d)).astype(dt)
+                k = rng.standard_normal((1, H, L, d)).astype(dt)
+                t_ex = timeit(lambda: softmax_attention_fwd(q, k, v), repeat=max(1, repeat // 2))
+                _, ce = softmax_attention_fwd(q, k, v)
+                t_ex_b = timeit(lambda: softmax_attention_bwd(dy, ce), repeat=max(1, repeat // 2))
+            else:
+                t_ex = t_ex_b = float("nan")
+            flops = 2 * 2 * H * L * m * (d_v + 1)
+            results[(dt_name, L)] = dict(bi=t_bi, ca=t_ca, bi_b=t_bi_b, ca_b=t_ca_b, gemm=t_gemm)
+            print(f"{L:>6} {1e3 * t_ex:9.1f} {1e3 * t_ex_b:9.1f} {1e3 * t_gemm:8.2f} {1e3 * t_bi:8.2f} "
+                  f"{t_bi / t_gemm:10.2f} {1e3 * t_ca:8.2f} {t_ca / t_bi:10.2f} {1e3 * t_bi_b:9.2f} "
+                  f"{t_bi_b / t_bi:7.2f} {1e3 * t_ca_b:9.2f} {t_ca_b / t_ca:9.2f} {flops / t_gemm / 1e9:6.1f}")
+        Ls_sorted = sorted(Ls)
+        for a, b in zip(Ls_sorted, Ls_sorted[1:]):
+            ra, rb = results[(dt_name, a)], results[(dt_name, b)]
+            print(f"L-scaling {b}/{a} (x{b // a}): bidir {rb['bi'] / ra['bi']:.2f}, causal {rb['ca'] / ra['ca']:.2f}, "
+                  f"bidir bwd {rb['bi_b'] / ra['bi_b']:.2f}, causal bwd {rb['ca_b'] / ra['ca_b']:.2f}")
+
+    print("\n## causal chunk-size sweep (float32, L = %d): causal fwd / bidirectional fwd, causal bwd / causal fwd"
+          % (1024 if args.quick else 4096))
+    L = 1024 if args.quick else 4096
+    phi_q = np.exp(rng.standard_normal((1, H, L, m)) * 0.3).astype(np.float32)
+    phi_k = np.exp(rng.standard_normal((1, H, L, m)) * 0.3).astype(np.float32)
+    v = rng.standard_normal((1, H, L, d_v)).astype(np.float32)
+    dy = rng.standard_normal((1, H, L, d_v)).astype(np.float32)
+    s = rng.standard_normal((1, H, L)).astype(np.float32)
+    t_bi = timeit(lambda: linear_attention_fwd(phi_q, phi_k, v), repeat=repeat)
+    for C in [int(c) for c in args.chunks.split(",")]:
+        t_c = timeit(lambda: linear_attention_fwd(phi_q, phi_k, v, causal=True, chunk_size=C), repeat=repeat)
+        _, cc = linear_attention_fwd(phi_q, phi_k, v, causal=True, chunk_size=C)
+        t_cb = timeit(lambda: linear_attention_bwd(dy, cc), repeat=repeat)
+        t_cs = timeit(lambda: linear_attention_fwd(phi_q, phi_k, v, causal=True, chunk_size=C, k_log_scale=s),
+                      repeat=repeat)
+        print(f"C={C:4d}: causal/bidir {t_c / t_bi:5.2f}  causal-bwd/causal-fwd {t_cb / t_c:5.2f}  "
+              f"with k_log_scale: causal/bidir {t_cs / t_bi:5.2f}")
+    if limits is not None:
+        limits.unregister() if hasattr(limits, "unregister") else None
+
+
+if __name__ == "__main__":
+    main()
