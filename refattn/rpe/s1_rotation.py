@@ -1,0 +1,336 @@
+r"""Horn et al. Strategy 1: rotation-constrained sinusoid features, concatenated to content queries and keys.
+
+**Lemma 1** (Horn et al. Sec. 2.3, Eq. (3); proof in Appendix A.1). With the row vector
+``phi(z) = [sin(omega z), cos(omega z)]`` and ``M = W_q W_k^T``,
+
+    <phi(z) W_q, phi(z') W_k> = phi(z) M phi(z')^T
+        = (a + d)/2 cos(omega (z - z')) + (b - c)/2 sin(omega (z - z'))
+        + (d - a)/2 cos(omega (z + z')) + (b + c)/2 sin(omega (z + z')),       M = [[a, b], [c, d]],
+
+so the inner product depends on z - z' only (for every real shift, omega != 0) iff d = a and c = -b, i.e.
+``M = [[alpha, beta], [-beta, alpha]]``, and then it is ``alpha cos(omega Delta) + beta sin(omega Delta)`` with
+``Delta = z - z'`` (query position minus key position). The condition is on ``W_q W_k^T`` in this row-vector
+convention (the paper's text says ``W_q^T W_k``, which is the condition for column vectors ``W phi``; see
+``paper_checks/horn/rpe.py``, claim ``horn.lemma1``).
+
+**S1 as implemented** (the paper's "simplest scenario"): ``W_q* = blockdiag([[alpha_s, beta_s], [-beta_s,
+alpha_s]])``, ``W_k* = I``, one block per (axis, lengthscale). For positions ``z`` with A axes (A = 1 for
+sequences, 2 for images) and S lengthscales the positional parts have width ``P = 2 A S``:
+
+    K_p(z) = [sin(omega_as z_a), cos(omega_as z_a)]_(a, s)
+    Q_p(z) = [alpha sin - beta cos, beta sin + alpha cos]_(a, s)          (= K_p(z) W_q*, row vectors)
+
+and ``Q = [Q_c, Q_p]``, ``K = [K_c, K_p]`` (width d + P) go into softmax attention (exact; the 1/sqrt(d + P)
+temperature is the one of the concatenated width) or FAVOR (``d^{-1/4}`` with d the concatenated width). The
+positional logit is ``Q_p(z_i) . K_p(z_j) = sum_(a, s) alpha_as cos(omega_as Delta_a) + beta_as sin(omega_as
+Delta_a)``: :func:`s1_relative_term`.
+
+**Shift invariance.** Exact softmax S1 attention is invariant to shifting every position (to float tolerance).
+With random features it is invariant *in distribution* only: a shift multiplies both Q and K by the same
+orthogonal ``R = blockdiag(I_d, rotations)``, and ``phi(x R; omega) = phi(x; omega R^T)``, so the shifted output
+with draw omega equals the unshifted output with draw ``omega R^T``. Isotropic draws (Gaussian, Haar-orthogonal
+blocks) have ``omega R^T ~ omega``: same distribution, but a *single* draw is not invariant. Anisotropic
+(learned) spectra are not invariant even in distribution (design.md Sec. 6).
+
+Axes: ``...`` batch and heads, ``L`` positions, ``A`` position axes, ``S`` lengthscales, ``P = 2 A S``,
+``d`` content width, ``d_v`` value width, ``m`` random features. Parameters may carry leading axes ``*p``
+(e.g. heads) that broadcast against the batch axes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .._xp import check_finite, check_shape, namespace, sum_to_shape
+from ..attention.favor import favor_attention_bwd, favor_attention_fwd
+from ..attention.softmax import softmax_attention_bwd, softmax_attention_fwd
+
+__all__ = [
+    "S1Params",
+    "s1_positional",
+    "s1_positional_fwd",
+    "s1_positional_bwd",
+    "s1_augment",
+    "s1_augment_fwd",
+    "s1_augment_bwd",
+    "s1_attention",
+    "s1_attention_fwd",
+    "s1_attention_bwd",
+    "s1_relative_term",
+    "s1_relative_matrix",
+    "S1PositionalGrads",
+    "S1AugmentGrads",
+    "S1AttentionGrads",
+]
+
+Array = Any
+
+
+class S1Params(NamedTuple):
+    """Learnable S1 parameters (one rotation block per (axis, lengthscale)); all three ``(*p, A, S)``."""
+
+    freqs: Array  # (*p, A, S) omega_as
+    alpha: Array  # (*p, A, S)
+    beta: Array   # (*p, A, S)
+
+
+class S1PositionalGrads(NamedTuple):
+    params: S1Params
+
+
+class S1AugmentGrads(NamedTuple):
+    q: Array           # (..., L, d)
+    k: Array           # (..., L, d)
+    params: S1Params
+
+
+class S1AttentionGrads(NamedTuple):
+    q: Array           # (..., L, d)
+    k: Array           # (..., L, d)
+    v: Array           # (..., L, d_v)
+    params: S1Params
+    omega: Array       # (m, d + P), or None for exact softmax
+
+
+class _PosCache(NamedTuple):
+    pos: Array         # (L, A) positions as floats
+    params: S1Params
+    sin: Array         # (*p, L, A, S)
+    cos: Array         # (*p, L, A, S)
+
+
+def _validate_params(params, *, names=("params.freqs", "params.alpha", "params.beta")):
+    if not isinstance(params, S1Params):
+        raise TypeError(f"params: expected an S1Params(freqs, alpha, beta) NamedTuple; got {type(params).__name__}")
+    xp = namespace(*params, names=names)
+    sizes = check_shape("params.freqs", params.freqs, "..., A, S")
+    check_shape("params.alpha", params.alpha, "..., A, S", sizes)
+    check_shape("params.beta", params.beta, "..., A, S", sizes)
+    for n, a in zip(names, params):
+        check_finite(n, a, xp=xp)
+    return xp
+
+
+def _positions(positions, A, like, *, xp):
+    """``(L,)`` (A = 1) or ``(L, A)`` integer or float positions -> ``(L, A)`` in `like`'s dtype."""
+    namespace(positions, like, names=("positions", "params.freqs"), allow_int=("positions",))
+    if positions.ndim == 1 and A == 1:
+        positions = xp.reshape(positions, (positions.shape[0], 1))
+    if positions.ndim != 2 or positions.shape[1] != A:
+        raise ValueError(f"positions: expected shape (L,) or (L, A) with A = {A} (from params.freqs); "
+                         f"got {tuple(positions.shape)}")
+    pos = xp.astype(positions, like.dtype)                                         # index -> value, explicit
+    check_finite("positions", pos, xp=xp)
+    return pos
+
+
+def s1_positional_fwd(positions, params: S1Params):
+    r"""Positional parts ``(Q_p, K_p)`` of S1 (module docstring), and the cache.
+
+    Parameters
+    ----------
+    positions : (L,) or (L, A) array
+        Positions (integers, indices by nature, or floats); (L,) when A = 1.
+    params : S1Params
+        ``freqs, alpha, beta: (*p, A, S)``.
+
+    Returns
+    -------
+    (Q_p, K_p) : ((*p, L, P), (*p, L, P)) arrays, P = 2 A S, blocks ordered (axis, lengthscale, [sin, cos])
+    cache
+    """
+    xp = _validate_params(params)
+    A = params.freqs.shape[-2]
+    pos = _positions(positions, A, params.freqs, xp=xp)                            # (L, A)
+    L = pos.shape[0]
+    theta = xp.expand_dims(pos, axis=-1) * xp.expand_dims(params.freqs, axis=-3)   # (*p, L, A, S)
+    s, c = xp.sin(theta), xp.cos(theta)
+    al, be = xp.expand_dims(params.alpha, axis=-3), xp.expand_dims(params.beta, axis=-3)  # (*p, 1, A, S)
+    Qp = xp.stack([al * s - be * c, be * s + al * c], axis=-1)                     # (*p, L, A, S, 2) [s c] W_q*
+    Kp = xp.stack([s, c], axis=-1)                                                 # (..., L, A, S, 2) [s c] I
+    P = 2 * A * params.freqs.shape[-1]
+    Qp = xp.reshape(Qp, tuple(Qp.shape[:-4]) + (L, P))                             # (*p, L, P)
+    Kp = xp.reshape(Kp, tuple(Kp.shape[:-4]) + (L, P))                             # (*p, L, P)
+    return (Qp, Kp), _PosCache(pos, params, s, c)
+
+
+def s1_positional_bwd(dout, cache: _PosCache) -> S1PositionalGrads:
+    r"""Gradients of :func:`s1_positional` for ``params`` from ``(dQ_p, dK_p)`` (each broadcast-compatible with
+    ``(*p, L, P)``; extra leading axes are summed)."""
+    dQp, dKp = dout
+    c = cache
+    xp = namespace(dQp, dKp, c.sin, names=("dQ_p", "dK_p", "cache"))
+    shp = tuple(c.sin.shape)                                                       # (*p, L, A, S)
+    L, A, S = shp[-3], shp[-2], shp[-1]
+    g = xp.reshape(dQp, tuple(dQp.shape[:-2]) + (L, A, S, 2))                     # (..., L, A, S, 2)
+    gk = xp.reshape(dKp, tuple(dKp.shape[:-2]) + (L, A, S, 2))
+    g1, g2 = g[..., 0], g[..., 1]                                                  # (..., L, A, S)
+    s, co = c.sin, c.cos
+    al, be = xp.expand_dims(c.params.alpha, axis=-3), xp.expand_dims(c.params.beta, axis=-3)
+    dal = xp.sum(g1 * s + g2 * co, axis=-3)                                        # (..., A, S)
+    dbe = xp.sum(g2 * s - g1 * co, axis=-3)                                        # (..., A, S)
+    ds = g1 * al + g2 * be + gk[..., 0]                                            # (..., L, A, S)
+    dc = g2 * al - g1 * be + gk[..., 1]                                            # (..., L, A, S)
+    dtheta = ds * co - dc * s                                                      # (..., L, A, S)
+    dfr = xp.sum(dtheta * xp.expand_dims(c.pos, axis=-1), axis=-3)                 # (..., A, S)
+    p = c.params
+    return S1PositionalGrads(params=S1Params(
+        freqs=sum_to_shape(dfr, tuple(p.freqs.shape), xp=xp),
+        alpha=sum_to_shape(dal, tuple(p.alpha.shape), xp=xp),
+        beta=sum_to_shape(dbe, tuple(p.beta.shape), xp=xp)))
+
+
+def s1_positional(positions, params: S1Params):
+    """``(Q_p, K_p)``, each ``(*p, L, 2 A S)``; see :func:`s1_positional_fwd`."""
+    return s1_positional_fwd(positions, params)[0]
+
+
+class _AugCache(NamedTuple):
+    pos_cache: _PosCache
+    d: int
+
+
+def s1_augment_fwd(q, k, positions, params: S1Params):
+    r"""``Q = [q, Q_p]``, ``K = [k, K_p]`` (Horn et al. Strategy 1: "concat(Q_c, Q_p)"), and the cache.
+
+    Parameters
+    ----------
+    q, k : (..., L, d) arrays
+        Content queries and keys (``e W_q``, ``e W_k``).
+    positions : (L,) or (L, A) array
+    params : S1Params, fields ``(*p, A, S)`` with ``*p`` broadcasting to ``...``
+
+    Returns
+    -------
+    (q_aug, k_aug) : (..., L, d + P) arrays
+    cache
+    """
+    xp = namespace(q, k, *params, names=("q", "k", "params.freqs", "params.alpha", "params.beta"))
+    sizes = check_shape("q", q, "..., L, d")
+    check_shape("k", k, "..., L, d", sizes)
+    check_finite("q", q, xp=xp)
+    check_finite("k", k, xp=xp)
+    if positions.shape[0] != q.shape[-2]:
+        raise ValueError(f"positions: expected L = {q.shape[-2]} rows (from q); got shape {tuple(positions.shape)}")
+    (Qp, Kp), pc = s1_positional_fwd(positions, params)                            # (*p, L, P)
+    P = Qp.shape[-1]
+    batch = tuple(q.shape[:-2])
+    if Qp.ndim - 2 > len(batch):
+        raise ValueError(f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes {batch}")
+    target = batch + (q.shape[-2], P)
+    try:
+        Qp, Kp = xp.broadcast_to(Qp, target), xp.broadcast_to(Kp, target)          # (..., L, P)
+    except ValueError:
+        raise ValueError(f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes "
+                         f"{batch}") from None
+    q_aug = xp.concat([q, Qp], axis=-1)                                            # (..., L, d + P)
+    k_aug = xp.concat([k, Kp], axis=-1)                                            # (..., L, d + P)
+    return (q_aug, k_aug), _AugCache(pc, q.shape[-1])
+
+
+def s1_augment_bwd(dout, cache: _AugCache) -> S1AugmentGrads:
+    """Gradients of :func:`s1_augment` from ``(dq_aug, dk_aug)``: split, then :func:`s1_positional_bwd`."""
+    dq_aug, dk_aug = dout
+    d = cache.d
+    gp = s1_positional_bwd((dq_aug[..., d:], dk_aug[..., d:]), cache.pos_cache)
+    return S1AugmentGrads(q=dq_aug[..., :d], k=dk_aug[..., :d], params=gp.params)
+
+
+def s1_augment(q, k, positions, params: S1Params):
+    """``(q_aug, k_aug)``, each ``(..., L, d + 2 A S)``; see :func:`s1_augment_fwd`."""
+    return s1_augment_fwd(q, k, positions, params)[0]
+
+
+class _AttnCache(NamedTuple):
+    aug_cache: _AugCache
+    attn_cache: Any
+    exact: bool
+
+
+def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal=False, features="positive"):
+    r"""S1 attention: exact softmax (``omega=None``) or FAVOR on the augmented queries and keys.
+
+    ``softmax([q, Q_p] [k, K_p]^T / sqrt(d + P)) v`` = ``softmax(q k^T / sqrt(d + P) + N) v`` with
+    ``N_ij = s1_relative_term(z_i - z_j) / sqrt(d + P)``; with ``omega`` the FAVOR estimate of it
+    (:func:`refattn.attention.favor.favor_attention`, features of ``(d + P)^{-1/4} [q, Q_p]``).
+
+    Parameters
+    ----------
+    q, k : (..., L, d) arrays
+    v : (..., L, d_v) array
+    positions : (L,) or (L, A) array
+    params : S1Params, fields ``(*p, A, S)``
+    omega : (m, d + P) array, optional
+        Random projections over the concatenated width; None: exact softmax.
+    causal : bool
+    features : {"positive", "hyperbolic", "trig"}
+        FAVOR feature map (ignored for exact softmax).
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+    cache
+    """
+    (q_aug, k_aug), ac = s1_augment_fwd(q, k, positions, params)
+    if omega is None:
+        y, cache = softmax_attention_fwd(q_aug, k_aug, v, causal=causal)
+        return y, _AttnCache(ac, cache, True)
+    if omega.ndim != 2 or omega.shape[-1] != q_aug.shape[-1]:
+        raise ValueError(f"omega: expected shape (m, d + P) with d + P = {q_aug.shape[-1]} (content width "
+                         f"{q.shape[-1]} + positional width {q_aug.shape[-1] - q.shape[-1]}); got {tuple(omega.shape)}")
+    y, cache = favor_attention_fwd(q_aug, k_aug, v, omega, causal=causal, features=features)
+    return y, _AttnCache(ac, cache, False)
+
+
+def s1_attention_bwd(dy, cache: _AttnCache) -> S1AttentionGrads:
+    """Gradients of :func:`s1_attention` for q, k, v, params (freqs, alpha, beta) and omega."""
+    if cache.exact:
+        ga = softmax_attention_bwd(dy, cache.attn_cache)
+        domega = None
+    else:
+        ga = favor_attention_bwd(dy, cache.attn_cache)
+        domega = ga.omega
+    gs = s1_augment_bwd((ga.q, ga.k), cache.aug_cache)
+    return S1AttentionGrads(q=gs.q, k=gs.k, v=ga.v, params=gs.params, omega=domega)
+
+
+def s1_attention(q, k, v, positions, params: S1Params, *, omega=None, causal=False, features="positive"):
+    """S1 attention; see :func:`s1_attention_fwd`. Returns ``(..., L, d_v)``."""
+    return s1_attention_fwd(q, k, v, positions, params, omega=omega, causal=causal, features=features)[0]
+
+
+def s1_relative_term(delta, params: S1Params):
+    r"""The positional logit as a function of the offset: ``sum_(a, s) alpha cos(omega Delta_a) + beta sin(omega
+    Delta_a)`` (Lemma 1, row-vector convention, ``Delta = z_query - z_key``).
+
+    Parameters
+    ----------
+    delta : (..., A) array (or (...,) when A = 1), real floating
+    params : S1Params with fields ``(A, S)`` (leading axes broadcast against ``delta``'s)
+
+    Returns
+    -------
+    (...) array
+    """
+    xp = _validate_params(params)
+    namespace(delta, params.freqs, names=("delta", "params.freqs"))
+    A = params.freqs.shape[-2]
+    if A == 1 and (delta.ndim == 0 or delta.shape[-1] != 1):
+        delta = xp.expand_dims(delta, axis=-1)
+    if delta.shape[-1] != A:
+        raise ValueError(f"delta: expected shape (..., A) with A = {A} (from params.freqs); got {tuple(delta.shape)}")
+    theta = xp.expand_dims(delta, axis=-1) * params.freqs                          # (..., A, S)
+    return xp.sum(params.alpha * xp.cos(theta) + params.beta * xp.sin(theta), axis=(-2, -1))  # (...)
+
+
+def s1_relative_matrix(positions, params: S1Params):
+    r"""``N0_ij = s1_relative_term(z_i - z_j)``: ``(*p, L, L)``. Equals ``Q_p K_p^T`` (Lemma 1); the softmax
+    oracle's mask for S1 is ``N0 / sqrt(d + P)``."""
+    xp = _validate_params(params)
+    A = params.freqs.shape[-2]
+    pos = _positions(positions, A, params.freqs, xp=xp)                            # (L, A)
+    delta = xp.expand_dims(pos, axis=1) - xp.expand_dims(pos, axis=0)              # (L, L, A) z_i - z_j
+    p = [xp.reshape(a, tuple(a.shape[:-2]) + (1, 1) + tuple(a.shape[-2:])) for a in params]  # (*p, 1, 1, A, S)
+    theta = xp.expand_dims(delta, axis=-1) * p[0]                                  # (*p, L, L, A, S)
+    return xp.sum(p[1] * xp.cos(theta) + p[2] * xp.sin(theta), axis=(-2, -1))      # (*p, L, L)
+

@@ -1,0 +1,402 @@
+r"""Horn et al. Strategy 2: attention on clipped relative-distance encodings (Shaw-style), in O(L k) / O(L k^2).
+
+The positional heads of Horn et al. (Sec. 2.3, Eq. (4) term (b)) use learned relative vectors as keys:
+
+    y_i = sum_j K(q_i, a_ij) v_j / sum_j K(q_i, a_ij),      a_ij = w[clip(dist(i, j), k)],
+
+with ``K(q, a) = exp(q . a / sqrt(d))`` (exact softmax) or its FAVOR+ estimate ``phi(q) . phi(a)`` (positive
+random features of ``q d^{-1/4}`` and ``a d^{-1/4}`` with one shared draw omega). Two distances:
+
+* **signed 1-D** (``grid=None``): ``dist(i, j) = j - i``, ``clip(x, k) = max(-k, min(k, x))``; table
+  ``w_{-k..k}``: shape ``(2k + 1, d)``, row ``r + k`` holds ``w_r``;
+* **2-D Manhattan** (``grid=(H, W)``, row-major positions, L = H W): ``dist = |dy| + |dx|`` clipped to k;
+  table ``w_{0..k}``: shape ``(k + 1, d)``. (The paper says "w_1, ..., w_k"; distance 0 needs ``w_0`` too.)
+
+**Why it is fast.** The kernel entry depends on i and on the distance *class* r = clip(dist(i, j), k) only, so
+with the scores ``S_ir = K(q_i, w_r)`` (O(L R d) or O(L R m), R classes) and the class sums
+``V_r(i) = sum_{j : class(i, j) = r} [v_j, 1]``,
+
+    numer_i = sum_r S_ir V_r(i)         (the last column is the normaliser).
+
+The class sums are the window trick of the paper: for 1-D, the 2k - 1 near classes are single shifted rows and
+the two far classes (j - i >= k and j - i <= -k) are prefix sums (O(L k) in all; design.md trap 8: the paper's
+one-sided formula covers only non-negative distances); for 2-D, the near classes are the Manhattan rings of
+radius r < k (1 + 2k(k - 1) cells in all) and the far class is ``total - window`` (O(L k^2)), which is
+Horn's ``<q'_i, w'_k> sum_j v_j + sum_{m in window} <q'_i, a'_im - w'_k> v_m`` regrouped. When k exceeds
+the largest distance on the grid (H + W - 2) the far class is empty and set to exact zeros.
+
+**Memory.** The class sums are materialised as ``(..., L, R, d_v + 1)`` (R = 2k + 1 or k + 1): for H = 8,
+L = 4096, k = 6, d_v = 64 in float32 that is 110 MB (1-D) or 60 MB (2-D).
+
+**Dispatch.** The class sums go through ``refattn._dispatch.kernel_for("s2_window_sums")``; a registered kernel
+has the signature of :func:`_class_sums_reference`: ``fn(u, k, grid, *, adjoint)`` with ``adjoint=False``:
+``u: (..., L, e) -> (..., L, R, e)`` the class sums, ``adjoint=True``: ``u: (..., L, R, e) -> (..., L, e)`` its
+transpose ``out_j = sum_i sum_r [class(i, j) = r] u_ir``; ``grid`` is ``None`` or ``(H, W)``.
+
+Axes: ``...`` batch and heads, ``L`` positions, ``d`` query width, ``d_v`` value width, ``R`` distance classes,
+``m`` random features.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .. import _dispatch
+from .._xp import check_finite, check_positive_int, check_shape, device_of, namespace, sum_to_shape
+from ..features.positive import positive_features_stable_bwd, positive_features_stable_fwd
+
+__all__ = [
+    "s2_attention",
+    "s2_attention_fwd",
+    "s2_attention_bwd",
+    "s2_attention_naive",
+    "s2_logits",
+    "s2_class_index",
+    "S2AttentionCache",
+    "S2AttentionGrads",
+    "DEFAULT_CLIP",
+]
+
+Array = Any
+
+#: The paper's clipping distance (Horn et al. Sec. 3 / A.2: "clipping distance = 6").
+DEFAULT_CLIP = 6
+
+
+class S2AttentionCache(NamedTuple):
+    q: Array          # (..., L, d)
+    w: Array          # (*w, R, d)
+    omega: Array      # (m, d) or None (exact softmax)
+    v_aug: Array      # (..., L, d_v + 1)
+    S: Array          # (..., L, R) scores (relative to a per-row / per-head constant that cancels)
+    z: Array          # (..., L, 1)
+    y: Array          # (..., L, d_v)
+    k: int
+    grid: Any         # None or (H, W)
+    feat: Any         # FAVOR: (cache_q, cache_w, pw_scaled, e_w) ; exact: None
+
+
+class S2AttentionGrads(NamedTuple):
+    q: Array          # (..., L, d)
+    v: Array          # (..., L, d_v)
+    w: Array          # (*w, R, d)
+    omega: Array      # (m, d), or None for exact softmax
+
+
+# ----------------------------------------------------------------------------------------------------------
+# geometry
+
+
+def _check_geometry(L, k, grid):
+    k = check_positive_int("k", k)
+    if grid is None:
+        return k, None, 2 * k + 1
+    if not isinstance(grid, (tuple, list)) or len(grid) != 2:
+        raise ValueError(f"grid: expected None (1-D signed distances) or a pair (H, W); got {grid!r}")
+    H, W = check_positive_int("grid[0]", grid[0]), check_positive_int("grid[1]", grid[1])
+    if H * W != L:
+        raise ValueError(f"grid: expected H * W == L = {L} (positions in row-major order); got grid ({H}, {W}) "
+                         f"with H * W = {H * W}")
+    return k, (H, W), k + 1
+
+
+def s2_class_index(L, k=DEFAULT_CLIP, grid=None, *, xp):
+    r"""The (L, L) integer matrix of distance classes: row ``clip(j - i, k) + k`` (1-D signed, ``grid=None``) or
+    ``min(|dy| + |dx|, k)`` (2-D Manhattan on ``grid=(H, W)``): the index into the table ``w``."""
+    k, grid, _ = _check_geometry(L, k, grid)
+    pos = xp.arange(L)
+    if grid is None:
+        diff = xp.expand_dims(pos, axis=0) - xp.expand_dims(pos, axis=1)         # (L, L) j - i
+        return xp.clip(diff, -k, k) + k
+    H, W = grid
+    y, x = pos // W, pos % W
+    dist = (xp.abs(xp.expand_dims(y, axis=0) - xp.expand_dims(y, axis=1))
+            + xp.abs(xp.expand_dims(x, axis=0) - xp.expand_dims(x, axis=1)))      # (L, L) Manhattan
+    return xp.minimum(dist, xp.asarray(k))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# class sums (the window trick): the hot primitive "s2_window_sums"
+
+
+def _zeros(shape, like, *, xp):
+    return xp.zeros(tuple(shape), dtype=like.dtype, device=device_of(like))
+
+
+def _shift_1d(x, r, *, xp):
+    """``out_i = x_{i + r}`` along axis -2 (zero outside 0..L-1)."""
+    L = x.shape[-2]
+    if r == 0:
+        return x
+    if abs(r) >= L:
+        return xp.zeros_like(x)
+    pad = _zeros(tuple(x.shape[:-2]) + (abs(r), x.shape[-1]), x, xp=xp)
+    if r > 0:
+        return xp.concat([x[..., r:, :], pad], axis=-2)                            # (..., L, e)
+    return xp.concat([pad, x[..., :L + r, :]], axis=-2)                            # (..., L, e)
+
+
+def _class_sum_1d(x, r, k, *, xp):
+    """``out_i = sum_{j : clip(j - i, k) = r} x_j`` along axis -2, for one class r in -k..k."""
+    L = x.shape[-2]
+    if -k < r < k:
+        return _shift_1d(x, r, xp=xp)
+    P = xp.cumulative_sum(x, axis=-2, include_initial=True)                        # (..., L + 1, e) P_t = sum_{j<t}
+    i = xp.arange(L, device=device_of(x))
+    if r == k:                                                                     # far right: j >= i + k
+        hi = xp.minimum(i + k, xp.asarray(L, device=device_of(x)))
+        return P[..., L:, :] - xp.take(P, hi, axis=-2)                             # (..., L, e)
+    lo = xp.maximum(i - k + 1, xp.asarray(0, device=device_of(x)))                 # far left: j <= i - k
+    return xp.take(P, lo, axis=-2)                                                 # (..., L, e)
+
+
+def _pad_2d(x, py, px, *, xp):
+    """``(..., H, W, e) -> (..., H + 2 py, W + 2 px, e)`` with zeros around."""
+    if py:
+        z = _zeros(tuple(x.shape[:-3]) + (py,) + tuple(x.shape[-2:]), x, xp=xp)
+        x = xp.concat([z, x, z], axis=-3)
+    if px:
+        z = _zeros(tuple(x.shape[:-2]) + (px, x.shape[-1]), x, xp=xp)
+        x = xp.concat([z, x, z], axis=-2)
+    return x
+
+
+def _ring_2d(xpad, r, H, W, py, px, *, xp):
+    """``out_(y, x) = sum_{|dy| + |dx| = r} x_(y + dy, x + dx)`` from the padded grid; ``(..., H, W, e)``."""
+    acc = None
+    for dy in range(-min(r, py), min(r, py) + 1):
+        rem = r - abs(dy)
+        for dx in sorted({-rem, rem}):
+            if abs(dx) > px:
+                continue
+            sl = xpad[..., py + dy:py + dy + H, px + dx:px + dx + W, :]            # (..., H, W, e)
+            acc = sl if acc is None else acc + sl
+    return acc
+
+
+def _class_sums_2d(x, k, H, W, *, xp):
+    """All k + 1 Manhattan class sums of ``x: (..., L, e)`` as a list of (..., L, e) arrays."""
+    batch, e = tuple(x.shape[:-2]), x.shape[-1]
+    py, px = min(k - 1, H - 1), min(k - 1, W - 1)
+    xpad = _pad_2d(xp.reshape(x, batch + (H, W, e)), py, px, xp=xp)               # (..., H + 2py, W + 2px, e)
+    out, window = [], None
+    for r in range(k):
+        ring = _ring_2d(xpad, r, H, W, py, px, xp=xp)
+        ring = xp.zeros(batch + (H, W, e), dtype=x.dtype, device=device_of(x)) if ring is None else ring
+        ring = xp.reshape(ring, batch + (H * W, e))                                # (..., L, e)
+        out.append(ring)
+        window = ring if window is None else window + ring                         # (..., L, e) dist < k
+    if k > H + W - 2:                                                              # no pair is k apart: empty
+        out.append(xp.zeros_like(x))
+    else:
+        total = xp.sum(x, axis=-2, keepdims=True)                                  # (..., 1, e)
+        out.append(total - window)                                                 # (..., L, e) far class
+    return out
+
+
+def _class_sums_reference(u, k, grid, *, adjoint=False):
+    r"""Class sums of the S2 window trick (reference for the ``"s2_window_sums"`` dispatch point).
+
+    ``adjoint=False``: ``u: (..., L, e) -> V: (..., L, R, e)``, ``V_ir = sum_{j : class(i, j) = r} u_j``.
+    ``adjoint=True``: ``u: (..., L, R, e) -> (..., L, e)``, ``out_j = sum_i sum_r [class(i, j) = r] u_ir``.
+    ``grid=None``: signed 1-D classes r = -k..k (R = 2k + 1, index r + k); ``grid=(H, W)``: Manhattan classes
+    0..k (R = k + 1). Cost O(L R e) (1-D) and O(L k^2 e) (2-D).
+    """
+    xp = namespace(u)
+    if grid is None:
+        if not adjoint:
+            return xp.stack([_class_sum_1d(u, r, k, xp=xp) for r in range(-k, k + 1)], axis=-2)  # (..., L, R, e)
+        # class(i, j) = r  <=>  class(j, i) = -r: the transpose uses the mirrored class
+        out = None
+        for r in range(-k, k + 1):
+            part = _class_sum_1d(u[..., r + k, :], -r, k, xp=xp)                  # (..., L, e)
+            out = part if out is None else out + part
+        return out
+    H, W = grid
+    if not adjoint:
+        return xp.stack(_class_sums_2d(u, k, H, W, xp=xp), axis=-2)                # (..., L, k + 1, e)
+    # Manhattan classes are symmetric, so the transpose applies class r's sum to the r-th slice.
+    out = None
+    for r in range(k + 1):
+        part = _class_sums_2d(u[..., r, :], k, H, W, xp=xp)[r]                     # (..., L, e)
+        out = part if out is None else out + part
+    return out
+
+
+def _class_sums(u, k, grid, *, adjoint=False):
+    impl = _dispatch.kernel_for("s2_window_sums") or _class_sums_reference
+    return impl(u, k, grid, adjoint=adjoint)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# scores S_ir = K(q_i, w_r)
+
+
+def _scores_fwd(q, w, omega, *, xp):
+    d = q.shape[-1]
+    if omega is None:                                                              # exact softmax kernel
+        logits = (q @ xp.matrix_transpose(w)) * (d ** -0.5)                        # (..., L, R)
+        S = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))               # (..., L, R) row max cancels
+        return S, None
+    c = d ** -0.25                                                                 # FAVOR+: phi(q d^-1/4) . phi(w d^-1/4)
+    (pq, _), cache_q = positive_features_stable_fwd(q * c, omega)                  # (..., L, m); query scale cancels
+    (pw, lw), cache_w = positive_features_stable_fwd(w * c, omega)                 # (*w, R, m), (*w, R)
+    e_w = xp.exp(lw - xp.max(lw, axis=-1, keepdims=True))                          # (*w, R) per-head max cancels
+    pws = pw * xp.expand_dims(e_w, axis=-1)                                        # (*w, R, m)
+    S = pq @ xp.matrix_transpose(pws)                                              # (..., L, R)
+    return S, (cache_q, cache_w, pws, e_w)
+
+
+def _scores_bwd(dS, c: S2AttentionCache, *, xp):
+    d = c.q.shape[-1]
+    if c.omega is None:
+        dlogits = dS * c.S * (d ** -0.5)                                           # (..., L, R)
+        dq = dlogits @ c.w                                                         # (..., L, d)
+        dw = sum_to_shape(xp.matrix_transpose(dlogits) @ c.q, tuple(c.w.shape), xp=xp)  # (*w, R, d)
+        return dq, dw, None
+    cache_q, cache_w, pws, e_w = c.feat
+    scale = d ** -0.25
+    pq = cache_q.phi
+    dpq = dS @ pws                                                                 # (..., L, m)
+    dpws = sum_to_shape(xp.matrix_transpose(dS) @ pq, tuple(pws.shape), xp=xp)     # (*w, R, m)
+    dpw = dpws * xp.expand_dims(e_w, axis=-1)                                      # (*w, R, m)
+    dlw = xp.sum(dpws * cache_w.phi, axis=-1) * e_w                                # (*w, R)
+    gq = positive_features_stable_bwd((dpq, None), cache_q)
+    gw = positive_features_stable_bwd((dpw, dlw), cache_w)
+    return gq.x * scale, gw.x * scale, gq.omega + gw.omega
+
+
+# ----------------------------------------------------------------------------------------------------------
+# public
+
+
+def _validate(q, v, w, omega, k, grid):
+    xp = namespace(q, v, w, omega, names=("q", "v", "w", "omega"))
+    sizes = check_shape("q", q, "..., L, d")
+    check_shape("v", v, "..., L, d_v", sizes)
+    L = q.shape[-2]
+    k, grid, R = _check_geometry(L, k, grid)
+    what = (f"(..., 2k + 1, d) = (..., {R}, {q.shape[-1]}) for signed 1-D distances" if grid is None
+            else f"(..., k + 1, d) = (..., {R}, {q.shape[-1]}) for Manhattan distances on a grid")
+    batch = tuple(q.shape[:-2])
+    wb = tuple(w.shape[:-2])
+    if (w.ndim < 2 or w.shape[-2] != R or w.shape[-1] != q.shape[-1] or len(wb) > len(batch)
+            or any(a not in (1, b) for a, b in zip(wb[::-1], batch[::-1]))):
+        raise ValueError(f"w: expected shape {what} with k = {k} and leading axes broadcasting to q's "
+                         f"{batch}; got {tuple(w.shape)}")
+    if omega is not None:
+        check_shape("omega", omega, "m, d", sizes)
+    for name, a in (("q", q), ("v", v), ("w", w), ("omega", omega)):
+        if a is not None:
+            check_finite(name, a, xp=xp)
+    return xp, k, grid
+
+
+def s2_attention_fwd(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
+    r"""Horn et al. Strategy 2 attention with clipped relative encodings, fast path, and the cache.
+
+    ``y_i = sum_j K(q_i, w[class(i, j)]) v_j / sum_j K(q_i, w[class(i, j)])`` (Horn Eq. (4) term (b), normalised
+    by the same kernel's row sums), computed through class sums (module docstring) in O(L k (d + d_v)) for 1-D
+    and O(L k^2 d_v) for 2-D.
+
+    Parameters
+    ----------
+    q : (..., L, d) array
+        Queries of the positional heads.
+    v : (..., L, d_v) array
+        Values.
+    w : (*w, R, d) array
+        Relative-position table, ``R = 2k + 1`` (row r + k is w_r, r = -k..k) when ``grid`` is None, ``R = k + 1``
+        (w_0..w_k) for a grid; leading axes (e.g. heads) broadcast to q's.
+    k : int
+        Clipping distance (default 6, the paper's).
+    grid : None or (H, W)
+        None: signed 1-D distances ``j - i``; ``(H, W)``: Manhattan distances with L = H W row-major positions.
+    omega : (m, d) array, optional
+        Random projections for FAVOR+ positive features (``refattn.random.draw_*``); None: exact softmax kernel.
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+    cache : S2AttentionCache
+    """
+    xp, k, grid = _validate(q, v, w, omega, k, grid)
+    d_v = v.shape[-1]
+    S, feat = _scores_fwd(q, w, omega, xp=xp)                                      # (..., L, R)
+    v_aug = xp.concat([v, xp.ones(tuple(v.shape[:-1]) + (1,), dtype=v.dtype, device=device_of(v))], axis=-1)
+    V = _class_sums(v_aug, k, grid)                                                # (..., L, R, e) class sums
+    numer = xp.sum(xp.expand_dims(S, axis=-1) * V, axis=-2)                        # (..., L, e) sum_r S_ir V_r(i)
+    z = numer[..., d_v:]                                                           # (..., L, 1)
+    y = numer[..., :d_v] / z                                                       # (..., L, d_v)
+    return y, S2AttentionCache(q, w, omega, v_aug, S, z, y, k, grid, feat)
+
+
+def s2_attention_bwd(dy, cache: S2AttentionCache) -> S2AttentionGrads:
+    r"""Gradients of :func:`s2_attention` for `q`, `v`, `w` (and `omega` with FAVOR+).
+
+    With ``g = [dy / z, -sum(dy * y) / z]``: ``dS_ir = g_i . V_r(i)`` (class sums recomputed),
+    ``dv_aug = ClassSums^T(S_ir g_i)`` (the adjoint window sums), then the score map's backward (softmax:
+    ``dlogits = S * dS``; FAVOR+: through both positive-feature maps, summing omega's two contributions).
+    """
+    c = cache
+    xp = namespace(dy, c.q, names=("dy", "cache.q"))
+    check_shape("dy", dy, "..., L, d_v", check_shape("y", c.y, "..., L, d_v"))
+    d_v = dy.shape[-1]
+    dnumer = dy / c.z                                                              # (..., L, d_v)
+    dz = -xp.sum(dnumer * c.y, axis=-1, keepdims=True)                             # (..., L, 1)
+    g = xp.concat([dnumer, dz], axis=-1)                                           # (..., L, e)
+    V = _class_sums(c.v_aug, c.k, c.grid)                                          # (..., L, R, e) recomputed
+    dS = xp.sum(V * xp.expand_dims(g, axis=-2), axis=-1)                           # (..., L, R)
+    dv_aug = _class_sums(xp.expand_dims(c.S, axis=-1) * xp.expand_dims(g, axis=-2), c.k, c.grid,
+                         adjoint=True)                                             # (..., L, e)
+    dq, dw, domega = _scores_bwd(dS, c, xp=xp)
+    return S2AttentionGrads(q=dq, v=dv_aug[..., :d_v], w=dw, omega=domega)
+
+
+def s2_attention(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
+    r"""Horn et al. Strategy 2 attention (fast path). See :func:`s2_attention_fwd`.
+
+    Shapes: ``q: (..., L, d)``, ``v: (..., L, d_v)``, ``w: (*w, R, d)``, ``omega: (m, d)``; returns
+    ``(..., L, d_v)``.
+    """
+    return s2_attention_fwd(q, v, w, k=k, grid=grid, omega=omega)[0]
+
+
+def _dense_from_classes(S, cls, *, xp):
+    """``K_ij = S[..., i, cls_ij]`` by a one-hot sum over classes: ``(..., L, R) -> (..., L, L)``."""
+    K = None
+    for r in range(S.shape[-1]):
+        part = S[..., r:r + 1] * xp.astype(cls == r, S.dtype)                      # (..., L, L)
+        K = part if K is None else K + part
+    return K
+
+
+def s2_logits(q, w, *, k=DEFAULT_CLIP, grid=None):
+    r"""The dense logits ``N_ij = q_i . w[class(i, j)] / sqrt(d)``: ``(..., L, L)``, O(L^2) memory.
+
+    ``softmax_attention(q, zeros_like(q), v, mask_add=s2_logits(q, w, ...))`` is exact S2 attention (the oracle
+    for :func:`s2_attention` with ``omega=None``).
+    """
+    v = q[..., :1]
+    xp, k, grid = _validate(q, v, w, None, k, grid)
+    logits = (q @ xp.matrix_transpose(w)) * (q.shape[-1] ** -0.5)                  # (..., L, R)
+    cls = s2_class_index(q.shape[-2], k, grid, xp=xp)
+    return _dense_from_classes(logits, xp.asarray(cls, device=device_of(q)), xp=xp)
+
+
+def s2_attention_naive(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
+    r"""Quadratic reference for :func:`s2_attention`: materialises ``K_ij = K(q_i, a_ij)`` (O(L^2) memory)."""
+    xp, k, grid = _validate(q, v, w, omega, k, grid)
+    d = q.shape[-1]
+    if omega is None:
+        logits = (q @ xp.matrix_transpose(w)) * (d ** -0.5)                        # (..., L, R)
+        S = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))
+    else:
+        c = d ** -0.25
+        (pq, _), _ = positive_features_stable_fwd(q * c, omega)
+        (pw, lw), _ = positive_features_stable_fwd(w * c, omega)
+        pws = pw * xp.expand_dims(xp.exp(lw - xp.max(lw, axis=-1, keepdims=True)), axis=-1)
+        S = pq @ xp.matrix_transpose(pws)                                          # (..., L, R)
+    cls = s2_class_index(q.shape[-2], k, grid, xp=xp)
+    K = _dense_from_classes(S, xp.asarray(cls, device=device_of(q)), xp=xp)        # (..., L, L)
+    return (K @ v) / xp.sum(K, axis=-1, keepdims=True)                             # (..., L, d_v)

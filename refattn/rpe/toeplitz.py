@@ -1,0 +1,287 @@
+r"""Exact 1-D relative positional encoding for kernelized attention by FFT Toeplitz products.
+
+An RPE mask N(i - j) enters softmax attention additively, ``softmax(N + q k^T / sqrt(d))``, i.e. it multiplies
+the kernel by ``exp(N(i - j))``. With features whose inner products give (or estimate) the kernel, the attention
+matrix becomes ``C * (phi_q phi_k^T)`` with the Toeplitz matrix ``C_ij = c(i - j)`` (Luo et al. 2021; FLT
+Eq. (2) with the mask exponentiated). Writing ``U_j = phi_k_j^T [v_j, 1]`` (one channel per pair (feature a,
+value column e)),
+
+    numer_i = sum_a phi_q_ia  sum_j c(i - j) U_j,ae     (last column e = d_v: the normaliser z_i)
+    y_i     = numer_i[:d_v] / z_i
+
+and ``sum_j c(i - j) U_j`` is a convolution along the sequence for each of the ``m (d_v + 1)`` channels: an FFT
+of size N >= 2L - 1 (the next power of two) gives it in O(m d_v L log L) instead of O(L^2 (m + d_v)).
+
+Coefficient layout (the issue's convention): ``coeffs[..., i - j + L - 1] = c(i - j)`` for i - j in
+[-(L - 1), L - 1], so ``coeffs`` has 2L - 1 entries; ``coeffs = exp(N)`` for a mask N. In causal mode the
+entries with i - j < 0 (``coeffs[..., :L - 1]``) are ignored (treated as 0) and get zero gradient.
+
+**Memory bound.** Channels are processed in chunks of ``ca`` features (all ``d_v + 1`` value columns of each):
+the temporaries of one chunk are real/complex arrays of ``B N ca (d_v + 1)`` entries (B = product of the
+leading axes), and ``ca`` is the largest value with ``B N ca (d_v + 1) <= chunk_elements`` (at least 1). Extra
+memory is therefore ``O(max(chunk_elements, B N (d_v + 1)) + B L (m + d_v))``: about 4 temporaries of
+``chunk_elements`` complex/real entries (default 2**21, i.e. ~32 MiB each in complex128) plus the accumulators;
+the full ``(..., N, m, d_v + 1)`` spectrum is never formed unless it fits in one chunk.
+
+**Crossover.** The FFT path costs ~``5 B m (d_v + 1) N log2 N`` flops against ``2 B L^2 (m + d_v)`` for the
+dense path (:func:`toeplitz_attention_dense`), and its constant is large; ``benchmarks/rpe.py`` measures the L
+where it starts to win (see BENCHMARKS.md).
+
+**Causality and rounding.** In causal mode the FFT still mixes every position in floating point: the output
+for a prefix changes at the rounding level (~eps times the size of the whole sum) when later tokens change.
+Use the dense path or chunked linear attention where bitwise prefix stability matters.
+
+Axes: ``...`` batch and heads, ``L`` positions, ``m`` feature width, ``d_v`` value width, ``N`` FFT size.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .._xp import check_choice, check_finite, check_positive_int, check_shape, device_of, namespace, sum_to_shape
+
+__all__ = [
+    "toeplitz_attention",
+    "toeplitz_attention_fwd",
+    "toeplitz_attention_bwd",
+    "toeplitz_attention_dense",
+    "toeplitz_matrix",
+    "ToeplitzAttentionCache",
+    "ToeplitzAttentionGrads",
+]
+
+Array = Any
+
+#: Entries of one chunk's temporaries (B N ca (d_v + 1)); 2**21 complex128 = 32 MiB.
+DEFAULT_CHUNK_ELEMENTS = 2**21
+
+
+class ToeplitzAttentionCache(NamedTuple):
+    phi_q: Array        # (..., L, m)
+    phi_k: Array        # (..., L, m)
+    v_aug: Array        # (..., L, d_v + 1)  [v, 1]
+    coeffs: Array       # (*c, 2L - 1) as given (broadcastable to (..., 2L - 1))
+    h_hat: Array        # (*c, N // 2 + 1) complex: spectrum of the wrapped (causally masked) kernel
+    z: Array            # (..., L, 1)  normaliser
+    y: Array            # (..., L, d_v)
+    causal: bool
+    n_fft: int
+    chunk: int          # features per chunk (ca)
+
+
+class ToeplitzAttentionGrads(NamedTuple):
+    phi_q: Array   # (..., L, m)
+    phi_k: Array   # (..., L, m)
+    v: Array       # (..., L, d_v)
+    coeffs: Array  # same shape as coeffs
+
+
+def _next_pow2(n: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return p
+
+
+def _causal_coeffs(coeffs, L, *, xp):
+    """Zero the entries with i - j < 0 (the first L - 1)."""
+    n = xp.arange(2 * L - 1, device=device_of(coeffs))
+    return xp.where(n >= L - 1, coeffs, xp.zeros_like(coeffs))                     # (*c, 2L - 1)
+
+
+def _wrapped_kernel(coeffs, L, n_fft, *, xp):
+    """h[t mod N] = c(t) for t in [-(L-1), L-1], zero elsewhere: ``[c(0..L-1), 0..., c(-(L-1)..-1)]``."""
+    pad = xp.zeros(tuple(coeffs.shape[:-1]) + (n_fft - (2 * L - 1),), dtype=coeffs.dtype,
+                   device=device_of(coeffs))
+    return xp.concat([coeffs[..., L - 1:], pad, coeffs[..., :L - 1]], axis=-1)    # (*c, N)
+
+
+def _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive):
+    xp = namespace(phi_q, phi_k, v, coeffs, names=("phi_q", "phi_k", "v", "coeffs"))
+    sizes = check_shape("phi_q", phi_q, "..., L, m")
+    check_shape("phi_k", phi_k, "..., L, m", sizes)
+    check_shape("v", v, "..., L, d_v", sizes)
+    L = phi_q.shape[-2]
+    batch = tuple(phi_q.shape[:-2])
+    if coeffs.ndim < 1 or coeffs.shape[-1] != 2 * L - 1:
+        raise ValueError(f"coeffs: expected shape (..., 2L - 1) = (..., {2 * L - 1}) with L = {L} (from phi_q); "
+                         f"got {tuple(coeffs.shape)}")
+    cb = tuple(coeffs.shape[:-1])
+    if len(cb) > len(batch) or any(c not in (1, b) for c, b in zip(cb[::-1], batch[::-1])):
+        raise ValueError(f"coeffs: leading axes {cb} must broadcast to the batch axes {batch} of phi_q "
+                         f"(shape (..., 2L - 1)); got {tuple(coeffs.shape)}")
+    for name, a in (("phi_q", phi_q), ("phi_k", phi_k), ("v", v), ("coeffs", coeffs)):
+        check_finite(name, a, xp=xp)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: expected a bool; got {causal!r}")
+    chunk_elements = check_positive_int("chunk_elements", chunk_elements)
+    check_choice("on_nonpositive", on_nonpositive, ("raise", "ignore"))
+    return xp, chunk_elements
+
+
+def _augment(v, *, xp):
+    ones = xp.ones(tuple(v.shape[:-1]) + (1,), dtype=v.dtype, device=device_of(v))
+    return xp.concat([v, ones], axis=-1)                                           # (..., L, d_v + 1)
+
+
+def _conv(x, h_hat, L, n_fft, *, xp, adjoint=False):
+    """Toeplitz product along axis -3 of ``x: (..., L, ca, e)``: ``out_i = sum_j c(i - j) x_j`` (or the
+    adjoint ``out_j = sum_i c(i - j) x_i`` with the conjugate spectrum). ``h_hat: (*c, N//2 + 1)``."""
+    xs = xp.fft.rfft(x, n=n_fft, axis=-3)                                          # (..., N/2+1, ca, e)
+    hh = xp.reshape(h_hat, tuple(h_hat.shape) + (1, 1))                            # (*c, N/2+1, 1, 1)
+    if adjoint:
+        hh = xp.conj(hh)
+    out = xp.fft.irfft(xs * hh, n=n_fft, axis=-3)                                  # (..., N, ca, e)
+    return out[..., :L, :, :]                                                      # (..., L, ca, e)
+
+
+def _chunk_features(batch, n_fft, m, e, chunk_elements):
+    b = 1
+    for s in batch:
+        b *= s
+    return max(1, min(m, chunk_elements // max(1, b * n_fft * e)))
+
+
+def _check_normaliser(z, on_nonpositive, *, xp):
+    if on_nonpositive == "raise":
+        bad = z <= 0
+        if bool(xp.any(bad)):
+            count = int(xp.sum(xp.astype(bad, xp.int64)))
+            raise ValueError(
+                f"toeplitz_attention: {count} non-positive normaliser(s) sum_j c(i-j) phi_q_i . phi_k_j "
+                f"(minimum {float(xp.min(z)):.3e}); positive features and positive coeffs never give these. "
+                "Pass on_nonpositive='ignore' to get the output as computed")
+
+
+def toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, *, causal=False, chunk_elements=DEFAULT_CHUNK_ELEMENTS,
+                           on_nonpositive="raise"):
+    r"""Kernelized attention with a multiplicative Toeplitz RPE, by FFT, and the cache for the backward.
+
+    ``y_i = sum_j c(i - j) (phi_q_i . phi_k_j) v_j / sum_j c(i - j) (phi_q_i . phi_k_j)``, sums over all j
+    (bidirectional) or j <= i (causal); ``c(t) = coeffs[..., t + L - 1]`` (= exp(N(t)) for an additive mask N).
+
+    Parameters
+    ----------
+    phi_q : (..., L, m) array
+        Query features. Real floating.
+    phi_k : (..., L, m) array
+        Key features.
+    v : (..., L, d_v) array
+        Values.
+    coeffs : (*c, 2L - 1) array
+        Multiplicative coefficients, ``coeffs[..., i - j + L - 1]`` multiplies ``phi_q_i . phi_k_j``; the
+        leading axes ``*c`` broadcast to ``...`` (e.g. ``(2L - 1,)`` shared, or ``(H, 1, 2L - 1)`` per head).
+    causal : bool
+        Only j <= i (``coeffs[..., :L - 1]`` is then unused).
+    chunk_elements : int
+        Memory knob: entries of one chunk's temporaries (see the module docstring for the bound).
+    on_nonpositive : {"raise", "ignore"}
+        What to do with a non-positive normaliser.
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+    cache : ToeplitzAttentionCache
+    """
+    xp, chunk_elements = _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive)
+    L, m, d_v = phi_q.shape[-2], phi_q.shape[-1], v.shape[-1]
+    batch = tuple(phi_q.shape[:-2])
+    n_fft = _next_pow2(2 * L - 1)
+    c_eff = _causal_coeffs(coeffs, L, xp=xp) if causal else coeffs                 # (*c, 2L - 1)
+    h_hat = xp.fft.rfft(_wrapped_kernel(c_eff, L, n_fft, xp=xp), axis=-1)          # (*c, N/2 + 1)
+    v_aug = _augment(v, xp=xp)                                                     # (..., L, e), e = d_v + 1
+    ca = _chunk_features(batch, n_fft, m, d_v + 1, chunk_elements)
+    numer = xp.zeros(batch + (L, d_v + 1), dtype=v.dtype, device=device_of(v))
+    for a0 in range(0, m, ca):
+        a1 = min(m, a0 + ca)
+        U = xp.expand_dims(phi_k[..., a0:a1], axis=-1) * xp.expand_dims(v_aug, axis=-2)  # (..., L, ca, e)
+        T = _conv(U, h_hat, L, n_fft, xp=xp)                                       # (..., L, ca, e)
+        numer = numer + xp.sum(xp.expand_dims(phi_q[..., a0:a1], axis=-1) * T, axis=-2)  # (..., L, e)
+    z = numer[..., d_v:]                                                           # (..., L, 1)
+    _check_normaliser(z, on_nonpositive, xp=xp)
+    y = numer[..., :d_v] / z                                                       # (..., L, d_v)
+    return y, ToeplitzAttentionCache(phi_q, phi_k, v_aug, coeffs, h_hat, z, y, causal, n_fft, ca)
+
+
+def toeplitz_attention_bwd(dy, cache: ToeplitzAttentionCache) -> ToeplitzAttentionGrads:
+    r"""Gradients of :func:`toeplitz_attention` for `phi_q`, `phi_k`, `v` and `coeffs`.
+
+    With ``g = [dy / z, -sum(dy * y) / z]`` (cotangent of ``numer``) and ``dT_i = phi_q_i^T g_i`` per channel:
+    ``dphi_q_ia = sum_e g_ie T_iae`` (T recomputed), ``dU = C^T dT`` (the adjoint Toeplitz product: the conjugate
+    spectrum), ``dphi_k_ja = sum_e dU_jae v_aug_je``, ``dv_aug_je = sum_a dU_jae phi_k_ja``, and
+    ``dc(t) = sum_{i - j = t} sum_ae dT_iae U_jae``, a cross-correlation summed over channels in the frequency
+    domain (``sum_ch FFT(dT) conj(FFT(U))``); zero for t < 0 in causal mode.
+    """
+    c = cache
+    xp = namespace(dy, c.phi_q, names=("dy", "cache.phi_q"))
+    check_shape("dy", dy, "..., L, d_v", check_shape("y", c.y, "..., L, d_v"))
+    L, m = c.phi_q.shape[-2], c.phi_q.shape[-1]
+    d_v = dy.shape[-1]
+    N = c.n_fft
+    dnumer = dy / c.z                                                              # (..., L, d_v)
+    dz = -xp.sum(dnumer * c.y, axis=-1, keepdims=True)                             # (..., L, 1)
+    g = xp.concat([dnumer, dz], axis=-1)                                           # (..., L, e)
+    dq_parts, dk_parts = [], []
+    dv_aug = xp.zeros_like(c.v_aug)                                                # (..., L, e)
+    corr_hat = None                                                                # (..., N/2 + 1) complex
+    for a0 in range(0, m, c.chunk):
+        a1 = min(m, a0 + c.chunk)
+        pk = xp.expand_dims(c.phi_k[..., a0:a1], axis=-1)                          # (..., L, ca, 1)
+        U = pk * xp.expand_dims(c.v_aug, axis=-2)                                  # (..., L, ca, e)
+        U_hat = xp.fft.rfft(U, n=N, axis=-3)                                       # (..., N/2+1, ca, e)
+        hh = xp.reshape(c.h_hat, tuple(c.h_hat.shape) + (1, 1))                    # (*c, N/2+1, 1, 1)
+        T = xp.fft.irfft(U_hat * hh, n=N, axis=-3)[..., :L, :, :]                  # (..., L, ca, e) recomputed
+        dq_parts.append(xp.sum(T * xp.expand_dims(g, axis=-2), axis=-1))           # (..., L, ca)
+        dT = xp.expand_dims(c.phi_q[..., a0:a1], axis=-1) * xp.expand_dims(g, axis=-2)  # (..., L, ca, e)
+        dT_hat = xp.fft.rfft(dT, n=N, axis=-3)                                     # (..., N/2+1, ca, e)
+        dU = xp.fft.irfft(dT_hat * xp.conj(hh), n=N, axis=-3)[..., :L, :, :]       # (..., L, ca, e) C^T dT
+        dk_parts.append(xp.sum(dU * xp.expand_dims(c.v_aug, axis=-2), axis=-1))    # (..., L, ca)
+        dv_aug = dv_aug + xp.sum(dU * pk, axis=-2)                                 # (..., L, e)
+        part = xp.sum(xp.sum(dT_hat * xp.conj(U_hat), axis=-1), axis=-1)           # (..., N/2+1)
+        corr_hat = part if corr_hat is None else corr_hat + part
+    r = xp.fft.irfft(corr_hat, n=N, axis=-1)                                       # (..., N) r_t, t mod N
+    dc = xp.concat([r[..., N - (L - 1):], r[..., :L]], axis=-1)                    # (..., 2L - 1) t = -(L-1)..L-1
+    if c.causal:
+        dc = _causal_coeffs(dc, L, xp=xp)
+    dcoeffs = sum_to_shape(dc, tuple(c.coeffs.shape), xp=xp)                       # (*c, 2L - 1)
+    cat = (lambda xs: xs[0] if len(xs) == 1 else xp.concat(xs, axis=-1))
+    return ToeplitzAttentionGrads(phi_q=cat(dq_parts), phi_k=cat(dk_parts), v=dv_aug[..., :d_v], coeffs=dcoeffs)
+
+
+def toeplitz_attention(phi_q, phi_k, v, coeffs, *, causal=False, chunk_elements=DEFAULT_CHUNK_ELEMENTS,
+                       on_nonpositive="raise"):
+    r"""Kernelized attention with the multiplicative Toeplitz RPE ``c(i - j)``, by FFT in O(m d_v L log L).
+
+    See :func:`toeplitz_attention_fwd`. Shapes: ``phi_q, phi_k: (..., L, m)``, ``v: (..., L, d_v)``,
+    ``coeffs: (*c, 2L - 1)``; returns ``(..., L, d_v)``.
+    """
+    return toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, causal=causal, chunk_elements=chunk_elements,
+                                  on_nonpositive=on_nonpositive)[0]
+
+
+def toeplitz_matrix(coeffs, L):
+    r"""The dense Toeplitz matrix ``C_ij = coeffs[..., i - j + L - 1]``: ``(*c, 2L - 1) -> (*c, L, L)``.
+
+    ``toeplitz_matrix(N_coeffs, L)`` is also the additive mask ``N`` for ``softmax_attention(mask_add=N)`` when
+    given the mask values instead of their exponentials.
+    """
+    xp = namespace(coeffs, names=("coeffs",))
+    L = check_positive_int("L", L)
+    if coeffs.ndim < 1 or coeffs.shape[-1] != 2 * L - 1:
+        raise ValueError(f"coeffs: expected shape (..., 2L - 1) = (..., {2 * L - 1}); got {tuple(coeffs.shape)}")
+    r = xp.arange(L, device=device_of(coeffs))
+    idx = xp.reshape(xp.expand_dims(r, axis=1) - xp.expand_dims(r, axis=0) + (L - 1), (L * L,))  # (L L,)
+    flat = xp.take(coeffs, idx, axis=-1)                                           # (*c, L L)
+    return xp.reshape(flat, tuple(coeffs.shape[:-1]) + (L, L))                     # (*c, L, L)
+
+
+def toeplitz_attention_dense(phi_q, phi_k, v, coeffs, *, causal=False):
+    r"""Quadratic reference: ``A = C * (phi_q phi_k^T)`` (lower-triangular part when causal), ``y = A v / A 1``.
+
+    Shapes as :func:`toeplitz_attention`. O(L^2) memory: for tests, benchmarks and short sequences.
+    """
+    xp, _ = _validate(phi_q, phi_k, v, coeffs, causal, 1, "ignore")
+    L = phi_q.shape[-2]
+    C = toeplitz_matrix(_causal_coeffs(coeffs, L, xp=xp) if causal else coeffs, L)  # (*c, L, L)
+    A = C * (phi_q @ xp.matrix_transpose(phi_k))                                   # (..., L, L)
+    return (A @ v) / xp.sum(A, axis=-1, keepdims=True)                             # (..., L, d_v)
