@@ -1,0 +1,289 @@
+"""accel.numba.causal: the recurrent causal scan equals the chunked reference, forward and backward, in every
+mode the ``SUPPORTED`` table declares; prefix invariance, recurrent == causal and gradient checks also run
+under ``accel.use("numba")``; O(m d_v) memory; clear TypeErrors."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+import accel  # noqa: E402
+import refattn  # noqa: E402
+from accel.numba import PRIMITIVES, causal  # noqa: E402
+from refattn import _dispatch, linear_attention, linear_attention_bwd, linear_attention_fwd  # noqa: E402
+from refattn import linear_attention_step  # noqa: E402
+from refattn.attention.linear import _causal_bwd_reference, _causal_fwd_reference  # noqa: E402
+from tests.helpers import get_namespace  # noqa: E402
+from validation import assert_close, check_vjp  # noqa: E402
+
+DTYPES = causal.SUPPORTED["causal_fwd"]["dtypes"]
+assert DTYPES == causal.SUPPORTED["causal_bwd"]["dtypes"]
+# (batch..., L, m, d_v): L = 1, no batch, m < 4 and m % 4 != 0 (the row-group remainder), L not a multiple of
+# the time block (32) nor of the chunk sizes used, batch and head axes
+CASES = [(1, 1, 3, 2), (5, 4, 3), (2, 37, 5, 3), (2, 3, 33, 8, 4), (1, 70, 3, 2)]
+CASE_IDS = ["L1", "noBatch", "L37m5", "batchHeadsL33", "m3"]
+TOL = {"float64": 1e-12, "float32": 2e-5}     # relative to the largest |entry| of the reference output
+
+
+def _inputs(rng, shape, dtype, with_scale, scale=3.0):
+    *bt, L, m, d_v = shape
+    phi_q = np.exp(rng.standard_normal((*bt, L, m))).astype(dtype)
+    phi_k = np.exp(rng.standard_normal((*bt, L, m))).astype(dtype)
+    v_aug = np.concatenate([rng.standard_normal((*bt, L, d_v)), np.ones((*bt, L, 1))], axis=-1).astype(dtype)
+    s = (scale * rng.standard_normal((*bt, L))).astype(dtype) if with_scale else None
+    return phi_q, phi_k, v_aug, s
+
+
+def _close(actual, expected, dtype, label):
+    assert_close(actual, expected, rtol=TOL[dtype], atol=TOL[dtype] * float(np.max(np.abs(expected))), label=label)
+
+
+def test_supported_table_matches_registration():
+    for name, row in causal.SUPPORTED.items():
+        assert row["backends"] == ("numpy",)
+        assert PRIMITIVES.get(row["primitive"]) is None or PRIMITIVES[row["primitive"]] is getattr(causal, name)
+    with accel.use("numba"):
+        for name, row in causal.SUPPORTED.items():
+            assert _dispatch.kernel_for(row["primitive"]) is getattr(causal, name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_scale", [False, True], ids=["plain", "logscale"])
+@pytest.mark.parametrize("shape", CASES, ids=CASE_IDS)
+def test_kernels_equal_reference(rng, dtype, with_scale, shape):
+    phi_q, phi_k, v_aug, s = _inputs(rng, shape, dtype, with_scale)
+    numer0, M0 = _causal_fwd_reference(phi_q, phi_k, v_aug, s, 8)
+    numer1, M1 = causal.causal_fwd(phi_q, phi_k, v_aug, s, 8)
+    _close(numer1, numer0, dtype, "numer_aug")
+    if with_scale:
+        np.testing.assert_array_equal(M1, M0)                        # a running maximum is exact
+    else:
+        assert M1 is None
+    g = rng.standard_normal(numer0.shape).astype(dtype)
+    ref = _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M0, 8)
+    got = causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M1, 8)
+    for name, a, e in zip(("dphi_q", "dphi_k", "dv_aug"), got, ref):
+        _close(a, e, dtype, name)
+
+
+def test_result_independent_of_time_block_and_chunk_size(rng, monkeypatch):
+    """Each state entry is updated in time order whatever the block: bit-for-bit the same result."""
+    phi_q, phi_k, v_aug, s = _inputs(rng, (2, 45, 6, 3), "float64", True)
+    g = rng.standard_normal(v_aug.shape)
+    n1, M1 = causal.causal_fwd(phi_q, phi_k, v_aug, s, 64)
+    b1 = causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M1, 64)
+    monkeypatch.setattr(causal, "TIME_BLOCK", 5)
+    n2, _ = causal.causal_fwd(phi_q, phi_k, v_aug, s, 3)
+    b2 = causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M1, 3)
+    np.testing.assert_array_equal(n2, n1)
+    for a, b in zip(b2, b1):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("causal_mode", [False, True], ids=["bidir", "causal"])
+@pytest.mark.parametrize("with_scale", [False, True], ids=["plain", "logscale"])
+def test_public_pair_under_use_equals_reference(rng, dtype, causal_mode, with_scale):
+    """linear_attention_fwd/bwd inside accel.use('numba') equal the reference (bidirectional mode has no
+    kernel: it is the reference itself, and stays so)."""
+    B, H, L, m, d_v = 2, 3, 29, 6, 4
+    phi_q = np.exp(rng.standard_normal((B, H, L, m))).astype(dtype)
+    phi_k = np.exp(rng.standard_normal((B, H, L, m))).astype(dtype)
+    v = rng.standard_normal((B, H, L, d_v)).astype(dtype)
+    s = (3.0 * rng.standard_normal((B, H, L))).astype(dtype) if with_scale else None
+    dy = rng.standard_normal((B, H, L, d_v)).astype(dtype)
+    kw = dict(causal=causal_mode, k_log_scale=s, chunk_size=8)
+    y0, c0 = linear_attention_fwd(phi_q, phi_k, v, **kw)
+    g0 = linear_attention_bwd(dy, c0)
+    with accel.use("numba"):
+        y1, c1 = linear_attention_fwd(phi_q, phi_k, v, **kw)
+        g1 = linear_attention_bwd(dy, c1)
+    _close(y1, y0, dtype, "y")
+    for f in g0._fields:
+        if getattr(g0, f) is None:
+            assert getattr(g1, f) is None
+        else:
+            _close(getattr(g1, f), getattr(g0, f), dtype, f)
+
+
+def test_kernel_is_what_runs_inside_use(rng, monkeypatch):
+    """A spy registered in PRIMITIVES is called inside the scope and not outside it."""
+    calls = []
+    real = PRIMITIVES.get("linear_attention.causal_fwd") or causal.causal_fwd
+
+    def spy(*a):
+        calls.append(1)
+        return real(*a)
+
+    with accel.use("numba"):
+        pass                                                          # fills PRIMITIVES
+    monkeypatch.setitem(PRIMITIVES, "linear_attention.causal_fwd", spy)
+    phi = np.exp(rng.standard_normal((1, 7, 3)))
+    v = rng.standard_normal((1, 7, 2))
+    linear_attention(phi, phi, v, causal=True)
+    assert calls == []
+    with accel.use("numba"):
+        linear_attention(phi, phi, v, causal=True)
+    assert calls == [1]
+    monkeypatch.undo()
+    with accel.use("numba"):                                          # re-registers the real kernel
+        assert _dispatch.kernel_for("linear_attention.causal_fwd") is causal.causal_fwd
+
+
+@pytest.mark.parametrize("dtype_name, rtol", [("float32", 1e-5), ("float64", 1e-12)])
+def test_prefix_invariance_under_numba(rng, dtype_name, rtol):
+    """Later keys with log-scales 200 larger (their exp would push earlier keys to zero in float32 if the
+    maximum were global) leave the prefix's outputs unchanged."""
+    L0, L1 = 21, 40
+    phi_q = np.exp(rng.standard_normal((2, L1, 4))).astype(dtype_name)
+    phi_k = np.exp(rng.standard_normal((2, L1, 4))).astype(dtype_name)
+    v = rng.standard_normal((2, L1, 3)).astype(dtype_name)
+    s = rng.standard_normal((2, L1))
+    s[:, L0:] += 200.0
+    s = s.astype(dtype_name)
+    with accel.use("numba"):
+        full = linear_attention(phi_q, phi_k, v, causal=True, k_log_scale=s)
+        prefix = linear_attention(phi_q[:, :L0], phi_k[:, :L0], v[:, :L0], causal=True, k_log_scale=s[:, :L0])
+    assert_close(full[:, :L0], prefix, rtol=rtol)
+
+
+def test_large_log_scales_stay_finite_under_numba():
+    """Log-scales of +-800 overflow exp() in both dtypes; the kernel's running maximum keeps the output exact."""
+    L = 9
+    phi = np.ones((1, L, 2))
+    v = np.arange(L, dtype=float).reshape(1, L, 1)
+    s = np.array([[-800.0, 0.0, 800.0, 10.0, 900.0, -900.0, 0.0, 0.0, 0.0]])
+    with accel.use("numba"):
+        y = linear_attention(phi, phi, v, causal=True, k_log_scale=s)[0, :, 0]
+    np.testing.assert_allclose(y, [0.0, 1.0, 2.0, 2.0, 4.0, 4.0, 4.0, 4.0, 4.0], rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("with_scale", [False, True], ids=["plain", "logscale"])
+def test_recurrent_equals_causal_under_numba(rng, dtype, with_scale):
+    B, L, m, d_v = 2, 11, 5, 3
+    phi_q = np.exp(rng.standard_normal((B, L, m))).astype(dtype)
+    phi_k = np.exp(rng.standard_normal((B, L, m))).astype(dtype)
+    v = rng.standard_normal((B, L, d_v)).astype(dtype)
+    s = (5.0 * rng.standard_normal((B, L))).astype(dtype) if with_scale else None
+    with accel.use("numba"):
+        y = linear_attention(phi_q, phi_k, v, causal=True, k_log_scale=s)
+    state, outs = None, []
+    for t in range(L):
+        o, state = linear_attention_step(state, phi_q[:, t], phi_k[:, t], v[:, t], None if s is None else s[:, t])
+        outs.append(o)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else dict(rtol=1e-10, atol=1e-12)
+    assert_close(np.stack(outs, axis=1), y, **tol)
+
+
+# ---------------------------------------------------------------------------------------------- gradients
+
+@pytest.mark.parametrize("with_scale", [False, True], ids=["plain", "logscale"])
+def test_gradcheck_under_numba(rng, with_scale):
+    B, H, L, m, d_v = 2, 2, 13, 5, 3
+    args = dict(phi_q=np.exp(rng.standard_normal((B, H, L, m))), phi_k=np.exp(rng.standard_normal((B, H, L, m))),
+                v=rng.standard_normal((B, H, L, d_v)))
+    if with_scale:
+        args["k_log_scale"] = 3.0 * rng.standard_normal((B, H, L))
+    with accel.use("numba"):
+        check_vjp(linear_attention_fwd, linear_attention_bwd, args, kwargs=dict(causal=True))
+
+
+def test_gradcheck_long_sequence_late_keys_dominate(rng):
+    """Later keys exp(60) larger: the reverse sweep's factors are all <= 1, nothing is recovered by
+    subtraction, and the gradients still match central differences in float64."""
+    L = 200
+    args = dict(phi_q=np.exp(rng.standard_normal((1, L, 3))), phi_k=np.exp(rng.standard_normal((1, L, 3))),
+                v=rng.standard_normal((1, L, 2)), k_log_scale=np.linspace(0.0, 60.0, L)[None, :])
+    with accel.use("numba"):
+        check_vjp(linear_attention_fwd, linear_attention_bwd, args, kwargs=dict(causal=True))
+
+
+def test_gradcheck_catches_wrong_numba_backward(rng, monkeypatch):
+    """Must-fail: a numba backward whose dv is off by 1e-4 (relative) is caught."""
+    with accel.use("numba"):
+        pass
+    real = causal.causal_bwd
+
+    def broken(*a):
+        dq, dk, dv = real(*a)
+        return dq, dk, dv * 1.0001
+
+    monkeypatch.setitem(PRIMITIVES, "linear_attention.causal_bwd", broken)
+    args = dict(phi_q=np.exp(rng.standard_normal((1, 9, 3))), phi_k=np.exp(rng.standard_normal((1, 9, 3))),
+                v=rng.standard_normal((1, 9, 2)))
+    with accel.use("numba"):
+        with pytest.raises(AssertionError, match="gradient for v"):
+            check_vjp(linear_attention_fwd, linear_attention_bwd, args, kwargs=dict(causal=True))
+    monkeypatch.undo()
+    with accel.use("numba"):
+        assert _dispatch.kernel_for("linear_attention.causal_bwd") is causal.causal_bwd
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+def test_extra_memory_is_o_m_dv_per_head(rng):
+    """tracemalloc sees every allocation (the kernels allocate nothing themselves): the forward's peak is the
+    output, the (B, m, D) state and O(B L) step weights; beyond the outputs, far below one (L, m, D) stack."""
+    B, L, m, d_v = 2, 256, 32, 32
+    phi_q, phi_k, v_aug, s = _inputs(rng, (B, L, m, d_v), "float64", True)
+    g = rng.standard_normal(v_aug.shape)
+    causal.causal_fwd(phi_q, phi_k, v_aug, s, 64)                     # compile outside the measurement
+    M = causal.causal_fwd(phi_q, phi_k, v_aug, s, 64)[1]
+    causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M, 64)
+    D, it = d_v + 1, 8
+    stack = B * L * m * D * it
+    for name, call, outputs in [
+        ("fwd", lambda: causal.causal_fwd(phi_q, phi_k, v_aug, s, 64), B * L * (D + 1) * it),
+        ("bwd", lambda: causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M, 64), B * L * (2 * m + D) * it),
+    ]:
+        tracemalloc.start()
+        call()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        budget = outputs + B * m * D * it + 6 * B * L * it + 64 * 1024   # outputs + state + step weights + slack
+        assert peak <= budget, (name, peak, budget)
+        assert peak - outputs < stack / 16, (name, peak - outputs, stack)
+
+
+# ---------------------------------------------------------------------------------------------- errors
+
+def test_non_numpy_arrays_raise_typeerror(rng):
+    xps = get_namespace("array_api_strict")
+    phi = xps.asarray(np.exp(rng.standard_normal((1, 5, 3))))
+    v = xps.asarray(rng.standard_normal((1, 5, 2)))
+    with accel.use("numba"):
+        with pytest.raises(TypeError, match=r"phi_q: numba kernels take NumPy arrays; got array_api_strict\.Array"):
+            linear_attention(phi, phi, v, causal=True)
+    y = linear_attention(phi, phi, v, causal=True)                    # outside the scope: the reference runs
+    assert tuple(y.shape) == (1, 5, 2)
+
+
+def test_unsupported_dtype_raises_typeerror(rng):
+    phi = np.exp(rng.standard_normal((1, 5, 3))).astype(np.float16)
+    v = rng.standard_normal((1, 5, 2)).astype(np.float16)
+    with accel.use("numba"):
+        with pytest.raises(TypeError, match=r"phi_q: the numba kernel causal_fwd supports dtypes float32, "
+                                            r"float64; got dtype float16"):
+            linear_attention(phi, phi, v, causal=True)
+    v_aug = np.concatenate([v, np.ones((1, 5, 1), np.float16)], axis=-1)
+    with pytest.raises(TypeError, match="supports dtypes float32, float64; got dtype float16"):
+        causal.causal_bwd(v_aug, phi, phi, v_aug, None, None, 8)
+
+
+def test_mixed_dtypes_and_shapes_raise_in_direct_calls(rng):
+    phi_q, phi_k, v_aug, s = _inputs(rng, (1, 6, 3, 2), "float64", True)
+    with pytest.raises(TypeError, match=r"phi_k: dtype float32 differs from float64"):
+        causal.causal_fwd(phi_q, phi_k.astype(np.float32), v_aug, s, 8)
+    with pytest.raises(ValueError, match=r"s: expected shape \(1, 6\) \(from phi_q\); got \(1, 5\)"):
+        causal.causal_fwd(phi_q, phi_k, v_aug, s[:, :5], 8)
+
+
+def test_core_import_does_not_register_kernels():
+    """refattn alone hands out no kernel; registration happens in accel.use, not at import."""
+    assert refattn is not None
+    assert _dispatch.kernel_for("linear_attention.causal_fwd") is None
