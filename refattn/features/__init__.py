@@ -11,3 +11,9 @@ from .positive import *  # noqa: E402,F401,F403  (PRF / FAVOR+, KL Eq. 9, hyperb
 from .positive import __all__ as _pos_all  # noqa: E402
 
 __all__ += list(_trig_all) + list(_pos_all)
+from .gmm import *  # noqa: E402,F401,F403  (KL GMM-RKS / GMM-PRF learnable spectra)
+from .gmm import __all__ as _gmm_all  # noqa: E402
+from .fastfood import *  # noqa: E402,F401,F403  (KL FastFood-RKS / -PRF, fwht)
+from .fastfood import __all__ as _ff_all  # noqa: E402
+
+__all__ += list(_gmm_all) + list(_ff_all)

@@ -76,3 +76,6 @@ def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator
 from .nn import *  # noqa: E402,F401,F403  (nn layer inits, dropout masks, tree transfers)
 from .performer import *  # noqa: E402,F401,F403  (Performer projections: Gaussian, Haar-orthogonal)
 __all__ += ["draw_gaussian", "draw_orthogonal"]
+from .spectra import *  # noqa: E402,F401,F403  (KL-Transformer spectra: GMM, FastFood, generator noise)
+from .spectra import __all__ as _spectra_all  # noqa: E402
+__all__ += list(_spectra_all)

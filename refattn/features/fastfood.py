@@ -1,0 +1,467 @@
+r"""FastFood random features with learnable diagonals (KL-Transformer Eqs. 6 and 12; Le et al. 2013).
+
+The projection matrix is never formed: every block of D rows is
+
+    V = (1 / (sigma sqrt(D))) S H G Pi H B                                        (Eq. 6)
+
+with H the *unnormalised* Walsh-Hadamard matrix (Sylvester order, entries +-1, symmetric, H H = D I), B a
++-1 diagonal, Pi a permutation, G a Gaussian diagonal and S a scaling diagonal. ``x V^T`` costs
+O(D log D) per row and block through the fast Walsh-Hadamard transform :func:`fwht`, so the projections of L
+rows onto M = n_blocks D frequencies cost O(L M log D) time and O(M) parameters (design.md trap 6).
+
+Conventions fixed here (the paper leaves them open or states them reversed):
+
+* d is zero-padded to D, the next power of two; the normaliser is 1/(sigma sqrt(D)).
+* M is a multiple of D (n_blocks independent blocks stacked); the paper's "M | d_q" is reversed.
+* The law of S (``refattn.random.draw_fastfood``): ``S_ii = s_i / ||G||_F`` with ``s_i ~ chi(D)`` (Le et al.):
+  every row of V is then exactly N(0, I / sigma^2), rows' norms independent. With ``S = I`` every row is still
+  N(0, I / sigma^2) *marginally* (so the estimators below stay unbiased), but all rows of a block share one norm
+  ``||G||_F / sigma`` -- a different joint law, hence a different variance (measured in the tests).
+* Appendix D variants: ``variant="SGB"`` (S, G, B learnable, the paper's main model), ``"S"`` (only S) and
+  ``"fixed"`` (basic FastFood, nothing learnable). Frozen diagonals get ``None`` gradients.
+
+Feature maps on the projections ``u = x V^T``:
+
+* FastFood-RKS (Eq. 6 with Eq. 3): ``[cos u, sin u] / sqrt(M)`` estimates ``exp(-|q - k|^2 / (2 sigma^2))``;
+* FastFood-PRF (Eq. 12 with Eq. 9): ``exp(u - |x|^2) / sqrt(M)`` estimates
+  ``exp(-|q|^2 - |k|^2 + |q + k|^2 / (2 sigma^2))``, the Gaussian kernel ``exp(-|q - k|^2 / 2)`` at sigma = 1
+  (design.md trap 1: the offset is |x|^2, not |x|^2 / 2). A row-stabilised version returns ``(phi, log_scale)``.
+
+The kernels are those of the *initial* law of (S, G, B, Pi); once S, G, B are trained the map estimates whatever
+kernel the learned diagonals define (no closed form).
+
+Axes: ``...`` batch and heads, ``L`` positions, ``d`` head width, ``D`` padded width (power of two),
+``n_blocks`` stacked blocks, ``M = n_blocks * D`` frequencies.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from .._dispatch import kernel_for
+from .._xp import check_choice, check_finite, check_shape, device_of, namespace
+
+__all__ = [
+    "fwht", "fwht_fwd", "fwht_bwd", "FwhtGrads",
+    "FastFoodParams", "FASTFOOD_VARIANTS", "padded_dim",
+    "fastfood_projection", "fastfood_projection_fwd", "fastfood_projection_bwd", "FastFoodGrads",
+    "fastfood_matrix",
+    "fastfood_rks_features", "fastfood_rks_features_fwd", "fastfood_rks_features_bwd",
+    "fastfood_prf_features", "fastfood_prf_features_fwd", "fastfood_prf_features_bwd",
+    "fastfood_prf_features_stable", "fastfood_prf_features_stable_fwd", "fastfood_prf_features_stable_bwd",
+    "fastfood_rks_kernel", "fastfood_prf_kernel",
+]
+
+Array = Any
+
+#: Which diagonals are learnable in each Appendix D variant.
+FASTFOOD_VARIANTS = {"SGB": ("S", "G", "B"), "S": ("S",), "fixed": ()}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The fast Walsh-Hadamard transform
+# ---------------------------------------------------------------------------------------------------------------
+
+class FwhtGrads(NamedTuple):
+    x: Array  # (..., D)
+
+
+def _is_pow2(n: int) -> bool:
+    return n >= 1 and (n & (n - 1)) == 0
+
+
+def padded_dim(d: int) -> int:
+    """The smallest power of two >= d (FastFood pads the head width to it)."""
+    if d < 1:
+        raise ValueError(f"d: expected a positive integer; got {d}")
+    return 1 << (d - 1).bit_length()
+
+
+def _fwht_reference(x: Array, *, xp: Any) -> Array:
+    """``x H`` for the unnormalised Sylvester Hadamard matrix H (D x D), along the last axis, O(D log D)."""
+    D = x.shape[-1]
+    batch = tuple(x.shape[:-1])
+    y = x
+    h = 1
+    while h < D:
+        y = xp.reshape(y, batch + (D // (2 * h), 2, h))   # (..., D/2h, 2, h): pairs of already transformed halves
+        a = y[..., 0, :]                                    # (..., D/2h, h)
+        b = y[..., 1, :]                                    # (..., D/2h, h)
+        y = xp.stack((a + b, a - b), axis=-2)               # (..., D/2h, 2, h): H_2h = [[H_h, H_h], [H_h, -H_h]]
+        h *= 2
+    return xp.reshape(y, batch + (D,))                      # (..., D)
+
+
+def _fwht(x: Array, *, xp: Any) -> Array:
+    """The hot primitive: an accel kernel when one is switched in (``kernel_for("fwht")``), else the reference."""
+    kernel = kernel_for("fwht")
+    if kernel is not None:
+        return kernel(x)
+    return _fwht_reference(x, xp=xp)
+
+
+def fwht_fwd(x: Array) -> tuple[Array, None]:
+    r"""Fast Walsh-Hadamard transform ``y = x H`` along the last axis (unnormalised, Sylvester order).
+
+    Parameters
+    ----------
+    x : (..., D) array
+        Real floating; D must be a power of two (1, 2, 4, ...). Non-powers of two are *rejected*, not padded:
+        padding changes the transform; :func:`fastfood_projection` pads the head width itself.
+
+    Returns
+    -------
+    y : (..., D) array
+        ``x @ scipy.linalg.hadamard(D)``; same namespace, dtype and device. ``fwht(fwht(x)) = D x``.
+    cache : None
+        H is symmetric, so the transform is self-adjoint and its backward is itself.
+
+    Raises
+    ------
+    ValueError
+        If D is not a power of two or x is not finite.
+    """
+    xp = namespace(x, names=("x",))
+    check_shape("x", x, "..., D")
+    D = x.shape[-1]
+    if not _is_pow2(D):
+        raise ValueError(f"x: expected a last axis whose length D is a power of two (1, 2, 4, ...); got D = {D}. "
+                         "Pad with zeros to the next power of two (FastFood does) or use a smaller width")
+    check_finite("x", x, xp=xp)
+    return _fwht(x, xp=xp), None
+
+
+def fwht_bwd(dy: Array, cache: None) -> FwhtGrads:
+    """Backward of :func:`fwht`: ``dx = dy H^T = fwht(dy)`` (H is symmetric)."""
+    xp = namespace(dy, names=("dy",))
+    return FwhtGrads(x=_fwht(dy, xp=xp))
+
+
+def fwht(x: Array) -> Array:
+    """``x @ H`` (unnormalised Walsh-Hadamard, D a power of two) in O(D log D). See :func:`fwht_fwd`."""
+    return fwht_fwd(x)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The FastFood projection u = x V^T
+# ---------------------------------------------------------------------------------------------------------------
+
+class FastFoodParams(NamedTuple):
+    """One FastFood draw: learnable diagonals S, G, B (real floating) and the fixed permutations (integer)."""
+
+    S: Array     # (n_blocks, D)  row scales
+    G: Array     # (n_blocks, D)  Gaussian diagonal
+    B: Array     # (n_blocks, D)  +-1 diagonal
+    perm: Array  # (n_blocks, D)  integer: block b applies x -> x[perm[b]] between the two transforms
+
+
+class FastFoodGrads(NamedTuple):
+    x: Array                 # (..., L, d)
+    params: FastFoodParams   # S, G, B as params (None where frozen by the variant); perm None
+
+
+class _ProjCache(NamedTuple):
+    x_pad: Array    # (..., L, D)
+    u1: Array       # (..., L, nb, D)  after B and the first transform
+    u2: Array       # (..., L, nb, D)  after the permutation
+    u3: Array       # (..., L, nb, D)  after G and the second transform
+    params: FastFoodParams
+    inv_index: Array  # (nb * D,)    inverse of the flat permutation index
+    scale: float    # 1 / (sigma sqrt(D))
+    d: int
+    variant: str
+
+
+def _check_params(params: Any, d: int, x: Array, xp: Any) -> tuple[int, int]:
+    if not isinstance(params, FastFoodParams):
+        raise TypeError(f"params: expected a FastFoodParams(S, G, B, perm); got {type(params).__name__}")
+    D = padded_dim(d)
+    namespace(x, params.S, params.G, params.B, params.perm, names=("x", "params.S", "params.G", "params.B",
+                                                                    "params.perm"), allow_int=("params.perm",))
+    sizes = {"D": (D, f"x: d = {d} padded to a power of two")}
+    check_shape("params.S", params.S, "n_blocks, D", sizes)
+    check_shape("params.G", params.G, "n_blocks, D", sizes)
+    check_shape("params.B", params.B, "n_blocks, D", sizes)
+    check_shape("params.perm", params.perm, "n_blocks, D", sizes)
+    if not xp.isdtype(params.perm.dtype, "integral"):
+        raise TypeError(f"params.perm: expected an integer dtype (a permutation per block); got {params.perm.dtype}")
+    for name in ("S", "G", "B"):
+        check_finite(f"params.{name}", getattr(params, name), xp=xp)
+    ref = xp.arange(D, dtype=params.perm.dtype, device=device_of(params.perm))
+    if not bool(xp.all(xp.sort(params.perm, axis=-1) == ref)):
+        raise ValueError(f"params.perm: expected each row to be a permutation of 0..{D - 1}; got another array")
+    return D, params.S.shape[0]
+
+
+def fastfood_projection_fwd(x: Array, params: FastFoodParams, *, sigma: float = 1.0,
+                            variant: str = "SGB") -> tuple[Array, _ProjCache]:
+    r"""Projections ``u = x V^T`` onto the M FastFood frequencies, without forming V (Eq. 6).
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating.
+    params : FastFoodParams
+        ``S, G, B`` of shape (n_blocks, D) (same namespace and dtype as `x`) and integer ``perm``
+        (n_blocks, D); D = :func:`padded_dim` (d). Draw with ``refattn.random.draw_fastfood``.
+    sigma : float
+        Bandwidth: rows of V have the law N(0, I / sigma^2) at initialisation.
+    variant : {"SGB", "S", "fixed"}
+        Which diagonals get gradients (Appendix D); the forward is the same.
+
+    Returns
+    -------
+    u : (..., L, M) array
+        ``u[..., b * D + i] = (V_b x_pad)_i``, M = n_blocks D (block-major).
+    cache
+        For :func:`fastfood_projection_bwd`.
+    """
+    xp = namespace(x, names=("x",))
+    check_shape("x", x, "..., L, d")
+    check_finite("x", x, xp=xp)
+    check_choice("variant", variant, tuple(FASTFOOD_VARIANTS))
+    if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"sigma: expected a positive finite number; got {sigma!r}")
+    d = x.shape[-1]
+    D, nb = _check_params(params, d, x, xp)
+    batch = tuple(x.shape[:-1])
+    if D > d:
+        pad = xp.zeros(batch + (D - d,), dtype=x.dtype, device=device_of(x))
+        x_pad = xp.concat((x, pad), axis=-1)                                          # (..., L, D)
+    else:
+        x_pad = x
+    scale = 1.0 / (sigma * math.sqrt(D))
+    u0 = xp.expand_dims(x_pad, axis=-2) * params.B                                  # (..., L, nb, D)  B x
+    u1 = _fwht(u0, xp=xp)                                                           # (..., L, nb, D)  H B x
+    offsets = xp.reshape(xp.arange(nb, dtype=params.perm.dtype, device=device_of(x)) * D, (nb, 1))       # (nb, 1)
+    index = xp.reshape(params.perm + offsets, (nb * D,))                            # (nb D,)
+    u2 = xp.reshape(xp.take(xp.reshape(u1, batch + (nb * D,)), index, axis=-1),
+                    batch + (nb, D))                                                # (..., L, nb, D)  Pi H B x
+    u3 = _fwht(u2 * params.G, xp=xp)                                                # (..., L, nb, D)  H G Pi H B x
+    u = xp.reshape(u3 * (params.S * scale), batch + (nb * D,))                      # (..., L, M)  Eq. 6
+    inv_index = xp.argsort(index)                                                   # (nb D,)
+    return u, _ProjCache(x_pad, u1, u2, u3, params, inv_index, scale, d, variant)
+
+
+def fastfood_projection_bwd(du: Array, cache: _ProjCache) -> FastFoodGrads:
+    """Backward of :func:`fastfood_projection`: gradients for x and the learnable diagonals of the variant."""
+    c = cache
+    p = c.params
+    xp = namespace(du, c.x_pad, names=("du", "cache"))
+    batch = tuple(c.x_pad.shape[:-1])
+    nb, D = p.S.shape
+    red = tuple(range(len(batch)))                        # the (..., L) axes a diagonal's gradient sums over
+    du3 = xp.reshape(du, batch + (nb, D))                                            # (..., L, nb, D)
+    learn = FASTFOOD_VARIANTS[c.variant]
+    dS = xp.sum(du3 * c.u3, axis=red) * c.scale if "S" in learn else None          # (nb, D)
+    dv = _fwht(du3 * (p.S * c.scale), xp=xp)                                        # (..., L, nb, D)  d(G Pi H B x)
+    dG = xp.sum(dv * c.u2, axis=red) if "G" in learn else None                      # (nb, D)
+    du2 = dv * p.G                                                                  # (..., L, nb, D)
+    du1 = xp.reshape(xp.take(xp.reshape(du2, batch + (nb * D,)), c.inv_index, axis=-1),
+                     batch + (nb, D))                                               # (..., L, nb, D)  Pi^T
+    du0 = _fwht(du1, xp=xp)                                                         # (..., L, nb, D)  H^T = H
+    dB = xp.sum(du0 * xp.expand_dims(c.x_pad, axis=-2), axis=red) if "B" in learn else None  # (nb, D)
+    dx_pad = xp.sum(du0 * p.B, axis=-2)                                             # (..., L, D)
+    dx = dx_pad[..., :c.d] if c.d < D else dx_pad                                   # (..., L, d)
+    return FastFoodGrads(x=dx, params=FastFoodParams(S=dS, G=dG, B=dB, perm=None))
+
+
+def fastfood_projection(x: Array, params: FastFoodParams, *, sigma: float = 1.0) -> Array:
+    """``x V^T`` for the FastFood frequencies (Eq. 6), ``(..., L, d) -> (..., L, M)``."""
+    return fastfood_projection_fwd(x, params, sigma=sigma)[0]
+
+
+def fastfood_matrix(params: FastFoodParams, d: int, *, sigma: float = 1.0) -> Array:
+    """The explicit (M, d) frequency matrix V (rows omega_i) of a draw: the projection of the identity.
+
+    For tests and for the dense path ``trig_features(x, V)``; costs O(M d log D).
+    """
+    xp = namespace(params.S, names=("params.S",))
+    eye = xp.eye(d, dtype=params.S.dtype)                                            # (d, d)
+    return xp.matrix_transpose(fastfood_projection(eye, params, sigma=sigma))        # (M, d)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Nonlinearities on the projections (the RKS map of Eq. 3 and the PRF map of Eq. 9, applied to u = x V^T)
+# ---------------------------------------------------------------------------------------------------------------
+
+def _rks_from_projection(u: Array, *, xp: Any) -> Array:
+    M = u.shape[-1]
+    return xp.concat((xp.cos(u), xp.sin(u)), axis=-1) / math.sqrt(M)               # (..., L, 2M)  Eq. 3
+
+
+def _rks_from_projection_bwd(dphi: Array, u: Array, *, xp: Any) -> Array:
+    M = u.shape[-1]
+    dcos, dsin = dphi[..., :M], dphi[..., M:]                                       # (..., L, M) each
+    return (xp.cos(u) * dsin - xp.sin(u) * dcos) / math.sqrt(M)                     # (..., L, M)
+
+
+def _prf_exponent(u: Array, x: Array, *, xp: Any) -> Array:
+    return u - xp.sum(x * x, axis=-1, keepdims=True)                                 # (..., L, M)  w.x - |x|^2
+
+
+def _prf_exponent_bwd(de: Array, x: Array, *, xp: Any) -> tuple[Array, Array]:
+    """(du, dx) of e = u - |x|^2 given de."""
+    return de, -2.0 * x * xp.sum(de, axis=-1, keepdims=True)
+
+
+def _stable_exp_fwd(e: Array, *, xp: Any) -> tuple[Array, Array]:
+    """``phi = exp(e - max_m e)`` in (0, 1] and ``log_scale = max_m e - log(M)/2``: raw map
+    ``exp(e) / sqrt(M) = phi * exp(log_scale)`` (the convention of ``positive_features_stable``)."""
+    M = e.shape[-1]
+    row_max = xp.max(e, axis=-1)                                                     # (..., L)
+    phi = xp.exp(e - xp.expand_dims(row_max, axis=-1))                               # (..., L, M), row max 1
+    return phi, row_max - 0.5 * math.log(M)
+
+
+def _stable_exp_bwd(dphi: Array, dlog_scale: Array | None, e: Array, phi: Array, log_scale: Array, *,
+                    xp: Any) -> Array:
+    """de for (phi, log_scale) = stable_exp(e): the row max has gradient one-hot(argmax) (ties split)."""
+    at_max = xp.astype(phi == 1.0, e.dtype)                                          # (..., L, M) argmax of e
+    at_max = at_max / xp.sum(at_max, axis=-1, keepdims=True)                          # ties share the gradient
+    g = dphi * phi                                                                   # (..., L, M)
+    dls = -xp.sum(g, axis=-1)                                                        # (..., L)  phi depends on -ls
+    if dlog_scale is not None:
+        dls = dls + dlog_scale
+    return g + at_max * xp.expand_dims(dls, axis=-1)                                 # (..., L, M)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# FastFood-RKS and FastFood-PRF
+# ---------------------------------------------------------------------------------------------------------------
+
+class _FeatCache(NamedTuple):
+    proj: _ProjCache
+    u: Array          # (..., L, M)
+    x: Array          # (..., L, d)
+    e: Array | None   # (..., L, M)  PRF exponent
+    phi: Array | None
+    log_scale: Array | None
+
+
+def fastfood_rks_features_fwd(x: Array, params: FastFoodParams, *, sigma: float = 1.0,
+                              variant: str = "SGB") -> tuple[Array, _FeatCache]:
+    r"""FastFood-RKS (Eq. 6): ``phi(x) = [cos(x V^T), sin(x V^T)] / sqrt(M)``.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+    params : FastFoodParams
+        See :func:`fastfood_projection_fwd`.
+    sigma : float
+    variant : {"SGB", "S", "fixed"}
+
+    Returns
+    -------
+    phi : (..., L, 2M) array
+        ``phi(q) . phi(k)`` is unbiased, over the initial law of the draw, for
+        :func:`fastfood_rks_kernel` ``= exp(-|q - k|^2 / (2 sigma^2))``.
+    cache
+    """
+    u, pc = fastfood_projection_fwd(x, params, sigma=sigma, variant=variant)
+    xp = namespace(u)
+    return _rks_from_projection(u, xp=xp), _FeatCache(pc, u, x, None, None, None)
+
+
+def fastfood_rks_features_bwd(dphi: Array, cache: _FeatCache) -> FastFoodGrads:
+    """Backward of :func:`fastfood_rks_features`: ``FastFoodGrads(x, params)``."""
+    xp = namespace(dphi, cache.u, names=("dphi", "cache"))
+    return fastfood_projection_bwd(_rks_from_projection_bwd(dphi, cache.u, xp=xp), cache.proj)
+
+
+def fastfood_rks_features(x: Array, params: FastFoodParams, *, sigma: float = 1.0) -> Array:
+    """FastFood-RKS features ``(..., L, d) -> (..., L, 2M)`` (Eq. 6)."""
+    return fastfood_rks_features_fwd(x, params, sigma=sigma)[0]
+
+
+def fastfood_prf_features_fwd(x: Array, params: FastFoodParams, *, sigma: float = 1.0,
+                              variant: str = "SGB") -> tuple[Array, _FeatCache]:
+    r"""FastFood-PRF (Eq. 12 with Eq. 9): ``phi(x) = exp(x V^T - |x|^2) / sqrt(M)``, unstabilised.
+
+    Returns
+    -------
+    phi : (..., L, M) array
+        Positive; ``phi(q) . phi(k)`` is unbiased, over the initial law, for :func:`fastfood_prf_kernel`
+        (the Gaussian kernel at sigma = 1). Overflows for large ``|x|``: use
+        :func:`fastfood_prf_features_stable` in attention.
+    cache
+    """
+    u, pc = fastfood_projection_fwd(x, params, sigma=sigma, variant=variant)
+    xp = namespace(u)
+    e = _prf_exponent(u, x, xp=xp)                                                   # (..., L, M)
+    phi = xp.exp(e) / math.sqrt(u.shape[-1])                                         # (..., L, M)  Eq. 9
+    return phi, _FeatCache(pc, u, x, e, phi, None)
+
+
+def fastfood_prf_features_bwd(dphi: Array, cache: _FeatCache) -> FastFoodGrads:
+    """Backward of :func:`fastfood_prf_features`."""
+    xp = namespace(dphi, cache.u, names=("dphi", "cache"))
+    du, dx_direct = _prf_exponent_bwd(dphi * cache.phi, cache.x, xp=xp)
+    g = fastfood_projection_bwd(du, cache.proj)
+    return FastFoodGrads(x=g.x + dx_direct, params=g.params)
+
+
+def fastfood_prf_features(x: Array, params: FastFoodParams, *, sigma: float = 1.0) -> Array:
+    """FastFood-PRF features ``(..., L, d) -> (..., L, M)`` (Eqs. 9, 12), unstabilised."""
+    return fastfood_prf_features_fwd(x, params, sigma=sigma)[0]
+
+
+def fastfood_prf_features_stable_fwd(x: Array, params: FastFoodParams, *, sigma: float = 1.0,
+                                     variant: str = "SGB") -> tuple[tuple[Array, Array], _FeatCache]:
+    r"""Row-stabilised FastFood-PRF: returns ``((phi, log_scale), cache)`` with raw map ``phi * exp(log_scale)``.
+
+    Returns
+    -------
+    phi : (..., L, M) array
+        Entries in (0, 1]: the row maximum of the exponent is factored out (design.md trap 3).
+    log_scale : (..., L) array
+        Row maximum of the exponent minus log(M)/2; pass as ``k_log_scale`` for keys (a query's cancels in its row normalisation).
+    """
+    u, pc = fastfood_projection_fwd(x, params, sigma=sigma, variant=variant)
+    xp = namespace(u)
+    e = _prf_exponent(u, x, xp=xp)                                                   # (..., L, M)
+    phi, log_scale = _stable_exp_fwd(e, xp=xp)
+    return (phi, log_scale), _FeatCache(pc, u, x, e, phi, log_scale)
+
+
+def fastfood_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _FeatCache) -> FastFoodGrads:
+    """Backward of :func:`fastfood_prf_features_stable`; ``dout = (dphi, dlog_scale)`` (dlog_scale may be None)."""
+    dphi, dlog_scale = dout
+    xp = namespace(dphi, cache.u, names=("dphi", "cache"))
+    de = _stable_exp_bwd(dphi, dlog_scale, cache.e, cache.phi, cache.log_scale, xp=xp)
+    du, dx_direct = _prf_exponent_bwd(de, cache.x, xp=xp)
+    g = fastfood_projection_bwd(du, cache.proj)
+    return FastFoodGrads(x=g.x + dx_direct, params=g.params)
+
+
+def fastfood_prf_features_stable(x: Array, params: FastFoodParams, *, sigma: float = 1.0) -> tuple[Array, Array]:
+    """``(phi, log_scale)`` of the row-stabilised FastFood-PRF map."""
+    return fastfood_prf_features_stable_fwd(x, params, sigma=sigma)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Closed forms (the kernels of the initial law)
+# ---------------------------------------------------------------------------------------------------------------
+
+def _sqdist(q: Array, k: Array, *, xp: Any) -> Array:
+    qq = xp.sum(q * q, axis=-1, keepdims=True)                                      # (..., Lq, 1)
+    kk = xp.expand_dims(xp.sum(k * k, axis=-1), axis=-2)                              # (..., 1, Lk)
+    return qq + kk - 2.0 * (q @ xp.matrix_transpose(k))                               # (..., Lq, Lk)
+
+
+def fastfood_rks_kernel(q: Array, k: Array, *, sigma: float = 1.0) -> Array:
+    """``exp(-|q - k|^2 / (2 sigma^2))``, ``(..., Lq, d), (..., Lk, d) -> (..., Lq, Lk)``: what FastFood-RKS
+    estimates at initialisation (rows of V ~ N(0, I / sigma^2))."""
+    xp = namespace(q, k, names=("q", "k"))
+    return xp.exp(-_sqdist(q, k, xp=xp) / (2.0 * sigma * sigma))
+
+
+def fastfood_prf_kernel(q: Array, k: Array, *, sigma: float = 1.0) -> Array:
+    """``exp(-|q|^2 - |k|^2 + |q + k|^2 / (2 sigma^2))``: what FastFood-PRF (Eq. 9 offset) estimates at
+    initialisation; the Gaussian kernel ``exp(-|q - k|^2 / 2)`` when sigma = 1, not shift-invariant otherwise."""
+    xp = namespace(q, k, names=("q", "k"))
+    qq = xp.sum(q * q, axis=-1, keepdims=True)                                      # (..., Lq, 1)
+    kk = xp.expand_dims(xp.sum(k * k, axis=-1), axis=-2)                              # (..., 1, Lk)
+    oo = qq + kk + 2.0 * (q @ xp.matrix_transpose(k))                                 # (..., Lq, Lk)  |q + k|^2
+    return xp.exp(-qq - kk + oo / (2.0 * sigma * sigma))

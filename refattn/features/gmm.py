@@ -1,0 +1,431 @@
+r"""GMM spectra: learnable Gaussian-mixture spectral densities for RKS and PRF (Chowdhury et al. Eqs. 4-5, 10).
+
+**Convention (design.md trap 5).** Component c has weight ``pi_c = softmax(logits)_c``, mean ``mu_c`` and a
+covariance factor ``S_c`` with
+
+    Sigma_c = S_c S_c^T,        omega = mu_c + S_c n,        n ~ N(0, I_d).
+
+The paper prints ``omega = Sigma n + mu`` (Eq. 5, which has covariance Sigma^2) and states Theorem 3 with
+``Sigma = S^T S`` while its proof samples ``omega = S eta + mu`` (covariance S S^T); the convention here is the
+proof's, so ``p^T Sigma p = ||S^T p||^2`` everywhere, including the MSE formulas below. A factor of shape
+(C, d) is a *diagonal* factor (standard deviations, ``Sigma_c = diag(S_c^2)``, O(d) per component: the
+GMM-PRF setting of the paper's complexity analysis); shape (C, d, d) is a full factor.
+
+**Deterministic assignment.** A sampled component index is piecewise constant in the weights, so the weights
+would get no gradient. Instead the M frequencies are split M/C per component (noise of shape (C, M/C, d),
+``refattn.random.draw_gmm_noise``) and component c's features are scaled by ``sqrt(C pi_c)``: then
+
+    phi(q) . phi(k) = sum_c pi_c (1 / (M/C)) sum_j f(omega_cj; q, k)
+
+is unbiased for ``sum_c pi_c kappa_c`` and the weights get gradients through the scale. Storing logits keeps
+every learning step on the simplex.
+
+**Kernels** (closed forms, :func:`gmm_rks_kernel`, :func:`gmm_prf_kernel`), with p = q - k and o = q + k:
+
+    RKS (Eq. 4):            sum_c pi_c exp(-||S_c^T p||^2 / 2) cos(mu_c^T p)
+    PRF (Eq. 9 offset):     sum_c pi_c exp(-|q|^2 - |k|^2 + mu_c^T o + ||S_c^T o||^2 / 2)
+
+(PRF: the Gaussian kernel exp(-|q - k|^2 / 2) at mu = 0, S = I.)
+
+**Mean squared error** (Theorem 3 re-derived for this estimator; the printed Eqs. 13-14 are checked in
+``paper_checks/chowdhury/spectra.py``). With s_c = ||S_c^T p||^2 and t_c = ||S_c^T o||^2:
+
+    MSE_RKS = sum_c (C pi_c^2 / M) [ (1 + cos(2 mu_c^T p) e^{-2 s_c}) / 2 - cos^2(mu_c^T p) e^{-s_c} ]
+    MSE_RKS (antithetic C = 2, mu_2 = -mu_1, S_1 = S_2, same noise) = (1/M) cos^2(mu^T p) (1 - e^{-s})^2
+    MSE_PRF = sum_c (C pi_c^2 / M) e^{-2(|q|^2 + |k|^2 - mu_c^T o)} (e^{2 t_c} - e^{t_c})
+
+Axes: ``...`` batch and heads, ``L`` positions, ``d`` head width, ``C`` components, ``M`` frequencies
+(``Mc = M / C`` per component), ``Lq``/``Lk`` query/key positions.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from .._xp import check_finite, check_shape, namespace
+from .positive import (gaussian_positive_features_bwd, gaussian_positive_features_fwd,
+                       positive_features_stable_bwd, positive_features_stable_fwd)
+from .trig import trig_features_bwd, trig_features_fwd
+
+__all__ = [
+    "GMMParams", "gmm_weights", "gmm_antithetic_params",
+    "gmm_frequencies", "gmm_frequencies_fwd", "gmm_frequencies_bwd", "GMMFrequenciesGrads",
+    "gmm_rks_features", "gmm_rks_features_fwd", "gmm_rks_features_bwd",
+    "gmm_prf_features", "gmm_prf_features_fwd", "gmm_prf_features_bwd",
+    "gmm_prf_features_stable", "gmm_prf_features_stable_fwd", "gmm_prf_features_stable_bwd", "GMMFeaturesGrads",
+    "gmm_rks_kernel", "gmm_prf_kernel", "gmm_rks_mse", "gmm_rks_antithetic_mse", "gmm_prf_mse",
+]
+
+Array = Any
+
+
+class GMMParams(NamedTuple):
+    """Learnable GMM spectrum (initialise with ``refattn.random.init_gmm``)."""
+
+    logits: Array  # (C,)        mixture weights pi = softmax(logits)
+    mu: Array      # (C, d)      component means
+    S: Array       # (C, d, d) full factor (Sigma = S S^T) or (C, d) diagonal factor (Sigma = diag(S^2))
+
+
+class GMMFrequenciesGrads(NamedTuple):
+    noise: Array        # (C, Mc, d)
+    params: GMMParams
+
+
+class GMMFeaturesGrads(NamedTuple):
+    x: Array            # (..., L, d)
+    noise: Array        # (C, Mc, d)
+    params: GMMParams
+
+
+class _FreqCache(NamedTuple):
+    noise: Array
+    params: GMMParams
+    pi: Array        # (C,)
+    scale: Array     # (C,)   sqrt(C pi)
+    diagonal: bool
+
+
+def _check_params(params: Any, *, d: int | None = None, sizes: dict | None = None) -> tuple[Any, bool, dict]:
+    if not isinstance(params, GMMParams):
+        raise TypeError(f"params: expected GMMParams(logits, mu, S); got {type(params).__name__}")
+    xp = namespace(params.logits, params.mu, params.S, names=("params.logits", "params.mu", "params.S"))
+    sizes = {} if sizes is None else sizes
+    if d is not None:
+        sizes.setdefault("d", (d, "x"))
+    check_shape("params.logits", params.logits, "C", sizes)
+    if params.logits.shape[0] < 1:
+        raise ValueError("params.logits: expected at least one component, shape (C,) with C >= 1; got (0,)")
+    check_shape("params.mu", params.mu, "C, d", sizes)
+    if params.S.ndim == 2:
+        check_shape("params.S", params.S, "C, d", sizes)
+        diagonal = True
+    else:
+        check_shape("params.S", params.S, "C, d, d", sizes)
+        diagonal = False
+    check_finite("params.logits", params.logits, xp=xp)
+    check_finite("params.mu", params.mu, xp=xp)
+    check_finite("params.S", params.S, xp=xp)
+    return xp, diagonal, sizes
+
+
+def gmm_weights(logits: Array) -> Array:
+    """``pi = softmax(logits)``, ``(C,) -> (C,)`` (max-subtracted)."""
+    xp = namespace(logits, names=("logits",))
+    z = xp.exp(logits - xp.max(logits))                                              # (C,)
+    return z / xp.sum(z)
+
+
+def gmm_antithetic_params(mu: Array, S: Array) -> GMMParams:
+    """Theorem 3's special case: C = 2, ``mu_1 = mu``, ``mu_2 = -mu``, shared factor ``S``, equal weights.
+
+    ``mu: (d,)``, ``S: (d, d)`` or ``(d,)``. Use with ``refattn.random.draw_gmm_antithetic_noise`` (both
+    components driven by the same noise).
+    """
+    xp = namespace(mu, S, names=("mu", "S"))
+    sizes = check_shape("mu", mu, "d")
+    check_shape("S", S, "d, d" if S.ndim == 2 else "d", sizes)
+    return GMMParams(logits=xp.zeros(2, dtype=mu.dtype), mu=xp.stack((mu, -mu)), S=xp.stack((S, S)))
+
+
+def gmm_frequencies_fwd(noise: Array, params: GMMParams) -> tuple[tuple[Array, Array], _FreqCache]:
+    r"""The reparameterised frequencies and per-frequency feature scales (Eq. 5, convention above).
+
+    Parameters
+    ----------
+    noise : (C, Mc, d) array
+        ``N(0, I)`` draws (``refattn.random.draw_gmm_noise``), component-major.
+    params : GMMParams
+
+    Returns
+    -------
+    omega : (M, d) array
+        ``omega[c * Mc + j] = mu_c + S_c noise[c, j]``, M = C Mc.
+    scale : (M,) array
+        ``sqrt(C pi_c)`` for every frequency of component c.
+    cache
+    """
+    xp, diagonal, sizes = _check_params(params)
+    namespace(noise, params.mu, names=("noise", "params.mu"))
+    check_shape("noise", noise, "C, Mc, d", sizes)
+    check_finite("noise", noise, xp=xp)
+    C, Mc, d = noise.shape
+    if diagonal:
+        omega = xp.expand_dims(params.mu, axis=1) + noise * xp.expand_dims(params.S, axis=1)      # (C, Mc, d)
+    else:
+        omega = xp.expand_dims(params.mu, axis=1) + noise @ xp.matrix_transpose(params.S)        # (C, Mc, d)
+    pi = gmm_weights(params.logits)                                                  # (C,)
+    scale_c = xp.sqrt(C * pi)                                                         # (C,)
+    scale = xp.reshape(xp.broadcast_to(xp.expand_dims(scale_c, axis=1), (C, Mc)), (C * Mc,))  # (M,)
+    return (xp.reshape(omega, (C * Mc, d)), scale), _FreqCache(noise, params, pi, scale_c, diagonal)
+
+
+def gmm_frequencies_bwd(dout: tuple[Array, Array | None], cache: _FreqCache) -> GMMFrequenciesGrads:
+    """Backward of :func:`gmm_frequencies`: from ``(domega (M, d), dscale (M,) or None)`` to noise and params."""
+    domega, dscale = dout
+    c = cache
+    xp = namespace(domega, c.noise, names=("domega", "cache"))
+    C, Mc, d = c.noise.shape
+    dom = xp.reshape(domega, (C, Mc, d))                                             # (C, Mc, d)
+    dmu = xp.sum(dom, axis=1)                                                         # (C, d)
+    if c.diagonal:
+        dS = xp.sum(dom * c.noise, axis=1)                                            # (C, d)
+        dnoise = dom * xp.expand_dims(c.params.S, axis=1)                             # (C, Mc, d)
+    else:
+        dS = xp.matrix_transpose(dom) @ c.noise                                       # (C, d, d)  dS_ab = sum_j dw_a n_b
+        dnoise = dom @ c.params.S                                                     # (C, Mc, d)
+    if dscale is None:
+        dlogits = xp.zeros_like(c.params.logits)
+    else:
+        ds_c = xp.sum(xp.reshape(dscale, (C, Mc)), axis=1)                            # (C,)
+        dpi = ds_c * (C / (2.0 * c.scale))                                            # d sqrt(C pi) / d pi
+        dlogits = c.pi * (dpi - xp.sum(c.pi * dpi))                                   # softmax backward
+    return GMMFrequenciesGrads(noise=dnoise, params=GMMParams(logits=dlogits, mu=dmu, S=dS))
+
+
+def gmm_frequencies(noise: Array, params: GMMParams) -> tuple[Array, Array]:
+    """``(omega (M, d), scale (M,))`` of a GMM spectrum; see :func:`gmm_frequencies_fwd`."""
+    return gmm_frequencies_fwd(noise, params)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# GMM-RKS and GMM-PRF feature maps
+# ---------------------------------------------------------------------------------------------------------------
+
+class _FeatCache(NamedTuple):
+    freq: _FreqCache
+    inner: Any          # cache of the trig / positive map
+    phi0: Array         # (..., L, width) the unweighted features
+    col_scale: Array    # (width,)
+    x: Array | None     # (..., L, d) (stable PRF: for the -|x|^2/2 log-scale shift)
+
+
+def _check_x(x: Array, params: GMMParams) -> None:
+    namespace(x, params.mu, names=("x", "params.mu"))
+    sizes = check_shape("x", x, "..., L, d")
+    _check_params(params, sizes={"d": sizes["d"]})
+
+
+def _weighted_bwd(dphi: Array, cache: _FeatCache, *, xp: Any) -> tuple[Array, Array]:
+    """(dphi0, dcol_scale) of phi = phi0 * col_scale."""
+    red = tuple(range(dphi.ndim - 1))
+    return dphi * cache.col_scale, xp.sum(dphi * cache.phi0, axis=red)
+
+
+def gmm_rks_features_fwd(x: Array, noise: Array, params: GMMParams) -> tuple[Array, _FeatCache]:
+    r"""GMM-RKS (Eqs. 3-5): ``phi(x) = [cos(x omega^T), sin(x omega^T)] * sqrt(C pi_c) / sqrt(M)``.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+    noise : (C, Mc, d) array
+        ``refattn.random.draw_gmm_noise`` (or ``draw_gmm_antithetic_noise`` for Theorem 3's case).
+    params : GMMParams
+
+    Returns
+    -------
+    phi : (..., L, 2M) array
+        Cosines then sines; ``E[phi(q) . phi(k)] = gmm_rks_kernel(q, k, params)`` (the Eq. 4 kernel).
+    cache
+    """
+    _check_x(x, params)
+    (omega, scale), fc = gmm_frequencies_fwd(noise, params)
+    xp = namespace(x)
+    phi0, tc = trig_features_fwd(x, omega)                                           # (..., L, 2M)
+    col = xp.concat((scale, scale))                                                   # (2M,)
+    return phi0 * col, _FeatCache(fc, tc, phi0, col, None)
+
+
+def gmm_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GMMFeaturesGrads:
+    """Backward of :func:`gmm_rks_features`: ``GMMFeaturesGrads(x, noise, params(logits, mu, S))``."""
+    xp = namespace(dphi, cache.phi0, names=("dphi", "cache"))
+    dphi0, dcol = _weighted_bwd(dphi, cache, xp=xp)
+    M = dcol.shape[0] // 2
+    g = trig_features_bwd(dphi0, cache.inner)
+    gf = gmm_frequencies_bwd((g.omega, dcol[:M] + dcol[M:]), cache.freq)
+    return GMMFeaturesGrads(x=g.x, noise=gf.noise, params=gf.params)
+
+
+def gmm_rks_features(x: Array, noise: Array, params: GMMParams) -> Array:
+    """GMM-RKS features ``(..., L, d) -> (..., L, 2M)`` (Eqs. 3-5)."""
+    return gmm_rks_features_fwd(x, noise, params)[0]
+
+
+def gmm_prf_features_fwd(x: Array, noise: Array, params: GMMParams) -> tuple[Array, _FeatCache]:
+    r"""GMM-PRF (Eqs. 9-10): ``phi(x) = exp(x omega^T - |x|^2) * sqrt(C pi_c) / sqrt(M)``, unstabilised.
+
+    Returns
+    -------
+    phi : (..., L, M) array
+        Positive; ``E[phi(q) . phi(k)] = gmm_prf_kernel(q, k, params)``. Overflows for large inputs: attention
+        should use :func:`gmm_prf_features_stable`.
+    cache
+    """
+    _check_x(x, params)
+    (omega, scale), fc = gmm_frequencies_fwd(noise, params)
+    phi0, pc = gaussian_positive_features_fwd(x, omega)                              # (..., L, M)  Eq. 9
+    return phi0 * scale, _FeatCache(fc, pc, phi0, scale, None)
+
+
+def gmm_prf_features_bwd(dphi: Array, cache: _FeatCache) -> GMMFeaturesGrads:
+    """Backward of :func:`gmm_prf_features`."""
+    xp = namespace(dphi, cache.phi0, names=("dphi", "cache"))
+    dphi0, dscale = _weighted_bwd(dphi, cache, xp=xp)
+    g = gaussian_positive_features_bwd(dphi0, cache.inner)
+    gf = gmm_frequencies_bwd((g.omega, dscale), cache.freq)
+    return GMMFeaturesGrads(x=g.x, noise=gf.noise, params=gf.params)
+
+
+def gmm_prf_features(x: Array, noise: Array, params: GMMParams) -> Array:
+    """GMM-PRF features ``(..., L, d) -> (..., L, M)`` (Eqs. 9-10), unstabilised."""
+    return gmm_prf_features_fwd(x, noise, params)[0]
+
+
+def gmm_prf_features_stable_fwd(x: Array, noise: Array, params: GMMParams
+                                ) -> tuple[tuple[Array, Array], _FeatCache]:
+    r"""Row-stabilised GMM-PRF: ``((phi, log_scale), cache)`` with ``phi * exp(log_scale) = gmm_prf_features``.
+
+    Built on ``positive_features_stable`` (offset |x|^2/2) with the extra ``-|x|^2/2`` of Eq. 9 moved into
+    the log-scale.
+
+    Returns
+    -------
+    phi : (..., L, M) array
+        ``exp(x omega^T - max_row) * sqrt(C pi_c)``; never overflows.
+    log_scale : (..., L) array
+        Pass as ``k_log_scale`` for keys; drop for queries.
+    """
+    _check_x(x, params)
+    (omega, scale), fc = gmm_frequencies_fwd(noise, params)
+    xp = namespace(x)
+    (phi0, ls0), pc = positive_features_stable_fwd(x, omega)                        # (..., L, M), (..., L)
+    log_scale = ls0 - 0.5 * xp.sum(x * x, axis=-1)                                    # (..., L)  offset |x|^2
+    return (phi0 * scale, log_scale), _FeatCache(fc, pc, phi0, scale, x)
+
+
+def gmm_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _FeatCache) -> GMMFeaturesGrads:
+    """Backward of :func:`gmm_prf_features_stable`; ``dout = (dphi, dlog_scale)`` (dlog_scale may be None)."""
+    dphi, dls = dout
+    xp = namespace(dphi, cache.phi0, names=("dphi", "cache"))
+    dphi0, dscale = _weighted_bwd(dphi, cache, xp=xp)
+    g = positive_features_stable_bwd((dphi0, dls), cache.inner)
+    dx = g.x if dls is None else g.x - xp.expand_dims(dls, axis=-1) * cache.x          # d(-|x|^2/2) = -x
+    gf = gmm_frequencies_bwd((g.omega, dscale), cache.freq)
+    return GMMFeaturesGrads(x=dx, noise=gf.noise, params=gf.params)
+
+
+def gmm_prf_features_stable(x: Array, noise: Array, params: GMMParams) -> tuple[Array, Array]:
+    """``(phi, log_scale)`` of the row-stabilised GMM-PRF map."""
+    return gmm_prf_features_stable_fwd(x, noise, params)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Closed forms: kernels and mean squared errors
+# ---------------------------------------------------------------------------------------------------------------
+
+def _pairs(q: Array, k: Array, params: GMMParams, sign: float):
+    """``q_i + sign k_j``: (..., Lq, Lk, d), after validation."""
+    xp = namespace(q, k, params.mu, names=("q", "k", "params.mu"))
+    sizes = check_shape("q", q, "..., Lq, d")
+    check_shape("k", k, "..., Lk, d", sizes)
+    _, diagonal, _ = _check_params(params, sizes={"d": sizes["d"]})
+    v = xp.expand_dims(q, axis=-2) + sign * xp.expand_dims(k, axis=-3)              # (..., Lq, Lk, d)
+    return xp, v, diagonal
+
+
+def _quad(v: Array, S_c: Array, diagonal: bool, *, xp: Any) -> Array:
+    """``||S_c^T v||^2 = v^T Sigma_c v`` over the last axis."""
+    w = v * S_c if diagonal else v @ S_c                                             # (..., d)  (S^T v)^T = v^T S
+    return xp.sum(w * w, axis=-1)
+
+
+def gmm_rks_kernel(q: Array, k: Array, params: GMMParams) -> Array:
+    r"""The GMM-RKS kernel (Eq. 4): ``sum_c pi_c exp(-||S_c^T p||^2 / 2) cos(mu_c^T p)``, p = q - k.
+
+    ``q: (..., Lq, d)``, ``k: (..., Lk, d)`` -> ``(..., Lq, Lk)``. Materialises (..., Lq, Lk, d): for tests.
+    """
+    xp, p, diagonal = _pairs(q, k, params, -1.0)
+    pi = gmm_weights(params.logits)
+    out = 0.0
+    for c in range(params.logits.shape[0]):
+        s = _quad(p, params.S[c, ...], diagonal, xp=xp)                               # (..., Lq, Lk)
+        out = out + pi[c] * xp.exp(-0.5 * s) * xp.cos(xp.sum(p * params.mu[c, :], axis=-1))
+    return out
+
+
+def gmm_prf_kernel(q: Array, k: Array, params: GMMParams) -> Array:
+    r"""The GMM-PRF kernel: ``sum_c pi_c exp(-|q|^2 - |k|^2 + mu_c^T o + ||S_c^T o||^2 / 2)``, o = q + k.
+
+    ``(..., Lq, d), (..., Lk, d)`` -> ``(..., Lq, Lk)``; the Gaussian kernel at mu = 0, S = I.
+    """
+    xp, o, diagonal = _pairs(q, k, params, 1.0)
+    pi = gmm_weights(params.logits)
+    qq = xp.sum(q * q, axis=-1, keepdims=True)                                        # (..., Lq, 1)
+    kk = xp.expand_dims(xp.sum(k * k, axis=-1), axis=-2)                              # (..., 1, Lk)
+    out = 0.0
+    for c in range(params.logits.shape[0]):
+        t = _quad(o, params.S[c, ...], diagonal, xp=xp)                               # (..., Lq, Lk)
+        out = out + pi[c] * xp.exp(-qq - kk + xp.sum(o * params.mu[c, :], axis=-1) + 0.5 * t)
+    return out
+
+
+def _check_M(M: Any, C: int) -> int:
+    if isinstance(M, bool) or not isinstance(M, int) or M <= 0 or M % C:
+        raise ValueError(f"M: expected a positive multiple of C = {C}; got {M!r}")
+    return M
+
+
+def gmm_rks_mse(q: Array, k: Array, params: GMMParams, M: int) -> Array:
+    r"""MSE of GMM-RKS with independent noise per component (derived; see module docstring), ``(..., Lq, Lk)``.
+
+    ``sum_c (C pi_c^2 / M) [(1 + cos(2 mu_c^T p) e^{-2 s_c}) / 2 - cos^2(mu_c^T p) e^{-s_c}]``,
+    ``s_c = ||S_c^T p||^2``: each component contributes M/C iid cosines ``Var cos(omega^T p)``, weighted
+    ``(C pi_c / M)^2``.
+    """
+    xp, p, diagonal = _pairs(q, k, params, -1.0)
+    C = params.logits.shape[0]
+    _check_M(M, C)
+    pi = gmm_weights(params.logits)
+    out = 0.0
+    for c in range(C):
+        s = _quad(p, params.S[c, ...], diagonal, xp=xp)
+        a = xp.sum(p * params.mu[c, :], axis=-1)
+        var = 0.5 * (1.0 + xp.cos(2.0 * a) * xp.exp(-2.0 * s)) - xp.cos(a) ** 2 * xp.exp(-s)
+        out = out + (C * pi[c] ** 2 / M) * var
+    return out
+
+
+def gmm_rks_antithetic_mse(q: Array, k: Array, mu: Array, S: Array, M: int) -> Array:
+    r"""MSE of GMM-RKS in Theorem 3's antithetic case (C = 2, +-mu, shared S and noise, equal weights):
+
+        (1 / M) cos^2(mu^T p) (1 - exp(-||S^T p||^2))^2,     p = q - k,  M = total frequencies = 2 x pairs.
+
+    Derivation: ``phi(q).phi(k) = (2/M) sum_{j<=M/2} cos(mu^T p) cos(eta_j^T S^T p)`` and
+    ``Var cos(eta^T a) = (1 - e^{-|a|^2})^2 / 2``. The printed Eq. 13 has 2/m (a factor 4 larger with m = pairs).
+    """
+    params = gmm_antithetic_params(mu, S)
+    xp, p, diagonal = _pairs(q, k, params, -1.0)
+    _check_M(M, 2)
+    s = _quad(p, S, diagonal, xp=xp)
+    return xp.cos(xp.sum(p * mu, axis=-1)) ** 2 * (1.0 - xp.exp(-s)) ** 2 / M
+
+
+def gmm_prf_mse(q: Array, k: Array, params: GMMParams, M: int) -> Array:
+    r"""MSE of GMM-PRF (derived; see module docstring), ``(..., Lq, Lk)``:
+
+    ``sum_c (C pi_c^2 / M) exp(-2(|q|^2 + |k|^2 - mu_c^T o)) (exp(2 ||S_c^T o||^2) - exp(||S_c^T o||^2))``,
+    o = q + k. The printed Eq. 14 has unsquared norms in the last factor.
+    """
+    xp, o, diagonal = _pairs(q, k, params, 1.0)
+    C = params.logits.shape[0]
+    _check_M(M, C)
+    pi = gmm_weights(params.logits)
+    qq = xp.sum(q * q, axis=-1, keepdims=True)
+    kk = xp.expand_dims(xp.sum(k * k, axis=-1), axis=-2)
+    out = 0.0
+    for c in range(C):
+        t = _quad(o, params.S[c, ...], diagonal, xp=xp)
+        a = xp.sum(o * params.mu[c, :], axis=-1)
+        out = out + (C * pi[c] ** 2 / M) * xp.exp(-2.0 * (qq + kk - a)) * (xp.exp(2.0 * t) - xp.exp(t))
+    return out

@@ -1,0 +1,194 @@
+"""NumPy-only edge: draws and initialisations for the KL-Transformer's learnable spectra (Chowdhury et al. §2.1).
+
+* GMM (Eqs. 4-5, 10): :func:`init_gmm` (parameters: logits, means, covariance factors), :func:`draw_gmm_noise`
+  (the reparameterisation noise, M/C rows per component, assigned deterministically) and
+  :func:`draw_gmm_antithetic_noise` (Theorem 3's special case: C = 2, both components driven by the *same*
+  noise eta, so omega = mu + S eta and chi = -mu + S eta);
+* FastFood (Eqs. 6, 12): :func:`draw_fastfood` (B, G, Pi and S with Le et al.'s law S_ii = s_i / ||G||_F,
+  s_i ~ chi(D), or S = I);
+* Generative (Eqs. 7, 11): :func:`draw_generator_noise` (the generator's input noise) and :func:`init_generator`
+  (the generator MLP's weights).
+
+Everything returns NumPy arrays; move them to another namespace with :func:`gmm_as_xp`, :func:`fastfood_as_xp`
+or ``as_xp``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..features.fastfood import FastFoodParams, padded_dim
+from ..features.gmm import GMMParams
+from . import as_xp, check_dtype_arg, check_rng
+
+__all__ = ["init_gmm", "draw_gmm_noise", "draw_gmm_antithetic_noise", "gmm_as_xp", "draw_fastfood",
+           "fastfood_as_xp", "draw_generator_noise", "init_generator"]
+
+
+def _pos_int(name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name}: expected a positive integer; got {v!r}")
+    if v <= 0:
+        raise ValueError(f"{name}: expected a positive integer; got {v}")
+    return int(v)
+
+
+def init_gmm(rng: np.random.Generator, C: int, d: int, *, covariance: str = "full", mu_scale: float = 0.0,
+             s_scale: float = 1.0, dtype: Any = np.float64) -> GMMParams:
+    """Initial GMM spectrum parameters: equal weights, means ``mu_scale * N(0, I)``, factors ``s_scale * I``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    C : int
+        Number of components (> 0).
+    d : int
+        Head width.
+    covariance : {"full", "diagonal"}
+        ``"full"``: S of shape (C, d, d) (Sigma_c = S_c S_c^T); ``"diagonal"``: S of shape (C, d) holding the
+        standard deviations (Sigma_c = diag(S_c^2)), the GMM-PRF setting of the paper's complexity analysis.
+    mu_scale, s_scale : float
+        Scales of the initial means and factors (mu = 0, S = I gives the Gaussian kernel at start).
+
+    Returns
+    -------
+    GMMParams
+        ``logits (C,)`` zeros (pi = 1/C, the paper's assumption), ``mu (C, d)``, ``S``.
+    """
+    check_rng(rng)
+    C, d = _pos_int("C", C), _pos_int("d", d)
+    dt = check_dtype_arg(dtype)
+    if covariance not in ("full", "diagonal"):
+        raise ValueError(f"covariance: expected 'full' or 'diagonal'; got {covariance!r}")
+    logits = np.zeros(C, dtype=dt)
+    mu = (mu_scale * rng.standard_normal((C, d))).astype(dt)
+    if covariance == "full":
+        S = np.broadcast_to(s_scale * np.eye(d), (C, d, d)).astype(dt)
+    else:
+        S = np.full((C, d), s_scale, dtype=dt)
+    return GMMParams(logits=logits, mu=mu, S=S)
+
+
+def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *, dtype: Any = np.float64) -> np.ndarray:
+    """Reparameterisation noise ``n ~ N(0, I_d)``, shape (C, M/C, d): rows of component c give
+    ``omega = mu_c + S_c n`` (Eq. 5 with the factor convention of :mod:`refattn.features.gmm`).
+
+    Raises ``ValueError`` unless C > 0 and M is a multiple of C (each component gets M/C frequencies).
+    """
+    check_rng(rng)
+    C, M, d = _pos_int("C", C), _pos_int("M", M), _pos_int("d", d)
+    if M % C:
+        raise ValueError(f"M: expected a multiple of C = {C} (M/C frequencies per component); got M = {M}")
+    return rng.standard_normal((C, M // C, d)).astype(check_dtype_arg(dtype))
+
+
+def draw_gmm_antithetic_noise(rng: np.random.Generator, M: int, d: int, *, dtype: Any = np.float64) -> np.ndarray:
+    """Theorem 3's special case: noise of shape (2, M/2, d) whose two slices are the *same* draw eta.
+
+    With ``gmm_antithetic_params(mu, S)`` (mu_1 = -mu_2 = mu, S_1 = S_2 = S, equal weights) the frequencies are
+    ``omega_j = mu + S eta_j`` and ``chi_j = -mu + S eta_j``, and ``cos(omega^T p) + cos(chi^T p)
+    = 2 cos(mu^T p) cos(eta^T S^T p)``. M must be even.
+    """
+    check_rng(rng)
+    M, d = _pos_int("M", M), _pos_int("d", d)
+    if M % 2:
+        raise ValueError(f"M: expected an even number (M/2 antithetic pairs); got M = {M}")
+    eta = rng.standard_normal((M // 2, d)).astype(check_dtype_arg(dtype))
+    return np.stack([eta, eta])
+
+
+def gmm_as_xp(params: GMMParams, *, like: Any) -> GMMParams:
+    """`params` (NumPy) as arrays of `like`'s namespace, dtype and device."""
+    return GMMParams(*(as_xp(a, like=like) for a in params))
+
+
+def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi",
+                  dtype: Any = np.float64) -> FastFoodParams:
+    """One FastFood draw for M frequencies of width d (Le et al. 2013; Chowdhury et al. Eq. 6).
+
+    d is padded to D = next power of two; M must be a multiple of D (M / D independent blocks; the paper's
+    "M | d_q" is reversed). Per block: ``B ~ uniform{-1, +1}``, ``G ~ N(0, 1)``, ``perm`` a uniform permutation,
+    and
+
+    * ``s_law="chi"``: ``S_ii = s_i / ||G||_F`` with ``s_i ~ chi(D)`` iid, so that every row of V has the norm
+      law of a Gaussian row, independently (rows exactly N(0, I / sigma^2));
+    * ``s_law="identity"``: ``S = I``: rows are N(0, I / sigma^2) only marginally; all rows of a block share the
+      norm ``||G||_F / sigma``.
+
+    Returns
+    -------
+    FastFoodParams
+        ``S, G, B`` float (n_blocks, D); ``perm`` int64 (n_blocks, D).
+    """
+    check_rng(rng)
+    M, d = _pos_int("M", M), _pos_int("d", d)
+    dt = check_dtype_arg(dtype)
+    D = padded_dim(d)
+    if M % D:
+        raise ValueError(f"M: expected a multiple of the padded width D = {D} (d = {d} padded to a power of two; "
+                         f"M / D blocks are stacked); got M = {M}")
+    if s_law not in ("chi", "identity"):
+        raise ValueError(f"s_law: expected 'chi' or 'identity'; got {s_law!r}")
+    nb = M // D
+    B = rng.choice(np.array([-1.0, 1.0]), size=(nb, D))
+    G = rng.standard_normal((nb, D))
+    perm = np.stack([rng.permutation(D) for _ in range(nb)]).astype(np.int64)
+    if s_law == "chi":
+        s = np.sqrt(rng.chisquare(D, size=(nb, D)))                                  # chi(D)
+        S = s / np.linalg.norm(G, axis=1, keepdims=True)                              # / ||G||_F per block
+    else:
+        S = np.ones((nb, D))
+    return FastFoodParams(S=S.astype(dt), G=G.astype(dt), B=B.astype(dt), perm=perm)
+
+
+def fastfood_as_xp(params: FastFoodParams, *, like: Any) -> FastFoodParams:
+    """`params` (NumPy) in `like`'s namespace: S, G, B with `like`'s dtype, perm as int64."""
+    import array_api_compat
+
+    xp = array_api_compat.array_namespace(like)
+    return FastFoodParams(S=as_xp(params.S, like=like), G=as_xp(params.G, like=like), B=as_xp(params.B, like=like),
+                          perm=xp.asarray(np.asarray(params.perm, dtype=np.int64), device=array_api_compat.device(like)))
+
+
+def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *, dtype: Any = np.float64) -> np.ndarray:
+    """Generator input noise ``n ~ N(0, I)`` of shape (M, d_noise) (rho_0 of Eqs. 7, 11)."""
+    check_rng(rng)
+    M, d_noise = _pos_int("M", M), _pos_int("d_noise", d_noise)
+    return rng.standard_normal((M, d_noise)).astype(check_dtype_arg(dtype))
+
+
+def init_generator(rng: np.random.Generator, d: int, *, d_noise: int | None = None, width: int | None = None,
+                   n_hidden: int = 4, dtype: Any = np.float64):
+    """Weights of the generator MLP of Generative-RKS/PRF (4 x (FC + BatchNorm + LeakyReLU), then FC + tanh).
+
+    Dense layers: ``W ~ N(0, 1/fan_in)``, ``b = 0``; batch norm: gamma = 1, beta = 0, running mean 0 and
+    running variance 1. Widths: d_noise -> width (x n_hidden) -> d (default d_noise = width = d, the paper's
+    "4 + 1 layer constant width generator").
+
+    Returns
+    -------
+    (GeneratorParams, GeneratorState)
+        See :mod:`refattn.features.generative`.
+    """
+    from ..features.generative import GeneratorParams, GeneratorState
+    from ..nn.batchnorm import BatchNormParams, BatchNormState
+    from ..nn.dense import DenseParams
+
+    check_rng(rng)
+    d = _pos_int("d", d)
+    d_noise = _pos_int("d_noise", d if d_noise is None else d_noise)
+    width = _pos_int("width", d if width is None else width)
+    n_hidden = _pos_int("n_hidden", n_hidden)
+    dt = check_dtype_arg(dtype)
+    dense, norms, states = [], [], []
+    fan_in = d_noise
+    for _ in range(n_hidden):
+        dense.append(DenseParams(W=(rng.standard_normal((fan_in, width)) / np.sqrt(fan_in)).astype(dt),
+                                 b=np.zeros(width, dtype=dt)))
+        norms.append(BatchNormParams(gamma=np.ones(width, dtype=dt), beta=np.zeros(width, dtype=dt)))
+        states.append(BatchNormState(mean=np.zeros(width, dtype=dt), var=np.ones(width, dtype=dt)))
+        fan_in = width
+    out = DenseParams(W=(rng.standard_normal((fan_in, d)) / np.sqrt(fan_in)).astype(dt), b=np.zeros(d, dtype=dt))
+    return GeneratorParams(hidden=tuple(dense), norms=tuple(norms), out=out), GeneratorState(norms=tuple(states))
