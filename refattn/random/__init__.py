@@ -25,9 +25,7 @@ import numpy as np
 
 from .._xp import device_of, namespace
 
-__all__ = ["check_rng", "as_xp", "rng_for_step", "check_dtype_arg",
-           "init_dense", "init_layernorm", "init_batchnorm", "init_embedding", "draw_dropout_mask", "tree_as_xp",
-           "tree_to_numpy"]
+__all__ = ["check_rng", "as_xp", "rng_for_step", "check_dtype_arg"]
 
 
 def check_rng(rng: Any, name: str = "rng") -> np.random.Generator:
@@ -74,8 +72,13 @@ def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator
 
 # Family modules (each re-exports its draw_*/init_* functions through its __all__).
 from .nn import *  # noqa: E402,F401,F403  (nn layer inits, dropout masks, tree transfers)
+from .nn import __all__ as _nn_all  # noqa: E402
+__all__ += list(_nn_all)
 from .performer import *  # noqa: E402,F401,F403  (Performer projections: Gaussian, Haar-orthogonal)
 __all__ += ["draw_gaussian", "draw_orthogonal"]
 from .spectra import *  # noqa: E402,F401,F403  (KL-Transformer spectra: GMM, FastFood, generator noise)
 from .spectra import __all__ as _spectra_all  # noqa: E402
 __all__ += list(_spectra_all)
+from .positional import *  # noqa: E402,F401,F403  (S1 frequency inits; FLT draws)
+from .positional import __all__ as _positional_all  # noqa: E402
+__all__ += list(_positional_all)

@@ -23,7 +23,8 @@ import numpy as np
 from . import as_xp, check_dtype_arg, check_rng
 
 __all__ = ["init_dense", "init_layernorm", "init_batchnorm", "init_embedding", "draw_dropout_mask",
-           "tree_as_xp", "tree_to_numpy"]
+           "tree_as_xp", "tree_to_numpy", "ATTENTION_DRAWS", "init_mha", "draw_attention_features",
+           "features_for_step", "init_transformer"]
 
 
 def _pos(name, value):
@@ -129,3 +130,114 @@ def tree_to_numpy(tree: Any) -> Any:
             return np.array(np.from_dlpack(a))
 
     return _map(conv, tree)
+
+
+# ---- attention kinds: learnable parameters and drawn features (the edge half of refattn.nn.mha's table) --------
+def _no_params(rng, att, *, d_head, n_heads, dtype):
+    return {}
+
+
+def _no_features(rng, att, *, d_head, n_heads, dtype):
+    return None
+
+
+def _favor_features(rng, att, *, d_head, n_heads, dtype):
+    from .performer import draw_gaussian, draw_orthogonal
+
+    draw = draw_orthogonal if att["draw"] == "orthogonal" else draw_gaussian
+    return {"omega": draw(rng, att["m"], d_head, dtype=dtype)}                     # (m, d) shared by the heads
+
+
+#: kind -> (init_params(rng, att, *, d_head, n_heads, dtype) -> dict,
+#:          draw_features(rng, att, *, d_head, n_heads, dtype) -> dict | None).
+#: Same keys as ``refattn.nn.mha.ATTENTION_KINDS``.
+ATTENTION_DRAWS = {
+    "softmax": (_no_params, _no_features),
+    "elu": (_no_params, _no_features),
+    "relu": (_no_params, _no_features),
+    "favor": (_no_params, _favor_features),
+}
+
+
+def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64):
+    """MHA parameters ``{"q", "k", "v", "o": DenseParams (D, D), "attn": kind parameters}`` (NumPy)."""
+    from ..nn.mha import check_attention_config
+
+    check_rng(rng)
+    dt = check_dtype_arg(dtype)
+    att = check_attention_config(attention, d_head=d_model // n_heads)
+    r = rng.spawn(5)
+    init_params, _ = ATTENTION_DRAWS[att["kind"]]
+    out = {name: init_dense(ri, d_model, d_model, dtype=dt) for name, ri in zip("qkvo", r[:4])}
+    out["attn"] = init_params(r[4], att, d_head=d_model // n_heads, n_heads=n_heads, dtype=dt)
+    return out
+
+
+def draw_attention_features(rng, config):
+    """One dict of drawn attention arrays per layer (``None`` entries for kinds that draw nothing), NumPy.
+
+    `config` is a transformer configuration (``refattn.nn.transformer.check_config``); each layer gets its own
+    independent child stream (``rng.spawn``).
+    """
+    from ..nn.transformer import check_config
+
+    check_rng(rng)
+    cfg = check_config(config)
+    att = cfg["attention"]
+    _, draw = ATTENTION_DRAWS[att["kind"]]
+    d_head = cfg["d_model"] // cfg["n_heads"]
+    return [draw(r, att, d_head=d_head, n_heads=cfg["n_heads"], dtype=np.dtype(cfg["dtype"]))
+            for r in rng.spawn(cfg["n_layers"])]
+
+
+def features_for_step(seed, step, config):
+    """The attention features in use at training step `step`, a pure function of ``(seed, step, config)``.
+
+    Policy ``config["attention"]["redraw_every"]``: ``None`` keeps one draw for the whole run, ``k`` redraws every
+    k steps (``1``: every step); see :func:`refattn.random.rng_for_step`.
+    """
+    from . import rng_for_step
+    from ..nn.transformer import check_config
+
+    cfg = check_config(config)
+    return draw_attention_features(rng_for_step(seed, step, cfg["attention"]["redraw_every"]), cfg)
+
+
+def init_transformer(rng, config):
+    """Initial parameters of the model described by `config` (``refattn.nn.transformer``), a nested dict of NumPy
+    arrays in ``config["dtype"]``.
+
+    Streams: one child of `rng` per component (embedding, positions, each block, head), so adding a layer does
+    not change the others' draws. Dense layers Glorot-uniform with zero bias, embeddings ``N(0, 0.02^2)``, layer
+    norms ones/zeros.
+    """
+    from ..nn.transformer import check_config
+
+    check_rng(rng)
+    cfg = check_config(config)
+    dt = np.dtype(cfg["dtype"])
+    D, n_layers = cfg["d_model"], cfg["n_layers"]
+    r_embed, r_pos, r_head, *r_blocks = rng.spawn(3 + n_layers)
+    params: dict = {}
+    if cfg["input"] == "tokens":
+        params["embed"] = init_embedding(r_embed, cfg["vocab_size"], D, dtype=dt)
+    else:
+        p = cfg["patch"]
+        params["embed"] = init_dense(r_embed, p * p * cfg["image_shape"][2], D, dtype=dt)
+    if cfg["position"] == "learned":
+        params["pos"] = init_embedding(r_pos, cfg["max_len"], D, dtype=dt)
+    blocks = []
+    for rb in r_blocks:
+        ra, r1, r2 = rb.spawn(3)
+        blocks.append({
+            "ln1": init_layernorm(D, dtype=dt),
+            "attn": init_mha(ra, D, cfg["n_heads"], cfg["attention"], dtype=dt),
+            "ln2": init_layernorm(D, dtype=dt),
+            "ff1": init_dense(r1, D, cfg["d_ff"], dtype=dt),
+            "ff2": init_dense(r2, cfg["d_ff"], D, dtype=dt),
+        })
+    params["blocks"] = blocks
+    params["ln_f"] = init_layernorm(D, dtype=dt)
+    n_out = cfg["n_classes"] if cfg["task"] == "classify" else cfg["vocab_size"]
+    params["head"] = init_dense(r_head, D, n_out, dtype=dt)
+    return params

@@ -1,0 +1,278 @@
+r"""Pre-LN transformer encoder, encoder classifier and causal language model, with a manual backward.
+
+Block (pre-LN, Xiong et al. 2020; GPT-2)::
+
+    h = x + MHA(LN1(x))                   MHA with the configured attention kind (refattn.nn.mha)
+    y = h + W2 gelu(W1 LN2(h) + b1) + b2  feed-forward of width d_ff, GELU (tanh approximation)
+
+Model: input embedding (tokens, or pixels/patches through a dense layer) + absolute positions (sinusoid,
+learned, or none) -> ``n_layers`` blocks -> final layer norm -> head:
+
+* ``task="classify"``: readout ``"mean"`` (mean over positions) or ``"first"`` (position 0), then a dense layer to
+  ``n_classes`` logits, ``(..., n_classes)``;
+* ``task="lm"``: causal attention, a dense layer to ``vocab_size`` logits at every position, ``(..., L, V)``
+  (position i predicts token i + 1: the caller shifts the labels).
+
+:func:`transformer_bwd` is the composition of the layers' ``_bwd`` functions in reverse order and nothing else.
+Parameters are a nested dict (:func:`refattn.random.init_transformer`)::
+
+    {"embed": (V, D) table | DenseParams(W: (p*p*C, D), b), "pos": (max_len, D) (learned positions only),
+     "blocks": [{"ln1": LayerNormParams, "attn": {"q","k","v","o": DenseParams, "attn": {...}},
+                 "ln2": LayerNormParams, "ff1": DenseParams(D, d_ff), "ff2": DenseParams(d_ff, D)}, ...],
+     "ln_f": LayerNormParams, "head": DenseParams(D, n_out)}
+
+``features`` is a list (one entry per layer) of the attention kind's drawn arrays
+(:func:`refattn.random.draw_attention_features`; redraws follow :func:`refattn.random.features_for_step`).
+
+The configuration is a plain JSON-serialisable dict; :func:`check_config` validates it and fills the defaults.
+Axes: ``...`` batch, ``L`` positions, ``D`` width, ``V`` vocabulary.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .._xp import check_choice, check_positive_int, device_of, namespace
+from .activations import gelu_bwd, gelu_fwd
+from .dense import dense_bwd, dense_fwd
+from .embedding import (patch_embedding_bwd, patch_embedding_fwd, position_embedding_bwd, position_embedding_fwd,
+                        sinusoid_position_table, token_embedding_bwd, token_embedding_fwd)
+from .layernorm import layernorm_bwd, layernorm_fwd
+from .loss import softmax_cross_entropy_bwd, softmax_cross_entropy_fwd
+from .mha import check_attention_config, mha_bwd, mha_fwd
+
+__all__ = ["check_config", "TransformerGrads", "transformer", "transformer_fwd", "transformer_bwd",
+           "transformer_loss_fwd", "transformer_loss_bwd", "loss_and_grads", "block_fwd", "block_bwd"]
+
+Array = Any
+
+_DEFAULTS = {
+    "task": None, "input": "tokens", "vocab_size": None, "n_classes": None, "patch": None, "image_shape": None,
+    "d_model": None, "n_heads": None, "n_layers": None, "d_ff": None, "max_len": None, "position": "sinusoid",
+    "readout": "mean", "attention": "softmax", "causal": None, "dtype": "float64",
+}
+
+
+def check_config(config: dict) -> dict:
+    """Validate a transformer configuration and return a normalised copy (defaults filled, attention checked).
+
+    Required: ``task`` ("classify" | "lm"), ``d_model``, ``n_heads`` (dividing ``d_model``), ``n_layers``,
+    ``max_len``; ``vocab_size`` for token input and for ``lm``; ``n_classes`` for ``classify``; ``patch`` and
+    ``image_shape = (H, W, C)`` for ``input="patches"``. Defaults: ``d_ff = 4 d_model``, ``position="sinusoid"``,
+    ``readout="mean"``, ``attention="softmax"``, ``causal`` = (task == "lm"), ``dtype="float64"``.
+    """
+    if not isinstance(config, dict):
+        raise TypeError(f"config: expected a dict; got {type(config).__name__}")
+    unknown = sorted(set(config) - set(_DEFAULTS))
+    if unknown:
+        raise ValueError(f"config: unknown key(s) {unknown}; accepted: {sorted(_DEFAULTS)}")
+    c = {**_DEFAULTS, **config}
+    check_choice("config['task']", c["task"], ("classify", "lm"))
+    check_choice("config['input']", c["input"], ("tokens", "patches"))
+    check_choice("config['position']", c["position"], ("sinusoid", "learned", "none"))
+    check_choice("config['readout']", c["readout"], ("mean", "first"))
+    check_choice("config['dtype']", c["dtype"], ("float64", "float32"))
+    for key in ("d_model", "n_heads", "n_layers", "max_len"):
+        if c[key] is None:
+            raise ValueError(f"config['{key}']: required; got nothing")
+        c[key] = check_positive_int(f"config['{key}']", c[key])
+    if c["d_model"] % c["n_heads"]:
+        raise ValueError(f"config['n_heads']: the number of heads {c['n_heads']} must divide d_model = "
+                         f"{c['d_model']}")
+    c["d_ff"] = check_positive_int("config['d_ff']", c["d_ff"] if c["d_ff"] is not None else 4 * c["d_model"])
+    if c["input"] == "tokens" or c["task"] == "lm":
+        if c["vocab_size"] is None:
+            raise ValueError("config['vocab_size']: required for token input and language modelling")
+        c["vocab_size"] = check_positive_int("config['vocab_size']", c["vocab_size"])
+    if c["task"] == "lm":
+        if c["input"] != "tokens":
+            raise ValueError("config['input']: a language model takes tokens; got 'patches'")
+        if c["causal"] is False:
+            raise ValueError("config['causal']: a language model must be causal; got False")
+        c["causal"] = True
+    else:
+        if c["n_classes"] is None:
+            raise ValueError("config['n_classes']: required for task 'classify'")
+        c["n_classes"] = check_positive_int("config['n_classes']", c["n_classes"])
+        c["causal"] = bool(c["causal"]) if c["causal"] is not None else False
+    if c["input"] == "patches":
+        c["patch"] = check_positive_int("config['patch']", c["patch"])
+        shape = c["image_shape"]
+        if not (isinstance(shape, (list, tuple)) and len(shape) == 3):
+            raise ValueError(f"config['image_shape']: expected (H, W, C); got {shape!r}")
+        H, W, C = (check_positive_int("config['image_shape']", s) for s in shape)
+        if H % c["patch"] or W % c["patch"]:
+            raise ValueError(f"config['patch']: expected a divisor of H = {H} and W = {W}; got {c['patch']}")
+        c["image_shape"] = [H, W, C]
+        n_tokens = (H // c["patch"]) * (W // c["patch"])
+        if n_tokens > c["max_len"]:
+            raise ValueError(f"config['max_len']: {c['max_len']} is below the number of patches {n_tokens}")
+    c["attention"] = check_attention_config(c["attention"], d_head=c["d_model"] // c["n_heads"])
+    return c
+
+
+class TransformerGrads(NamedTuple):
+    params: dict   # same tree as params
+    inputs: Array  # (..., H, W, C) for patch input; None for token input (integer ids)
+
+
+# ---- one block ------------------------------------------------------------------------------------------------
+def block_fwd(x, params: dict, features, *, cfg):
+    """One pre-LN block: ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``. ``x: (..., L, D)`` -> ``(..., L, D)``."""
+    a, c_ln1 = layernorm_fwd(x, params["ln1"])                                      # (..., L, D)
+    a, c_att = mha_fwd(a, params["attn"], features, n_heads=cfg["n_heads"], attention=cfg["attention"],
+                       causal=cfg["causal"])                                        # (..., L, D)
+    h = x + a                                                                       # (..., L, D) residual
+    f, c_ln2 = layernorm_fwd(h, params["ln2"])                                      # (..., L, D)
+    f, c_ff1 = dense_fwd(f, params["ff1"])                                          # (..., L, d_ff)
+    f, c_act = gelu_fwd(f)                                                          # (..., L, d_ff)
+    f, c_ff2 = dense_fwd(f, params["ff2"])                                          # (..., L, D)
+    return h + f, (c_ln1, c_att, c_ln2, c_ff1, c_act, c_ff2)
+
+
+def block_bwd(dy, cache):
+    """Backward of :func:`block_fwd`: ``(dx, dparams)``."""
+    c_ln1, c_att, c_ln2, c_ff1, c_act, c_ff2 = cache
+    g_ff2 = dense_bwd(dy, c_ff2)
+    g_act = gelu_bwd(g_ff2.x, c_act)
+    g_ff1 = dense_bwd(g_act.x, c_ff1)
+    g_ln2 = layernorm_bwd(g_ff1.x, c_ln2)
+    dh = dy + g_ln2.x                                                               # (..., L, D) both paths
+    g_att = mha_bwd(dh, c_att)
+    g_ln1 = layernorm_bwd(g_att.x, c_ln1)
+    dx = dh + g_ln1.x                                                               # (..., L, D)
+    return dx, {"ln1": g_ln1.params, "attn": g_att.params, "ln2": g_ln2.params, "ff1": g_ff1.params,
+                "ff2": g_ff2.params}
+
+
+# ---- readout --------------------------------------------------------------------------------------------------
+def _readout_fwd(h, how, *, xp):
+    if how == "mean":
+        return xp.mean(h, axis=-2)                                                  # (..., D)
+    return h[..., 0, :]                                                             # (..., D)
+
+
+def _readout_bwd(dr, how, L, *, xp):
+    dr1 = xp.expand_dims(dr, axis=-2)                                               # (..., 1, D)
+    if how == "mean":
+        return xp.concat([dr1 / L] * L, axis=-2) if L > 1 else dr1 / L             # (..., L, D)
+    if L == 1:
+        return dr1
+    zeros = xp.zeros(tuple(dr.shape[:-1]) + (L - 1, dr.shape[-1]), dtype=dr.dtype, device=device_of(dr))
+    return xp.concat([dr1, zeros], axis=-2)                                         # (..., L, D)
+
+
+# ---- the model ------------------------------------------------------------------------------------------------
+def _check_features(features, n_layers):
+    if features is None:
+        return [None] * n_layers
+    if not isinstance(features, (list, tuple)) or len(features) != n_layers:
+        got = len(features) if isinstance(features, (list, tuple)) else type(features).__name__
+        raise ValueError(f"features: expected a list with one entry per layer ({n_layers}); got {got}")
+    return list(features)
+
+
+def transformer_fwd(params: dict, inputs, features=None, *, config: dict):
+    r"""Forward pass of the configured model, and the cache for :func:`transformer_bwd`.
+
+    Parameters
+    ----------
+    params : dict
+        Parameter tree (see the module docstring), in the namespace and dtype of the computation.
+    inputs : (..., L) integer array | (..., H, W, C) array
+        Token ids (``input="tokens"``) or images (``input="patches"``).
+    features : list, optional
+        One dict of drawn attention arrays per layer (required for random-feature kinds).
+    config : dict
+        Model configuration (:func:`check_config`).
+
+    Returns
+    -------
+    logits : (..., n_classes) or (..., L, V) array
+    cache
+    """
+    cfg = check_config(config)
+    feats = _check_features(features, cfg["n_layers"])
+    if len(params.get("blocks", ())) != cfg["n_layers"]:
+        raise ValueError(f"params['blocks']: expected {cfg['n_layers']} blocks (config['n_layers']); got "
+                         f"{len(params.get('blocks', ()))}")
+    if cfg["input"] == "tokens":
+        h, c_emb = token_embedding_fwd(inputs, params["embed"])                     # (..., L, D)
+    else:
+        h, c_emb = patch_embedding_fwd(inputs, params["embed"], patch=cfg["patch"])   # (..., L, D)
+    xp = namespace(h, names=("embedded inputs",))
+    L = h.shape[-2]
+    if L > cfg["max_len"]:
+        raise ValueError(f"inputs: sequence length L = {L} exceeds config['max_len'] = {cfg['max_len']}")
+    c_pos = None
+    if cfg["position"] == "learned":
+        h, c_pos = position_embedding_fwd(h, params["pos"])                        # (..., L, D)
+    elif cfg["position"] == "sinusoid":
+        h, c_pos = position_embedding_fwd(h, sinusoid_position_table(L, cfg["d_model"], like=h))  # fixed table
+    c_blocks = []
+    for blk, f in zip(params["blocks"], feats):
+        h, cb = block_fwd(h, blk, f, cfg=cfg)                                       # (..., L, D)
+        c_blocks.append(cb)
+    h, c_lnf = layernorm_fwd(h, params["ln_f"])                                     # (..., L, D)
+    if cfg["task"] == "classify":
+        h = _readout_fwd(h, cfg["readout"], xp=xp)                                  # (..., D)
+    logits, c_head = dense_fwd(h, params["head"])                                   # (..., n_out) / (..., L, V)
+    return logits, (cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head)
+
+
+def transformer_bwd(dlogits, cache) -> TransformerGrads:
+    """Gradients for every parameter (and the images for patch input): the layers' backwards in reverse order."""
+    cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head = cache
+    xp = namespace(dlogits, names=("dlogits",))
+    grads: dict = {}
+    g_head = dense_bwd(dlogits, c_head)
+    grads["head"] = g_head.params
+    dh = g_head.x
+    if cfg["task"] == "classify":
+        dh = _readout_bwd(dh, cfg["readout"], L, xp=xp)                             # (..., L, D)
+    g_lnf = layernorm_bwd(dh, c_lnf)
+    grads["ln_f"] = g_lnf.params
+    dh = g_lnf.x
+    dblocks = [None] * len(c_blocks)
+    for i in range(len(c_blocks) - 1, -1, -1):
+        dh, dblocks[i] = block_bwd(dh, c_blocks[i])
+    grads["blocks"] = dblocks
+    if c_pos is not None:
+        g_pos = position_embedding_bwd(dh, c_pos)
+        if cfg["position"] == "learned":
+            grads["pos"] = g_pos.table
+        dh = g_pos.x
+    dinputs = None
+    if cfg["input"] == "tokens":
+        grads["embed"] = token_embedding_bwd(dh, c_emb).table
+    else:
+        g_emb = patch_embedding_bwd(dh, c_emb)
+        grads["embed"], dinputs = g_emb.params, g_emb.images
+    order = ["embed", "pos", "blocks", "ln_f", "head"]
+    return TransformerGrads(params={k: grads[k] for k in order if k in grads}, inputs=dinputs)
+
+
+def transformer(params, inputs, features=None, *, config):
+    """Logits of the configured model (see :func:`transformer_fwd`)."""
+    return transformer_fwd(params, inputs, features, config=config)[0]
+
+
+def transformer_loss_fwd(params, inputs, labels, features=None, *, config):
+    """Mean softmax cross-entropy of the model's logits against integer `labels` (``(...)`` for classification,
+    ``(..., L)`` next tokens for the LM). Returns ``(loss: (), cache)``."""
+    logits, c_model = transformer_fwd(params, inputs, features, config=config)
+    loss, c_loss = softmax_cross_entropy_fwd(logits, labels)
+    return loss, (c_model, c_loss)
+
+
+def transformer_loss_bwd(dloss, cache) -> TransformerGrads:
+    """Gradients of :func:`transformer_loss_fwd` (cross-entropy backward, then :func:`transformer_bwd`)."""
+    c_model, c_loss = cache
+    return transformer_bwd(softmax_cross_entropy_bwd(dloss, c_loss).logits, c_model)
+
+
+def loss_and_grads(params, inputs, labels, features=None, *, config):
+    """``(loss, grads)`` with ``grads`` the parameter tree of gradients (the training step's work)."""
+    loss, cache = transformer_loss_fwd(params, inputs, labels, features, config=config)
+    xp = namespace(loss, names=("loss",))
+    return loss, transformer_loss_bwd(xp.ones_like(loss), cache).params
