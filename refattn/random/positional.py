@@ -18,6 +18,7 @@ import numpy as np
 from . import check_dtype_arg, check_rng
 
 __all__ = ["init_s1_params"]
+__all__ += ["draw_flt_noise", "FLT_NOISE_KINDS"]  # FLT block at the end of this module
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -46,7 +47,7 @@ def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: in
         Ladder base (10000 as in Vaswani et al.; a smaller base suits short grids such as 32 x 32).
     alpha, beta_std : float
     batch_shape : tuple
-        Leading axes (e.g. ``(H, 1, 1)``... or ``(H,)`` for per-head parameters broadcasting like heads).
+        Leading axes, e.g. ``(H,)`` for per-head parameters (they broadcast against the batch axes ``(..., H)``).
     dtype : float32 or float64
     """
     from ..rpe.s1_rotation import S1Params
@@ -64,3 +65,41 @@ def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: in
     alpha_arr = np.full(shape, float(alpha), dtype=dt)
     beta_arr = (float(beta_std) * rng.standard_normal(shape)).astype(dt)
     return S1Params(freqs=freqs, alpha=alpha_arr, beta=beta_arr)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# FLT (Choromanski et al., FourierLearner-Transformers): proposal noise for the frequencies xi
+
+#: The standard densities the FLT proposals are built on (``refattn.rpe.spectra.Proposal.kind``).
+FLT_NOISE_KINDS = ("gaussian", "laplace", "cauchy", "mv_cauchy", "uniform")
+
+
+def draw_flt_noise(rng: np.random.Generator, r: int, D: int, kind: str = "gaussian", *, dtype: Any = np.float64):
+    r"""Standard noise ``eps: (r, D)`` for the FLT frequencies ``xi = loc + scale * eps`` (Theorem 4.1's iid
+    xi_1..xi_r ~ p, reparameterised so that a proposal's loc and scale are learnable).
+
+    ``kind``: ``"gaussian"`` N(0, I_D) (the paper's choice, App. B); ``"laplace"`` iid standard Laplace;
+    ``"cauchy"`` iid standard Cauchy; ``"mv_cauchy"`` isotropic multivariate Cauchy ``z / |chi_1|``
+    (z ~ N(0, I_D), one chi variable per row: Student t with 1 degree of freedom); ``"uniform"`` the cube
+    [-1, 1]^D (a truncated proposal). The matching log-densities are
+    ``refattn.rpe.spectra.proposal_log_density``.
+    """
+    check_rng(rng)
+    dt = check_dtype_arg(dtype)
+    for name, val in (("r", r), ("D", D)):
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val <= 0:
+            raise ValueError(f"{name}: expected a positive integer; got {val!r}")
+    shape = (int(r), int(D))
+    if kind == "gaussian":
+        eps = rng.standard_normal(shape)
+    elif kind == "laplace":
+        eps = rng.laplace(0.0, 1.0, shape)
+    elif kind == "cauchy":
+        eps = rng.standard_cauchy(shape)
+    elif kind == "mv_cauchy":
+        eps = rng.standard_normal(shape) / np.abs(rng.standard_normal((shape[0], 1)))
+    elif kind == "uniform":
+        eps = rng.uniform(-1.0, 1.0, shape)
+    else:
+        raise ValueError(f"kind: expected one of {', '.join(repr(k) for k in FLT_NOISE_KINDS)}; got {kind!r}")
+    return eps.astype(dt)
