@@ -1,0 +1,373 @@
+r"""FourierLearner-Transformers (FLT): RPE masks from their Fourier spectra, in real arithmetic.
+
+Choromanski et al., *Learning a Fourier Transform for Linear Relative Positional Encodings in Transformers*,
+Theorem 4.1, Eq. (3) and Algorithm 1. With g the Fourier transform of the RPE function f (convention of
+:mod:`refattn.rpe.spectra`), frequencies xi_1..xi_r drawn from a proposal p and ``w_k = g(xi_k)/p(xi_k)``,
+
+    f(r_i - r_j) = E[ g(xi)/p(xi) exp(2 pi i (r_i - r_j) . xi) ]                         (Eq. 5)
+
+The paper's features are complex: phi(z)_k = e^{2 pi i z.xi_k} sqrt(w_k/r), psi(z)_k = e^{-2 pi i z.xi_k}
+sqrt(w_k/r), and N_hat = N1 N2^T (bilinear: psi already carries the conjugate). refattn's core stays real
+(design.md trap 7): for a real f (Hermitian g, ``w = w_re + i w_im``) the real part of Eq. (5) is
+
+    f(r_i - r_j) = E[ cos a_i (w_re cos a_j + w_im sin a_j) + sin a_i (w_re sin a_j - w_im cos a_j) ],
+    a_i = 2 pi r_i . xi,
+
+which splits into real features with balanced norms (``|w| = sqrt(w_re^2 + w_im^2)``):
+
+    N1 = [cos a, sin a] * sqrt(|w| / r),
+    N2 = [w_re cos a + w_im sin a,  w_re sin a - w_im cos a] / sqrt(|w| r).
+
+For a real, even f (real g, w_im = 0) this is ``N1 = [cos a, sin a] sqrt(|w|/r)``,
+``N2 = sign(w) [cos a, sin a] sqrt(|w|/r)``: sign(g) on one side. ``N1 N2^T`` is exactly the real part of the
+complex estimator for every draw (tested against the NumPy complex reference in ``tests/rpe``), so it is unbiased
+for ``Re f`` whenever g is absolutely integrable, with variance at most the complex one (Var Re <= Var).
+Row norms: ``|N1_i|^2 = |N2_i|^2 = mean_k |w_k|`` for every position.
+
+**Reparameterisation.** The core takes the *noise* ``eps: (r, D)`` (drawn by
+``refattn.random.draw_flt_noise``) and forms ``xi = loc + scale * eps`` from the proposal's learnable location
+and scale, so ``p(xi) = p_0(eps) / prod_j scale_j``. Gradients reach the spectrum's parameters (through g) and
+the proposal's (through xi in the phases, in g, and through 1/p): the path-wise derivative of the computed
+function. Positions and the noise get none.
+
+**Algorithm 1** (:func:`flt_attention`): ``Q_hat = [N1, Q d^{-1/4}]``, ``K_hat = [N2, K d^{-1/4}]``, positive
+random features of both (FAVOR+, one ``omega: (m, 2r + d)``) and linear attention, estimating
+``softmax_attention(Q, K, V, mask_add=N)`` (Eq. 3: ``exp(N_hat + Q K^T / sqrt(d)) = exp(Q_hat K_hat^T)``).
+exp(N_hat) is a *biased* estimate of exp(N) at finite r (Jensen), so the estimator converges as both r and m grow.
+
+Axes: ``...`` batch and heads, ``L`` positions, ``D`` position dimension (the paper's l), ``r`` frequencies
+(2r real feature columns), ``d`` head width, ``m`` FAVOR+ projections, ``d_v`` value width.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from .._xp import check_choice, check_finite, check_shape, device_of, namespace, sum_to_shape
+from ..attention.linear import linear_attention_bwd, linear_attention_fwd
+from ..features.positive import positive_features_stable_bwd, positive_features_stable_fwd
+from .spectra import (
+    Proposal,
+    _arrays,
+    check_proposal,
+    check_spectrum,
+    proposal_log_density,
+    spectrum_g_bwd,
+    spectrum_g_fwd,
+)
+
+__all__ = [
+    "flt_frequencies",
+    "flt_importance_weights",
+    "flt_features",
+    "flt_features_fwd",
+    "flt_features_bwd",
+    "flt_mask_estimate",
+    "flt_attention",
+    "flt_attention_fwd",
+    "flt_attention_bwd",
+    "FLTFeaturesCache",
+    "FLTFeaturesGrads",
+    "FLTAttentionCache",
+    "FLTAttentionGrads",
+]
+
+Array = Any
+_TWO_PI = 2.0 * math.pi
+
+
+class FLTFeaturesCache(NamedTuple):
+    pos: Array          # (..., L, D) positions, in the dtype of the parameters
+    eps: Array          # (r, D) noise
+    proposal: Proposal
+    gcache: Any         # spectra.SpectrumGCache
+    inv_p: Array        # (r,) 1 / p(xi)
+    w_re: Array         # (r,) Re g / p
+    w_im: Array         # (r,) Im g / p, or None for a real g
+    absw: Array         # (r,) |w|
+    cos_a: Array        # (..., L, r)
+    sin_a: Array        # (..., L, r)
+    s: Array            # (r,) sqrt(|w| / r)
+    u: Array            # (r,) w_re / sqrt(|w| r)
+    t: Array            # (r,) w_im / sqrt(|w| r), or None
+
+
+class FLTFeaturesGrads(NamedTuple):
+    pos: None           # positions are not differentiated (always None)
+    eps: None           # the noise behind xi is not differentiated (always None)
+    spectrum: Any       # same container as the spectrum
+    proposal: Proposal  # Proposal(kind, dloc (D,), dscale (shape of scale))
+
+
+def _validate(pos, eps, spectrum, proposal, allow_truncation):
+    arrays = _arrays(spectrum)
+    names = ("pos", "eps") + tuple(f"spectrum.{n}" for n, _ in arrays) + ("proposal.loc", "proposal.scale")
+    if not isinstance(proposal, Proposal):
+        raise TypeError(f"proposal: expected a refattn.rpe.spectra.Proposal; got {type(proposal).__name__}")
+    xp = namespace(pos, eps, *[a for _, a in arrays], proposal.loc, proposal.scale, names=names,
+                   allow_int=("pos",))
+    sizes = check_spectrum(spectrum)
+    check_shape("pos", pos, "..., L, D", sizes)
+    check_shape("eps", eps, "r, D", sizes)
+    if eps.shape[0] < 1:
+        raise ValueError(f"eps: expected shape (r, D) with r >= 1 frequencies; got {tuple(eps.shape)}")
+    check_finite("eps", eps, xp=xp)
+    if xp.isdtype(pos.dtype, "real floating"):
+        check_finite("pos", pos, xp=xp)
+    check_proposal(spectrum, proposal, allow_truncation=allow_truncation)
+    if proposal.kind == "uniform" and not bool(xp.all(xp.abs(eps) <= 1)):
+        raise ValueError("eps: the 'uniform' proposal's noise must lie in [-1, 1]^D (draw_flt_noise(..., "
+                         "kind='uniform'))")
+    return xp
+
+
+def flt_frequencies(eps, proposal):
+    """``xi = loc + scale * eps: (r, D)`` and ``log p(xi) = log p_0(eps) - sum_j log scale_j: (r,)``."""
+    xp = namespace(eps, proposal.loc, proposal.scale, names=("eps", "proposal.loc", "proposal.scale"))
+    D = eps.shape[-1]
+    xi = proposal.loc + proposal.scale * eps                                      # (r, D)
+    log_scale_sum = xp.sum(xp.log(proposal.scale)) * (D if proposal.scale.ndim == 0 else 1)
+    logp = proposal_log_density(proposal.kind, eps, xp=xp) - log_scale_sum        # (r,)
+    return xi, logp
+
+
+def flt_importance_weights(eps, spectrum, proposal):
+    """``(w_re, w_im) = g(xi)/p(xi)`` at ``xi = loc + scale * eps`` (``w_im`` None for a real g), ``(r,)``."""
+    xi, logp = flt_frequencies(eps, proposal)
+    (g_re, g_im), _ = spectrum_g_fwd(spectrum, xi)
+    inv_p = namespace(eps).exp(-logp)                                             # (r,) 1/p(xi)
+    return g_re * inv_p, (None if g_im is None else g_im * inv_p)
+
+
+def flt_features_fwd(pos, eps, spectrum, proposal, *, allow_truncation=False):
+    r"""Real FLT features ``(N1, N2)`` with ``E[N1 N2^T] = N = [Re f(r_i - r_j)]`` (Theorem 4.1, real form).
+
+    Parameters
+    ----------
+    pos : (..., L, D) array
+        Positions r_i (the paper's R; integer positions are indices by nature and allowed).
+    eps : (r, D) array
+        Standard noise of the proposal's kind (``refattn.random.draw_flt_noise(rng, r, D, kind)``).
+    spectrum : spectrum NamedTuple (``refattn.rpe.spectra``)
+        The learnable g; its parameters fix the namespace and dtype.
+    proposal : Proposal
+        ``xi = loc + scale * eps``; checked against the spectrum by :func:`~refattn.rpe.spectra.check_proposal`
+        (support and finite variance).
+    allow_truncation : bool
+        Accept a truncated ('uniform') proposal (biased; for measurements).
+
+    Returns
+    -------
+    (N1, N2) : ((..., L, 2r), (..., L, 2r)) arrays
+        ``N1 = [cos a, sin a] sqrt(|w|/r)``, ``N2 = [w_re cos a + w_im sin a, w_re sin a - w_im cos a] /
+        sqrt(|w| r)``, ``a = 2 pi pos xi^T``, ``w = g(xi)/p(xi)``.
+    cache : FLTFeaturesCache
+
+    Raises
+    ------
+    ValueError
+        Positions of the wrong dimension, eps of the wrong shape, non-positive scales or radii, non-finite
+        input, or a spectrum/proposal pair with a silently biased or infinite-variance estimator.
+    TypeError
+        Mixed dtypes or namespaces; an unknown spectrum family.
+    """
+    xp = _validate(pos, eps, spectrum, proposal, allow_truncation)
+    dtype = eps.dtype
+    r = eps.shape[0]
+    p = xp.astype(pos, dtype)                                                     # (..., L, D)
+    xi, logp = flt_frequencies(eps, proposal)                                     # (r, D), (r,)
+    (g_re, g_im), gcache = spectrum_g_fwd(spectrum, xi)                           # (r,)
+    inv_p = xp.exp(-logp)                                                         # (r,) 1/p(xi)
+    w_re = g_re * inv_p                                                           # (r,) importance weights
+    w_im = None if g_im is None else g_im * inv_p
+    absw = xp.abs(w_re) if w_im is None else xp.sqrt(w_re * w_re + w_im * w_im)   # (r,)
+    a = _TWO_PI * (p @ xp.matrix_transpose(xi))                                   # (..., L, r) 2 pi r_i . xi_k
+    cos_a, sin_a = xp.cos(a), xp.sin(a)
+    s = xp.sqrt(absw / r)                                                         # (r,) sqrt(|w|/r)
+    zero = xp.zeros_like(absw)
+    nz = absw > 0
+    denom = xp.where(nz, xp.sqrt(absw * r), xp.ones_like(absw))                   # (r,) sqrt(|w| r)
+    u = xp.where(nz, w_re / denom, zero)                                          # (r,) sign(w) sqrt(|w|/r) if real
+    t = None if w_im is None else xp.where(nz, w_im / denom, zero)
+    N1 = xp.concat([cos_a * s, sin_a * s], axis=-1)                               # (..., L, 2r)
+    if t is None:
+        N2 = xp.concat([cos_a * u, sin_a * u], axis=-1)                           # (..., L, 2r) sign(g) side
+    else:
+        N2 = xp.concat([cos_a * u + sin_a * t, sin_a * u - cos_a * t], axis=-1)   # (..., L, 2r) Hermitian g
+    cache = FLTFeaturesCache(p, eps, proposal, gcache, inv_p, w_re, w_im, absw, cos_a, sin_a, s, u, t)
+    return (N1, N2), cache
+
+
+def flt_features_bwd(dN, cache: FLTFeaturesCache) -> FLTFeaturesGrads:
+    """Backward of :func:`flt_features_fwd` from ``dN = (dN1, dN2)`` (either may be None).
+
+    Gradients go to the spectrum's parameters and to the proposal's ``loc`` and ``scale`` (through xi and
+    1/p). Where |w_k| = 0 the features are not differentiable (sqrt(|w|)); that column's gradient is set to 0.
+    """
+    c = cache
+    dN1, dN2 = dN
+    xp = namespace(c.eps, *(x for x in (dN1, dN2) if x is not None))
+    r = c.eps.shape[0]
+    cos_a, sin_a = c.cos_a, c.sin_a
+    batch_axes = tuple(range(cos_a.ndim - 1))                                     # sum over ..., L
+    zero_r = xp.zeros_like(c.absw)
+    da = xp.zeros_like(cos_a)                                                     # (..., L, r)
+    ds, du, dt = zero_r, zero_r, zero_r
+    if dN1 is not None:
+        dC1, dS1 = dN1[..., :r], dN1[..., r:]
+        ds = xp.sum(dC1 * cos_a + dS1 * sin_a, axis=batch_axes)                   # (r,)
+        da = da + (dS1 * cos_a - dC1 * sin_a) * c.s
+    if dN2 is not None:
+        dC2, dS2 = dN2[..., :r], dN2[..., r:]
+        du = xp.sum(dC2 * cos_a + dS2 * sin_a, axis=batch_axes)                   # (r,)
+        da = da + (dS2 * cos_a - dC2 * sin_a) * c.u
+        if c.t is not None:
+            dt = xp.sum(dC2 * sin_a - dS2 * cos_a, axis=batch_axes)
+            da = da + (dC2 * cos_a + dS2 * sin_a) * c.t
+    nz = c.absw > 0
+    safe = xp.where(nz, c.absw, xp.ones_like(c.absw))
+    sqrt_ar = xp.sqrt(safe * r)                                                   # (r,) sqrt(|w| r)
+    # s = sqrt(A/r); u = w_re/sqrt(A r); t = w_im/sqrt(A r); A = |w|
+    t_val = zero_r if c.t is None else c.t
+    dA = ds / (2.0 * sqrt_ar) - (du * c.u + dt * t_val) / (2.0 * safe)            # (r,)
+    dw_re = xp.where(nz, du / sqrt_ar + dA * c.w_re / safe, zero_r)
+    dw_im = None if c.w_im is None else xp.where(nz, dt / sqrt_ar + dA * c.w_im / safe, zero_r)
+    # w = g / p: dg = dw / p, dlogp = -(dw_re w_re + dw_im w_im)
+    dg_re = dw_re * c.inv_p
+    dg_im = None if dw_im is None else dw_im * c.inv_p
+    dlogp = -(dw_re * c.w_re + (zero_r if dw_im is None else dw_im * c.w_im))     # (r,)
+    gg = spectrum_g_bwd((dg_re, dg_im), c.gcache)
+    # phases a = 2 pi pos xi^T
+    D = c.eps.shape[-1]
+    da2 = xp.reshape(da, (-1, r))                                                 # (N, r)
+    p2 = xp.reshape(c.pos, (-1, D))                                               # (N, D)
+    dxi = gg.xi + _TWO_PI * (xp.matrix_transpose(da2) @ p2)                       # (r, D)
+    # xi = loc + scale * eps; log p = log p0(eps) - sum log scale
+    prop = c.proposal
+    dloc = xp.sum(dxi, axis=0)                                                    # (D,)
+    dscale_full = xp.sum(dxi * c.eps, axis=0)                                     # (D,)
+    dscale_full = dscale_full - xp.sum(dlogp) / (prop.scale * xp.ones_like(dloc))
+    dscale = sum_to_shape(dscale_full, tuple(prop.scale.shape), xp=xp)
+    return FLTFeaturesGrads(pos=None, eps=None, spectrum=gg.spectrum,
+                            proposal=Proposal(prop.kind, dloc, dscale))
+
+
+def flt_features(pos, eps, spectrum, proposal, *, allow_truncation=False):
+    """``(N1, N2)``: the real FLT features of :func:`flt_features_fwd`."""
+    return flt_features_fwd(pos, eps, spectrum, proposal, allow_truncation=allow_truncation)[0]
+
+
+def flt_mask_estimate(pos, eps, spectrum, proposal, *, allow_truncation=False):
+    """``N_hat = N1 N2^T: (..., L, L)``, the rank-2r estimate of the RPE mask (Theorem 4.1)."""
+    N1, N2 = flt_features(pos, eps, spectrum, proposal, allow_truncation=allow_truncation)
+    xp = namespace(N1)
+    return N1 @ xp.matrix_transpose(N2)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Algorithm 1
+
+
+class FLTAttentionCache(NamedTuple):
+    fcache: FLTFeaturesCache
+    qcache: Any          # PositiveFeaturesCache of Q_hat
+    kcache: Any          # PositiveFeaturesCache of K_hat
+    lcache: Any          # LinearAttentionCache
+    n1_shape: tuple      # shape of N1 before broadcasting to q's batch axes
+    two_r: int
+    d_scale: float       # d^{-1/4}
+
+
+class FLTAttentionGrads(NamedTuple):
+    q: Array             # (..., L, d)
+    k: Array             # (..., L, d)
+    v: Array             # (..., L, d_v)
+    pos: None
+    eps: None
+    spectrum: Any
+    proposal: Proposal
+    omega: Array         # (m, 2r + d)
+
+
+def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False, allow_truncation=False,
+                      chunk_size=64):
+    r"""FLT Algorithm 1: RPE-masked softmax attention in O(L m (d + r)) time.
+
+    Estimates ``softmax_attention(q, k, v, mask_add=N, causal=causal)`` with ``N = rpe_mask(pos, spectrum)``:
+    ``Q_hat = [N1, q d^{-1/4}]``, ``K_hat = [N2, k d^{-1/4}]`` (Algorithm 1 lines 3-5; 2r + d columns in the
+    real form), FAVOR+ positive features of both with one ``omega`` (line 7; row-stabilised, the keys' log-scale
+    handed to linear attention) and linear attention (line 9), bidirectional or causal.
+
+    Parameters
+    ----------
+    q, k : (..., L, d) arrays
+    v : (..., L, d_v) array
+    pos : (L, D) or (..., L, D) array
+        Positions (shared by every leading axis of `q` when 2-D).
+    eps : (r, D) array
+        Proposal noise (``draw_flt_noise``).
+    spectrum, proposal
+        As in :func:`flt_features_fwd`.
+    omega : (m, 2r + d) array
+        FAVOR+ projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal`` with width 2r + d).
+    causal : bool
+    allow_truncation : bool
+    chunk_size : int
+        Causal chunk length of :func:`~refattn.attention.linear.linear_attention`.
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+    cache : FLTAttentionCache
+    """
+    xp = namespace(q, k, v, omega, names=("q", "k", "v", "omega"))
+    sizes = check_shape("q", q, "..., L, d")
+    check_shape("k", k, "..., L, d", sizes)
+    check_shape("v", v, "..., L, d_v", sizes)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: expected a bool; got {causal!r}")
+    if pos.ndim < 2 or pos.shape[-2] != q.shape[-2]:
+        raise ValueError(f"pos: expected shape (L, D) or (..., L, D) with L = {q.shape[-2]} (from q); "
+                         f"got {tuple(pos.shape)}")
+    (N1, N2), fcache = flt_features_fwd(pos, eps, spectrum, proposal, allow_truncation=allow_truncation)
+    two_r, d = N1.shape[-1], q.shape[-1]
+    check_shape("omega", omega, f"m, {two_r + d}")
+    batch = tuple(q.shape[:-1])                                                   # (..., L)
+    try:
+        N1b = xp.broadcast_to(N1, batch + (two_r,))                               # (..., L, 2r)
+        N2b = xp.broadcast_to(N2, batch + (two_r,))
+    except (ValueError, RuntimeError) as exc:
+        raise ValueError(f"pos: leading axes {tuple(pos.shape[:-2])} do not broadcast to q's "
+                         f"{tuple(q.shape[:-2])}") from exc
+    d_scale = d ** -0.25
+    q_hat = xp.concat([N1b, q * d_scale], axis=-1)                                # (..., L, 2r + d) line 5
+    k_hat = xp.concat([N2b, k * d_scale], axis=-1)                                # (..., L, 2r + d)
+    (phi_q, _), qcache = positive_features_stable_fwd(q_hat, omega)               # (..., L, m) line 7
+    (phi_k, k_log), kcache = positive_features_stable_fwd(k_hat, omega)
+    y, lcache = linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_log,
+                                     chunk_size=chunk_size)                      # (..., L, d_v) line 9
+    return y, FLTAttentionCache(fcache, qcache, kcache, lcache, tuple(N1.shape), two_r, d_scale)
+
+
+def flt_attention_bwd(dy, cache: FLTAttentionCache) -> FLTAttentionGrads:
+    """Backward of :func:`flt_attention_fwd`: gradients of q, k, v, omega, the spectrum and the proposal."""
+    c = cache
+    xp = namespace(dy)
+    lg = linear_attention_bwd(dy, c.lcache)
+    gq = positive_features_stable_bwd((lg.phi_q, None), c.qcache)
+    gk = positive_features_stable_bwd((lg.phi_k, lg.k_log_scale), c.kcache)
+    two_r = c.two_r
+    dN1 = sum_to_shape(gq.x[..., :two_r], c.n1_shape, xp=xp)                      # (..., L, 2r) back to pos's axes
+    dN2 = sum_to_shape(gk.x[..., :two_r], c.n1_shape, xp=xp)
+    fg = flt_features_bwd((dN1, dN2), c.fcache)
+    return FLTAttentionGrads(q=gq.x[..., two_r:] * c.d_scale, k=gk.x[..., two_r:] * c.d_scale, v=lg.v,
+                             pos=None, eps=None, spectrum=fg.spectrum, proposal=fg.proposal,
+                             omega=gq.omega + gk.omega)
+
+
+def flt_attention(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False, allow_truncation=False,
+                  chunk_size=64):
+    """FLT Algorithm 1 (see :func:`flt_attention_fwd`): ``(..., L, d_v)``."""
+    return flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, causal=causal,
+                             allow_truncation=allow_truncation, chunk_size=chunk_size)[0]
