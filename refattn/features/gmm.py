@@ -202,6 +202,8 @@ class _FeatCache(NamedTuple):
 
 
 def _check_x(x: Array, params: GMMParams) -> None:
+    if not isinstance(params, GMMParams):
+        raise TypeError(f"params: expected GMMParams(logits, mu, S); got {type(params).__name__}")
     namespace(x, params.mu, names=("x", "params.mu"))
     sizes = check_shape("x", x, "..., L, d")
     _check_params(params, sizes={"d": sizes["d"]})
