@@ -5,6 +5,9 @@ module             registered primitive(s)           reference
 =================  ================================  =========================================================
 ``causal``         ``linear_attention.causal_fwd``,  ``refattn.attention.linear._causal_{fwd,bwd}_reference``
                    ``linear_attention.causal_bwd``
+``positive``       ``positive_features_stable``      ``refattn.features.positive._positive_features_stable_reference``
+``fwht``           ``fwht``                          ``refattn.features.fastfood._fwht_reference``
+``s2``             ``s2_window_sums``                ``refattn.rpe.s2_clipped._class_sums_reference``
 =================  ================================  =========================================================
 
 :func:`register` is called by ``accel.use("numba")`` (never at import): it registers every kernel with
@@ -21,11 +24,14 @@ BACKEND = "numba"
 
 
 def _primitives():
-    from . import causal
+    from . import causal, fwht, positive, s2
 
     table = {
         "linear_attention.causal_fwd": causal.causal_fwd,
         "linear_attention.causal_bwd": causal.causal_bwd,
+        "positive_features_stable": positive.positive_features_stable,
+        "fwht": fwht.fwht,
+        "s2_window_sums": s2.s2_window_sums,
     }
     return table
 
