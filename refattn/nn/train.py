@@ -1,0 +1,148 @@
+"""NumPy-only edge: the training loop (batches, feature redraws, optimiser steps, periodic evaluation, JSON-lines log).
+
+Not imported by ``import refattn`` (it may import tqdm). Everything random is a pure function of ``seed``:
+
+* initial parameters: ``init_transformer(default_rng([seed, 0]), config)``;
+* the batch of step t: indices from ``default_rng([seed, 2, t])`` (sampled without replacement);
+* the attention features of step t: ``features_for_step(seed, t, config)`` (the redraw policy
+  ``config["attention"]["redraw_every"]``),
+
+so two runs with the same arguments produce bitwise identical parameters (single-threaded BLAS; a different BLAS
+thread count can change the last bits of GEMM sums).
+
+The step itself is ``loss_and_grads`` (the model's manual backward), optional global-norm clipping, then an
+optimiser from :mod:`refattn.nn.optim` (``"sgd"``, ``"adam"`` or ``"adamw"``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..random.nn import features_for_step, init_transformer, tree_as_xp, tree_to_numpy
+from .optim import global_norm, adam_init, adam_update, adamw_update, clip_by_global_norm, sgd_init, sgd_update
+from .transformer import check_config, loss_and_grads, transformer
+
+__all__ = ["TrainResult", "train", "evaluate"]
+
+
+class TrainResult(NamedTuple):
+    params: dict       # final parameters (namespace of `like`, NumPy by default)
+    opt_state: Any     # final optimiser state
+    history: list      # one dict per logged event (also written as JSON lines when log_path is given)
+
+
+def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
+    return float(np.mean(np.argmax(logits, axis=-1) == labels))
+
+
+def evaluate(params, inputs, labels, features, *, config, like=None) -> dict:
+    """``{"loss": mean cross-entropy, "accuracy": fraction of argmax hits}`` on a NumPy dataset."""
+    from .loss import softmax_cross_entropy
+
+    x = tree_as_xp(inputs, like=like) if like is not None else inputs
+    y = tree_as_xp(labels, like=like) if like is not None else labels
+    logits = transformer(params, x, features, config=config)
+    loss = float(softmax_cross_entropy(logits, y))
+    return {"loss": loss, "accuracy": _accuracy(tree_to_numpy(logits), np.asarray(labels))}
+
+
+def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: int, lr: float = 1e-3,
+          optimizer: str = "adamw", weight_decay: float = 0.0, clip_norm: float | None = None,
+          eval_data: tuple | None = None, eval_every: int = 0, log_path=None, progress: bool = True,
+          like=None, params=None) -> TrainResult:
+    """Train the model of `config` on ``(inputs, labels)`` (NumPy arrays, first axis = examples).
+
+    Parameters
+    ----------
+    config : dict
+        Model configuration (``refattn.nn.transformer.check_config``).
+    inputs, labels : numpy arrays
+        Token ids ``(n, L)`` or images ``(n, H, W, C)``; labels ``(n,)`` (classify) or ``(n, L)`` (lm).
+    seed : int
+        The one seed of the run (initialisation, batches, feature redraws).
+    steps, batch_size : int
+    lr, optimizer, weight_decay, clip_norm
+        Optimiser settings; ``clip_norm=None`` disables clipping.
+    eval_data : (inputs, labels), optional
+        Evaluated every `eval_every` steps and after the last step.
+    log_path : path, optional
+        JSON-lines metrics log (one object per line: ``{"step", "loss", "grad_norm"}`` for training steps,
+        ``{"step", "eval_loss", "eval_accuracy"}`` for evaluations).
+    progress : bool
+        Show a tqdm progress bar when tqdm is installed (silent otherwise).
+    like : array, optional
+        Run in `like`'s namespace/device/dtype (NumPy otherwise).
+    params : dict, optional
+        Start from these parameters instead of the seed's initialisation.
+    """
+    cfg = check_config(config)
+    if optimizer not in ("sgd", "adam", "adamw"):
+        raise ValueError(f"optimizer: expected one of 'sgd', 'adam', 'adamw'; got {optimizer!r}")
+    inputs, labels = np.asarray(inputs), np.asarray(labels)
+    n = inputs.shape[0]
+    if labels.shape[0] != n:
+        raise ValueError(f"labels: expected {n} examples (inputs.shape[0]); got {labels.shape[0]}")
+    if not 0 < batch_size <= n:
+        raise ValueError(f"batch_size: expected an integer in [1, {n}]; got {batch_size}")
+    conv = (lambda t: tree_as_xp(t, like=like)) if like is not None else (lambda t: t)
+    if params is None:
+        params = init_transformer(np.random.default_rng([int(seed), 0]), cfg)
+    params = conv(params)
+    state = sgd_init(params) if optimizer == "sgd" else adam_init(params)
+
+    def step_fn(p, g, s):
+        if optimizer == "sgd":
+            return sgd_update(p, g, s, lr=lr, weight_decay=weight_decay)
+        if optimizer == "adam":
+            return adam_update(p, g, s, lr=lr, weight_decay=weight_decay)
+        return adamw_update(p, g, s, lr=lr, weight_decay=weight_decay)
+
+    bar = None
+    if progress:
+        try:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=steps, desc="train", leave=False)
+        except ImportError:
+            bar = None
+    history: list = []
+    log = open(log_path, "w") if log_path is not None else None
+
+    def record(entry):
+        history.append(entry)
+        if log is not None:
+            log.write(json.dumps(entry) + "\n")
+            log.flush()
+
+    try:
+        for t in range(steps):
+            idx = np.random.default_rng([int(seed), 2, t]).choice(n, size=batch_size, replace=False)
+            feats = conv(features_for_step(seed, t, cfg))
+            loss, grads = loss_and_grads(params, conv(inputs[idx]), conv(labels[idx]), feats, config=cfg)
+            loss = float(loss)
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"step {t}: the training loss is not finite ({loss})")
+            if clip_norm is not None:
+                grads, gnorm = clip_by_global_norm(grads, clip_norm)
+            else:
+                gnorm = global_norm(grads)
+            params, state = step_fn(params, grads, state)
+            record({"step": t, "loss": loss, "grad_norm": gnorm})
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.4f}")
+            last = t == steps - 1
+            if eval_data is not None and ((eval_every and (t + 1) % eval_every == 0) or last):
+                ev = evaluate(params, eval_data[0], eval_data[1], conv(features_for_step(seed, t, cfg)),
+                              config=cfg, like=like)
+                record({"step": t, "eval_loss": ev["loss"], "eval_accuracy": ev["accuracy"]})
+    finally:
+        if bar is not None:
+            bar.close()
+        if log is not None:
+            log.close()
+    return TrainResult(params=params, opt_state=state, history=history)
