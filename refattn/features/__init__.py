@@ -17,3 +17,7 @@ from .fastfood import *  # noqa: E402,F401,F403  (KL FastFood-RKS / -PRF, fwht)
 from .fastfood import __all__ as _ff_all  # noqa: E402
 
 __all__ += list(_gmm_all) + list(_ff_all)
+from .generative import *  # noqa: E402,F401,F403  (KL Generative-RKS / -PRF: generator MLP spectra)
+from .generative import __all__ as _gen_all  # noqa: E402
+
+__all__ += list(_gen_all)

@@ -161,11 +161,11 @@ def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *, dtyp
 
 def init_generator(rng: np.random.Generator, d: int, *, d_noise: int | None = None, width: int | None = None,
                    n_hidden: int = 4, dtype: Any = np.float64):
-    """Weights of the generator MLP of Generative-RKS/PRF (4 x (FC + BatchNorm + LeakyReLU), then FC + tanh).
+    """Weights of the generator MLP of Generative-RKS/PRF (n_hidden x (FC + BatchNorm + LeakyReLU), FC + tanh).
 
-    Dense layers: ``W ~ N(0, 1/fan_in)``, ``b = 0``; batch norm: gamma = 1, beta = 0, running mean 0 and
-    running variance 1. Widths: d_noise -> width (x n_hidden) -> d (default d_noise = width = d, the paper's
-    "4 + 1 layer constant width generator").
+    Dense layers from ``init_dense`` (Glorot-uniform W, zero b); batch norms from ``init_batchnorm`` (gamma 1,
+    beta 0, running mean 0, running variance 1). Widths d_noise -> width (x n_hidden) -> d; the defaults
+    d_noise = width = d and n_hidden = 4 are the paper's "4 + 1 layer constant width generator".
 
     Returns
     -------
@@ -173,22 +173,20 @@ def init_generator(rng: np.random.Generator, d: int, *, d_noise: int | None = No
         See :mod:`refattn.features.generative`.
     """
     from ..features.generative import GeneratorParams, GeneratorState
-    from ..nn.batchnorm import BatchNormParams, BatchNormState
-    from ..nn.dense import DenseParams
+    from .nn import init_batchnorm, init_dense
 
     check_rng(rng)
     d = _pos_int("d", d)
     d_noise = _pos_int("d_noise", d if d_noise is None else d_noise)
     width = _pos_int("width", d if width is None else width)
     n_hidden = _pos_int("n_hidden", n_hidden)
-    dt = check_dtype_arg(dtype)
     dense, norms, states = [], [], []
     fan_in = d_noise
     for _ in range(n_hidden):
-        dense.append(DenseParams(W=(rng.standard_normal((fan_in, width)) / np.sqrt(fan_in)).astype(dt),
-                                 b=np.zeros(width, dtype=dt)))
-        norms.append(BatchNormParams(gamma=np.ones(width, dtype=dt), beta=np.zeros(width, dtype=dt)))
-        states.append(BatchNormState(mean=np.zeros(width, dtype=dt), var=np.ones(width, dtype=dt)))
+        dense.append(init_dense(rng, fan_in, width, dtype=dtype))
+        bp, bs = init_batchnorm(width, dtype=dtype)
+        norms.append(bp)
+        states.append(bs)
         fan_in = width
-    out = DenseParams(W=(rng.standard_normal((fan_in, d)) / np.sqrt(fan_in)).astype(dt), b=np.zeros(d, dtype=dt))
+    out = init_dense(rng, fan_in, d, dtype=dtype)
     return GeneratorParams(hidden=tuple(dense), norms=tuple(norms), out=out), GeneratorState(norms=tuple(states))
