@@ -1,0 +1,424 @@
+"""Horn et al. Sec. 2.3: Lemma 1 (and its converse), S1 shift invariance, the S2 window trick and its cost."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from refattn.random.performer import draw_gaussian
+from refattn.random.positional import init_s1_params
+from refattn.rpe.s1_rotation import S1Params, s1_attention
+from refattn.rpe.s2_clipped import _class_sums_reference, s2_attention, s2_attention_naive, s2_class_index
+
+from .._claims import HORN, Context, Result, claim, must_fail
+
+# ------------------------------------------------------------------------------------------------------
+# Lemma 1
+
+
+def _phi(z, omega):
+    return np.stack([np.sin(omega * z), np.cos(omega * z)], -1)                   # (n, 2) row vectors
+
+
+def _pair(z, zp, omega, Wq, Wk):
+    return np.einsum("...i,...i->...", _phi(z, omega) @ Wq, _phi(zp, omega) @ Wk)
+
+
+def _lemma1(ctx: Context, beta_sign: float) -> Result:
+    rng = ctx.rng()
+    n = ctx.pick(200, 2000)
+    omega, z, zp, tau = (3 * rng.standard_normal(n) for _ in range(4))
+    fwd_err = 0.0
+    for _ in range(20):
+        a, b = rng.standard_normal(2)
+        Wk = rng.standard_normal((2, 2))
+        Wq = np.array([[a, b], [-b, a]]) @ np.linalg.inv(Wk).T                     # W_q W_k^T = [[a, b], [-b, a]]
+        printed = a * np.cos(omega * (z - zp)) + beta_sign * b * np.sin(omega * (z - zp))
+        scale = 1 + abs(a) + abs(b)
+        fwd_err = max(fwd_err, float(np.max(np.abs(_pair(z - tau, zp - tau, omega, Wq, Wk) - printed))) / scale)
+    # the text's condition "W_q^T W_k of the form (3)", row-vector convention: a counterexample
+    A = np.diag([1.0, 2.0])
+    R = np.array([[0.0, 1.0], [-1.0, 0.0]])
+    Wq, Wk = A, np.linalg.inv(A).T @ R                                             # W_q^T W_k = R, W_q W_k^T is not
+    moved = float(np.max(np.abs(_pair(z - tau, zp - tau, omega, Wq, Wk) - _pair(z, zp, omega, Wq, Wk))))
+    # the proof's second line: printed [a s + b c, b s + a c] versus the true row vector phi M = [a s - b c, ...]
+    a, b = 0.7, -1.1
+    M = np.array([[a, b], [-b, a]])
+    s, c = np.sin(omega * z), np.cos(omega * z)
+    line2_err = float(np.max(np.abs(np.stack([a * s + b * c, b * s + a * c], -1) - _phi(z, omega) @ M)))
+    tol = 1e-12
+    ev = {"n_points": n, "max_rel_err_constrained_form": fwd_err, "tolerance": tol,
+          "max_change_under_shift_when_only_WqT_Wk_is_rotation_form": moved,
+          "proof_line2_max_err": line2_err, "seed": ctx.seed}
+    if fwd_err > tol:
+        return Result("fails", ev, summary=f"constrained form deviates from alpha cos + beta sin by {fwd_err:.1e}")
+    return Result(
+        "erratum", ev,
+        corrected=("Row-vector convention: <phi(z - tau) W_q, phi(z' - tau) W_k> = phi(z) M phi(z')^T is "
+                   "shift invariant iff M = W_q W_k^T = [[alpha, beta], [-beta, alpha]] (the display, Eq. (3)); the "
+                   "text's 'W_q^T W_k' is the condition for column vectors W phi (Appendix statement). The value is "
+                   "alpha cos(omega (z - z')) + beta sin(omega (z - z')); the proof's second line should read "
+                   "[alpha sin - beta cos, beta sin + alpha cos]."),
+        summary=(f"holds for W_q W_k^T of form (3) (err {fwd_err:.0e}); 'W_q^T W_k' as worded is wrong "
+                 f"(counterexample moves by {moved:.2f}); proof line 2 sign typo"))
+
+
+@claim("horn.lemma1", paper=HORN, section="Sec. 2.3, Lemma 1, Eq. (3); App. A.1",
+       statement="<phi(z - tau) W_q, phi(z' - tau) W_k> = <phi(z) W_q, phi(z') W_k> if W_q^T W_k is of the form "
+                 "W_q W_k^T = [[alpha, beta], [-beta, alpha]]; the value is alpha cos(omega z - omega z') + "
+                 "beta sin(omega z - omega z').",
+       expected="erratum",
+       derivation="phi(z) M phi(z')^T with M = [[a, b], [c, d]] equals (a+d)/2 cos(omega(z-z')) + (b-c)/2 "
+                  "sin(omega(z-z')) + (d-a)/2 cos(omega(z+z')) + (b+c)/2 sin(omega(z+z')); for M of form (3) the "
+                  "z+z' terms vanish, so the identity holds to rounding (an exact, not statistical, check). The "
+                  "matrix sandwiched between the row vectors is W_q W_k^T, so the wording 'W_q^T W_k' is wrong "
+                  "for the row convention used (a counterexample shows it), and the proof's line 2 has +beta cos "
+                  "for -beta cos.")
+def lemma1(ctx: Context) -> Result:
+    return _lemma1(ctx, +1.0)
+
+
+@must_fail("horn.lemma1")
+def lemma1_wrong(ctx: Context) -> Result:
+    """The same check with the sine term's sign flipped (Delta = z' - z) must fail."""
+    return _lemma1(ctx, -1.0)
+
+
+def _converse(ctx: Context, with_sum_terms: bool) -> Result:
+    rng = ctx.rng()
+    n = ctx.pick(200, 2000)
+    omega, z, zp = (3 * rng.standard_normal(n) for _ in range(3))
+    decomp_err, min_amp_ratio = 0.0, np.inf
+    taus = np.linspace(0, 2 * np.pi, 64)
+    for _ in range(200):
+        M = rng.standard_normal((2, 2))
+        a, b, c, d = M.ravel()
+        dm, sm = omega * (z - zp), omega * (z + zp)
+        decomp = (a + d) / 2 * np.cos(dm) + (b - c) / 2 * np.sin(dm)
+        if with_sum_terms:
+            decomp = decomp + (d - a) / 2 * np.cos(sm) + (b + c) / 2 * np.sin(sm)
+        decomp_err = max(decomp_err, float(np.max(np.abs(_pair(z, zp, omega, M, np.eye(2)) - decomp))))
+        # over shifts, the z+z' part sweeps its full amplitude sqrt(((d-a)/2)^2 + ((b+c)/2)^2) (for omega = 1)
+        amp = np.hypot((d - a) / 2, (b + c) / 2)
+        vals = [_pair(np.array([0.3 - t]), np.array([-0.5 - t]), np.array([1.0]), M, np.eye(2))[0] for t in taus]
+        min_amp_ratio = min(min_amp_ratio, (max(vals) - min(vals)) / (2 * amp))
+    # the exceptions: omega = 0 (constant), and integer shifts with omega in pi Z
+    M = np.array([[1.0, 0.4], [0.4, 2.0]])
+    zero_change = abs(_pair(np.array([0.3]), np.array([1.2]), np.array([0.0]), M, np.eye(2))[0]
+                      - _pair(np.array([5.3]), np.array([6.2]), np.array([0.0]), M, np.eye(2))[0])
+    int_change = max(abs(_pair(np.array([2.0]), np.array([5.0]), np.array([np.pi]), M, np.eye(2))[0]
+                         - _pair(np.array([2.0 + t]), np.array([5.0 + t]), np.array([np.pi]), M, np.eye(2))[0])
+                     for t in range(1, 6))
+    tol = 1e-12
+    ev = {"decomposition_max_err": decomp_err, "tolerance": tol,
+          "min_over_M_of_observed_swing_over_predicted": float(min_amp_ratio),
+          "omega_0_change": float(zero_change), "omega_pi_integer_shift_change": float(int_change),
+          "seed": ctx.seed}
+    if decomp_err > tol or min_amp_ratio < 0.99:
+        return Result("fails", ev, summary=f"decomposition error {decomp_err:.1e}")
+    return Result("erratum", ev,
+                  corrected=("'iff' holds for omega != 0 and all real shifts tau: then W_q W_k^T must be "
+                             "[[alpha, beta], [-beta, alpha]]. It fails for omega = 0 (everything constant) and, "
+                             "for integer shifts only (pixels), when omega is a multiple of pi."),
+                  summary=f"converse holds for omega != 0 (decomposition err {decomp_err:.0e}); exceptions "
+                          f"omega = 0 and integer shifts with omega in pi Z (change {int_change:.0e})")
+
+
+@claim("horn.lemma1-converse", paper=HORN, section="App. A.1 (Lemma, 'iff')",
+       statement="The inner product is shift invariant for z, z' iff W_q^T W_k is of the form (5).",
+       expected="erratum",
+       derivation="Every M gives the four-term decomposition (exact, not statistical); the z+z' terms have "
+                  "amplitude sqrt(((d-a)/2)^2 + ((b+c)/2)^2), which is reached by some real shift whenever "
+                  "omega != 0, so invariance forces d = a, c = -b. For omega = 0 or integer shifts with omega in "
+                  "pi Z the z+z' terms are themselves invariant: the 'iff' needs that proviso.")
+def lemma1_converse(ctx: Context) -> Result:
+    return _converse(ctx, True)
+
+
+@must_fail("horn.lemma1-converse")
+def lemma1_converse_wrong(ctx: Context) -> Result:
+    """Dropping the z + z' terms (claiming every M is shift invariant) must fail."""
+    return _converse(ctx, False)
+
+
+# ------------------------------------------------------------------------------------------------------
+# S1 shift invariance with random features
+
+
+def _s1_shift(ctx: Context, anisotropic: bool) -> Result:
+    rng = ctx.rng()
+    L, d, S = 8, 4, 2
+    p0 = init_s1_params(rng, n_axes=1, n_lengthscales=S, base=10.0)
+    p = S1Params(p0.freqs, p0.alpha + 0.7 * rng.standard_normal(p0.alpha.shape), p0.beta + 0.7)
+    q, k, v = (0.7 * rng.standard_normal((L, d)) for _ in range(3))
+    pos, tau, D = np.arange(L), 1.3, d + 2 * S
+    exact_change = float(np.max(np.abs(s1_attention(q, k, v, pos + tau, p) - s1_attention(q, k, v, pos, p))))
+    n = ctx.pick(200, 1000)
+    scale = np.ones(D)
+    if anisotropic:
+        scale[d::2], scale[d + 1::2] = 2.0, 0.3
+    diffs, sq = [], []
+    for seq in ctx.seed_sequences(n):
+        omega = draw_gaussian(np.random.default_rng(seq), 16, D) * scale
+        y0 = s1_attention(q, k, v, pos, p, omega=omega)
+        y1 = s1_attention(q, k, v, pos + tau, p, omega=omega)
+        diffs.append(y0 - y1)
+        sq.append(y0 ** 2 - y1 ** 2)
+    diffs, sq = np.asarray(diffs), np.asarray(sq)
+    se_m = diffs.std(0, ddof=1) / np.sqrt(n)
+    se_s = sq.std(0, ddof=1) / np.sqrt(n)
+    z_mean = float(np.max(np.abs(diffs.mean(0)) / se_m))
+    z_sq = float(np.max(np.abs(sq.mean(0)) / se_s))
+    single = float(np.max(np.abs(diffs[0])))
+    # Bonferroni over the L d_v output entries at family-wise 1e-4
+    n_tests = diffs[0].size
+    z_crit = 5.0 if n_tests <= 64 else 5.5
+    ev = {"exact_softmax_max_change": exact_change, "n_draws": n, "tau": tau, "m": 16,
+          "max_z_mean_difference": z_mean, "max_z_second_moment_difference": z_sq, "z_critical": z_crit,
+          "single_draw_max_change": single, "anisotropic_draws": anisotropic, "seed": ctx.seed}
+    ok = exact_change < 1e-12 and z_mean < z_crit and z_sq < z_crit and single > 1e-3
+    return Result("holds" if ok else "fails", ev,
+                  summary=(f"exact S1: change {exact_change:.0e}; FAVOR: one draw moves by {single:.2e}, the "
+                           f"mean and second moment over {n} draws do not (max z {max(z_mean, z_sq):.1f} "
+                           f"< {z_crit})") if ok else f"max z {max(z_mean, z_sq):.1f} (critical {z_crit})")
+
+
+@claim("horn.s1-shift-invariance", paper=HORN, section="Sec. 2.3, Strategy 1",
+       statement="While our construction is invariant to the absolute position in expectation, this might "
+                 "entirely not be the case for any set of random features.",
+       expected="holds",
+       derivation="A shift multiplies both augmented Q and K by one orthogonal R (identity on content, rotations "
+                  "on the positional blocks); phi(x R; omega) = phi(x; omega R^T), and omega R^T ~ omega for "
+                  "isotropic Gaussian draws. So the output distribution is unchanged (paired tests of the mean "
+                  "and of the second moment over draws), while a single draw is not invariant; exact softmax S1 "
+                  "is invariant to rounding.")
+def s1_shift(ctx: Context) -> Result:
+    return _s1_shift(ctx, False)
+
+
+@must_fail("horn.s1-shift-invariance")
+def s1_shift_wrong(ctx: Context) -> Result:
+    """With anisotropic draws (sin coordinates scaled by 2, cos by 0.3) the invariance in distribution fails."""
+    return _s1_shift(ctx, True)
+
+
+# ------------------------------------------------------------------------------------------------------
+# S2: the window formula
+
+
+def _favor_scores(q, w, omega):
+    d = q.shape[-1]
+
+    def phi(x):
+        u = (x * d ** -0.25) @ omega.T
+        return np.exp(u - (x * d ** -0.25) ** 2 @ np.ones(d)[:, None] / 2)
+
+    return phi(q) @ phi(w).T                                                       # (L, R)
+
+
+def _paper_window_formula(S, v, H, W, k, radius):
+    """Horn's formula literally: <q'_i, w'_k> sum_j v_j + sum_{m within `radius`} <q'_i, a'_im - w'_k> v_m."""
+    L = H * W
+    out = np.outer(S[:, k], v.sum(0))                                              # (L, d_v)
+    for i in range(L):
+        yi, xi = divmod(i, W)
+        for dy in range(-radius, radius + 1):
+            for dx in range(-(radius - abs(dy)), radius - abs(dy) + 1):
+                y, x = yi + dy, xi + dx
+                if 0 <= y < H and 0 <= x < W:
+                    r = min(abs(dy) + abs(dx), k)
+                    out[i] += (S[i, r] - S[i, k]) * v[y * W + x]
+    return out
+
+
+def _s2_formula(ctx: Context, radius_offset: int) -> Result:
+    rng = ctx.rng()
+    H, W, k, d, d_v, m = 6, 7, 3, 4, 3, 8
+    L = H * W
+    q, v = rng.standard_normal((L, d)), rng.standard_normal((L, d_v))
+    w, omega = rng.standard_normal((k + 1, d)), rng.standard_normal((m, d))
+    S = _favor_scores(q, w, omega)
+    cls = s2_class_index(L, k, (H, W), xp=np)
+    naive = np.stack([S[i, cls[i]] for i in range(L)]) @ v                        # sum_j <q'_i, a'_ij> v_j
+    paper = _paper_window_formula(S, v, H, W, k, k - 1 + radius_offset)
+    err_paper = float(np.max(np.abs(paper - naive)) / np.max(np.abs(naive)))
+    fast = s2_attention(q[None], v[None], w, k=k, grid=(H, W), omega=omega)[0]
+    err_fast = float(np.max(np.abs(fast - s2_attention_naive(q[None], v[None], w, k=k, grid=(H, W),
+                                                              omega=omega)[0])))
+    # the table size: Manhattan distances clipped to k take k + 1 values (0 included: i = j)
+    n_classes = len(np.unique(s2_class_index(32 * 32, 6, (32, 32), xp=np)))
+    tol = 1e-12
+    ev = {"grid": (H, W), "k": k, "m": m, "paper_formula_rel_err": err_paper, "refattn_fast_vs_naive": err_fast,
+          "tolerance": tol, "window_cells_radius_k_minus_1": 1 + 2 * k * (k - 1),
+          "distinct_clipped_distances_32x32_k6": n_classes, "seed": ctx.seed}
+    ok = err_paper < tol and err_fast < tol
+    return Result("holds" if ok else "fails", ev,
+                  summary=(f"window formula = naive sum (rel err {err_paper:.0e}), fast path = naive "
+                           f"({err_fast:.0e}); note: distances 0..k need k+1 vectors w_0..w_k, not w_1..w_k")
+                  if ok else f"window formula rel err {err_paper:.1e}")
+
+
+@claim("horn.s2-fast-equals-naive", paper=HORN, section="Sec. 2.3, Strategy 2 (window formula)",
+       statement="sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_j v_j + sum_m <q'_i, a'_im - w'_k> v_m, where the "
+                 "final term sums over all positions m within clipping distance k - 1 from i (Manhattan pixel "
+                 "distance).",
+       expected="holds",
+       derivation="For non-negative clipped distances every pair outside the radius-(k-1) window has a_ij = w_k, "
+                  "so adding and subtracting <q'_i, w'_k> v_m inside the window is an identity: exact, not "
+                  "statistical (the FAVOR features are fixed). Checked literally on a 6 x 7 grid and through "
+                  "refattn's class-sum path.")
+def s2_fast(ctx: Context) -> Result:
+    return _s2_formula(ctx, 0)
+
+
+@must_fail("horn.s2-fast-equals-naive")
+def s2_fast_wrong(ctx: Context) -> Result:
+    """A window of radius k - 2 (one ring short) must fail."""
+    return _s2_formula(ctx, -1)
+
+
+def _s2_signed(ctx: Context, two_sided: bool) -> Result:
+    rng = ctx.rng()
+    L, k, d, d_v, m = 20, 3, 4, 3, 8
+    q, v = rng.standard_normal((L, d)), rng.standard_normal((L, d_v))
+    w, omega = rng.standard_normal((2 * k + 1, d)), rng.standard_normal((m, d))
+    S = _favor_scores(q, w, omega)                                                 # (L, 2k + 1), row r + k = w_r
+    cls = s2_class_index(L, k, None, xp=np)
+    naive = np.stack([S[i, cls[i]] for i in range(L)]) @ v
+    printed = np.outer(S[:, 2 * k], v.sum(0))                                      # one baseline w_k
+    for i in range(L):
+        for j in range(max(0, i - k + 1), min(L, i + k)):
+            printed[i] += (S[i, j - i + k] - S[i, 2 * k]) * v[j]
+    err_printed = float(np.max(np.abs(printed - naive)) / np.max(np.abs(naive)))
+    V = _class_sums_reference(v[None], k, None)[0]                                 # (L, 2k + 1, d_v)
+    if not two_sided:                                                              # far-left folded into w_k
+        V = V.copy()
+        V[:, 2 * k] += V[:, 0]
+        V[:, 0] = 0
+    corrected = np.einsum("ir,ire->ie", S, V)
+    err_corr = float(np.max(np.abs(corrected - naive)) / np.max(np.abs(naive)))
+    tol = 1e-12
+    ev = {"L": L, "k": k, "printed_formula_rel_err": err_printed, "two_far_regions_rel_err": err_corr,
+          "tolerance": tol, "seed": ctx.seed}
+    if err_corr < tol and err_printed > 1e-3:
+        return Result("erratum", ev,
+                      corrected=("With signed a_ij = w_clip(j - i, k) there are two far regions: "
+                                 "sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_{j >= i+k} v_j + <q'_i, w'_{-k}> "
+                                 "sum_{j <= i-k} v_j + sum_{|j - i| < k} <q'_i, a'_ij> v_j (prefix sums; O(L k))."),
+                      summary=f"one-baseline formula off by {err_printed:.2f} (relative) for signed distances; "
+                              f"two far regions exact ({err_corr:.0e})")
+    return Result("fails", ev, summary=f"two-region formula rel err {err_corr:.1e}")
+
+
+@claim("horn.s2-signed-clip", paper=HORN, section="Sec. 2.3, Strategy 2 (clip(j - i, k) with the window formula)",
+       statement="a_ij = w_clip(j-i, k), clip(x, k) = max(-k, min(k, x)); 'most a_ij are equal to w_k', so "
+                 "sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_j v_j + sum_m <q'_i, a'_im - w'_k> v_m.",
+       expected="erratum",
+       derivation="With the signed clip as printed, pairs with j - i <= -k use w_{-k}, not w_k, so the one-baseline "
+                  "formula is wrong unless w_{-k} = w_k (design.md trap 8); the corrected form has two far "
+                  "regions, each a prefix sum. Exact, not statistical.")
+def s2_signed(ctx: Context) -> Result:
+    return _s2_signed(ctx, True)
+
+
+@must_fail("horn.s2-signed-clip")
+def s2_signed_wrong(ctx: Context) -> Result:
+    """The 'corrected' formula with the far-left region folded into w_k must fail."""
+    return _s2_signed(ctx, False)
+
+
+# ------------------------------------------------------------------------------------------------------
+# complexity
+
+
+def _best_time(fn, repeats=3):
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _complexity(ctx: Context, swap: bool) -> Result:
+    rng = ctx.rng()
+    k, d, d_v = 6, 16, 16
+    fast_sides = ctx.pick([32, 64, 96], [32, 64, 96, 128], [32, 64, 128, 192])
+    naive_sides = ctx.pick([16, 24, 32], [24, 32, 40, 48], [24, 32, 48, 64])
+    t_fast, t_naive, Ls, Ls_naive = [], [], [], []
+    for s in fast_sides:                      # the fast path needs larger L to leave its fixed overhead behind
+        L = s * s
+        q, v = rng.standard_normal((2, L, d)), rng.standard_normal((2, L, d_v))
+        w = rng.standard_normal((k + 1, d))
+        t_fast.append(_best_time(lambda: s2_attention(q, v, w, k=k, grid=(s, s)), repeats=5))
+        Ls.append(L)
+    for s in naive_sides:
+        L = s * s
+        q, v = rng.standard_normal((2, L, d)), rng.standard_normal((2, L, d_v))
+        w = rng.standard_normal((k + 1, d))
+        t_naive.append(_best_time(lambda: s2_attention_naive(q, v, w, k=k, grid=(s, s)), repeats=3))
+        Ls_naive.append(L)
+    if swap:
+        t_fast, t_naive, Ls, Ls_naive = t_naive, t_fast, Ls_naive, Ls
+    slope_fast = float(np.polyfit(np.log(Ls), np.log(t_fast), 1)[0])
+    slope_naive = float(np.polyfit(np.log(Ls_naive), np.log(t_naive), 1)[0])
+    # same-L speedup at the largest naive size
+    s = naive_sides[-1]
+    q, v = rng.standard_normal((2, s * s, d)), rng.standard_normal((2, s * s, d_v))
+    w = rng.standard_normal((k + 1, d))
+    speedup = (_best_time(lambda: s2_attention_naive(q, v, w, k=k, grid=(s, s)), repeats=2)
+               / _best_time(lambda: s2_attention(q, v, w, k=k, grid=(s, s)), repeats=3))
+    # k-scaling of the fast path at fixed L
+    s = fast_sides[-1]
+    L = s * s
+    q, v = rng.standard_normal((1, L, d)), rng.standard_normal((1, L, d_v))
+    ks, t_k = [2, 4, 8], []
+    for kk in ks:
+        w = rng.standard_normal((kk + 1, d))
+        t_k.append(_best_time(lambda: s2_attention(q, v, w, k=kk, grid=(s, s))))
+    cells = [1 + 2 * kk * (kk - 1) for kk in ks]
+    ev = {"L_fast": Ls, "t_fast_s": t_fast, "L_naive": Ls_naive, "t_naive_s": t_naive, "slope_fast_in_L": slope_fast,
+          "slope_naive_in_L": slope_naive, "k": ks, "window_cells": cells, "t_fast_vs_k_s": t_k,
+          "slope_fast_in_k": float(np.polyfit(np.log(ks), np.log(t_k), 1)[0]),
+          "criterion": ("fast slope closer to 1 than to 2 (< 1.5) and naive slope closer to 2 (> 1.5); timings: "
+                        "min of repeats, same run; memory-bound array code runs out of cache at large L, which "
+                        "bends the fast path's line upwards"),
+          "speedup_at_L": (naive_sides[-1] ** 2, speedup)}
+    ok = slope_fast < 1.5 < slope_naive
+    if ctx.report_dir is not None:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        path = ctx.figure_path("s2-scaling")
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        ax.loglog(Ls, t_fast, "o-", label=f"S2 window trick (slope {slope_fast:.2f})")
+        ax.loglog(Ls_naive, t_naive, "s-", label=f"naive quadratic (slope {slope_naive:.2f})")
+        ax.set_xlabel("L (2-D grid, k = 6)")
+        ax.set_ylabel("seconds")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        figures = [str(path)]
+    else:
+        figures = []
+    return Result("holds" if ok else "fails", ev, figures=figures,
+                  summary=f"time ~ L^{slope_fast:.2f} (window trick) vs L^{slope_naive:.2f} (naive); "
+                          f"{speedup:.0f}x faster at L = {naive_sides[-1] ** 2}")
+
+
+@claim("horn.complexity", paper=HORN, section="Sec. 2.3, Strategy 2",
+       statement="This allows the attention output to be computed with O(L k^2) cost instead of O(L^2).",
+       expected="holds", slow=True,
+       derivation="The radius-(k-1) Manhattan window has 1 + 2k(k-1) cells, each a shifted copy of the values, "
+                  "plus one total sum: O(L k^2 d_v); the naive sum materialises L^2 kernel entries. Measured: "
+                  "log-log slopes of wall time in L (same run, min of repeats); timing, not statistical.")
+def complexity(ctx: Context) -> Result:
+    return _complexity(ctx, False)
+
+
+@must_fail("horn.complexity")
+def complexity_wrong(ctx: Context) -> Result:
+    """Swapping the two timings (calling the naive path the fast one) must fail."""
+    return _complexity(ctx, True)
