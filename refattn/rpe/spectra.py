@@ -478,13 +478,16 @@ def spectrum_g_fwd(spectrum, xi):
         ``g_im`` is None for the real families (only :class:`Shifted` has a complex g).
     cache : SpectrumGCache
     """
+    arrays = _arrays(spectrum)
+    xp = namespace(xi, *[a for _, a in arrays], names=("xi",) + tuple(f"spectrum.{n}" for n, _ in arrays))
+    sizes = check_spectrum(spectrum)
+    check_shape("xi", xi, "r, D", sizes)
+    check_finite("xi", xi, xp=xp)
     if isinstance(spectrum, Shifted):
-        g0, parts0 = _g_real(spectrum.base, xi, xp=namespace(xi))
-        xp = namespace(xi)
+        g0, parts0 = _g_real(spectrum.base, xi, xp=xp)
         theta = _TWO_PI * (xi @ spectrum.shift)                                      # (r,)
         g_re, g_im = xp.cos(theta) * g0, -xp.sin(theta) * g0                          # Hermitian g
         return (g_re, g_im), SpectrumGCache(spectrum, xi, (g0, parts0, theta), g_re)
-    xp = namespace(xi)
     g, parts = _g_real(spectrum, xi, xp=xp)
     return (g, None), SpectrumGCache(spectrum, xi, parts, g)
 
