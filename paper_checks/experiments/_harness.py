@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["MissingPiece", "require_kinds", "attention_config", "METHODS", "out_dir_for", "save_json",
+__all__ = ["MissingPiece", "require_kinds", "ensure_dir", "available", "attention_config", "METHODS", "out_dir_for", "save_json",
            "new_figure", "save_figure", "single_thread", "train_loop", "predict_logits", "accuracy",
            "draw_features", "claim_result"]
 
@@ -45,14 +45,16 @@ METHODS: dict[str, tuple[str, dict]] = {
     "favor+": ("favor", {"features": "positive", "draw": "orthogonal"}),
     "favor-trig": ("favor", {"features": "trig", "draw": "iid", "on_nonpositive": "ignore"}),
     "elu": ("elu", {}),
-    "gmm-rks": ("gmm_rks", {}),
-    "gmm-prf": ("gmm_prf", {}),
-    "fastfood-rks": ("fastfood_rks", {}),
-    "fastfood-prf": ("fastfood_prf", {}),
-    "generative-rks": ("generative_rks", {}),
-    "generative-prf": ("generative_prf", {}),
-    "s1": ("s1", {}),
-    "s2": ("s2", {}),
+    # KL maps: RKS normalisers can be <= 0 (design.md trap 4): computed faithfully ("ignore" = do not raise)
+    "gmm-rks": ("gmm", {"features": "rks", "covariance": "full", "on_nonpositive": "ignore"}),
+    "gmm-prf": ("gmm", {"features": "prf", "covariance": "full"}),
+    "fastfood-rks": ("fastfood", {"features": "rks", "on_nonpositive": "ignore"}),
+    "fastfood-prf": ("fastfood", {"features": "prf"}),
+    "generative-rks": ("generative", {"features": "rks", "on_nonpositive": "ignore"}),
+    "generative-prf": ("generative", {"features": "prf"}),
+    # Horn et al.'s relative strategies on Performer (positive random features)
+    "s1": ("s1", {"features": "positive"}),
+    "s2": ("s2", {"features": "positive"}),
     "flt-gm": ("flt", {}),
 }
 
@@ -98,6 +100,15 @@ def out_dir_for(report_dir: Path | None, name: str) -> Path:
         d.mkdir(parents=True, exist_ok=True)
         return d
     return Path(tempfile.mkdtemp(prefix=f"refattn-{name}-"))
+
+
+def ensure_dir(out_dir, name: str) -> Path:
+    """`out_dir` created if needed, or a fresh temporary directory when None."""
+    if out_dir is None:
+        return out_dir_for(None, name)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir
 
 
 def _plain(x: Any) -> Any:

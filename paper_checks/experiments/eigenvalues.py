@@ -87,7 +87,7 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None) -> dict
     H.require_kinds(*METHODS)
     sz = V.SIZES[size]
     d = sz["d_model"] // sz["n_heads"]
-    out_dir = Path(out_dir) if out_dir is not None else H.out_dir_for(None, NAME)
+    out_dir = H.ensure_dir(out_dir, NAME)
     rng = np.random.default_rng([seed, 5])
     table, summary = [], {}
     for wd in (0.1, 0.0):

@@ -52,7 +52,7 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None) -> dict
     sz = SIZES[size]
     H.require_kinds("softmax", "favor+")
     methods = H.available(CANDIDATES)
-    out_dir = Path(out_dir) if out_dir is not None else H.out_dir_for(None, NAME)
+    out_dir = H.ensure_dir(out_dir, NAME)
     gen = dict(max_len=sz["max_len"], min_len=sz["min_len"], max_depth=sz["max_depth"], max_args=sz["max_args"])
     tr = listops_dataset(np.random.default_rng([seed, 11]), sz["n_train"], **gen)
     te = listops_dataset(np.random.default_rng([seed, 12]), sz["n_test"], **gen)

@@ -52,7 +52,8 @@ def _config(method: str, sz: dict) -> dict:
     return dict(task="classify", input="patches", patch=1, image_shape=(Hc, Wc, 1), d_model=sz["d_model"],
                 n_heads=sz["n_heads"], n_layers=sz["n_layers"], d_ff=2 * sz["d_model"], max_len=Hc * Wc,
                 position="learned" if method == "absolute" else "none", readout="mean", n_classes=10,
-                attention=H.attention_config(base, m=sz["m"]), dtype="float64")
+                attention=H.attention_config(base, m=sz["m"], **({"grid": [Hc, Wc]} if method == "s2" else {})),
+                dtype="float64")
 
 
 def _split(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -65,7 +66,7 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None) -> dict
     sz = SIZES[size]
     methods = [m for m in ALL_METHODS if m in REQUIRED or m in H.available(["flt-gm"])]
     H.require_kinds("favor+", *[m for m in methods if m not in ("no-pos", "absolute")])
-    out_dir = Path(out_dir) if out_dir is not None else H.out_dir_for(None, NAME)
+    out_dir = H.ensure_dir(out_dir, NAME)
     images, labels = digits_on_canvas(sz["canvas"])
     tr, te = _split(images.shape[0], seed)
     if sz["n_train"]:

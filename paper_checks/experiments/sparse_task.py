@@ -100,7 +100,7 @@ def _one_run(method, p, sz, seed, x_tr, y_tr, x_va, y_va):
 def run(size: str = "small", seed: int = 0, out_dir: Path | None = None) -> dict:
     sz = SIZES[size]
     H.require_kinds(*METHODS)
-    out_dir = Path(out_dir) if out_dir is not None else H.out_dir_for(None, NAME)
+    out_dir = H.ensure_dir(out_dir, NAME)
     res: dict = {m: {} for m in METHODS}
     for i, p in enumerate(sz["ps"]):
         task = sparse_sum_task(np.random.default_rng([seed, 7, i]), sz["n"], sz["L"], p)

@@ -109,7 +109,7 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None) -> dict
     sz = SIZES[size]
     H.require_kinds(*REQUIRED)
     methods = H.available(CANDIDATES)
-    out_dir = Path(out_dir) if out_dir is not None else H.out_dir_for(None, NAME)
+    out_dir = H.ensure_dir(out_dir, NAME)
     models, (_, _, x_va, y_va) = trained_models(size, seed, methods)
     points = []
     for (m, s), (params, cfg) in models.items():
