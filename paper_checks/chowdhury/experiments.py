@@ -3,7 +3,7 @@ kl.sec4.2-sparsity, kl.sec4.1-variance-metrics, kl.table4-eigenvalues, kl.lra-li
 
 from __future__ import annotations
 
-from .._claims import CHOWDHURY, Context, Result, claim
+from .._claims import CHOWDHURY, Context, Result, claim, must_fail
 from ..experiments import _harness as H
 from ..experiments import eigenvalues as EIG
 from ..experiments import listops as LO
@@ -81,3 +81,56 @@ def lra_listops(ctx: Context) -> Result:
     sz = LO.SIZES[ctx.size]
     note = f"length {sz['min_len']}-{sz['max_len']}, depth<={sz['max_depth']}, {sz['steps']} steps, width {sz['d_model']}"
     return H.claim_result(ctx, LO.NAME, LO.run, LO.decide, scale_note=note)
+
+
+# Table 14 as printed (Appendix E.3): sparsity -> rows (checkpoint %, RKS std, RKS |mean|, PRF std, PRF |mean|,
+# ratio std, ratio |mean|), the last two columns headed "GMM-RKS/GMM-PRF".
+_TABLE14 = {
+    0.1: [(20, 0.083064, 0.144132, 0.079822, 0.139948, 0.960974, 0.97097),
+          (40, 0.094528, 0.16609, 0.11077, 0.193444, 1.171828, 1.164689),
+          (60, 0.099791, 0.176456, 0.116044, 0.201462, 1.162868, 1.141712),
+          (80, 0.131252, 0.228456, 0.154802, 0.275594, 1.179433, 1.206332)],
+    0.5: [(20, 0.069646, 0.121306, 0.434024, 0.53019, 6.231835, 4.370671),
+          (40, 0.11552, 0.201468, 6.432806, 12.17245, 55.68558, 60.41891),
+          (60, 0.142631, 0.249917, 3.752173, 5.886064, 26.30681, 23.55206),
+          (80, 0.166899, 0.295308, 22.46943, 42.14157, 134.6289, 142.7036)],
+    0.9: [(20, 0.059153, 0.102415, 0.065438, 0.115866, 1.106237, 1.131343),
+          (40, 0.108255, 0.186704, 0.123171, 0.211465, 1.137784, 1.132622),
+          (60, 0.119243, 0.206855, 0.126247, 0.217067, 1.058737, 1.049365),
+          (80, 0.136816, 0.240525, 0.168633, 0.295976, 1.232546, 1.230542)],
+}
+
+
+def _table14_max_rel_err(prf_over_rks: bool) -> float:
+    errs = []
+    for rows in _TABLE14.values():
+        for _, rs, ra, ps, pa, q_std, q_abs in rows:
+            num_s, den_s, num_a, den_a = (ps, rs, pa, ra) if prf_over_rks else (rs, ps, ra, pa)
+            errs += [abs(num_s / den_s - q_std) / q_std, abs(num_a / den_a - q_abs) / q_abs]
+    return max(errs)
+
+
+@claim("kl.table14-ratio-columns", paper=CHOWDHURY, section="Appendix E.3, Table 14",
+       statement="Table 14's last two columns are headed 'GMM-RKS/GMM-PRF' (Std. Dev. and Abs. Mean ratios).",
+       expected="erratum",
+       derivation="Exact arithmetic on the printed numbers (not statistical): dividing the PRF column by the RKS "
+                  "column reproduces all 24 printed ratios to the printed 6-7 digits (e.g. 0.434024 / 0.069646 = "
+                  "6.2318), while RKS/PRF does not (0.1605 for that cell). The columns hold GMM-PRF/GMM-RKS.")
+def table14_ratio_columns(ctx: Context) -> Result:
+    as_printed, swapped = _table14_max_rel_err(False), _table14_max_rel_err(True)
+    ev = {"max_rel_err_rks_over_prf": as_printed, "max_rel_err_prf_over_rks": swapped, "cells": 24,
+          "tolerance": 1e-4}
+    if as_printed <= 1e-4:
+        return Result("holds", ev, summary=f"RKS/PRF reproduces the columns (max rel. err {as_printed:.1e})")
+    if swapped <= 1e-4:
+        return Result("erratum", ev, corrected="The last two columns of Table 14 are GMM-PRF/GMM-RKS (the PRF "
+                      "statistics divided by the RKS ones), not GMM-RKS/GMM-PRF.",
+                      summary=f"columns are PRF/RKS (max rel. err {swapped:.1e}); as headed, max rel. err {as_printed:.2f}")
+    return Result("fails", ev, summary="neither ratio reproduces the printed columns")
+
+
+@must_fail("kl.table14-ratio-columns")
+def table14_ratio_columns_wrong(ctx: Context) -> Result:
+    """The same check demanding that the header's direction reproduce the numbers must fail."""
+    err = _table14_max_rel_err(False)
+    return Result("holds" if err <= 1e-4 else "fails", {"max_rel_err": err}, summary=f"max rel. err {err:.2f}")
