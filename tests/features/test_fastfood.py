@@ -272,3 +272,22 @@ def test_bad_inputs(rng):
     with pytest.raises(TypeError, match="params: expected a FastFoodParams"):
         fastfood_projection(x, tuple(p))
     assert padded_dim(10) == 16 and padded_dim(16) == 16 and padded_dim(1) == 1
+
+
+@pytest.mark.parametrize("kind", ["rks", "prf_stable"])
+def test_each_diagonal_separately(rng, kind):
+    """S, G and B checked one by one (each on its own scale), for the SGB variant."""
+    a = _args(rng)
+    p = a["params"]
+    fwd0, bwd0 = ((fastfood_rks_features_fwd, fastfood_rks_features_bwd) if kind == "rks" else
+                  (fastfood_prf_features_stable_fwd, fastfood_prf_features_stable_bwd))
+
+    def fwd(x, S, G, B):
+        return fwd0(x, FastFoodParams(S, G, B, p.perm), sigma=0.9)
+
+    def bwd(dy, cache):
+        g = bwd0(dy, cache)
+        return {"x": g.x, "S": g.params.S, "G": g.params.G, "B": g.params.B}
+
+    errs = check_vjp(fwd, bwd, {"x": a["x"], "S": p.S, "G": p.G, "B": p.B})
+    assert {"x", "S", "G", "B"} <= set(errs)
