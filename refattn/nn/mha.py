@@ -35,11 +35,21 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from .._xp import check_choice, check_positive_int, check_shape, namespace
+from .._xp import check_choice, check_positive_int, check_shape, device_of, namespace
 from ..attention.favor import FAVOR_FEATURES, favor_attention_bwd, favor_attention_fwd
 from ..attention.linear import linear_attention_bwd, linear_attention_fwd
 from ..attention.softmax import softmax_attention_bwd, softmax_attention_fwd
 from ..features.deterministic import elu_features_bwd, elu_features_fwd, relu_features_bwd, relu_features_fwd
+from ..features.fastfood import (fastfood_prf_features_stable_bwd, fastfood_prf_features_stable_fwd,
+                                 fastfood_rks_features_bwd, fastfood_rks_features_fwd)
+from ..features.generative import (generative_prf_features_stable_bwd, generative_prf_features_stable_fwd,
+                                   generative_rks_features_bwd, generative_rks_features_fwd)
+from ..features.gmm import (gmm_prf_features_stable_bwd, gmm_prf_features_stable_fwd, gmm_rks_features_bwd,
+                            gmm_rks_features_fwd)
+from ..features.positive import positive_features_bwd, positive_features_fwd
+from ..rpe.s1_rotation import s1_attention_bwd, s1_attention_fwd
+from ..rpe.s2_clipped import s2_attention_bwd, s2_attention_fwd
+from ..rpe.toeplitz import toeplitz_attention_bwd, toeplitz_attention_fwd
 from .dense import dense_bwd, dense_fwd
 
 __all__ = ["AttentionKind", "ATTENTION_KINDS", "check_attention_config", "MHACache", "MHAGrads", "mha", "mha_fwd",
@@ -94,6 +104,163 @@ def _favor_bwd(do, cache):
     return g.q, g.k, g.v, {}
 
 
+# ---- learnable spectra (KL-Transformer, Chowdhury et al.): GMM, FastFood, generative --------------------------
+# Features are computed on d^{-1/4} q and d^{-1/4} k, as FAVOR does, so that at initialisation (mu = 0, S = I) the
+# PRF maps estimate the Gaussian kernel exp(-|q - k|^2 / (2 sqrt(d))) of the scaled inputs. PRF maps are
+# row-stabilised (keys' log-scales go to linear attention); RKS maps can give non-positive normalisers
+# (option on_nonpositive, as for trig FAVOR).
+def _make_spectral(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of):
+    """Adapter pair for a learnable-spectrum map. ``args_of(attn_params, features, options) -> (args, kwargs)``
+    gives the map's arguments after ``x``; the map's gradients carry ``.x`` and ``.params``."""
+
+    def fwd(q, k, v, attn_params, features, *, causal, options):
+        scale = float(q.shape[-1]) ** -0.25
+        args, kw = args_of(attn_params, features, options)
+        if options["features"] == "prf":
+            outq, cq = stable_fwd(q * scale, *args, **kw)
+            outk, ck = stable_fwd(k * scale, *args, **kw)
+            phi_q, phi_k, k_ls = outq[0], outk[0], outk[1]                          # (..., H, L, M), (..., H, L)
+            o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls)
+        else:
+            phi_q, cq = rks_fwd(q * scale, *args, **kw)                             # (..., H, L, 2M)
+            phi_k, ck = rks_fwd(k * scale, *args, **kw)
+            phi_q, phi_k = _first(phi_q), _first(phi_k)
+            o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal, on_nonpositive=options["on_nonpositive"])
+        return o, (cq, ck, ca, scale, options["features"])
+
+    def bwd(do, cache):
+        cq, ck, ca, scale, feats = cache
+        g = linear_attention_bwd(do, ca)
+        if feats == "prf":
+            gq = stable_bwd((g.phi_q, None), cq)                                    # query log-scale dropped
+            gk = stable_bwd((g.phi_k, g.k_log_scale), ck)
+        else:
+            gq, gk = rks_bwd(g.phi_q, cq), rks_bwd(g.phi_k, ck)
+        return gq.x * scale, gk.x * scale, g.v, _params_sum(gq.params, gk.params)
+
+    return fwd, bwd
+
+
+def _first(out):
+    """The features of a map that returns ``phi`` or ``(phi, state)``."""
+    return out[0] if isinstance(out, tuple) else out
+
+
+def _params_sum(a, b):
+    """Leafwise ``a + b`` of two gradient containers (``None`` where frozen)."""
+    if a is None:
+        return None
+    if isinstance(a, tuple) and hasattr(a, "_fields"):
+        return type(a)(*(_params_sum(x, y) for x, y in zip(a, b)))
+    if isinstance(a, (tuple, list)):
+        return type(a)(_params_sum(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return {kk: _params_sum(a[kk], b[kk]) for kk in a}
+    return a + b
+
+
+_gmm_fwd, _gmm_bwd = _make_spectral(
+    gmm_prf_features_stable_fwd, gmm_prf_features_stable_bwd, gmm_rks_features_fwd, gmm_rks_features_bwd,
+    lambda p, f, o: ((f["noise"], p["gmm"]), {}))
+_fastfood_fwd, _fastfood_bwd = _make_spectral(
+    fastfood_prf_features_stable_fwd, fastfood_prf_features_stable_bwd, fastfood_rks_features_fwd,
+    fastfood_rks_features_bwd, lambda p, f, o: ((p["fastfood"],), {}))
+_generative_fwd, _generative_bwd = _make_spectral(
+    generative_prf_features_stable_fwd, generative_prf_features_stable_bwd, generative_rks_features_fwd,
+    generative_rks_features_bwd, lambda p, f, o: ((f["noise"], p["generator"], f["state"]), {"train": True}))
+
+
+def _wrap_grads(fwd, bwd, key):
+    """Put the map's parameter gradients under ``attn_params[key]`` (the layout of the parameter dict)."""
+
+    def b(do, cache):
+        dq, dk, dv, dp = bwd(do, cache)
+        return dq, dk, dv, {key: dp}
+
+    return fwd, b
+
+
+_gmm_fwd, _gmm_bwd = _wrap_grads(_gmm_fwd, _gmm_bwd, "gmm")
+_fastfood_fwd, _fastfood_bwd = _wrap_grads(_fastfood_fwd, _fastfood_bwd, "fastfood")
+_generative_fwd, _generative_bwd = _wrap_grads(_generative_fwd, _generative_bwd, "generator")
+
+
+# ---- relative positional encodings (Horn et al.) ---------------------------------------------------------------
+def _positions(L, like, *, xp):
+    return xp.arange(L, dtype=like.dtype, device=device_of(like))                  # (L,) 1-D positions 0..L-1
+
+
+def _s1_fwd(q, k, v, attn_params, features, *, causal, options):
+    xp = namespace(q)
+    omega = None if options["features"] is None else features["omega"]
+    return s1_attention_fwd(q, k, v, _positions(q.shape[-2], q, xp=xp), attn_params["s1"], omega=omega,
+                            causal=causal, features=options["features"] or "positive")
+
+
+def _s1_bwd(do, cache):
+    g = s1_attention_bwd(do, cache)          # g.omega (drawn, non-learnable) dropped
+    return g.q, g.k, g.v, {"s1": g.params}
+
+
+def _s2_fwd(q, k, v, attn_params, features, *, causal, options):
+    if causal:
+        raise ValueError("attention kind 's2': clipped relative-distance heads are bidirectional only "
+                         "(refattn.rpe.s2_clipped has no causal mode); use causal=False")
+    omega = None if options["features"] is None else features["omega"]
+    grid = None if options["grid"] is None else tuple(options["grid"])
+    y, c = s2_attention_fwd(q, v, attn_params["w"], k=options["clip"], grid=grid, omega=omega)
+    return y, (c, k)
+
+
+def _s2_bwd(do, cache):
+    c, k = cache
+    g = s2_attention_bwd(do, c)
+    return g.q, k * 0, g.v, {"w": g.w}       # the positional heads do not read the keys: zero key gradient
+
+
+def _toeplitz_window(log_coeffs, L, *, xp):
+    """Offsets -(L-1)..(L-1) of a table over -(L_max-1)..(L_max-1): ``(*c, 2L - 1)``."""
+    L_max = (log_coeffs.shape[-1] + 1) // 2
+    if L > L_max:
+        raise ValueError(f"attention kind 'toeplitz': sequence length L = {L} exceeds the coefficient table's "
+                         f"max_len = {L_max}")
+    return log_coeffs[..., L_max - L:L_max + L - 1]
+
+
+def _toeplitz_feature(x, features, options):
+    if options["feature_map"] == "elu":
+        return elu_features_fwd(x)
+    return positive_features_fwd(x * float(x.shape[-1]) ** -0.25, features["omega"])
+
+
+def _toeplitz_fwd(q, k, v, attn_params, features, *, causal, options):
+    xp = namespace(q)
+    L = q.shape[-2]
+    b = attn_params["log_coeffs"]                                                    # (H, 2 L_max - 1)
+    coeffs = xp.exp(_toeplitz_window(b, L, xp=xp))                                   # (H, 2L - 1) = exp(N)
+    phi_q, cq = _toeplitz_feature(q, features, options)                              # (..., H, L, m)
+    phi_k, ck = _toeplitz_feature(k, features, options)
+    y, ca = toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, causal=causal)
+    return y, (cq, ck, ca, coeffs, tuple(b.shape), options["feature_map"], float(q.shape[-1]) ** -0.25)
+
+
+def _toeplitz_bwd(do, cache):
+    cq, ck, ca, coeffs, b_shape, fmap, scale = cache
+    xp = namespace(do)
+    g = toeplitz_attention_bwd(do, ca)
+    dwin = g.coeffs * coeffs                                                         # d exp(b) = exp(b) db
+    L_max, L = (b_shape[-1] + 1) // 2, (coeffs.shape[-1] + 1) // 2
+    if L < L_max:
+        pad = xp.zeros(b_shape[:-1] + (L_max - L,), dtype=do.dtype, device=device_of(do))
+        dwin = xp.concat([pad, dwin, pad], axis=-1)                                  # (H, 2 L_max - 1)
+    if fmap == "elu":
+        dq, dk = elu_features_bwd(g.phi_q, cq).x, elu_features_bwd(g.phi_k, ck).x
+    else:
+        dq = positive_features_bwd(g.phi_q, cq).x * scale
+        dk = positive_features_bwd(g.phi_k, ck).x * scale
+    return dq, dk, g.v, {"log_coeffs": dwin}
+
+
 #: kind -> adapter. The edge table ``refattn.random.nn.ATTENTION_DRAWS`` has the same keys.
 ATTENTION_KINDS: dict[str, AttentionKind] = {
     "softmax": AttentionKind(_softmax_fwd, _softmax_bwd, {}, {}),
@@ -103,6 +270,36 @@ ATTENTION_KINDS: dict[str, AttentionKind] = {
         _favor_fwd, _favor_bwd,
         {"features": "positive", "m": None, "draw": "orthogonal", "on_nonpositive": "raise"},
         {"features": tuple(FAVOR_FEATURES), "draw": ("iid", "orthogonal"), "on_nonpositive": ("raise", "ignore")},
+    ),
+    "gmm": AttentionKind(
+        _gmm_fwd, _gmm_bwd,
+        {"features": "prf", "m": None, "components": 2, "covariance": "diagonal", "on_nonpositive": "raise"},
+        {"features": ("prf", "rks"), "covariance": ("diagonal", "full"), "on_nonpositive": ("raise", "ignore")},
+    ),
+    "fastfood": AttentionKind(
+        _fastfood_fwd, _fastfood_bwd,
+        {"features": "prf", "m": None, "s_law": "chi", "on_nonpositive": "raise"},
+        {"features": ("prf", "rks"), "s_law": ("chi", "identity"), "on_nonpositive": ("raise", "ignore")},
+    ),
+    "generative": AttentionKind(
+        _generative_fwd, _generative_bwd,
+        {"features": "prf", "m": None, "on_nonpositive": "raise"},
+        {"features": ("prf", "rks"), "on_nonpositive": ("raise", "ignore")},
+    ),
+    "s1": AttentionKind(
+        _s1_fwd, _s1_bwd,
+        {"features": None, "m": None, "draw": "orthogonal", "lengthscales": 4},
+        {"features": (None,) + tuple(FAVOR_FEATURES), "draw": ("iid", "orthogonal")},
+    ),
+    "s2": AttentionKind(
+        _s2_fwd, _s2_bwd,
+        {"features": None, "m": None, "draw": "orthogonal", "clip": 6, "grid": None},
+        {"features": (None, "positive"), "draw": ("iid", "orthogonal")},
+    ),
+    "toeplitz": AttentionKind(
+        _toeplitz_fwd, _toeplitz_bwd,
+        {"feature_map": "elu", "m": None, "draw": "orthogonal", "max_len": None},
+        {"feature_map": ("elu", "positive"), "draw": ("iid", "orthogonal")},
     ),
 }
 
@@ -135,6 +332,14 @@ def check_attention_config(attention, *, d_head=None) -> dict:
             out["m"] = 2 * int(d_head)
         if out["m"] is not None:
             out["m"] = check_positive_int("attention.m", out["m"])
+    for name in ("components", "lengthscales", "clip", "max_len"):
+        if name in out and out[name] is not None:
+            out[name] = check_positive_int(f"attention.{name}", out[name])
+    if out.get("grid") is not None:
+        g = out["grid"]
+        if not (isinstance(g, (tuple, list)) and len(g) == 2):
+            raise ValueError(f"attention.grid: expected None (1-D positions) or a pair (H, W); got {g!r}")
+        out["grid"] = [check_positive_int("attention.grid[0]", g[0]), check_positive_int("attention.grid[1]", g[1])]
     if out["redraw_every"] is not None:
         out["redraw_every"] = check_positive_int("attention.redraw_every", out["redraw_every"])
     return out

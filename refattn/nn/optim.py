@@ -52,8 +52,18 @@ def _check_hyper(name, value, lo=0.0, hi=math.inf, lo_open=False, hi_open=False)
         raise ValueError(f"{name}: expected a number in {lb}{lo}, {hi}{rb}; got {value!r}")
 
 
+def _is_float(p) -> bool:
+    return array_namespace(p).isdtype(p.dtype, "real floating")
+
+
 def _zeros_like_tree(params):
-    return tree_map(lambda p: p * 0, params)
+    """Zeros for every real floating leaf; ``None`` for integer leaves (e.g. FastFood permutations)."""
+    return tree_map(lambda p: p * 0 if _is_float(p) else None, params)
+
+
+def _frozen(g, s) -> bool:
+    """A leaf is left unchanged when its gradient is ``None`` (frozen by design) or it has no state (integer)."""
+    return g is None or s is None
 
 
 def sgd_init(params) -> SGDState:
@@ -62,13 +72,16 @@ def sgd_init(params) -> SGDState:
 
 
 def sgd_update(params, grads, state: SGDState, *, lr, momentum=0.0, weight_decay=0.0):
-    """One SGD step (see module docstring); returns ``(new_params, new_state)``."""
+    """One SGD step (see module docstring); returns ``(new_params, new_state)``.
+
+    Leaves whose gradient is ``None`` and integer leaves are returned unchanged.
+    """
     _check_hyper("lr", lr, lo_open=True)
     _check_hyper("momentum", momentum, 0.0, 1.0)
     _check_hyper("weight_decay", weight_decay)
-    g = tree_map(lambda gr, p: gr + weight_decay * p, grads, params) if weight_decay else grads
-    vel = tree_map(lambda v, gi: momentum * v + gi, state.velocity, g)
-    new = tree_map(lambda p, v: p - lr * v, params, vel)
+    vel = tree_map(lambda p, g, v: v if _frozen(g, v) else momentum * v + (g + weight_decay * p),
+                   params, grads, state.velocity)
+    new = tree_map(lambda p, g, v: p if _frozen(g, v) else p - lr * v, params, grads, vel)
     return new, SGDState(step=state.step + 1, velocity=vel)
 
 
@@ -77,18 +90,31 @@ def adam_init(params) -> AdamState:
     return AdamState(step=0, m=_zeros_like_tree(params), v=_zeros_like_tree(params))
 
 
-def _adam_core(params, g, state, lr, beta1, beta2, eps):
+def _adam(params, grads, state, lr, beta1, beta2, eps, l2, decoupled):
     t = state.step + 1
-    m = tree_map(lambda mi, gi: beta1 * mi + (1 - beta1) * gi, state.m, g)
-    v = tree_map(lambda vi, gi: beta2 * vi + (1 - beta2) * (gi * gi), state.v, g)
     c1 = 1.0 - beta1 ** t
     c2 = 1.0 - beta2 ** t
 
-    def step(p, mi, vi):
-        xp = array_namespace(p)
-        return p - lr * (mi / c1) / (xp.sqrt(vi / c2) + eps)
+    def moment1(p, g, mi):
+        return mi if _frozen(g, mi) else beta1 * mi + (1 - beta1) * (g + l2 * p)
 
-    new = tree_map(step, params, m, v)
+    def moment2(p, g, vi):
+        if _frozen(g, vi):
+            return vi
+        gl = g + l2 * p
+        return beta2 * vi + (1 - beta2) * (gl * gl)
+
+    m = tree_map(moment1, params, grads, state.m)
+    v = tree_map(moment2, params, grads, state.v)
+
+    def step(p, g, mi, vi):
+        if _frozen(g, mi):
+            return p
+        xp = array_namespace(p)
+        base = p * (1.0 - lr * decoupled) if decoupled else p
+        return base - lr * (mi / c1) / (xp.sqrt(vi / c2) + eps)
+
+    new = tree_map(step, params, grads, m, v)
     return new, AdamState(step=t, m=m, v=v)
 
 
@@ -101,24 +127,27 @@ def _check_adam(lr, beta1, beta2, eps, weight_decay):
 
 
 def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0):
-    """One Adam step (L2 weight decay added to the gradient); returns ``(new_params, new_state)``."""
+    """One Adam step (L2 weight decay added to the gradient); returns ``(new_params, new_state)``.
+
+    Leaves whose gradient is ``None`` and integer leaves are returned unchanged.
+    """
     _check_adam(lr, beta1, beta2, eps, weight_decay)
-    g = tree_map(lambda gr, p: gr + weight_decay * p, grads, params) if weight_decay else grads
-    return _adam_core(params, g, state, lr, beta1, beta2, eps)
+    return _adam(params, grads, state, lr, beta1, beta2, eps, weight_decay, 0.0)
 
 
 def adamw_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
                  weight_decay=1e-2):
     """One AdamW step (decoupled weight decay ``p (1 - lr weight_decay)``); returns ``(new_params, new_state)``."""
     _check_adam(lr, beta1, beta2, eps, weight_decay)
-    decayed = tree_map(lambda p: p * (1.0 - lr * weight_decay), params) if weight_decay else params
-    return _adam_core(decayed, grads, state, lr, beta1, beta2, eps)
+    return _adam(params, grads, state, lr, beta1, beta2, eps, 0.0, weight_decay)
 
 
 def global_norm(grads) -> float:
     """``sqrt(sum over leaves of sum(g^2))`` as a Python float."""
     total = 0.0
     for g in tree_leaves(grads):
+        if not _is_float(g):
+            continue
         xp = array_namespace(g)
         total += float(xp.sum(g * g))
     return math.sqrt(total)

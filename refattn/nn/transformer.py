@@ -107,7 +107,20 @@ def check_config(config: dict) -> dict:
         n_tokens = (H // c["patch"]) * (W // c["patch"])
         if n_tokens > c["max_len"]:
             raise ValueError(f"config['max_len']: {c['max_len']} is below the number of patches {n_tokens}")
-    c["attention"] = check_attention_config(c["attention"], d_head=c["d_model"] // c["n_heads"])
+    att = check_attention_config(c["attention"], d_head=c["d_model"] // c["n_heads"])
+    if "max_len" in att:                      # kinds with a per-offset table (Toeplitz) size it from the model
+        if att["max_len"] is None:
+            att["max_len"] = c["max_len"]
+        elif att["max_len"] != c["max_len"]:
+            raise ValueError(f"config['attention']['max_len']: {att['max_len']} differs from config['max_len'] = "
+                             f"{c['max_len']}")
+    if att.get("grid") is not None and c["input"] == "patches":
+        n_tokens = (c["image_shape"][0] // c["patch"]) * (c["image_shape"][1] // c["patch"])
+        if att["grid"][0] * att["grid"][1] != n_tokens:
+            raise ValueError(f"config['attention']['grid']: {att['grid']} does not match the patch grid "
+                             f"({c['image_shape'][0] // c['patch']}, {c['image_shape'][1] // c['patch']}) "
+                             f"with L = {n_tokens} positions")
+    c["attention"] = att
     return c
 
 

@@ -148,6 +148,82 @@ def _favor_features(rng, att, *, d_head, n_heads, dtype):
     return {"omega": draw(rng, att["m"], d_head, dtype=dtype)}                     # (m, d) shared by the heads
 
 
+def _draw_omega(rng, att, m_cols, dtype):
+    from .performer import draw_gaussian, draw_orthogonal
+
+    draw = draw_orthogonal if att["draw"] == "orthogonal" else draw_gaussian
+    return {"omega": draw(rng, att["m"], m_cols, dtype=dtype)}
+
+
+def _gmm_params(rng, att, *, d_head, n_heads, dtype):
+    from .spectra import init_gmm
+
+    return {"gmm": init_gmm(rng, att["components"], d_head, covariance=att["covariance"], dtype=dtype)}
+
+
+def _gmm_features(rng, att, *, d_head, n_heads, dtype):
+    from .spectra import draw_gmm_noise
+
+    return {"noise": draw_gmm_noise(rng, att["components"], att["m"], d_head, dtype=dtype)}   # (C, M/C, d)
+
+
+def _fastfood_params(rng, att, *, d_head, n_heads, dtype):
+    from .spectra import draw_fastfood
+
+    # S, G, B are learnable (drawn once at initialisation); perm is a fixed integer array stored with them
+    return {"fastfood": draw_fastfood(rng, att["m"], d_head, s_law=att["s_law"], dtype=dtype)}
+
+
+def _generator_params(rng, att, *, d_head, n_heads, dtype):
+    from .spectra import init_generator
+
+    return {"generator": init_generator(rng, d_head, dtype=dtype)[0]}
+
+
+def _generator_features(rng, att, *, d_head, n_heads, dtype):
+    from ..features.generative import GeneratorState
+    from .spectra import draw_generator_noise
+
+    # the generator runs with batch statistics of the M noise rows (train mode) at training and evaluation;
+    # the running statistics are not tracked by the transformer, so the state is the initial one
+    state = GeneratorState(norms=tuple(init_batchnorm(d_head, dtype=dtype)[1] for _ in range(4)))
+    return {"noise": draw_generator_noise(rng, att["m"], d_head, dtype=dtype), "state": state}
+
+
+def _s1_params(rng, att, *, d_head, n_heads, dtype):
+    from .positional import init_s1_params
+
+    return {"s1": init_s1_params(rng, 1, att["lengthscales"], dtype=dtype)}        # (A = 1, S), shared by heads
+
+
+def _s1_features(rng, att, *, d_head, n_heads, dtype):
+    if att["features"] is None:
+        return None
+    return _draw_omega(rng, att, d_head + 2 * att["lengthscales"], dtype)          # (m, d + P)
+
+
+def _s2_params(rng, att, *, d_head, n_heads, dtype):
+    R = att["clip"] + 1 if att["grid"] is not None else 2 * att["clip"] + 1
+    w = rng.standard_normal((n_heads, R, d_head)) / math.sqrt(d_head)                # (H, R, d) per head
+    return {"w": w.astype(dtype)}
+
+
+def _s2_features(rng, att, *, d_head, n_heads, dtype):
+    return None if att["features"] is None else _draw_omega(rng, att, d_head, dtype)
+
+
+def _toeplitz_params(rng, att, *, d_head, n_heads, dtype):
+    if att["max_len"] is None:
+        raise ValueError("attention.max_len: required for kind 'toeplitz' (the coefficient table covers offsets "
+                         "-(max_len-1)..(max_len-1)); the transformer fills it from config['max_len']")
+    # log-coefficients b(t) for offsets t = -(max_len-1)..(max_len-1), per head; exp(0) = 1: no RPE at start
+    return {"log_coeffs": np.zeros((n_heads, 2 * att["max_len"] - 1), dtype=dtype)}
+
+
+def _toeplitz_features(rng, att, *, d_head, n_heads, dtype):
+    return None if att["feature_map"] == "elu" else _draw_omega(rng, att, d_head, dtype)
+
+
 #: kind -> (init_params(rng, att, *, d_head, n_heads, dtype) -> dict,
 #:          draw_features(rng, att, *, d_head, n_heads, dtype) -> dict | None).
 #: Same keys as ``refattn.nn.mha.ATTENTION_KINDS``.
@@ -156,6 +232,12 @@ ATTENTION_DRAWS = {
     "elu": (_no_params, _no_features),
     "relu": (_no_params, _no_features),
     "favor": (_no_params, _favor_features),
+    "gmm": (_gmm_params, _gmm_features),
+    "fastfood": (_fastfood_params, _no_features),
+    "generative": (_generator_params, _generator_features),
+    "s1": (_s1_params, _s1_features),
+    "s2": (_s2_params, _s2_features),
+    "toeplitz": (_toeplitz_params, _toeplitz_features),
 }
 
 

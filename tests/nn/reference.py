@@ -41,8 +41,84 @@ def _features(x, att, omega, lib):
     return cat([lib.cos(u), lib.sin(u)], -1) * lib.exp(sq) / math.sqrt(m)   # trig, softmax kernel
 
 
-def _attention(q, k, v, att, feats, causal, lib):
+def _T(x, lib):
+    return np.swapaxes(x, -1, -2) if lib is np else x.transpose(-1, -2)
+
+
+def _t(a, lib, like=None):
+    return a if lib is np else lib.as_tensor(a)
+
+
+def _normalised(a, v, causal, lib):
+    L = a.shape[-1]
+    if causal:
+        a = a * _t(np.tril(np.ones((L, L))), lib)
+    z = a.sum(-1, keepdims=True) if lib is np else a.sum(-1, keepdim=True)
+    return (a @ v) / z
+
+
+def _softmax_rows(s, causal, lib):
+    L = s.shape[-1]
+    if causal:
+        s = lib.where(_t(np.triu(np.ones((L, L), dtype=bool), 1), lib), -math.inf, s)
+    s = s - (s.max(-1, keepdims=True) if lib is np else s.max(-1, keepdim=True).values)
+    return lib.exp(s)
+
+
+def _rpe_attention(q, k, v, att, attn_params, feats, causal, lib):
+    """S1 / S2 / Toeplitz written from their definitions (Horn et al. Sec. 2.3; Luo et al. 2021)."""
+    L, d = q.shape[-2], q.shape[-1]
+    stack = np.stack if lib is np else lib.stack
+    cat = np.concatenate if lib is np else lib.cat
+    if att["kind"] == "s1":
+        p = attn_params["s1"]
+        z = _t(np.arange(L, dtype=float), lib)[:, None]                                # (L, 1)
+        th = z * p.freqs[0]                                                            # (L, S)
+        sn, cs = lib.sin(th), lib.cos(th)
+        Qp = stack([p.alpha[0] * sn - p.beta[0] * cs, p.beta[0] * sn + p.alpha[0] * cs], -1).reshape(L, -1)
+        Kp = stack([sn, cs], -1).reshape(L, -1)                                       # (L, P) [sin, cos] per s
+        B, H = q.shape[0], q.shape[1]
+        qa = cat([q, (Qp * 1.0).expand(B, H, L, Qp.shape[-1]) if lib is not np
+                  else np.broadcast_to(Qp, (B, H, L, Qp.shape[-1]))], -1)
+        ka = cat([k, (Kp * 1.0).expand(B, H, L, Kp.shape[-1]) if lib is not np
+                  else np.broadcast_to(Kp, (B, H, L, Kp.shape[-1]))], -1)
+        if att["features"] is None:
+            a = _softmax_rows(qa @ _T(ka, lib) / math.sqrt(qa.shape[-1]), causal, lib)
+        else:
+            fa = dict(att, kind="favor")
+            a = _features(qa, fa, feats["omega"], lib) @ _T(_features(ka, fa, feats["omega"], lib), lib)
+        return _normalised(a, v, causal, lib)
+    if att["kind"] == "s2":
+        kc = att["clip"]
+        i, j = np.arange(L)[:, None], np.arange(L)[None, :]
+        cls = np.clip(j - i, -kc, kc) + kc                                             # (L, L) class of (i, j)
+        w = attn_params["w"]                                                           # (H, R, d)
+        if att["features"] is None:
+            s = (q @ _T(w, lib)) / math.sqrt(d)                                        # (B, H, L, R)
+            logits = s[..., np.arange(L)[:, None], cls] if lib is np else s[..., lib.arange(L)[:, None],
+                                                                               lib.as_tensor(cls)]
+            a = _softmax_rows(logits, False, lib)
+        else:
+            fa = dict(att, kind="favor")
+            sc = _features(q, fa, feats["omega"], lib) @ _T(_features(w, fa, feats["omega"], lib), lib)
+            a = sc[..., np.arange(L)[:, None], cls] if lib is np else sc[..., lib.arange(L)[:, None],
+                                                                          lib.as_tensor(cls)]
+        return _normalised(a, v, False, lib)
+    # toeplitz: A_ij = exp(b(i - j)) (phi(q_i) . phi(k_j))
+    b = attn_params["log_coeffs"]                                                      # (H, 2 L_max - 1)
+    L_max = (b.shape[-1] + 1) // 2
+    off = np.arange(L)[:, None] - np.arange(L)[None, :] + L_max - 1                    # (L, L)
+    C = lib.exp(b[:, off] if lib is np else b[:, lib.as_tensor(off)])                  # (H, L, L)
+    fa = {"kind": "elu"} if att["feature_map"] == "elu" else dict(att, kind="favor", features="positive")
+    omega = None if feats is None else feats.get("omega")
+    a = C * (_features(q, fa, omega, lib) @ _T(_features(k, fa, omega, lib), lib))
+    return _normalised(a, v, causal, lib)
+
+
+def _attention(q, k, v, att, feats, causal, lib, attn_params=None):
     L = q.shape[-2]
+    if att["kind"] in ("s1", "s2", "toeplitz"):
+        return _rpe_attention(q, k, v, att, attn_params, feats, causal, lib)
     if att["kind"] == "softmax":
         s = q @ k.transpose(-1, -2) if lib is not np else q @ np.swapaxes(k, -1, -2)
         s = s / math.sqrt(q.shape[-1])
@@ -92,7 +168,8 @@ def forward(params, ids, features, cfg, lib=np):
         a = _ln(x, blk["ln1"], lib)
         ap = blk["attn"]
         q, k, v = (_split(a @ ap[n].W + ap[n].b, H, lib) for n in "qkv")
-        o = _attention(q, k, v, att, None if features is None else features[i], cfg["causal"], lib)
+        o = _attention(q, k, v, att, None if features is None else features[i], cfg["causal"], lib,
+                       attn_params=ap.get("attn"))
         x = x + _merge(o, lib) @ ap["o"].W + ap["o"].b
         f = _ln(x, blk["ln2"], lib)
         f = _gelu(f @ blk["ff1"].W + blk["ff1"].b, lib) @ blk["ff2"].W + blk["ff2"].b
