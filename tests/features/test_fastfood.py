@@ -99,7 +99,7 @@ def test_stable_prf_survives_large_norms(rng):
     phi, ls = fastfood_prf_features_stable(x, p)
     assert np.all(raw == 0.0)
     assert np.all(np.isfinite(phi)) and np.all(np.isfinite(ls))
-    assert np.all(phi > 0) and np.allclose(phi.max(axis=-1), 1.0)
+    assert np.all(phi >= 0) and np.all(phi.max(axis=-1) == 1.0)   # entries far below the row max may underflow
     x32 = (x / 40.0 * 12.0).astype(np.float32)                # float32 overflow range of exp(w.x)
     p32 = FastFoodParams(*(a.astype(np.float32) for a in p[:3]), perm=p.perm)
     phi32, ls32 = fastfood_prf_features_stable(x32, p32)

@@ -84,6 +84,8 @@ def _replicates(phi_q, phi_k, parts, C, n):
 def test_rks_unbiased_for_eq4_kernel(rng):
     C, d, n, Mc = 3, 4, 4000, 2
     p = _params(rng, C, d)
+    U = np.triu(np.ones((d, d)), 1)                                  # make S clearly non-symmetric: S != S^T
+    p = p._replace(S=p.S + 0.5 * U)
     q, k = 0.6 * rng.standard_normal((3, d)), 0.6 * rng.standard_normal((2, d))
     noise = draw_gmm_noise(rng, C, C * n * Mc, d)
     est = _replicates(gmm_rks_features(q, noise, p), gmm_rks_features(k, noise, p), 2, C, n)
