@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._xp import check_choice, check_shape, namespace
+from .._xp import check_choice, check_finite, check_shape, namespace
 from ..features import positive as _pos
 from ..features import trig as _trig
 from .linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd, linear_attention_fwd
@@ -103,12 +103,14 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
     TypeError
         Mixed namespaces or dtypes.
     """
-    namespace(q, k, v, omega, names=("q", "k", "v", "omega"))
+    xp = namespace(q, k, v, omega, names=("q", "k", "v", "omega"))
     sizes = check_shape("q", q, "..., L, d")
     check_shape("k", k, "..., L, d", sizes)
     check_shape("v", v, "..., L, d_v", sizes)
     check_shape("omega", omega, "m, d", sizes)
     check_choice("features", features, tuple(FAVOR_FEATURES))
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        check_finite(name, a, xp=xp)
     fwd, _ = FAVOR_FEATURES[features]
     scale = float(q.shape[-1]) ** -0.25
     (phi_q, _q_log_scale), q_cache = fwd(q * scale, omega)                        # (..., L, m'); log-scale dropped

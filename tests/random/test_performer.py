@@ -150,7 +150,7 @@ def test_uncorrected_qr_bias_depends_on_direction(seed):
 def test_orthogonal_lower_mse_than_iid(seed):
     d, m, n = 16, 16, 20000
     rng = np.random.default_rng(seed)
-    x = 0.5 * _directions(d, rng)["random"]
+    x = 0.35 * _directions(d, rng)["random"]      # q = k = x, |q + k| = 0.7: moderate tails, ORF gain ~16%
     target = np.exp(x @ x)
     e_orth = (_prf_estimates(_orthogonal_draws(rng, n, m, d), x) - target) ** 2
     e_iid = (_prf_estimates(rng.standard_normal((n, m, d)), x) - target) ** 2
