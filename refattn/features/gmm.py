@@ -40,7 +40,6 @@ Axes: ``...`` batch and heads, ``L`` positions, ``d`` head width, ``C`` componen
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace

@@ -18,7 +18,7 @@ from refattn.features.fastfood import (
 from refattn.features.positive import gaussian_positive_features
 from refattn.features.trig import trig_features
 from refattn.random import draw_fastfood, fastfood_as_xp
-from tests.helpers import asxp, randn, to_numpy
+from tests.helpers import asxp, randn
 from validation import assert_close, assert_mean_within_se, check_vjp, mean_test
 
 
@@ -291,3 +291,14 @@ def test_each_diagonal_separately(rng, kind):
 
     errs = check_vjp(fwd, bwd, {"x": a["x"], "S": p.S, "G": p.G, "B": p.B})
     assert {"x", "S", "G", "B"} <= set(errs)
+
+
+def test_float32_follows_float64(xp, rng):
+    """float32 is supported: same dtype out, within 1e-4 relative (1e-5 absolute) of the float64 reference."""
+    p = draw_fastfood(rng, 32, 10)
+    x = 0.5 * rng.standard_normal((2, 3, 10))
+    y64 = fastfood_rks_features(asxp(xp, x), fastfood_as_xp(p, like=asxp(xp, x)))
+    x32 = asxp(xp, x, xp.float32)
+    y32 = fastfood_rks_features(x32, fastfood_as_xp(p, like=x32))
+    assert y32.dtype == xp.float32
+    assert_close(xp.astype(y32, xp.float64), y64, rtol=1e-4, atol=1e-5)

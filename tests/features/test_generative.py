@@ -15,7 +15,7 @@ from refattn.features.generative import (
 from refattn.features.positive import gaussian_positive_features
 from refattn.random import draw_generator_noise, init_generator
 from refattn.random.nn import tree_as_xp
-from tests.helpers import asxp, randn, to_numpy
+from tests.helpers import asxp
 from validation import assert_close, assert_mean_within_se, check_vjp, mean_test
 
 

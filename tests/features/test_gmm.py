@@ -14,7 +14,7 @@ from refattn.features.gmm import (
     gmm_rks_features, gmm_rks_features_bwd, gmm_rks_features_fwd, gmm_rks_kernel, gmm_rks_mse, gmm_weights)
 from refattn.features.trig import trig_features
 from refattn.random import draw_gmm_antithetic_noise, draw_gmm_noise, gmm_as_xp, init_gmm
-from tests.helpers import asxp, randn, to_numpy
+from tests.helpers import asxp, randn
 from validation import assert_close, assert_mean_within_se, check_vjp, mean_test
 
 
@@ -316,3 +316,16 @@ def test_closed_forms_run_on_every_namespace(xp, rng):
     mu, S = asxp(xp, p.mu[0]), asxp(xp, p.S[0])
     assert_close(gmm_rks_antithetic_mse(qx, kx, mu, S, 4), asxp(xp, gmm_rks_antithetic_mse(q, k, p.mu[0], p.S[0], 4)),
                  rtol=1e-12, atol=1e-300)
+
+
+def test_float32_follows_float64(xp, rng):
+    """float32 is supported: same dtype out, within 1e-4 relative (1e-5 absolute) of the float64 reference."""
+    p = _params(rng, 2, 4, diagonal=True)
+    noise = draw_gmm_noise(rng, 2, 8, 4)
+    x = 0.5 * rng.standard_normal((3, 4))
+    for fn in (gmm_rks_features, gmm_prf_features):
+        y64 = fn(asxp(xp, x), asxp(xp, noise), gmm_as_xp(p, like=asxp(xp, x)))
+        x32 = asxp(xp, x, xp.float32)
+        y32 = fn(x32, asxp(xp, noise, xp.float32), gmm_as_xp(p, like=x32))
+        assert y32.dtype == xp.float32
+        assert_close(xp.astype(y32, xp.float64), y64, rtol=1e-4, atol=1e-5)
