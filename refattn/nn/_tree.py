@@ -17,9 +17,12 @@ def _is_namedtuple(t: Any) -> bool:
 
 
 def tree_map(f: Callable[..., Any], tree: Any, *rest: Any) -> Any:
-    """Apply ``f`` leafwise to `tree` and trees of the same structure `rest`; ``None`` leaves stay ``None``."""
+    """Apply ``f`` leafwise to `tree` and trees of the same structure `rest`; ``None`` leaves stay ``None`` and
+    static non-array leaves (strings, ints such as a proposal's ``kind``) are returned unchanged."""
     if tree is None:
         return None
+    if isinstance(tree, (str, int, float, bool)):
+        return tree
     if isinstance(tree, dict):
         return {k: tree_map(f, v, *(r[k] for r in rest)) for k, v in tree.items()}
     if _is_namedtuple(tree):

@@ -41,8 +41,9 @@ def flatten_tree(tree: Any, prefix: str = "params") -> dict:
     elif isinstance(tree, (tuple, list)):
         for i, v in enumerate(tree):
             out.update(flatten_tree(v, f"{prefix}/{i}"))
-    else:
+    elif hasattr(tree, "shape"):
         out[prefix] = tree
+    # static leaves (a proposal's kind, a spline order) are implied by the configuration: not stored
     return out
 
 
@@ -56,6 +57,8 @@ def _fill(template: Any, flat: dict, prefix: str, used: set) -> Any:
     if isinstance(template, (tuple, list)):
         items = [_fill(v, flat, f"{prefix}/{i}", used) for i, v in enumerate(template)]
         return type(template)(items) if isinstance(template, tuple) else items
+    if not hasattr(template, "shape"):
+        return template                      # static leaf, rebuilt from the configuration
     if prefix not in flat:
         raise ValueError(f"checkpoint: parameter {prefix!r} is missing (the configuration implies it)")
     arr = flat[prefix]

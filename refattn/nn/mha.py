@@ -47,6 +47,7 @@ from ..features.generative import (generative_prf_features_stable_bwd, generativ
 from ..features.gmm import (gmm_prf_features_stable_bwd, gmm_prf_features_stable_fwd, gmm_rks_features_bwd,
                             gmm_rks_features_fwd)
 from ..features.positive import positive_features_bwd, positive_features_fwd
+from ..rpe.flt import flt_attention_bwd, flt_attention_fwd
 from ..rpe.s1_rotation import s1_attention_bwd, s1_attention_fwd
 from ..rpe.s2_clipped import s2_attention_bwd, s2_attention_fwd
 from ..rpe.toeplitz import toeplitz_attention_bwd, toeplitz_attention_fwd
@@ -261,6 +262,33 @@ def _toeplitz_bwd(do, cache):
     return dq, dk, g.v, {"log_coeffs": dwin}
 
 
+
+# ---- FLT (Choromanski et al., FourierLearner-Transformers, Algorithm 1) -----------------------------------------
+def _flt_positions(L, options, like, *, xp):
+    """``(L, D)`` positions: 0..L-1 (D = 1), or the row-major (row, column) of an ``(H, W)`` grid (D = 2)."""
+    idx = xp.arange(L, dtype=like.dtype, device=device_of(like))                   # (L,)
+    if options["grid"] is None:
+        return xp.reshape(idx, (L, 1))                                              # (L, 1)
+    H, W = options["grid"]
+    if H * W != L:
+        raise ValueError(f"attention kind 'flt': grid {tuple(options['grid'])} has H * W = {H * W} positions; "
+                         f"the sequence has L = {L}")
+    row = xp.floor(idx / W)
+    return xp.stack([row, idx - W * row], axis=-1)                                  # (L, 2)
+
+
+def _flt_fwd(q, k, v, attn_params, features, *, causal, options):
+    xp = namespace(q)
+    pos = _flt_positions(q.shape[-2], options, q, xp=xp)
+    return flt_attention_fwd(q, k, v, pos, features["eps"], attn_params["spectrum"], attn_params["proposal"],
+                             features["omega"], causal=causal)
+
+
+def _flt_bwd(do, cache):
+    g = flt_attention_bwd(do, cache)        # g.omega: drawn, dropped; positions and noise get none
+    return g.q, g.k, g.v, {"spectrum": g.spectrum, "proposal": g.proposal}
+
+
 #: kind -> adapter. The edge table ``refattn.random.nn.ATTENTION_DRAWS`` has the same keys.
 ATTENTION_KINDS: dict[str, AttentionKind] = {
     "softmax": AttentionKind(_softmax_fwd, _softmax_bwd, {}, {}),
@@ -295,6 +323,11 @@ ATTENTION_KINDS: dict[str, AttentionKind] = {
         _s2_fwd, _s2_bwd,
         {"features": None, "m": None, "draw": "orthogonal", "clip": 6, "grid": None},
         {"features": (None, "positive"), "draw": ("iid", "orthogonal")},
+    ),
+    "flt": AttentionKind(
+        _flt_fwd, _flt_bwd,
+        {"spectrum": "gaussian_mixture", "components": 2, "r": 8, "m": None, "draw": "orthogonal", "grid": None},
+        {"spectrum": ("gaussian_mixture", "gaussian_kernel"), "draw": ("iid", "orthogonal")},
     ),
     "toeplitz": AttentionKind(
         _toeplitz_fwd, _toeplitz_bwd,
@@ -332,7 +365,7 @@ def check_attention_config(attention, *, d_head=None) -> dict:
             out["m"] = 2 * int(d_head)
         if out["m"] is not None:
             out["m"] = check_positive_int("attention.m", out["m"])
-    for name in ("components", "lengthscales", "clip", "max_len"):
+    for name in ("components", "lengthscales", "clip", "max_len", "r"):
         if name in out and out[name] is not None:
             out[name] = check_positive_int(f"attention.{name}", out[name])
     if out.get("grid") is not None:

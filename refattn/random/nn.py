@@ -224,6 +224,36 @@ def _toeplitz_features(rng, att, *, d_head, n_heads, dtype):
     return None if att["feature_map"] == "elu" else _draw_omega(rng, att, d_head, dtype)
 
 
+def _flt_dim(att):
+    return 1 if att["grid"] is None else 2
+
+
+def _flt_params(rng, att, *, d_head, n_heads, dtype):
+    from ..rpe.spectra import GaussianKernel, GaussianMixture, Proposal
+
+    D = _flt_dim(att)
+    if att["spectrum"] == "gaussian_mixture":
+        T = att["components"]
+        spectrum = GaussianMixture(w=np.full(T, 1.0 / T, dtype=dtype),
+                                   mu=(0.1 * rng.standard_normal((T, D))).astype(dtype),
+                                   sigma=np.full(T, 0.1, dtype=dtype))
+        scale = 0.2                          # twice the components' width: int |g|^2 / p stays finite
+    else:
+        spectrum = GaussianKernel(C=np.asarray(1.0, dtype=dtype), length=np.asarray(2.0, dtype=dtype))
+        scale = 1.0 / (2 * math.pi * 2.0)    # the kernel's own spectral density (optimal proposal, App. A.4)
+    proposal = Proposal("gaussian", np.zeros(D, dtype=dtype), np.full(D, scale, dtype=dtype))
+    return {"spectrum": spectrum, "proposal": proposal}
+
+
+def _flt_features(rng, att, *, d_head, n_heads, dtype):
+    from .positional import draw_flt_noise
+
+    r_eps, r_omega = rng.spawn(2)
+    out = {"eps": draw_flt_noise(r_eps, att["r"], _flt_dim(att), "gaussian", dtype=dtype)}   # (r, D)
+    out.update(_draw_omega(r_omega, att, 2 * att["r"] + d_head, dtype))                    # (m, 2r + d)
+    return out
+
+
 #: kind -> (init_params(rng, att, *, d_head, n_heads, dtype) -> dict,
 #:          draw_features(rng, att, *, d_head, n_heads, dtype) -> dict | None).
 #: Same keys as ``refattn.nn.mha.ATTENTION_KINDS``.
@@ -238,6 +268,7 @@ ATTENTION_DRAWS = {
     "s1": (_s1_params, _s1_features),
     "s2": (_s2_params, _s2_features),
     "toeplitz": (_toeplitz_params, _toeplitz_features),
+    "flt": (_flt_params, _flt_features),
 }
 
 

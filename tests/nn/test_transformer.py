@@ -36,13 +36,17 @@ KINDS = {
     "s1-favor": {"kind": "s1", "lengthscales": 3, "features": "positive", "m": 8},
     "s2-softmax": {"kind": "s2", "clip": 2},
     "s2-favor": {"kind": "s2", "clip": 2, "features": "positive", "m": 8},
+    "flt-gm-1d": {"kind": "flt", "spectrum": "gaussian_mixture", "r": 4, "m": 8},
+    "flt-kernel-2d": {"kind": "flt", "spectrum": "gaussian_kernel", "r": 4, "m": 8, "grid": [1, 5]},
     "toeplitz-elu": {"kind": "toeplitz"},
     "toeplitz-favor": {"kind": "toeplitz", "feature_map": "positive", "m": 8},
 }
 #: finite-difference step per kind: trig normalisers can come close to zero, where the loss is strongly curved
 #: and central differences need a smaller step (the check converges as eps -> 0; measured: 1e-7 passes, 1e-6
 #: does not for the causal LM).
-FD_EPS = {"favor-trig": 1e-7, "gmm-rks-full": 1e-7, "fastfood-rks": 1e-7, "generative-rks": 1e-7}
+#: ReLU features are piecewise linear: a step that crosses a kink spoils the difference quotient (seen once with
+#: eps = 1e-6 on the causal LM); a smaller step makes crossing unlikely.
+FD_EPS = {"relu": 1e-8, "favor-trig": 1e-7, "gmm-rks-full": 1e-7, "fastfood-rks": 1e-7, "generative-rks": 1e-7}
 #: kinds without a causal mode (S2's clipped-distance heads are bidirectional only)
 BIDIRECTIONAL_ONLY = ("s2",)
 #: kinds whose reference forward lives in tests/nn/reference.py (the direct dense forward and the torch model)
@@ -64,12 +68,23 @@ def tiny_config(att, task, **kw):
     return cfg
 
 
+def perturb(params, rng):
+    """Make every parameter matter: nonzero leaves times exp(0.1 n) (positive ones stay positive), zero leaves
+    (biases, betas, Toeplitz log-coefficients) plus 0.1 n; integer and static leaves unchanged."""
+    def f(a):
+        if a.dtype.kind != "f":
+            return a
+        n = rng.standard_normal(a.shape)
+        return np.where(a != 0, a * np.exp(0.1 * n), 0.1 * n).astype(a.dtype)
+    return tree_map(f, params)
+
+
 def setup(att, task, seed=0, L=5, **kw):
     cfg = tiny_config(att, task, **kw)
     rng = np.random.default_rng(seed)
     params = rr.init_transformer(rng, cfg)
     # non-trivial layer norms and biases, so that every parameter matters in the checks
-    params = tree_map(lambda a: a + 0.1 * rng.standard_normal(a.shape) if a.dtype.kind == "f" else a, params)
+    params = perturb(params, rng)
     feats = rr.draw_attention_features(rng, cfg)
     ids = rng.integers(0, 7, size=(2, L))
     labels = rng.integers(0, 3, size=(2,)) if task == "classify" else rng.integers(0, 7, size=(2, L))
@@ -91,8 +106,7 @@ def test_mha_grad(xp, name, causal):
     like = xp.zeros(1, dtype=xp.float64)
     cfg = tiny_config(att, "classify", n_layers=1)
     att = check_config(cfg)["attention"]
-    params = rr.tree_as_xp(tree_map(lambda a: a + 0.1 * rng.standard_normal(a.shape) if a.dtype.kind == "f" else a,
-                                    rr.init_mha(rng, 8, 2, att)), like=like)
+    params = rr.tree_as_xp(perturb(rr.init_mha(rng, 8, 2, att), rng), like=like)
     feats = rr.tree_as_xp(rr.draw_attention_features(rng, cfg)[0], like=like)
     x = randn(rng, xp, 2, 5, 8)
     check_vjp(mha_fwd, mha_bwd, {"x": x, "params": params},
@@ -173,6 +187,8 @@ def test_model_equals_direct_forward(name, task, position):
 def test_lm_prefix_invariance(xp, name):
     """Causal LM: the logits of a prefix do not change when tokens are appended (within rounding)."""
     _needs(name, causal=True)
+    if KINDS[name].get("grid") is not None:
+        pytest.skip("a 2-D position grid fixes L (prefixes are not grids of the same shape)")
     cfg, params, feats, ids, labels = setup(KINDS[name], "lm", L=6)
     like = xp.zeros(1, dtype=xp.float64)
     params, feats = rr.tree_as_xp(params, like=like), rr.tree_as_xp(feats, like=like)
@@ -302,6 +318,33 @@ def test_bad_configs():
         transformer(params, ids, [None], config=cfg)
     with pytest.raises(ValueError, match="n_heads: the number of heads 3 must divide the model width D = 8"):
         mha_fwd(np.zeros((1, 2, 8)), params["blocks"][0]["attn"], n_heads=3, attention="softmax")
+
+
+def test_geometry_errors():
+    """S2 grid not matching L, FLT grid not matching L, Toeplitz L beyond its table: clear errors."""
+    cfg, params, feats, ids, labels = setup({"kind": "s2", "clip": 2, "grid": [2, 3]}, "classify")
+    with pytest.raises(ValueError, match=r"grid: expected H \* W == L = 5 .* got grid \(2, 3\) with H \* W = 6"):
+        transformer(params, ids, feats, config=cfg)
+    cfg, params, feats, ids, labels = setup(KINDS["flt-kernel-2d"], "classify", L=4)
+    with pytest.raises(ValueError, match=r"'flt': grid \(1, 5\) has H \* W = 5 positions; the sequence has L = 4"):
+        transformer(params, ids, feats, config=cfg)
+    cfg, params, feats, ids, labels = setup(KINDS["toeplitz-elu"], "classify")
+    blk = params["blocks"][0]["attn"]
+    x = np.zeros((1, 6, 8))
+    short = dict(blk, attn={"log_coeffs": blk["attn"]["log_coeffs"][:, 2:-2]})    # table for max_len = 4
+    with pytest.raises(ValueError, match="sequence length L = 6 exceeds the coefficient table's max_len = 4"):
+        mha_fwd(x, short, None, n_heads=2, attention=check_config(cfg)["attention"])
+    with pytest.raises(ValueError, match=r"config\['attention'\]\['max_len'\]: 4 differs from config\['max_len'\] = 6"):
+        check_config(dict(cfg, attention={"kind": "toeplitz", "max_len": 4}))
+    patches = dict(task="classify", input="patches", patch=2, image_shape=(4, 4, 1), n_classes=2, d_model=8,
+                   n_heads=2, n_layers=1, max_len=4, attention={"kind": "s2", "grid": [1, 3]})
+    with pytest.raises(ValueError, match=r"grid'\]: \[1, 3\] does not match the patch grid \(2, 2\)"):
+        check_config(patches)
+    with pytest.raises(ValueError, match="attention.grid: expected None"):
+        check_config(dict(cfg, attention={"kind": "s2", "grid": [4]}))
+    s2_attn = setup({"kind": "s2", "clip": 2}, "classify")[1]["blocks"][0]["attn"]
+    with pytest.raises(ValueError, match="'s2': clipped relative-distance heads are bidirectional only"):
+        mha_fwd(x[:, :5], s2_attn, None, n_heads=2, attention={"kind": "s2", "clip": 2}, causal=True)
 
 
 def test_params_leaves_all_have_gradients():
