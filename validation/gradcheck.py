@@ -7,6 +7,9 @@ a time (and then all together), so a failure names the argument whose gradient i
 looked up by the argument's name (``grads.phi_q`` for ``phi_q``); nested parameter containers (dicts, tuples,
 NamedTuples) are walked leaf by leaf.
 
+A container argument (a parameter dict) is also checked leaf by leaf, so that a wrong gradient of a small
+leaf (mixture logits beside large weight matrices) cannot hide inside the container's summed tolerance.
+
 Tolerance: ``|fd - an| <= rtol * sum_i <|t_i|, |g_i|> + 8 eps_machine sum |c| |y| / eps`` -- relative to the
 scale of the terms (robust to cancellation) plus the rounding error of the difference quotient itself.
 """
@@ -101,13 +104,6 @@ def _random_like(tree: Any, rng: np.random.Generator) -> Any:
     return tree
 
 
-def _axpy(x_tree: Any, t_tree: Any, alpha: float) -> Any:
-    for path, t in tree_leaves(t_tree):
-        x = _get(x_tree, path)
-        x_tree = _replace(x_tree, path, x + alpha * t)
-    return x_tree
-
-
 def check_vjp(fwd: Callable[..., Any], bwd: Callable[[Any, Any], Any], args: dict, *, kwargs: dict | None = None,
               wrt: tuple[str, ...] | None = None, seed: int = 0, n_directions: int = 3, eps: float = 1e-6,
               rtol: float = 1e-6, output: Callable[[Any], Any] | None = None) -> dict[str, float]:
@@ -169,34 +165,40 @@ def check_vjp(fwd: Callable[..., Any], bwd: Callable[[Any, Any], Any], args: dic
     y_scale = _inner(select(y), c, absolute=True)
 
     worst: dict[str, float] = {}
-    groups = [(n,) for n in wrt] + ([tuple(wrt)] if len(wrt) > 1 else [])
-    for group in groups:
+    leaves = {n: [path for path, _ in tree_leaves(args[n])] for n in wrt}
+    groups: list[tuple[str, list[tuple[str, tuple]]]] = []
+    for n in wrt:
+        if len(leaves[n]) > 1:  # each leaf alone, so that a small wrong leaf cannot hide behind large ones
+            groups += [(f"{n}{list(p)}", [(n, p)]) for p in leaves[n]]
+        groups.append((n, [(n, p) for p in leaves[n]]))
+    if len(wrt) > 1:
+        groups.append(("+".join(wrt), [(n, p) for n in wrt for p in leaves[n]]))
+    for name, members in groups:
         for _ in range(n_directions):
-            t = {n: _random_like(args[n], rng) for n in group}
-            plus = dict(args)
-            minus = dict(args)
-            for n in group:
-                plus[n] = _axpy(args[n], t[n], eps)
-                minus[n] = _axpy(args[n], t[n], -eps)
-            fd = (_inner(f(plus), c) - _inner(f(minus), c)) / (2 * eps)
+            plus, minus = dict(args), dict(args)
             an, scale = 0.0, 0.0
-            for n in group:
+            for n, path in members:
+                x = _get(args[n], path)
+                xp = array_api_compat.array_namespace(x)
+                t = xp.asarray(rng.standard_normal(tuple(x.shape)), dtype=x.dtype, device=array_api_compat.device(x))
+                plus[n] = _replace(plus[n], path, x + eps * t)
+                minus[n] = _replace(minus[n], path, x - eps * t)
                 g = grads.get(n) if isinstance(grads, dict) else getattr(grads, n, None)
                 if g is None:
                     raise AssertionError(f"check_vjp: the backward returned no gradient for {n!r}")
-                for path, tl in tree_leaves(t[n]):
-                    gl = _get(g, path)
-                    if gl is None:
-                        raise AssertionError(f"check_vjp: no gradient for {n}{list(path)}")
-                    if tuple(gl.shape) != tuple(tl.shape):
-                        raise AssertionError(
-                            f"check_vjp: gradient for {n}{list(path) if path else ''} has shape {tuple(gl.shape)}; "
-                            f"the argument has shape {tuple(tl.shape)}")
-                    an += _inner(tl, gl)
-                    scale += _inner(tl, gl, absolute=True)
+                gl = _get(g, path)
+                label = f"{n}{list(path) if path else ''}"
+                if gl is None:
+                    raise AssertionError(f"check_vjp: no gradient for {label}")
+                if tuple(gl.shape) != tuple(t.shape):
+                    raise AssertionError(
+                        f"check_vjp: gradient for {label} has shape {tuple(gl.shape)}; "
+                        f"the argument has shape {tuple(t.shape)}")
+                an += _inner(t, gl)
+                scale += _inner(t, gl, absolute=True)
+            fd = (_inner(f(plus), c) - _inner(f(minus), c)) / (2 * eps)
             tol = rtol * scale + 8 * np.finfo(np.float64).eps * y_scale / eps
             err = abs(fd - an)
-            name = "+".join(group)
             worst[name] = max(worst.get(name, 0.0), err / max(scale, 1e-300))
             if not err <= tol:
                 raise AssertionError(

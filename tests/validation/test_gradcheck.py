@@ -35,7 +35,7 @@ def args(rng):
 
 def test_passes_on_correct_pair(args):
     worst = check_vjp(pair_fwd, pair_bwd, args)
-    assert set(worst) == {"x", "params", "x+params"}
+    assert set(worst) == {"x", "params['W']", "params['b']", "params", "x+params"}
     assert max(worst.values()) < 1e-8
 
 
@@ -49,7 +49,7 @@ def test_catches_wrong_gradient(args, which, factor):
         p[which] = p[which] * factor
         return g._replace(params=p)
 
-    with pytest.raises(AssertionError, match="gradient for " + ("x" if which == "x" else "params")):
+    with pytest.raises(AssertionError, match="gradient for " + ("x" if which == "x" else f"params\\['{which}'\\]")):
         check_vjp(pair_fwd, bad, args)
 
 
@@ -70,3 +70,16 @@ def test_jacobian_fd_matches_analytic(rng):
     x = rng.standard_normal(4)
     J = jacobian_fd(np.tanh, x)
     np.testing.assert_allclose(J, np.diag(1 - np.tanh(x) ** 2), atol=1e-9)
+
+
+def test_small_wrong_leaf_cannot_hide_behind_large_ones(rng):
+    """A 1e-4 relative error in a tiny leaf (b scaled down) next to a large W is still caught."""
+    args = dict(x=rng.standard_normal((5, 3)),
+                params={"W": 100.0 * rng.standard_normal((3, 4)), "b": 1e-3 * rng.standard_normal(4)})
+
+    def bad(dy, cache):
+        g = pair_bwd(dy, cache)
+        return g._replace(params={"W": g.params["W"], "b": g.params["b"] * (1 + 1e-4)})
+
+    with pytest.raises(AssertionError, match=r"gradient for params\['b'\]"):
+        check_vjp(pair_fwd, bad, args)
