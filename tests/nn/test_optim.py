@@ -90,3 +90,21 @@ def test_optim_errors(rng):
         adam_update(p, p, adam_init(p), beta2=1.0)
     with pytest.raises(ValueError, match="lr: expected"):
         sgd_update(p, p, sgd_init(p), lr=-1.0)
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam", "adamw"])
+def test_frozen_and_integer_leaves_unchanged(rng, kind):
+    """A ``None`` gradient (frozen by design) and an integer leaf (a FastFood permutation) are left unchanged,
+    even under weight decay; the other leaves move."""
+    p = {"W": rng.standard_normal(3), "frozen": rng.standard_normal(2), "perm": np.array([2, 0, 1])}
+    g = {"W": rng.standard_normal(3), "frozen": None, "perm": None}
+    st = sgd_init(p) if kind == "sgd" else adam_init(p)
+    for _ in range(2):
+        if kind == "sgd":
+            p2, st = sgd_update(p, g, st, lr=0.1, momentum=0.5, weight_decay=0.1)
+        elif kind == "adam":
+            p2, st = adam_update(p, g, st, lr=0.1, weight_decay=0.1)
+        else:
+            p2, st = adamw_update(p, g, st, lr=0.1, weight_decay=0.1)
+    assert p2["frozen"] is p["frozen"] and p2["perm"] is p["perm"]
+    assert not np.allclose(p2["W"], p["W"])
