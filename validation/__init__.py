@@ -25,3 +25,7 @@ __all__ = [
     "mean_test",
     "mse_estimate",
 ]
+
+from .check import CheckResult, Report, UsageError, check  # noqa: E402  (cross-checks: python -m validation)
+
+__all__ += ["check", "Report", "CheckResult", "UsageError"]
