@@ -1,7 +1,10 @@
 """Neural-network layers as forward/backward pairs, the transformer, losses, optimisers and the training loop.
 
 Submodules: ``dense``, ``layernorm``, ``batchnorm``, ``activations``, ``dropout``, ``embedding``, ``loss``,
-``optim`` (and ``mha``, ``transformer``, ``checkpoint``); ``train`` is not imported here (it may import tqdm).
+``optim``. ``mha``, ``transformer``, ``checkpoint`` and ``train`` are *not* imported here: ``refattn.features``
+imports these layers (the generative spectra's MLP) and ``mha`` imports ``refattn.features``, so re-exporting
+``mha`` here would be an import cycle; use ``from refattn.nn.transformer import ...``. ``train`` may import
+tqdm and is never imported by ``import refattn``.
 Note that ``refattn.nn.dense`` is the *function* (the flat re-export); import the module with
 ``from refattn.nn import dense as ...`` only via ``import refattn.nn.dense`` / ``from refattn.nn.dense import ...``.
 """
