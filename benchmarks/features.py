@@ -1,0 +1,128 @@
+"""Benchmark: FAVOR+ (favor_attention, positive features) against its same-run roofline and performer-pytorch.
+
+    python benchmarks/features.py [--quick] [--threads N] [--L 4096] [--repeat 5]
+
+Workload (issue 4): H = 8 heads, d = 64, m = 256 projections, d_v = 64, float32, one batch. Prints the median
+time of each pass and these same-run ratios:
+
+* forward / roofline, where the roofline is the time of what FAVOR+ cannot avoid: the two projection GEMMs
+  ``(H L, d) @ (d, m)`` (queries and keys), the two attention GEMMs (``phi_k^T [v, 1]`` and ``phi_q kv``) and one
+  ``np.exp`` pass over each (H, L, m) feature matrix (target <= 2);
+* causal / bidirectional (target <= 1.4) and backward / forward (target <= 1.8);
+* refattn vs performer-pytorch ``FastAttention`` (torch CPU, the same omega copied into its projection buffer,
+  same thread count), both modes, forward only (skipped cleanly when torch or performer_pytorch is missing).
+
+BLAS threads are pinned with threadpoolctl (default 1: the shared test machine; pass --threads for more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+
+from refattn import favor_attention, favor_attention_bwd, favor_attention_fwd
+from refattn.random import draw_orthogonal
+
+
+def timeit(fn, *, repeat=5):
+    fn()                                                  # warm-up
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def roofline(q, k, v, omega):
+    """The unavoidable work of bidirectional FAVOR+ forward, as plain contiguous NumPy calls."""
+    H, L, d = q.shape
+    m = omega.shape[0]
+    wT = np.ascontiguousarray(omega.T)                    # (d, m)
+    q2, k2 = q.reshape(H * L, d), k.reshape(H * L, d)
+    v_aug = np.concatenate([v, np.ones(v.shape[:-1] + (1,), v.dtype)], -1)   # (H, L, d_v + 1)
+
+    def run():
+        uq = (q2 @ wT).reshape(H, L, m)                   # projection GEMMs
+        uk = (k2 @ wT).reshape(H, L, m)
+        np.exp(uq, out=uq)                                # one exp pass per feature matrix
+        np.exp(uk, out=uk)
+        kv = np.swapaxes(uk, -1, -2) @ v_aug              # attention GEMMs
+        return uq @ kv
+
+    return run
+
+
+def performer_pytorch_fwd(q, k, v, omega, causal, threads):
+    try:
+        import torch
+        from performer_pytorch import FastAttention
+    except ImportError as exc:                            # optional crosscheck extra
+        return None, f"skipped ({exc.__class__.__name__}: {exc})"
+    torch.set_num_threads(threads)
+    H, L, d = q.shape
+    att = FastAttention(dim_heads=d, nb_features=omega.shape[0], causal=causal)
+    att.projection_matrix.copy_(torch.from_numpy(omega))   # the same draw as refattn
+    tq, tk, tv = (torch.from_numpy(a)[None] for a in (q, k, v))   # (1, H, L, d)
+
+    def run():
+        with torch.no_grad():
+            return att(tq, tk, tv)
+
+    return run, "ok"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="small sizes, to check that the script runs")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS / torch threads (default 1)")
+    ap.add_argument("--L", type=int, default=4096)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    H, d, m, d_v = 8, 64, 256, 64
+    L = 512 if args.quick else args.L
+    repeat = 2 if args.quick else args.repeat
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    with threadpool_limits(limits=args.threads):
+        blas = ", ".join(f"{i['internal_api']} {i['num_threads']} thread(s)" for i in threadpool_info())
+        print(f"# benchmarks/features.py  H={H} d={d} m={m} d_v={d_v} L={L} float32  "
+              f"numpy {np.__version__}  {platform.processor() or platform.machine()}  BLAS: {blas}")
+        rng = np.random.default_rng(0)
+        q, k = (0.5 * rng.standard_normal((H, L, d))).astype(np.float32), \
+            (0.5 * rng.standard_normal((H, L, d))).astype(np.float32)
+        v = rng.standard_normal((H, L, d_v)).astype(np.float32)
+        omega = draw_orthogonal(rng, m, d, dtype=np.float32)
+
+        t_roof = timeit(roofline(q, k, v, omega), repeat=repeat)
+        t = {}
+        for causal in (False, True):
+            t[causal, "fwd"] = timeit(lambda: favor_attention(q, k, v, omega, causal=causal), repeat=repeat)
+            y, cache = favor_attention_fwd(q, k, v, omega, causal=causal)
+            dy = np.ones_like(y)
+            t[causal, "bwd"] = timeit(lambda: favor_attention_bwd(dy, cache), repeat=repeat)
+        print(f"roofline (2 projection GEMMs + 2 attention GEMMs + 2 exp passes): {t_roof * 1e3:9.2f} ms")
+        for causal in (False, True):
+            mode = "causal" if causal else "bidir "
+            print(f"FAVOR+ {mode} forward {t[causal, 'fwd'] * 1e3:9.2f} ms   backward {t[causal, 'bwd'] * 1e3:9.2f} ms"
+                  f"   backward/forward {t[causal, 'bwd'] / t[causal, 'fwd']:5.2f}")
+        print(f"forward / roofline (bidirectional)      {t[False, 'fwd'] / t_roof:5.2f}   (target <= 2)")
+        print(f"causal / bidirectional forward          {t[True, 'fwd'] / t[False, 'fwd']:5.2f}   (target <= 1.4)")
+        print(f"backward / forward (bidirectional)      {t[False, 'bwd'] / t[False, 'fwd']:5.2f}   (target <= 1.8)")
+        for causal in (False, True):
+            run, status = performer_pytorch_fwd(q, k, v, omega, causal, args.threads)
+            mode = "causal" if causal else "bidir"
+            if run is None:
+                print(f"performer-pytorch FastAttention {mode}: {status}")
+                continue
+            t_pt = timeit(run, repeat=repeat)
+            print(f"performer-pytorch FastAttention {mode:6s} forward {t_pt * 1e3:9.2f} ms   "
+                  f"refattn / performer-pytorch {t[causal, 'fwd'] / t_pt:5.2f}")
+
+
+if __name__ == "__main__":
+    main()
