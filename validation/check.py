@@ -711,7 +711,7 @@ def _check_unbiased_features(ctx: _Ctx) -> CheckResult:
     names = list(pts)
     worst = int(np.argmax(zs))
     wname = f"{names[worst % P]} ({'q = k' if worst < P else 'k = -q/2'})"
-    return CheckResult("unbiased", max(zs) <= zc, float(max(zs)), zc,
+    return CheckResult("unbiased", bool(max(zs) <= zc), float(max(zs)), zc,
                        f"estimate of {kern} [{KERNELS[kern][0]}] under Haar-orthogonal draws (refattn draw_orthogonal,"
                        f" m = {ctx.s.m_kernel}), |q| = {r} along e1, all-ones, 2 random directions, k = q and k = -q/2;"
                        f" worst {wname}; {ctx.s.n_kernel} draws; false alarm {ALPHA:g}")
@@ -831,13 +831,14 @@ def check(fn: Callable[..., Any] | str, *, kind: str, framework: str | None = No
         todo = tuple(c for c in todo if c in checks)
     _check_signature(fn, kind, name)
     ctx = _Ctx(fn, fw, kind, family, dtype, seed, QUICK if quick else SIZES, name)
-    _probe(ctx)
     results = []
-    for c in todo:
-        try:
-            results.append(RUNNERS[(kind, c)](ctx))
-        except UsageError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a candidate failing inside a check fails that check
-            results.append(CheckResult(c, False, math.inf, None, f"raised {type(e).__name__}: {e}"))
+    with fw.session():
+        _probe(ctx)
+        for c in todo:
+            try:
+                results.append(RUNNERS[(kind, c)](ctx))
+            except UsageError:
+                raise
+            except Exception as e:  # noqa: BLE001 - a candidate failing inside a check fails that check
+                results.append(CheckResult(c, False, math.inf, None, f"raised {type(e).__name__}: {e}"))
     return Report(name, kind, fw.name, dtype, seed, family, results, note, time.perf_counter() - t0)

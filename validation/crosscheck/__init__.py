@@ -12,6 +12,7 @@ Built-in targets (``python -m validation check NAME``): ``refattn`` (the self-ch
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from typing import Any, Callable, NamedTuple
 
@@ -43,6 +44,11 @@ class Framework:
 
     def asarray(self, a: np.ndarray) -> Any:
         return np.asarray(a)
+
+    def session(self):
+        """Context for a run of checks (torch: one intra-op thread -- the checks make thousands of tiny calls,
+        which thread hand-offs slow down 100-fold on a busy machine; restored afterwards)."""
+        return contextlib.nullcontext()
 
     def to_numpy(self, x: Any) -> np.ndarray:
         return np.asarray(x)

@@ -92,18 +92,19 @@ def target(kind: str, framework: str | None) -> Target:
                   "projection_matrix = omega")
 
 
-def eps_effect(L: int = 1024, d: int = 64, m: int = 256, seed: int = 0) -> dict:
+def eps_effect(L: int = 1024, d: int = 64, m: int = 256, seed: int = 0, scale: float = 1.0) -> dict:
     """Relative RMS error ``|y - y_exact| / |y_exact|`` of performer-pytorch's defaults and of the same computation
-    with ``eps = 0``, on the same omega (its own draw) and inputs (entries N(0, 1), float64, B = 1, H = 2), for
+    with ``eps = 0``, on the same omega (its own draw) and inputs (q, k entries N(0, scale^2), v N(0, 1), float64, B = 1, H = 2), for
     the bidirectional and the causal (non-CUDA) paths; refattn's FAVOR+ on the same omega for comparison."""
     import torch
     from refattn.attention import favor_attention, softmax_attention
     pp = _pp()
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal((1, 2, L, d)) for _ in range(3))
+    q, k = scale * q, scale * k
     om = draw(seed, m, d).double()
     tq, tk, tv = (torch.from_numpy(a) for a in (q, k, v))
-    out = {"L": L, "d": d, "m": m}
+    out = {"L": L, "d": d, "m": m, "scale": scale}
     for causal in (False, True):
         exact = softmax_attention(q, k, v, causal=causal)
         with torch.no_grad():

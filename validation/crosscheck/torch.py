@@ -9,6 +9,7 @@ torch adapter" (``python -m validation check refattn --framework torch``).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 import numpy as np
@@ -22,6 +23,16 @@ class TorchFramework(Framework):
     name = "torch"
     autograd = True
     module = "torch"
+
+    @contextlib.contextmanager
+    def session(self):
+        import torch
+        n = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(n)
 
     def asarray(self, a: np.ndarray) -> Any:
         import torch
