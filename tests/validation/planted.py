@@ -53,7 +53,8 @@ def _global_max_favor(q, k, v, omega, causal, eps):
         return (phi_q @ kv) / (phi_q @ phi_k.sum(-2)[..., None])
     S = np.cumsum(phi_k[..., :, :, None] * v[..., :, None, :], axis=-3)               # (..., L, m, d_v) prefix states
     z = np.cumsum(phi_k, axis=-2)                                                     # (..., L, m)
-    return np.einsum("...lm,...lmd->...ld", phi_q, S) / np.sum(phi_q * z, -1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):                              # 0/0 once features underflow
+        return np.einsum("...lm,...lmd->...ld", phi_q, S) / np.sum(phi_q * z, -1, keepdims=True)
 
 
 def global_max_eps_favor(q, k, v, omega, causal):

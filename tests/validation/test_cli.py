@@ -1,0 +1,67 @@
+"""``python -m validation`` in a subprocess: exit codes 0 / 1 / 2, the JSON schema, messages instead of tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args, tmp_path=None):
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "validation", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def _schema(doc):
+    assert set(doc) >= {"target", "kind", "framework", "checks"}
+    for c in doc["checks"]:
+        assert set(c) == {"name", "passed", "figure", "threshold", "detail"}
+        assert c["passed"] in (True, False, None)
+        assert c["figure"] is None or isinstance(c["figure"], (int, float))
+        assert c["threshold"] is None or isinstance(c["threshold"], (int, float))
+        assert isinstance(c["detail"], str) and c["detail"]
+
+
+def test_exit_0_and_json_schema(tmp_path):
+    out = tmp_path / "r.json"
+    p = run("check", "refattn", "--kind", "attention", "--quick", "--json", str(out))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    _schema(doc)
+    assert doc["target"] == "refattn" and doc["kind"] == "attention" and doc["framework"] == "numpy"
+    assert [c["name"] for c in doc["checks"]] == ["values", "gradients", "kernel", "same_features",
+                                                  "prefix_invariance", "dtype"]
+    assert "PASS" in p.stdout
+
+
+def test_exit_1_for_a_planted_defect(tmp_path):
+    out = tmp_path / "r.json"
+    p = run("check", "tests/validation/planted.py:upcast_favor", "--kind", "attention", "--dtype", "float32",
+            "--quick", "--json", str(out))
+    assert p.returncode == 1, p.stdout + p.stderr
+    doc = json.loads(out.read_text())
+    _schema(doc)
+    failed = [c["name"] for c in doc["checks"] if c["passed"] is False]
+    assert failed == ["dtype"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (("check", "no_such_module_xyz:f", "--kind", "draw"), "importing 'no_such_module_xyz' failed"),
+    (("check", "tests/validation/planted.py:wrong_signature", "--kind", "attention"), "does not fit the attention"),
+    (("check", "tests/validation/planted.py:wrong_shape_favor", "--kind", "attention"), "returned shape"),
+    (("check", "refattn", "--kind", "kernels"), "invalid choice: 'kernels'"),
+    (("check", "tests/validation/planted.py:upcast_favor", "--kind", "attention", "--framework", "mxnet"),
+     "unknown framework 'mxnet'"),
+])
+def test_exit_2_with_a_message_not_a_traceback(args, message):
+    p = run(*args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert message in p.stderr
+    assert "Traceback" not in p.stderr
