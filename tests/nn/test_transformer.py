@@ -101,6 +101,9 @@ def test_kind_tables_agree():
 @pytest.mark.parametrize("name", list(KINDS))
 def test_mha_grad(xp, name, causal):
     _needs(name, causal=causal)
+    if not causal and KINDS[name]["kind"] not in BIDIRECTIONAL_ONLY and "strict" in str(xp.__name__):
+        pytest.skip("array_api_strict runs the causal variant of each kind (the bidirectional one on NumPy): "
+                    "test-time budget")
     att = KINDS[name]
     rng = np.random.default_rng(1)
     like = xp.zeros(1, dtype=xp.float64)
