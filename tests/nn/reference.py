@@ -115,10 +115,52 @@ def _rpe_attention(q, k, v, att, attn_params, feats, causal, lib):
     return _normalised(a, v, causal, lib)
 
 
+def _spectral_omega(att, attn_params, feats, lib):
+    """Frequencies (M, d) and per-frequency scales (M,) of the learnable spectra (Chowdhury et al. Eqs. 5, 7)."""
+    if att["kind"] == "gmm":
+        g, n = attn_params["gmm"], feats["noise"]                                       # n: (C, Mc, d)
+        C, Mc, d = n.shape
+        if g.S.ndim == 2:                                                                # diagonal: Sigma = S^2
+            omega = g.mu[:, None, :] + n * g.S[:, None, :]
+        else:                                                                            # omega = mu + S n
+            omega = g.mu[:, None, :] + n @ (np.swapaxes(g.S, -1, -2) if lib is np else g.S.transpose(-1, -2))
+        e = lib.exp(g.logits - g.logits.max())
+        pi = e / e.sum()
+        scale = (lib.sqrt(C * pi)[:, None] * _t(np.ones((1, Mc)), lib)).reshape(C * Mc)
+        return omega.reshape(C * Mc, d), scale
+    # generative: 4 x (dense, batch norm with the batch statistics of the M rows, LeakyReLU 0.01), dense, tanh
+    gp, h = attn_params["generator"], feats["noise"]
+    for dp, bp in zip(gp.hidden, gp.norms):
+        z = h @ dp.W + dp.b
+        mean = z.mean(0)
+        var = ((z - mean) ** 2).mean(0)
+        z = (z - mean) / lib.sqrt(var + 1e-5) * bp.gamma + bp.beta
+        h = lib.where(z > 0, z, 0.01 * z)
+    omega = lib.tanh(h @ gp.out.W + gp.out.b)
+    return omega, None
+
+
+def _spectral_features(x, att, omega, scale, lib):
+    """PRF (Eq. 9: offset |x|^2) or RKS ([cos, sin]) features of d^{-1/4} x with per-frequency scales."""
+    M = omega.shape[0]
+    xs = x * x.shape[-1] ** -0.25
+    u = xs @ omega.T
+    if att["features"] == "prf":
+        phi = lib.exp(u - (xs ** 2).sum(-1)[..., None]) / math.sqrt(M)
+        return phi if scale is None else phi * scale
+    cat = np.concatenate if lib is np else lib.cat
+    phi = cat([lib.cos(u), lib.sin(u)], -1) / math.sqrt(M)
+    return phi if scale is None else phi * cat([scale, scale], 0)
+
+
 def _attention(q, k, v, att, feats, causal, lib, attn_params=None):
     L = q.shape[-2]
     if att["kind"] in ("s1", "s2", "toeplitz"):
         return _rpe_attention(q, k, v, att, attn_params, feats, causal, lib)
+    if att["kind"] in ("gmm", "generative"):
+        omega, scale = _spectral_omega(att, attn_params, feats, lib)
+        a = _spectral_features(q, att, omega, scale, lib) @ _T(_spectral_features(k, att, omega, scale, lib), lib)
+        return _normalised(a, v, causal, lib)
     if att["kind"] == "softmax":
         s = q @ k.transpose(-1, -2) if lib is not np else q @ np.swapaxes(k, -1, -2)
         s = s / math.sqrt(q.shape[-1])
