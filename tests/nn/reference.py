@@ -128,6 +128,23 @@ def _spectral_omega(att, attn_params, feats, lib):
         pi = e / e.sum()
         scale = (lib.sqrt(C * pi)[:, None] * _t(np.ones((1, Mc)), lib)).reshape(C * Mc)
         return omega.reshape(C * Mc, d), scale
+    if att["kind"] == "fastfood":
+        # V_b = (1 / sqrt(D)) diag(S_b) H diag(G_b) Pi_b H diag(B_b) (Eq. 6, sigma = 1), H the unnormalised
+        # Hadamard matrix, (Pi x)_i = x[perm_i]; d padded with zeros to D: omega_b = V_b[:, :d]
+        from scipy.linalg import hadamard
+
+        ff = attn_params["fastfood"]
+        nb, D = ff.S.shape
+        Hm = _t(hadamard(D).astype(float), lib)
+        rows = []
+        for b in range(nb):
+            perm = np.asarray(ff.perm[b]) if lib is np else ff.perm[b].numpy()
+            P = np.zeros((D, D))
+            P[np.arange(D), perm] = 1.0
+            V = (ff.S[b][:, None] * Hm) @ (ff.G[b][:, None] * (_t(P, lib) @ (Hm * ff.B[b][None, :]))) / math.sqrt(D)
+            rows.append(V)
+        cat = np.concatenate if lib is np else lib.cat
+        return cat(rows, 0), None                                                        # (M, D)
     # generative: 4 x (dense, batch norm with the batch statistics of the M rows, LeakyReLU 0.01), dense, tanh
     gp, h = attn_params["generator"], feats["noise"]
     for dp, bp in zip(gp.hidden, gp.norms):
@@ -144,7 +161,7 @@ def _spectral_features(x, att, omega, scale, lib):
     """PRF (Eq. 9: offset |x|^2) or RKS ([cos, sin]) features of d^{-1/4} x with per-frequency scales."""
     M = omega.shape[0]
     xs = x * x.shape[-1] ** -0.25
-    u = xs @ omega.T
+    u = xs @ omega[:, :x.shape[-1]].T                                       # FastFood: columns past d meet padding
     if att["features"] == "prf":
         phi = lib.exp(u - (xs ** 2).sum(-1)[..., None]) / math.sqrt(M)
         return phi if scale is None else phi * scale
@@ -157,7 +174,7 @@ def _attention(q, k, v, att, feats, causal, lib, attn_params=None):
     L = q.shape[-2]
     if att["kind"] in ("s1", "s2", "toeplitz"):
         return _rpe_attention(q, k, v, att, attn_params, feats, causal, lib)
-    if att["kind"] in ("gmm", "generative"):
+    if att["kind"] in ("gmm", "generative", "fastfood"):
         omega, scale = _spectral_omega(att, attn_params, feats, lib)
         a = _spectral_features(q, att, omega, scale, lib) @ _T(_spectral_features(k, att, omega, scale, lib), lib)
         return _normalised(a, v, causal, lib)

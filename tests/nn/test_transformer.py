@@ -50,7 +50,7 @@ FD_EPS = {"relu": 1e-8, "favor-trig": 1e-7, "gmm-rks-full": 1e-7, "fastfood-rks"
 #: kinds without a causal mode (S2's clipped-distance heads are bidirectional only)
 BIDIRECTIONAL_ONLY = ("s2",)
 #: kinds whose reference forward lives in tests/nn/reference.py (the direct dense forward and the torch model)
-REFERENCE_KINDS = ("softmax", "elu", "relu", "favor", "gmm", "generative", "s1", "s2", "toeplitz")
+REFERENCE_KINDS = ("softmax", "elu", "relu", "favor", "gmm", "fastfood", "generative", "s1", "s2", "toeplitz")
 
 
 def _needs(name, *, causal=False, reference=False):
@@ -226,7 +226,8 @@ def test_torch_crosscheck(name, task):
     ncfg = check_config(cfg)
     loss, cache = transformer_loss_fwd(params, ids, labels, feats, config=cfg)
     grads = transformer_loss_bwd(np.ones(()), cache).params
-    tparams = tree_map(lambda a: torch.tensor(a, dtype=torch.float64, requires_grad=True), params)
+    tparams = tree_map(lambda a: torch.tensor(a, dtype=torch.float64, requires_grad=True) if a.dtype.kind == "f"
+                       else torch.tensor(a), params)                  # integer leaves (FastFood perm): no grad
     tfeats = [None if f is None else tree_map(lambda a: torch.tensor(a, dtype=torch.float64), f) for f in feats]
     logits = reference.forward(tparams, torch.as_tensor(ids), tfeats, ncfg, lib=torch)
     C = logits.shape[-1]
@@ -234,7 +235,8 @@ def test_torch_crosscheck(name, task):
     tloss.backward()
     assert abs(float(loss) - tloss.item()) <= 1e-12 * abs(tloss.item())
     ours, theirs = flatten_tree(grads), flatten_tree(tree_map(
-        lambda t: t.grad.numpy() if t.grad is not None else np.zeros(tuple(t.shape)), tparams))   # unused: 0
+        lambda t: None if not t.is_floating_point() else t.grad.numpy() if t.grad is not None
+        else np.zeros(tuple(t.shape)), tparams))                      # unused parameter (S2's keys): zero
     assert ours.keys() == theirs.keys()
     # Relative norm-wise error per tensor. A tensor whose gradient is zero in exact arithmetic (the key bias of
     # softmax attention: q.(k + b) shifts a whole row of logits, which the softmax ignores) holds only rounding
