@@ -170,8 +170,46 @@ def _spectral_features(x, att, omega, scale, lib):
     return phi if scale is None else phi * cat([scale, scale], 0)
 
 
+def _flt_attention(q, k, v, att, attn_params, feats, causal, lib):
+    """FLT Algorithm 1 (real form): Q_hat = [N1, d^{-1/4} q], K_hat = [N2, d^{-1/4} k], positive features."""
+    L, d = q.shape[-2], q.shape[-1]
+    if att["grid"] is None:
+        pos = np.arange(L, dtype=float)[:, None]                                       # (L, 1)
+    else:
+        H, W = att["grid"]
+        pos = np.stack([np.arange(L) // W, np.arange(L) % W], -1).astype(float)         # (L, 2) row-major
+    sp, pr, eps = attn_params["spectrum"], attn_params["proposal"], feats["eps"]       # eps: (r, D)
+    r, D = eps.shape
+    xi = pr.loc + pr.scale * eps                                                       # (r, D)
+    if hasattr(sp, "mu"):                                                              # Gaussian mixture
+        g = (sp.w * lib.exp(-((xi[:, None, :] - sp.mu[None]) ** 2).sum(-1) / (2 * sp.sigma ** 2))).sum(-1)
+    else:                                                                              # Gaussian kernel
+        g = sp.C * (2 * math.pi * sp.length ** 2) ** (D / 2) * lib.exp(
+            -2 * math.pi ** 2 * sp.length ** 2 * (xi ** 2).sum(-1))
+    z = (xi - pr.loc) / pr.scale
+    p = lib.exp(-(z ** 2).sum(-1) / 2) / ((2 * math.pi) ** (D / 2) * lib.prod(pr.scale * _t(np.ones(D), lib)))
+    w = g / p                                                                          # (r,) importance weights
+    a = 2 * math.pi * (_t(pos, lib) @ xi.T)                                            # (L, r)
+    cat = np.concatenate if lib is np else lib.cat
+    amp = lib.sqrt(lib.abs(w) / r)
+    N1 = cat([lib.cos(a) * amp, lib.sin(a) * amp], -1)                                 # (L, 2r)
+    sgn = lib.sign(w)
+    N2 = cat([lib.cos(a) * amp * sgn, lib.sin(a) * amp * sgn], -1)
+    B, Hh = q.shape[0], q.shape[1]
+    ex = (lambda t: np.broadcast_to(t, (B, Hh) + t.shape)) if lib is np else (lambda t: t.expand(B, Hh, *t.shape))
+    qh = cat([ex(N1), q * d ** -0.25], -1)
+    kh = cat([ex(N2), k * d ** -0.25], -1)
+    fa = {"kind": "favor", "features": "positive"}
+    omega = feats["omega"]
+    scale = qh.shape[-1] ** 0.25            # _features scales by width^{-1/4}; FLT's inputs are already scaled
+    A = _features(qh * scale, fa, omega, lib) @ _T(_features(kh * scale, fa, omega, lib), lib)
+    return _normalised(A, v, causal, lib)
+
+
 def _attention(q, k, v, att, feats, causal, lib, attn_params=None):
     L = q.shape[-2]
+    if att["kind"] == "flt":
+        return _flt_attention(q, k, v, att, attn_params, feats, causal, lib)
     if att["kind"] in ("s1", "s2", "toeplitz"):
         return _rpe_attention(q, k, v, att, attn_params, feats, causal, lib)
     if att["kind"] in ("gmm", "generative", "fastfood"):

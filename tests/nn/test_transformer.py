@@ -50,7 +50,8 @@ FD_EPS = {"relu": 1e-8, "favor-trig": 1e-7, "gmm-rks-full": 1e-7, "fastfood-rks"
 #: kinds without a causal mode (S2's clipped-distance heads are bidirectional only)
 BIDIRECTIONAL_ONLY = ("s2",)
 #: kinds whose reference forward lives in tests/nn/reference.py (the direct dense forward and the torch model)
-REFERENCE_KINDS = ("softmax", "elu", "relu", "favor", "gmm", "fastfood", "generative", "s1", "s2", "toeplitz")
+REFERENCE_KINDS = ("softmax", "elu", "relu", "favor", "gmm", "fastfood", "generative", "s1", "s2", "toeplitz",
+                   "flt")
 
 
 def _needs(name, *, causal=False, reference=False):
