@@ -13,7 +13,12 @@ from .features import *  # noqa: F401,F403
 from .nn import *  # noqa: F401,F403
 from .rpe import *  # noqa: F401,F403
 
+# mha and transformer import features, which import nn's layers: re-export them once everything is loaded.
+from .nn import mha as _mha, transformer as _transformer  # noqa: E402
+from .nn.mha import *  # noqa: E402,F401,F403
+from .nn.transformer import *  # noqa: E402,F401,F403
+
 __version__ = "0.1.0"
 
 __all__ = (["__version__"] + list(attention.__all__) + list(features.__all__) + list(rpe.__all__)
-           + list(nn.__all__))
+           + list(nn.__all__) + list(_mha.__all__) + list(_transformer.__all__))
