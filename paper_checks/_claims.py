@@ -18,6 +18,19 @@ return ``"fails"``) with :func:`must_fail`. Verdicts:
 ``not-checkable``  it cannot be checked numerically (the evidence says why);
 ``skipped``        a slow claim that was not selected (the evidence gives the command that runs it).
 
+A claim is ``statistical`` (the default) when its check compares a measurement -- a Monte Carlo mean or MSE, a
+quadrature, an exact computation, a count -- with a formula. Such a check must
+
+* have a must-fail companion (the same check against a deliberately wrong formula returns ``"fails"``), which
+  shows that the check can tell the formula it accepts from a wrong one;
+* report :data:`EVIDENCE_KEYS` in its evidence: ``n`` (sample size: replicates, draws, points or cases),
+  ``seed`` (the root seed, ``ctx.seed``) and ``detectable`` (the smallest deviation from the formula that the
+  check is sure to detect: ``n_se * se`` for Monte Carlo tests, the tolerance for exact or quadrature checks, in
+  the units of the compared quantity; :func:`stat_evidence` builds the three).
+
+``statistical=False`` is only for statements that no measurement decides (an existence statement such as
+Turing completeness): the check returns ``not-checkable`` with the reason.
+
 The paper modules live in the packages ``paper_checks.horn``, ``paper_checks.chowdhury`` and
 ``paper_checks.choromanski``; every submodule of those packages is imported by :func:`load_all`, so a new
 claim file only has to exist.
@@ -36,11 +49,12 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-__all__ = ["VERDICTS", "HORN", "CHOWDHURY", "CHOROMANSKI", "Result", "Context", "Claim", "REGISTRY", "claim",
-           "must_fail", "load_all", "select", "verdict_from_test"]
+__all__ = ["VERDICTS", "EVIDENCE_KEYS", "HORN", "CHOWDHURY", "CHOROMANSKI", "Result", "Context", "Claim",
+           "REGISTRY", "claim", "must_fail", "load_all", "select", "verdict_from_test", "stat_evidence"]
 
 VERDICTS = ("holds", "erratum", "fails", "not-checkable", "skipped")
 SIZES = ("tiny", "small", "full")
+EVIDENCE_KEYS = ("n", "seed", "detectable")   # every statistical check reports these (see the module docstring)
 
 HORN = "Horn et al., Translational Equivariance in Kernelizable Attention"
 CHOWDHURY = "Chowdhury et al., Learning the Transformer Kernel"
@@ -116,6 +130,7 @@ class Claim:
     check: Callable[[Context], Result]
     slow: bool = False
     must_fail: Callable[[Context], Result] | None = None
+    statistical: bool = True    # compares a measurement with a formula: needs a companion and EVIDENCE_KEYS
 
     @property
     def command(self) -> str:
@@ -126,15 +141,21 @@ REGISTRY: dict[str, Claim] = {}
 
 
 def claim(id: str, *, paper: str, section: str, statement: str, expected: str, derivation: str,
-          slow: bool = False) -> Callable[[Callable[[Context], Result]], Callable[[Context], Result]]:
-    """Register the decorated function as the check of claim `id`."""
+          slow: bool = False, statistical: bool = True
+          ) -> Callable[[Callable[[Context], Result]], Callable[[Context], Result]]:
+    """Register the decorated function as the check of claim `id`.
+
+    `statistical` (default True): the check compares a measurement with a formula, so it needs a must-fail
+    companion (:func:`must_fail`) and reports ``n``, ``seed`` and ``detectable`` in its evidence. Pass False only
+    for a statement no measurement can decide (expected verdict ``not-checkable``)."""
     if expected not in VERDICTS:
         raise ValueError(f"expected: one of {VERDICTS}; got {expected!r}")
 
     def deco(fn: Callable[[Context], Result]) -> Callable[[Context], Result]:
         if id in REGISTRY:
             raise ValueError(f"claim {id!r} is registered twice")
-        REGISTRY[id] = Claim(id, paper, section, statement, expected, derivation, fn, slow)
+        REGISTRY[id] = Claim(id, paper, section, statement, expected, derivation, fn, slow,
+                             statistical=statistical)
         return fn
 
     return deco
@@ -179,6 +200,14 @@ def select(patterns: list[str] | None) -> list[Claim]:
 
 
 PAPER_ORDER = {"horn": 0, "kl": 1, "flt": 2}
+
+
+def stat_evidence(*, n: int, seed: int, detectable: float, **more: Any) -> dict:
+    """The evidence every statistical check reports (:data:`EVIDENCE_KEYS`), plus any further items.
+
+    n : sample size (replicates, draws, points or cases); seed : ``ctx.seed``; detectable : the smallest
+    deviation from the formula that the check is sure to detect (``n_se * se`` or an exact tolerance)."""
+    return {"n": int(n), "seed": int(seed), "detectable": float(detectable), **more}
 
 
 def verdict_from_test(passed: bool, *, when_pass: str = "holds", when_fail: str = "fails") -> str:

@@ -463,6 +463,7 @@ def thm3_eigenvalues_wrong(ctx: Context) -> Result:
 @claim("kl.thm1-thm2-turing", paper=CHOWDHURY, section="Sec. 2.2, Theorems 1-2; App. A",
        statement="The class of GMM-RKS (resp. GMM-PRF) Transformers with positional embeddings is Turing complete.",
        expected="not-checkable",
+       statistical=False,
        derivation="An existence statement about a model class (a construction simulating any Turing machine for an "
                   "unbounded number of steps with exact rational arithmetic and *hard* attention, Eq. 30, the limit "
                   "of a Gaussian kernel whose random-feature estimate is only approximate). No finite computation "
