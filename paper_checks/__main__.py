@@ -17,7 +17,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ._claims import SIZES, Context, Result, select
+from ._claims import SIZES, Context, Result, load_all, select
 from .report import write_json, write_report
 
 
@@ -31,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
     p.add_argument("--size", choices=SIZES, default="small", help="size knob of the checks (default small)")
     p.add_argument("--workers", type=int, default=0,
-                   help="processes for Monte Carlo tasks (0: serial; results are identical either way)")
+                   help="run claims in N parallel processes (0: serial; results are identical either way: every "
+                        "claim seeds its own generators from --seed and its id)")
     return p
 
 
@@ -58,12 +59,31 @@ def _progress(items, enabled: bool):
     return tqdm(items, desc="claims", unit="claim", file=sys.stderr, leave=False)
 
 
+def _run_one(claim_id: str, seed: int, size: str, report_dir: Path | None, run_slow: bool
+             ) -> tuple[Result | None, float, str | None]:
+    """Run one claim's check: (result or None, seconds, error text or None). Also the worker of --workers."""
+    c = load_all()[claim_id]
+    t0 = time.perf_counter()
+    if c.slow and not run_slow:
+        res = Result("skipped", evidence={"reason": "slow claim not selected", "command": c.command},
+                     summary=f"slow: run with {c.command}")
+        return res, time.perf_counter() - t0, None
+    ctx = Context(seed=seed, size=size, report_dir=report_dir, claim_id=c.id)
+    try:
+        return c.check(ctx), time.perf_counter() - t0, None
+    except Exception as exc:
+        return None, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad arguments already
         return int(exc.code or 0)
+    if args.workers < 0:
+        print(f"paper_checks: --workers: expected a count >= 0; got {args.workers}", file=sys.stderr)
+        return 2
     try:
         claims = select(args.only)
     except ValueError as exc:
@@ -80,31 +100,33 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{c.id:36s} {'slow' if c.slow else '    '}  expected {c.expected:13s} {c.section}")
         return 0
 
-    executor = None
-    if args.workers > 0:
-        from concurrent.futures import ProcessPoolExecutor
+    # One BLAS thread per process: Monte Carlo checks call many small LAPACK routines (QR of the orthogonal
+    # draws), which a multi-threaded BLAS on a loaded machine slows down 100x; parallelism is --workers.
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    try:
+        from threadpoolctl import threadpool_limits
 
-        executor = ProcessPoolExecutor(max_workers=args.workers)
+        threadpool_limits(1)
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency; without it the env vars apply to workers
+        pass
+    report_dir = Path(args.report) if args.report else None
     rows = []
     failed: list[str] = []
-    for c in _progress(claims, sys.stderr.isatty()):
-        t0 = time.perf_counter()
-        if c.slow and not args.all:
-            res = Result("skipped", evidence={"reason": "slow claim not selected", "command": c.command},
-                         summary=f"slow: run with {c.command}")
-        else:
-            ctx = Context(seed=args.seed, size=args.size, report_dir=Path(args.report) if args.report else None,
-                          executor=executor, claim_id=c.id)
-            try:
-                res = c.check(ctx)
-            except Exception as exc:  # a check that raises is reported by name, and the run exits 1
-                failed.append(c.id)
-                print(f"paper_checks: claim {c.id} raised {type(exc).__name__}: {exc}", file=sys.stderr)
-                traceback.print_exc(file=sys.stderr)
-                res = None
-        rows.append((c, res, time.perf_counter() - t0))
-    if executor is not None:
-        executor.shutdown()
+    if args.workers > 0:                   # claims in parallel processes; seeds depend on the claim id only
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
+            futures = [pool.submit(_run_one, c.id, args.seed, args.size, report_dir, args.all) for c in claims]
+            outcomes = [f.result() for f in _progress(futures, sys.stderr.isatty())]
+    else:
+        outcomes = [_run_one(c.id, args.seed, args.size, report_dir, args.all)
+                    for c in _progress(claims, sys.stderr.isatty())]
+    for c, (res, secs, err) in zip(claims, outcomes):
+        if err is not None:                # a check that raises is reported by name, and the run exits 1
+            failed.append(c.id)
+            print(f"paper_checks: claim {c.id} raised {err}", file=sys.stderr)
+        rows.append((c, res, secs))
 
     width = max([len(c.id) for c, _, _ in rows] + [5])
     print(f"{'claim':{width}s}  {'verdict':13s}  {'expected':13s}  {'sec':>6s}  summary")

@@ -24,11 +24,11 @@ def _setup(ctx: Context, r: float):
     d, m, n = 4, 8, ctx.pick(4000, 20000, 100000)
     q = r * rng.standard_normal((3, d)) / np.sqrt(d)
     k = r * rng.standard_normal((3, d)) / np.sqrt(d)
-    return q, k, rng.standard_normal((n, m, d)), {"d": d, "m": m, "n_draws": n, "seed": ctx.seed}
+    return q, k, rng.standard_normal((n, m, d)), {"d": d, "m": m, "n": n, "seed": ctx.seed}
 
 
 def _verdict(res, ev, name):
-    ev.update({"max_z": res.z, "n_se": res.n_se, "detectable_abs": res.detectable,
+    ev.update({"max_z": res.z, "n_se": res.n_se, "detectable": res.detectable,
                "estimate": np.round(res.mean, 5).tolist(), "expected": np.round(res.expected, 5).tolist()})
     return Result("holds" if res.passed else "fails", ev,
                   summary=f"{name}: max |mean - kernel| = {res.z:.2f} se over 9 pairs (tolerance {res.n_se:g} se)")

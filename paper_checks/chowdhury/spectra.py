@@ -24,7 +24,7 @@ from refattn.random import (draw_fastfood, draw_generator_noise, draw_gmm_antith
                             init_generator)
 from validation import mean_test
 
-from .._claims import CHOWDHURY, Context, Result, claim, must_fail
+from .._claims import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
 
 N_SE = 5.0
 
@@ -76,7 +76,9 @@ def _eq5(ctx: Context, wrong_correction: bool) -> Result:
     if wrong_correction:                                # must-fail: the "corrected" kernel with Sigma^(1/2)
         target = gmm_rks_kernel(q, k, GMMParams(np.zeros(C), mu, np.stack([np.linalg.cholesky(r) for r in root])))[0, 0]
     m_c, se_c, z_c = _z(est_c, target)
-    ev = {"n_replicates": n, "d": d, "C": C, "eq4_kernel": eq4, "printed_eq5_mean": m_p, "printed_eq5_se": se_p,
+    ev = {**stat_evidence(n=n, seed=ctx.seed, detectable=N_SE * max(se_p, se_c)),
+          "printed_deviation": abs(m_p - eq4), "d": d, "C": C, "eq4_kernel": eq4, "printed_eq5_mean": m_p,
+          "printed_eq5_se": se_p,
           "z_printed_vs_eq4": z_printed, "z_printed_vs_kernel_with_Sigma_squared": z_sq,
           "corrected_mean": m_c, "corrected_se": se_c, "z_corrected": z_c, "n_se": N_SE, "seed": ctx.seed}
     if z_printed <= N_SE:
@@ -133,7 +135,7 @@ def _fastfood_mc(ctx: Context, kind: str, sigma: float, s_law: str, d: int = 6, 
         iid = None
     r = mean_test(est, target, n_se=N_SE)
     mse = float(np.mean((est - target) ** 2))
-    return {"z_max_over_16_pairs": float(r.z), "z": float(r.z), "mean_abs_deviation": float(np.mean(np.abs(r.mean - target))),
+    return {"z_max_over_16_pairs": float(r.z), "z": float(r.z), "detectable": float(r.detectable), "mean_abs_deviation": float(np.mean(np.abs(r.mean - target))),
             "mse_per_block_mean_over_pairs": mse, "iid_gaussian_block_mse": iid, "n_blocks": n, "D": D}
 
 
@@ -156,8 +158,8 @@ def fastfood_rks(ctx: Context) -> Result:
             ok &= r["z"] <= N_SE
     impossible = [(M, dq) for dq in range(1, 129) for M in range(dq + 1, 4 * dq + 1) if dq % M == 0]
     ev["pairs_with_M_gt_dq_and_M_divides_dq"] = len(impossible)
-    ev["n_se"] = N_SE
-    ev["seed"] = ctx.seed
+    ev.update(stat_evidence(n=ev["chi_sigma1.0"]["n_blocks"], seed=ctx.seed,
+                            detectable=max(v["detectable"] for v in ev.values() if isinstance(v, dict)), n_se=N_SE))
     mse_chi = ev["chi_sigma1.0"]["mse_per_block_mean_over_pairs"]
     mse_id = ev["identity_sigma1.0"]["mse_per_block_mean_over_pairs"]
     mse_iid = ev["chi_sigma1.0"]["iid_gaussian_block_mse"]
@@ -188,7 +190,8 @@ def fastfood_rks_wrong(ctx: Context) -> Result:
                   "(a non-stationary kernel otherwise). Monte Carlo over independent blocks.")
 def fastfood_prf(ctx: Context) -> Result:
     ev = {f"sigma{s}": _fastfood_mc(ctx, "prf", s, "chi") for s in (1.0, 2.0)}
-    ev["n_se"], ev["seed"] = N_SE, ctx.seed
+    ev.update(stat_evidence(n=ev["sigma1.0"]["n_blocks"], seed=ctx.seed,
+                            detectable=max(v["detectable"] for v in ev.values()), n_se=N_SE))
     ok = all(v["z"] <= N_SE for k, v in ev.items() if k.startswith("sigma"))
     return Result("holds" if ok else "fails", ev,
                   summary=f"unbiased for exp(-|q|^2-|k|^2+|q+k|^2/(2 sigma^2)) (z = {ev['sigma1.0']['z']:.1f}, "
@@ -216,7 +219,8 @@ def _generative(ctx: Context, wrong: bool) -> Result:
     noise = draw_generator_noise(rng, n * M, d)
     omega_ref = generator(draw_generator_noise(rng, big, d), params, state, train=False).omega
     gauss = float(np.exp(-0.5 * np.sum((q - k) ** 2)))
-    ev = {"d": d, "M": M, "n_replicates": n, "reference_frequencies": big, "n_se": N_SE, "seed": ctx.seed}
+    ev = {**stat_evidence(n=n, seed=ctx.seed, detectable=0.0), "d": d, "M": M, "reference_frequencies": big,
+          "n_se": N_SE}
     ok = True
     for kind, fmap in (("rks", generative_rks_features), ("prf", generative_prf_features)):
         pq = fmap(q, noise, params, state, train=False).phi
@@ -228,6 +232,7 @@ def _generative(ctx: Context, wrong: bool) -> Result:
             ref = float((gaussian_positive_features(q, omega_ref) @ gaussian_positive_features(k, omega_ref).T)[0, 0])
         m, se, z = _z(est, gauss if wrong else ref)
         ev[kind] = {"mean": m, "se": se, "reference_mc": ref, "gaussian_kernel": gauss, "z": z}
+        ev["detectable"] = max(ev["detectable"], N_SE * se)   # (the reference's own MC error is ~ se/sqrt(100))
         ok &= z <= N_SE
     counts = {dd: generator_param_count(init_generator(rng, dd)[0]) for dd in (16, 64)}
     ev["param_counts"] = {str(dd): c for dd, c in counts.items()}
@@ -282,6 +287,27 @@ def _thm3_setup(ctx: Context):
     return S, mu, q, k
 
 
+def _mse_figure(ctx: Context, name: str, Ms, measured, formulas: dict, title: str) -> list:
+    """Measured MSE (+- N_SE se) against M with the formula curves; [] unless --report."""
+    path = ctx.figure_path(name)
+    if path is None:
+        return []
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.errorbar(Ms, [a for a, _ in measured], yerr=[N_SE * b for _, b in measured], fmt="o", color="k",
+                label="measured MSE (+- 5 SE)")
+    for lab, vals in formulas.items():
+        ax.plot(Ms, vals, "--", label=lab)
+    ax.set(xscale="log", yscale="log", xlabel="M (random features)", ylabel="MSE", title=title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [str(path)]
+
+
 def _thm3_rks(ctx: Context, wrong: bool) -> Result:
     S, mu, q, k = _thm3_setup(ctx)
     M, n = 8, ctx.pick(4000, 20000, 200000)
@@ -301,15 +327,24 @@ def _thm3_rks(ctx: Context, wrong: bool) -> Result:
     mse, se, z_d = _z(e2, target)
     zs = {name: _z(e2, v)[2] for name, v in printed.items()}
     z_conv = _z(e2, derived_other_convention)[2]
-    ev = {"M_total_frequencies": M, "m_pairs": m_pairs, "n_replicates": n, "measured_mse": mse, "se": se,
+    ev = {**stat_evidence(n=n, seed=ctx.seed, detectable=N_SE * se),
+          "printed_deviation (m pairs)": abs(mse - printed["eq13_m_pairs"]),
+          "M_total_frequencies": M, "m_pairs": m_pairs, "measured_mse": mse, "se": se,
           "printed": printed, "z_printed": zs, "derived_1_over_M": derived, "z_derived": z_d,
           "derived_with_norm_S_p (Sigma = S^T S)": derived_other_convention, "z_S_p": z_conv,
-          "printed_bound_2_over_m": 2.0 / m_pairs, "derived_bound_1_over_M": 1.0 / M, "n_se": N_SE,
-          "seed": ctx.seed}
+          "printed_bound_2_over_m": 2.0 / m_pairs, "derived_bound_1_over_M": 1.0 / M, "n_se": N_SE}
+    figs = []
+    if ctx.report_dir is not None and not wrong:
+        Ms = (2, 4, 8, 16, 32)
+        meas = [_z(_thm3_rks_samples(ctx, S, mu, q, k, MM, n, key=100 + MM), 0.0)[:2] for MM in Ms]
+        figs = _mse_figure(ctx, "mse-vs-formula", Ms, meas, {
+            "derived (1/M) cos^2 (1 - e^{-|S^T p|^2})^2": [derived * M / MM for MM in Ms],
+            "printed Eq. 13, m = M/2 pairs": [printed["eq13_m_pairs"] * M / MM for MM in Ms],
+            "printed Eq. 13, m = M": [printed["eq13_m_total"] * M / MM for MM in Ms]}, "Theorem 3, GMM-RKS")
     if min(zs.values()) <= N_SE:
-        return Result("holds", ev, summary=f"printed Eq. 13 matches (z = {min(zs.values()):.1f})")
+        return Result("holds", ev, figures=figs, summary=f"printed Eq. 13 matches (z = {min(zs.values()):.1f})")
     if z_d <= N_SE:
-        return Result("erratum", ev, corrected=(
+        return Result("erratum", ev, figures=figs, corrected=(
             "With omega = mu + S eta, chi = -mu + S eta (Sigma = S S^T), m antithetic pairs and M = 2m frequencies "
             "weighted 1/2 each (unbiased for the mixture kernel): MSE_GMM-RKS = (1/M) cos^2(mu^T p) "
             "(1 - exp(-||S^T p||^2))^2 = (1/(2m)) cos^2(mu^T p)(1 - exp(-||S^T p||^2))^2, bounded by 1/(2m), not 2/m; "
@@ -347,13 +382,16 @@ def _thm3_prf(ctx: Context, wrong: bool) -> Result:
     M, n = 4, ctx.pick(10000, 40000, 400000)
     o = (q + k)[0]
     res = {}
+    def sq_errors(F, MM):
+        p = GMMParams(np.zeros(1), mu[None], F[None])
+        noise = draw_gmm_noise(rng, 1, n * MM, 3)
+        est = _replicates(gmm_prf_features(q, noise, p), gmm_prf_features(k, noise, p), 1, 1, n)[:, 0, 0]
+        return (est - gmm_prf_kernel(q, k, p)[0, 0]) ** 2, p
+
     for conv in ("S S^T", "S^T S"):
         # sample omega ~ N(mu, Sigma) under each reading of Sigma, with a factor F, F F^T = Sigma
         F = S if conv == "S S^T" else S.T
-        p = GMMParams(np.zeros(1), mu[None], F[None])
-        noise = draw_gmm_noise(rng, 1, n * M, 3)
-        est = _replicates(gmm_prf_features(q, noise, p), gmm_prf_features(k, noise, p), 1, 1, n)[:, 0, 0]
-        e2 = (est - gmm_prf_kernel(q, k, p)[0, 0]) ** 2
+        e2, p = sq_errors(F, M)
         pre = float(np.exp(-2 * (q @ q.T + k @ k.T - mu @ o))[0, 0]) / M
         t_print = float(np.linalg.norm(S.T @ o))                     # the printed ||S^T o||
         printed = pre * (math.exp(2 * t_print) - math.exp(t_print))
@@ -363,12 +401,21 @@ def _thm3_prf(ctx: Context, wrong: bool) -> Result:
         res[conv] = {"measured_mse": mse, "se": se, "printed_eq14": printed, "z_printed": _z(e2, printed)[2],
                      "printed_with_squared_norms": squared, "z_squared": _z(e2, squared)[2],
                      "derived": derived, "z_derived": _z(e2, 3 * derived if wrong else derived)[2]}
-    ev = {"M": M, "n_replicates": n, "by_covariance_reading": res, "n_se": N_SE, "seed": ctx.seed}
+    ev = {**stat_evidence(n=n, seed=ctx.seed, detectable=N_SE * max(v["se"] for v in res.values())), "M": M,
+          "by_covariance_reading": res, "n_se": N_SE}
     main = res["S S^T"]
+    figs = []
+    if ctx.report_dir is not None and not wrong:
+        Ms = (2, 4, 8, 16, 32)
+        meas = [_z(sq_errors(S, MM)[0], 0.0)[:2] for MM in Ms]
+        figs = _mse_figure(ctx, "mse-vs-formula", Ms, meas, {
+            "derived (1/M) ... (e^{2 o'Sigma o} - e^{o'Sigma o})": [main["derived"] * M / MM for MM in Ms],
+            "printed Eq. 14 (unsquared norms)": [main["printed_eq14"] * M / MM for MM in Ms]},
+            "Theorem 3, GMM-PRF (Sigma = S S^T)")
     if main["z_printed"] <= N_SE and res["S^T S"]["z_printed"] <= N_SE:
-        return Result("holds", ev, summary="printed Eq. 14 matches")
+        return Result("holds", ev, figures=figs, summary="printed Eq. 14 matches")
     if main["z_derived"] <= N_SE and res["S^T S"]["z_derived"] <= N_SE:
-        return Result("erratum", ev, corrected=(
+        return Result("erratum", ev, figures=figs, corrected=(
             "MSE_GMM-PRF = (1/m) exp(-2(|q|^2 + |k|^2 - mu^T o)) (exp(2 o^T Sigma o) - exp(o^T Sigma o)): the norms "
             "in the last factor are squared, and o^T Sigma o = ||S^T o||^2 for Sigma = S S^T (the proof's "
             "omega = mu + S eta) but ||S o||^2 for the stated Sigma = S^T S"),
@@ -419,7 +466,9 @@ def _eigen(ctx: Context, reverse: bool) -> Result:
     ok = falls(rks) and falls(prf)
     eig = [float(t * t * np.max(np.linalg.eigvalsh(S0 @ S0.T))) for t in scales]
     ev = {"scale_t (Sigma -> t^2 Sigma)": scales, "largest_eigenvalue": eig, "rks_mse_se": rks, "prf_mse_se": prf,
-          "M": M, "n_replicates": n, "n_se": N_SE, "seed": ctx.seed}
+          "M": M, "n_se": N_SE,
+          **stat_evidence(n=n, seed=ctx.seed, detectable=max(N_SE * math.hypot(a[1], b[1]) for ser in (rks, prf)
+                                                             for a, b in zip(ser, ser[1:])))}
     figs = []
     path = ctx.figure_path("mse-vs-eigenvalues")
     if path is not None:
@@ -493,8 +542,9 @@ def _lemma_s1(ctx: Context, wrong: bool) -> Result:
         bad += int(out.argmax() != beta or np.count_nonzero(out) != 1)
         w = np.exp(25.0 * (s - s.max()))                                            # a sharp Gaussian kernel
         soft_err = max(soft_err, float(1.0 - (w / w.sum())[min(i, n)]))
-    ev = {"n": n, "queries": 3 * n - 1, "mismatches": bad, "gaussian_attention_tau25_max_weight_off_target":
-          soft_err, "seed": ctx.seed}
+    # exact integer comparison: one wrong argmax is detected (detectable = 1 mismatch); n = queries
+    ev = {**stat_evidence(n=3 * n - 1, seed=ctx.seed, detectable=1), "positions n": n, "mismatches": bad,
+          "gaussian_attention_tau25_max_weight_off_target": soft_err}
     return Result("holds" if bad == 0 else "fails", ev,
                   summary=f"hard Gaussian attention picks v_beta(i), beta(i) = min(i, n), uniquely for all "
                           f"{3 * n - 1} queries" if bad == 0 else f"{bad} mismatches")
@@ -534,12 +584,14 @@ def _lemma_s2(ctx: Context, wrong: bool) -> Result:
         "eq34_corrected": np.sum(np.cos(ux - uy), axis=1) / k,
     }
     z = {name: _z(e, 2.0 * target if wrong else target)[2] for name, e in est.items()}
+    detectable = max(N_SE * _z(e, target)[1] for name, e in est.items() if name.endswith("corrected"))
     means = {name: float(e.mean()) for name, e in est.items()}
     x0 = 0.7                                                                          # Eq. 38 in one dimension
     quad = integrate.quad(lambda t: math.exp(-t * t) * math.cos(2 * t * x0), -np.inf, np.inf)[0]
-    ev = {"d (the proof's m)": d, "k": k, "n_replicates": n, "target_exp(-|x-y|^2/2)": target, "means": means,
+    ev = {**stat_evidence(n=n, seed=ctx.seed, detectable=detectable), "d (the proof's m)": d, "k": k,
+          "target_exp(-|x-y|^2/2)": target, "means": means,
           "z": z, "eq38_1d_quadrature": quad, "eq38_printed_pi^(1/2)/2 e^-x^2": math.sqrt(math.pi) / 2 * math.exp(-x0 ** 2),
-          "eq38_correct_pi^(1/2) e^-x^2": math.sqrt(math.pi) * math.exp(-x0 ** 2), "n_se": N_SE, "seed": ctx.seed}
+          "eq38_correct_pi^(1/2) e^-x^2": math.sqrt(math.pi) * math.exp(-x0 ** 2), "n_se": N_SE}
     printed_ok = z["eq33_printed"] <= N_SE and z["eq34_printed"] <= N_SE
     corrected_ok = z["eq33_corrected"] <= N_SE and z["eq34_corrected"] <= N_SE
     if printed_ok:
@@ -605,8 +657,8 @@ def _lemma_s3(ctx: Context, wrong: bool) -> Result:
             score_lit = -(c[i + 1] - key_lit) ** 2 - 1.0 / (j + 1) ** 2
             bad_literal += int(int(np.argmax(score_lit)) != expected)
             total += 1
-    ev = {"walks": walks, "steps": T, "queries": total, "mismatches_with_c(j)": bad_fixed,
-          "mismatches_with_printed_c(j+1)-m(i)": bad_literal, "seed": ctx.seed}
+    ev = {**stat_evidence(n=total, seed=ctx.seed, detectable=1), "walks": walks, "steps": T,
+          "mismatches_with_c(j)": bad_fixed, "mismatches_with_printed_c(j+1)-m(i)": bad_literal}
     if bad_fixed:
         return Result("fails", ev, summary=f"{bad_fixed} of {total} queries pick the wrong key")
     if bad_literal:

@@ -8,7 +8,7 @@ import numpy as np
 from refattn import gaussian_kernel, positive_features, softmax_kernel, softmax_trig_features, trig_features
 from validation import mean_test
 
-from .._claims import HORN, Context, Result, claim, must_fail
+from .._claims import HORN, Context, Result, claim, must_fail, stat_evidence
 
 
 def _estimates(fmap, q, k, W, groups=2):
@@ -33,7 +33,8 @@ def _unbiased(ctx: Context, fmap, target):
     q, k = rng.standard_normal((3, d)) * 0.6, rng.standard_normal((3, d)) * 0.6
     est = _estimates(fmap, q, k, rng.standard_normal((n, m, d)))
     res = mean_test(est, target(q, k))
-    ev = {"d": d, "m": m, "n_draws": n, "seed": ctx.seed, "max_z": res.z, "n_se": res.n_se,
+    ev = {**stat_evidence(n=n, seed=ctx.seed, detectable=res.detectable), "d": d, "m": m, "max_z": res.z,
+          "n_se": res.n_se,
           "estimate": np.round(res.mean, 5).tolist(), "expected": np.round(res.expected, 5).tolist()}
     return Result("holds" if res.passed else "fails", ev,
                   summary=f"max |mean - exp(q.k)| = {res.z:.2f} se over 9 pairs (tolerance {res.n_se:g} se); "
@@ -78,8 +79,10 @@ def _matrix_bias(ctx: Context, normalise: bool, wrong_target: bool = False):
         bias = res.mean - target
         i = np.unravel_index(np.argmax(np.abs(bias) / res.se), bias.shape)
         rows.append({"m": m, "max_z": res.z, "passed": res.passed, "worst_bias": float(bias[i]),
-                     "m_times_worst_bias": float(m * bias[i]), "se": float(res.se[i])})
-    return rows, {"L": L, "d": d, "n_draws": n, "seed": ctx.seed}
+                     "m_times_worst_bias": float(m * bias[i]), "se": float(res.se[i]),
+                     "detectable": res.detectable, "rms_error": float(np.sqrt(np.mean((est - target) ** 2)))})
+    # detectable: the smallest bias the m = 2 test is sure to see (n_se * se, largest over entries)
+    return rows, stat_evidence(n=n, seed=ctx.seed, detectable=rows[0]["detectable"], L=L, d=d)
 
 
 @claim("horn.attention-matrix-unbiased", paper=HORN, section="Sec. 2.1 (FAVOR), last sentences",
@@ -111,6 +114,25 @@ def attention_matrix(ctx: Context) -> Result:
                     label="|bias| of normalised A_hat")
         ax.plot(ms, [abs(nrm[0]["worst_bias"]) * ms[0] / m for m in ms], "k--", label="1/m")
         ax.set(xscale="log", yscale="log", xlabel="m", ylabel="|bias| (worst entry)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        figs.append(str(path))
+    path = ctx.figure_path("rms-error-vs-m")
+    if path is not None:                 # convergence: RMS error of one draw vs m, with the m^{-1/2} reference
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(4.5, 3.2))
+        ms = np.array([r["m"] for r in nrm], dtype=float)
+        for rows_, lab in ((raw, "Q'K'^T (trig, Horn)"), (nrm, "normalised A_hat (FAVOR+)")):
+            ax.plot(ms, [r["rms_error"] for r in rows_], "o-", label=f"{lab} RMS error")
+            ax.plot(ms, rows_[0]["rms_error"] * (ms / ms[0]) ** -0.5, "k--", lw=0.8)
+        ax.plot([], [], "k--", lw=0.8, label="m^{-1/2} reference")
+        ax.set(xscale="log", yscale="log", xlabel="m (random features)", ylabel="RMS error over entries and draws")
+        ax.set_xticks(ms, [str(int(m)) for m in ms], minor=False)
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(path, dpi=120)

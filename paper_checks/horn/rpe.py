@@ -11,7 +11,7 @@ from refattn.random.positional import init_s1_params
 from refattn.rpe.s1_rotation import S1Params, s1_attention
 from refattn.rpe.s2_clipped import _class_sums_reference, s2_attention, s2_attention_naive, s2_class_index
 
-from .._claims import HORN, Context, Result, claim, must_fail
+from .._claims import HORN, Context, Result, claim, must_fail, stat_evidence
 
 # ------------------------------------------------------------------------------------------------------
 # Lemma 1
@@ -48,7 +48,7 @@ def _lemma1(ctx: Context, beta_sign: float) -> Result:
     s, c = np.sin(omega * z), np.cos(omega * z)
     line2_err = float(np.max(np.abs(np.stack([a * s + b * c, b * s + a * c], -1) - _phi(z, omega) @ M)))
     tol = 1e-12
-    ev = {"n_points": n, "max_rel_err_constrained_form": fwd_err, "tolerance": tol,
+    ev = {**stat_evidence(n=n, seed=ctx.seed, detectable=tol), "max_rel_err_constrained_form": fwd_err, "tolerance": tol,
           "max_change_under_shift_when_only_WqT_Wk_is_rotation_form": moved,
           "proof_line2_max_err": line2_err, "seed": ctx.seed}
     if fwd_err > tol:
@@ -111,7 +111,7 @@ def _converse(ctx: Context, with_sum_terms: bool) -> Result:
                          - _pair(np.array([2.0 + t]), np.array([5.0 + t]), np.array([np.pi]), M, np.eye(2))[0])
                      for t in range(1, 6))
     tol = 1e-12
-    ev = {"decomposition_max_err": decomp_err, "tolerance": tol,
+    ev = {**stat_evidence(n=n, seed=ctx.seed, detectable=tol), "decomposition_max_err": decomp_err, "tolerance": tol,
           "min_over_M_of_observed_swing_over_predicted": float(min_amp_ratio),
           "omega_0_change": float(zero_change), "omega_pi_integer_shift_change": float(int_change),
           "seed": ctx.seed}
@@ -174,7 +174,9 @@ def _s1_shift(ctx: Context, anisotropic: bool) -> Result:
     # Bonferroni over the L d_v output entries at family-wise 1e-4
     n_tests = diffs[0].size
     z_crit = 5.0 if n_tests <= 64 else 5.5
-    ev = {"exact_softmax_max_change": exact_change, "n_draws": n, "tau": tau, "m": 16,
+    # detectable: the smallest mean change of an output entry that the paired test is sure to see
+    ev = {**stat_evidence(n=n, seed=ctx.seed, detectable=float(z_crit * se_m.max())),
+          "exact_softmax_max_change": exact_change, "tau": tau, "m": 16,
           "max_z_mean_difference": z_mean, "max_z_second_moment_difference": z_sq, "z_critical": z_crit,
           "single_draw_max_change": single, "anisotropic_draws": anisotropic, "seed": ctx.seed}
     ok = exact_change < 1e-12 and z_mean < z_crit and z_sq < z_crit and single > 1e-3
@@ -249,7 +251,8 @@ def _s2_formula(ctx: Context, radius_offset: int) -> Result:
     # the table size: Manhattan distances clipped to k take k + 1 values (0 included: i = j)
     n_classes = len(np.unique(s2_class_index(32 * 32, 6, (32, 32), xp=np)))
     tol = 1e-12
-    ev = {"grid": (H, W), "k": k, "m": m, "paper_formula_rel_err": err_paper, "refattn_fast_vs_naive": err_fast,
+    ev = {**stat_evidence(n=L, seed=ctx.seed, detectable=tol), "grid": (H, W), "k": k, "m": m,
+          "paper_formula_rel_err": err_paper, "refattn_fast_vs_naive": err_fast,
           "tolerance": tol, "window_cells_radius_k_minus_1": 1 + 2 * k * (k - 1),
           "distinct_clipped_distances_32x32_k6": n_classes, "seed": ctx.seed}
     ok = err_paper < tol and err_fast < tol
@@ -299,7 +302,8 @@ def _s2_signed(ctx: Context, two_sided: bool) -> Result:
     corrected = np.einsum("ir,ire->ie", S, V)
     err_corr = float(np.max(np.abs(corrected - naive)) / np.max(np.abs(naive)))
     tol = 1e-12
-    ev = {"L": L, "k": k, "printed_formula_rel_err": err_printed, "two_far_regions_rel_err": err_corr,
+    ev = {**stat_evidence(n=L, seed=ctx.seed, detectable=tol), "k": k, "printed_formula_rel_err": err_printed,
+          "two_far_regions_rel_err": err_corr,
           "tolerance": tol, "seed": ctx.seed}
     if err_corr < tol and err_printed > 1e-3:
         return Result("erratum", ev,

@@ -21,6 +21,9 @@ flt.thm4.1-unbiased flt.lemmaA2-variance flt.thmA3-variance-bound flt.thm4.2-sam
 flt.alg1-favor flt.gm-pair flt.local-sinc-pair flt.local-sinc-estimator flt.sin-k-pair flt.gaussian-basis-3d-pair
 flt.shift-invariant-kernels flt.complexity
 """.split()
+# Statistical claims whose module another engineer is still editing (paper_checks/chowdhury/experiments.py); they
+# must add stat_evidence(n=24 cells, seed, detectable=1e-4 tolerance). Remove the id once they report the keys.
+EVIDENCE_PENDING = {"kl.table14-ratio-columns"}
 SLOW_IN_ISSUE = {"horn.shift-robustness", "kl.sec4.1-variance-metrics", "kl.sec4.2-sparsity", "kl.table4-eigenvalues"}
 
 
@@ -45,6 +48,9 @@ def test_claim_verdict(claim, tmp_path):
     assert res.summary, f"{claim.id} gives no summary"
     if claim.statistical and not claim.slow:
         absent = [k for k in EVIDENCE_KEYS if k not in res.evidence]
+        if claim.id in EVIDENCE_PENDING:
+            assert absent, f"{claim.id} now reports {EVIDENCE_KEYS}: remove it from EVIDENCE_PENDING"
+            return
         assert not absent, f"{claim.id}: statistical evidence lacks {absent} (use _claims.stat_evidence)"
         assert res.evidence["seed"] == 0 and res.evidence["n"] >= 1 and res.evidence["detectable"] >= 0
     for f in res.figures:
