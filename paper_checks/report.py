@@ -36,6 +36,7 @@ def record(claim: Any, res: Any, seconds: float) -> dict:
         "statement": claim.statement,
         "expected": claim.expected,
         "verdict": "error" if res is None else res.verdict,
+        "summary": "" if res is None else res.summary,
         "evidence": {} if res is None else _plain(res.evidence),
         "corrected": None if res is None else res.corrected,
         "figures": [] if res is None else [str(f) for f in res.figures],

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from paper_checks import REGISTRY, Result, load_all
+from paper_checks import readme_table
 from paper_checks.__main__ import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +28,10 @@ def test_only_json_and_report(tmp_path, capsys):
     assert main(["--only", "kl.eq1-*", "--json", str(js), "--report", str(rep), "--size", "tiny"]) == 0
     records = json.loads(js.read_text())
     assert [r["id"] for r in records] == ["kl.eq1-softmax"]
-    assert set(records[0]) == {"id", "paper", "section", "statement", "expected", "verdict", "evidence",
+    assert set(records[0]) == {"id", "paper", "section", "statement", "expected", "verdict", "summary", "evidence",
                                "corrected", "figures", "seconds"}
+    table = readme_table.table(records)
+    assert "| `kl.eq1-softmax` | holds |" in table and "Totals: holds 1." in table
     assert records[0]["verdict"] == "holds"
     md = (rep / "report.md").read_text()
     assert "kl.eq1-softmax" in md
@@ -96,3 +99,25 @@ def test_erratum_needs_correction():
         Result("erratum", {})
     with pytest.raises(ValueError, match="verdict: expected one of"):
         Result("maybe", {})
+
+
+def test_workers_give_the_same_verdicts(tmp_path):
+    """--workers runs claims in parallel processes; every claim seeds itself from --seed and its id."""
+    serial, parallel = tmp_path / "s.json", tmp_path / "p.json"
+    args = ["--only", "kl.eq3-*", "--only", "kl.eq1-*", "--size", "tiny"]
+    assert main(args + ["--json", str(serial)]) == 0
+    assert main(args + ["--json", str(parallel), "--workers", "2"]) == 0
+    s, p = json.loads(serial.read_text()), json.loads(parallel.read_text())
+    assert [r["id"] for r in s] == [r["id"] for r in p]
+    assert [(r["verdict"], r["evidence"]) for r in s] == [(r["verdict"], r["evidence"]) for r in p]
+    assert main(["--workers", "-1"]) == 2
+
+
+def test_readme_table_cli(tmp_path, capsys):
+    js = tmp_path / "r.json"
+    js.write_text(json.dumps([{"id": "a.b", "verdict": "fails", "expected": "holds", "summary": "x | y",
+                               "corrected": None}]))
+    assert readme_table.main([str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "| `a.b` | fails (expected holds) | x \\| y |" in out
+    assert readme_table.main([str(tmp_path / "missing.json")]) == 2
