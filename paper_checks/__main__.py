@@ -10,7 +10,6 @@ Exit status: 0 when every selected check ran, 1 naming the claim when one raised
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
