@@ -210,7 +210,7 @@ def _coverage(ctx, shrink=1.0):
     r = max(1, int(r_bound / shrink))
     pos = np.arange(L, dtype=np.float64)[:, None] * 0.3
     N = np.asarray(rpe_mask(pos, spec))
-    n = ctx.pick(200, 1000)
+    n = ctx.pick(400, 1000)             # tiny: 5 binomial SE at 1 - delta must stay below delta
     rng = ctx.rng(int(shrink))
     est = _blocks(pos, draw_flt_noise(rng, n * r, 1), spec, prop, n)
     err = np.max(np.abs(est - N), axis=(1, 2))
