@@ -12,9 +12,17 @@ module             registered primitive(s)           reference
 
 :func:`register` is called by ``accel.use("numba")`` (never at import): it registers every kernel with
 ``refattn._dispatch``. Importing this package imports numba (the ``accel`` extra).
+
+Thread safety: numba's ``workqueue`` threading layer (the fallback when neither OpenMP nor TBB is available)
+aborts the process when two threads run parallel kernels at once. Every registered kernel is therefore wrapped:
+calls are serialised through one lock unless numba reports a thread-safe layer (``omp`` or ``tbb``); until the
+first parallel kernel has run, the layer is unknown and calls are serialised.
 """
 
 from __future__ import annotations
+
+import functools
+import threading
 
 from refattn import _dispatch
 
@@ -36,13 +44,40 @@ def _primitives():
     return table
 
 
-#: primitive name -> kernel, filled on first :func:`register`.
+_LOCK = threading.Lock()
+_SAFE_LAYER: list[bool] = []          # [True/False] once numba has chosen its threading layer
+
+
+def _layer_is_thread_safe() -> bool:
+    if not _SAFE_LAYER:
+        import numba
+
+        try:
+            layer = numba.threading_layer()
+        except ValueError:            # no parallel kernel has run yet: the layer is not chosen
+            return False
+        _SAFE_LAYER.append(layer in ("omp", "tbb"))
+    return _SAFE_LAYER[0]
+
+
+def _serialised_unless_safe(fn):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if _layer_is_thread_safe():
+            return fn(*args, **kwargs)
+        with _LOCK:
+            return fn(*args, **kwargs)
+
+    return call
+
+
+#: primitive name -> kernel (wrapped by the lock above), filled on first :func:`register`.
 PRIMITIVES: dict = {}
 
 
 def register() -> None:
     """Register the numba kernels with the core's dispatch point (idempotent)."""
     if not PRIMITIVES:
-        PRIMITIVES.update(_primitives())
+        PRIMITIVES.update({k: _serialised_unless_safe(f) for k, f in _primitives().items()})
     for prim, fn in PRIMITIVES.items():
         _dispatch.register(BACKEND, prim, fn)

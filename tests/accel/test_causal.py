@@ -11,7 +11,8 @@ import pytest
 
 pytest.importorskip("numba")
 
-import accel  # noqa: E402
+import accel
+from tests.accel.helpers import unwrap as _unwrap  # noqa: E402
 import refattn  # noqa: E402
 from accel.numba import PRIMITIVES, causal  # noqa: E402
 from refattn import _dispatch, linear_attention, linear_attention_bwd, linear_attention_fwd  # noqa: E402
@@ -45,10 +46,10 @@ def _close(actual, expected, dtype, label):
 def test_supported_table_matches_registration():
     for name, row in causal.SUPPORTED.items():
         assert row["backends"] == ("numpy",)
-        assert PRIMITIVES.get(row["primitive"]) is None or PRIMITIVES[row["primitive"]] is getattr(causal, name)
+        assert PRIMITIVES.get(row["primitive"]) is None or _unwrap(PRIMITIVES[row["primitive"]]) is getattr(causal, name)
     with accel.use("numba"):
         for name, row in causal.SUPPORTED.items():
-            assert _dispatch.kernel_for(row["primitive"]) is getattr(causal, name)
+            assert _unwrap(_dispatch.kernel_for(row["primitive"])) is getattr(causal, name)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -131,7 +132,7 @@ def test_kernel_is_what_runs_inside_use(rng, monkeypatch):
     assert calls == [1]
     monkeypatch.undo()
     with accel.use("numba"):                                          # re-registers the real kernel
-        assert _dispatch.kernel_for("linear_attention.causal_fwd") is causal.causal_fwd
+        assert _unwrap(_dispatch.kernel_for("linear_attention.causal_fwd")) is causal.causal_fwd
 
 
 @pytest.mark.parametrize("dtype_name, rtol", [("float32", 1e-5), ("float64", 1e-12)])
@@ -221,7 +222,7 @@ def test_gradcheck_catches_wrong_numba_backward(rng, monkeypatch):
             check_vjp(linear_attention_fwd, linear_attention_bwd, args, kwargs=dict(causal=True))
     monkeypatch.undo()
     with accel.use("numba"):
-        assert _dispatch.kernel_for("linear_attention.causal_bwd") is causal.causal_bwd
+        assert _unwrap(_dispatch.kernel_for("linear_attention.causal_bwd")) is causal.causal_bwd
 
 
 # ---------------------------------------------------------------------------------------------- memory

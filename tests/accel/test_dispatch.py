@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import accel
+from tests.accel.helpers import unwrap as _unwrap
 from refattn import _dispatch
 
 FWD = "linear_attention.causal_fwd"
@@ -36,8 +37,8 @@ def test_use_switches_in_and_restores():
 
     with accel.use("numba"):
         assert _dispatch.active_backend() == "numba"
-        assert _dispatch.kernel_for(FWD) is causal.causal_fwd
-        assert _dispatch.kernel_for("linear_attention.causal_bwd") is causal.causal_bwd
+        assert _unwrap(_dispatch.kernel_for(FWD)) is causal.causal_fwd
+        assert _unwrap(_dispatch.kernel_for("linear_attention.causal_bwd")) is causal.causal_bwd
         assert _dispatch.kernel_for("no_such_primitive") is None      # everything else stays the reference
     assert _dispatch.active_backend() is None
     assert _dispatch.kernel_for(FWD) is None
@@ -181,3 +182,36 @@ def test_import_accel_does_not_import_numba():
     mods = _imports_after("import accel")
     assert "accel" in mods
     assert not {m for m in mods if m.startswith(("numba", "cupy", "accel.numba"))}
+
+
+def test_kernels_are_serialised_under_an_unsafe_threading_layer(monkeypatch):
+    """Under numba's workqueue layer two threads must never run kernels at once: the wrapper serialises them."""
+    pytest.importorskip("numba")
+    import time
+
+    import accel.numba as anb
+
+    active, overlap = [0], [False]
+
+    def slow(*args, **kwargs):
+        active[0] += 1
+        overlap[0] |= active[0] > 1
+        time.sleep(0.05)
+        active[0] -= 1
+
+    monkeypatch.setattr(anb, "_SAFE_LAYER", [False])
+    wrapped = anb._serialised_unless_safe(slow)
+    threads = [threading.Thread(target=wrapped) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not overlap[0]
+    monkeypatch.setattr(anb, "_SAFE_LAYER", [True])                 # a safe layer runs them concurrently
+    wrapped = anb._serialised_unless_safe(slow)
+    threads = [threading.Thread(target=wrapped) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlap[0], "with a thread-safe layer the calls should overlap (no lock)"

@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("numba")
 
-import accel  # noqa: E402
+import accel
+from tests.accel.helpers import unwrap as _unwrap  # noqa: E402
 from accel.numba import positive  # noqa: E402
 from refattn import _dispatch  # noqa: E402
 from refattn.attention.favor import favor_attention_bwd, favor_attention_fwd  # noqa: E402
@@ -54,7 +55,7 @@ def test_large_norm_inputs_stay_finite():
 
 def test_dispatch_reaches_the_kernel():
     with accel.use("numba"):
-        assert _dispatch.kernel_for("positive_features_stable") is positive.positive_features_stable
+        assert _unwrap(_dispatch.kernel_for("positive_features_stable")) is positive.positive_features_stable
     assert _dispatch.kernel_for("positive_features_stable") is None
 
 
