@@ -21,6 +21,11 @@ kind           method (options)
 ``favor``      FAVOR / FAVOR+ (:func:`refattn.attention.favor.favor_attention`): ``features`` in
                {"positive", "hyperbolic", "trig"}, ``m`` projections, ``draw`` in {"iid", "orthogonal"},
                ``on_nonpositive`` (trig only); ``omega: (m, d)`` shared by the heads of a layer
+``s2``         Horn et al. Strategy 2 (bidirectional only): ``content_heads`` (default ``H // 2``) ordinary
+               content heads (exact softmax, or FAVOR+ with ``features="positive"``) and ``H - content_heads``
+               positional heads whose keys are learned clipped relative vectors ``w: (H - C, R, d)``
+               (:func:`refattn.rpe.s2_clipped.s2_attention`); ``clip``, ``grid`` (None: 1-D signed distances,
+               ``(H, W)``: Manhattan on a grid); ``content_heads=0``: all heads positional
 =============  ===========================================================================================
 
 Every kind supports ``causal``. The attention configuration is a plain dict ``{"kind": ..., <options>,
@@ -38,7 +43,7 @@ from typing import Any, Callable, NamedTuple
 from .._xp import check_choice, check_positive_int, check_shape, device_of, namespace
 from ..attention.favor import FAVOR_FEATURES, favor_attention_bwd, favor_attention_fwd
 from ..attention.linear import linear_attention_bwd, linear_attention_fwd
-from ..attention.softmax import softmax_attention_bwd, softmax_attention_fwd
+from ..attention.softmax import SoftmaxAttentionCache, softmax_attention_bwd, softmax_attention_fwd
 from ..features.deterministic import elu_features_bwd, elu_features_fwd, relu_features_bwd, relu_features_fwd
 from ..features.fastfood import (fastfood_prf_features_stable_bwd, fastfood_prf_features_stable_fwd,
                                  fastfood_rks_features_bwd, fastfood_rks_features_fwd)
@@ -203,20 +208,63 @@ def _s1_bwd(do, cache):
     return g.q, g.k, g.v, {"s1": g.params}
 
 
+def _s2_split(n_heads, options):
+    """Number of content heads of an S2 layer with `n_heads` heads (``options["content_heads"]``, default H // 2)."""
+    nc = options.get("content_heads")
+    nc = n_heads // 2 if nc is None else nc
+    if not 0 <= nc < n_heads:
+        raise ValueError(f"attention.content_heads: expected an integer in 0..{n_heads - 1} (at least one "
+                         f"positional head among the layer's {n_heads}); got {nc}")
+    return nc
+
+
 def _s2_fwd(q, k, v, attn_params, features, *, causal, options):
+    r"""Horn et al. Strategy 2 (Sec. 2.3): Eq. (4) split across the heads of the layer.
+
+    Heads ``0..C-1`` (``C = content_heads``, default ``H // 2``) are **content heads**, Eq. (4) term (a):
+    ``softmax(q k^T / sqrt(d)) v`` (``features=None``) or its FAVOR+ estimate with the layer's drawn omega.
+    Heads ``C..H-1`` are **positional heads**, term (b): keys replaced by the learned relative vectors
+    ``w[clip(dist(i, j), k)]`` (:func:`refattn.rpe.s2_clipped.s2_attention`; ``attn_params["w"]: (H - C, R, d)``),
+    which do not read ``k`` (its gradient there is zero). ``content_heads=0`` gives an all-positional layer.
+    """
     if causal:
         raise ValueError("attention kind 's2': clipped relative-distance heads are bidirectional only "
                          "(refattn.rpe.s2_clipped has no causal mode); use causal=False")
+    xp = namespace(q)
+    H = q.shape[-3]
+    nc = _s2_split(H, options)
+    w = attn_params["w"]                                                             # (H - C, R, d)
+    if w.ndim != 3 or w.shape[0] != H - nc:
+        raise ValueError(f"attn_params['w']: expected shape (H - content_heads, R, d) = ({H - nc}, R, "
+                         f"{q.shape[-1]}) for {H} heads with {nc} content heads; got {tuple(w.shape)}")
     omega = None if options["features"] is None else features["omega"]
     grid = None if options["grid"] is None else tuple(options["grid"])
-    y, c = s2_attention_fwd(q, v, attn_params["w"], k=options["clip"], grid=grid, omega=omega)
-    return y, (c, k)
+    yp, cp = s2_attention_fwd(q[..., nc:, :, :], v[..., nc:, :, :], w, k=options["clip"], grid=grid,
+                              omega=omega)                                          # (..., H - C, L, d)
+    if nc == 0:
+        return yp, (cp, None, k, nc)
+    qc, kc, vc = q[..., :nc, :, :], k[..., :nc, :, :], v[..., :nc, :, :]            # (..., C, L, d)
+    if omega is None:
+        yc, cc = softmax_attention_fwd(qc, kc, vc)
+    else:
+        yc, cc = favor_attention_fwd(qc, kc, vc, omega, features="positive")
+    return xp.concat([yc, yp], axis=-3), (cp, cc, k, nc)                              # (..., H, L, d)
 
 
 def _s2_bwd(do, cache):
-    c, k = cache
-    g = s2_attention_bwd(do, c)
-    return g.q, k * 0, g.v, {"w": g.w}       # the positional heads do not read the keys: zero key gradient
+    cp, cc, k, nc = cache
+    xp = namespace(do)
+    gp = s2_attention_bwd(do[..., nc:, :, :], cp)                                  # gp.omega (drawn): dropped
+    dk_pos = xp.zeros_like(k[..., nc:, :, :])                                      # positional heads: no keys
+    if cc is None:
+        return gp.q, dk_pos, gp.v, {"w": gp.w}
+    do_c = do[..., :nc, :, :]
+    if isinstance(cc, SoftmaxAttentionCache):
+        gc = softmax_attention_bwd(do_c, cc)
+    else:
+        gc = favor_attention_bwd(do_c, cc)                                         # gc.omega (drawn): dropped
+    cat = lambda a, b: xp.concat([a, b], axis=-3)                                   # noqa: E731 (..., H, L, d)
+    return cat(gc.q, gp.q), cat(gc.k, dk_pos), cat(gc.v, gp.v), {"w": gp.w}
 
 
 def _toeplitz_window(log_coeffs, L, *, xp):
@@ -321,7 +369,7 @@ ATTENTION_KINDS: dict[str, AttentionKind] = {
     ),
     "s2": AttentionKind(
         _s2_fwd, _s2_bwd,
-        {"features": None, "m": None, "draw": "orthogonal", "clip": 6, "grid": None},
+        {"features": None, "m": None, "draw": "orthogonal", "clip": 6, "grid": None, "content_heads": None},
         {"features": (None, "positive"), "draw": ("iid", "orthogonal")},
     ),
     "flt": AttentionKind(
@@ -339,11 +387,13 @@ ATTENTION_KINDS: dict[str, AttentionKind] = {
 _COMMON = {"redraw_every": None}
 
 
-def check_attention_config(attention, *, d_head=None) -> dict:
+def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
     """Validate an attention configuration dict and return it with every default filled in.
 
     Raises ``ValueError`` naming the unknown kind (and the known ones), an unknown option (and the accepted
-    ones) or a bad option value. ``m`` defaults to ``2 * d_head`` for random-feature kinds when `d_head` is given.
+    ones) or a bad option value. ``m`` defaults to ``2 * d_head`` for random-feature kinds when `d_head` is given;
+    S2's ``content_heads`` defaults to ``n_heads // 2`` when `n_heads` is given (and must leave at least one
+    positional head).
     """
     if isinstance(attention, str):
         attention = {"kind": attention}
@@ -368,6 +418,16 @@ def check_attention_config(attention, *, d_head=None) -> dict:
     for name in ("components", "lengthscales", "clip", "max_len", "r"):
         if name in out and out[name] is not None:
             out[name] = check_positive_int(f"attention.{name}", out[name])
+    if "content_heads" in out:
+        nc = out["content_heads"]
+        if nc is None and n_heads is not None:
+            nc = out["content_heads"] = int(n_heads) // 2
+        if nc is not None:
+            if isinstance(nc, bool) or not isinstance(nc, int) or nc < 0:
+                raise ValueError(f"attention.content_heads: expected a non-negative integer (the number of content "
+                                 f"heads) or None (n_heads // 2); got {nc!r}")
+            if n_heads is not None:
+                _s2_split(int(n_heads), out)
     if out.get("grid") is not None:
         g = out["grid"]
         if not (isinstance(g, (tuple, list)) and len(g) == 2):
@@ -445,7 +505,7 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
     n_heads = check_positive_int("n_heads", n_heads)
     if D % n_heads:
         raise ValueError(f"n_heads: the number of heads {n_heads} must divide the model width D = {D}")
-    att = check_attention_config(attention, d_head=D // n_heads)
+    att = check_attention_config(attention, d_head=D // n_heads, n_heads=n_heads)
     _check_params(params, D)
     check_shape("params['q'].W", params["q"].W, "D, D", sizes)
     kind = ATTENTION_KINDS[att["kind"]]

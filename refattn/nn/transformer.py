@@ -107,7 +107,7 @@ def check_config(config: dict) -> dict:
         n_tokens = (H // c["patch"]) * (W // c["patch"])
         if n_tokens > c["max_len"]:
             raise ValueError(f"config['max_len']: {c['max_len']} is below the number of patches {n_tokens}")
-    att = check_attention_config(c["attention"], d_head=c["d_model"] // c["n_heads"])
+    att = check_attention_config(c["attention"], d_head=c["d_model"] // c["n_heads"], n_heads=c["n_heads"])
     if "max_len" in att:                      # kinds with a per-offset table (Toeplitz) size it from the model
         if att["max_len"] is None:
             att["max_len"] = c["max_len"]

@@ -203,8 +203,10 @@ def _s1_features(rng, att, *, d_head, n_heads, dtype):
 
 
 def _s2_params(rng, att, *, d_head, n_heads, dtype):
+    # one table per positional head; the first content_heads heads (default H // 2) are content heads without one
+    n_content = n_heads // 2 if att.get("content_heads") is None else att["content_heads"]
     R = att["clip"] + 1 if att["grid"] is not None else 2 * att["clip"] + 1
-    w = rng.standard_normal((n_heads, R, d_head)) / math.sqrt(d_head)                # (H, R, d) per head
+    w = rng.standard_normal((n_heads - n_content, R, d_head)) / math.sqrt(d_head)    # (H - C, R, d)
     return {"w": w.astype(dtype)}
 
 
@@ -278,7 +280,7 @@ def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64):
 
     check_rng(rng)
     dt = check_dtype_arg(dtype)
-    att = check_attention_config(attention, d_head=d_model // n_heads)
+    att = check_attention_config(attention, d_head=d_model // n_heads, n_heads=n_heads)
     r = rng.spawn(5)
     init_params, _ = ATTENTION_DRAWS[att["kind"]]
     out = {name: init_dense(ri, d_model, d_model, dtype=dt) for name, ri in zip("qkvo", r[:4])}

@@ -89,21 +89,39 @@ def _rpe_attention(q, k, v, att, attn_params, feats, causal, lib):
             a = _features(qa, fa, feats["omega"], lib) @ _T(_features(ka, fa, feats["omega"], lib), lib)
         return _normalised(a, v, causal, lib)
     if att["kind"] == "s2":
+        # Horn Eq. (4) split over heads: the first C heads use term (a) (ordinary content attention on q, k), the
+        # other H - C use term (b) (keys replaced by w[clip(dist(i, j))]); C = content_heads, default H // 2
+        H = q.shape[1]
+        C = H // 2 if att.get("content_heads") is None else att["content_heads"]
         kc = att["clip"]
         i, j = np.arange(L)[:, None], np.arange(L)[None, :]
-        cls = np.clip(j - i, -kc, kc) + kc                                             # (L, L) class of (i, j)
-        w = attn_params["w"]                                                           # (H, R, d)
+        if att.get("grid") is None:
+            cls = np.clip(j - i, -kc, kc) + kc                                         # (L, L) signed class
+        else:
+            Wg = att["grid"][1]
+            cls = np.minimum(np.abs(i // Wg - j // Wg) + np.abs(i % Wg - j % Wg), kc)  # (L, L) Manhattan class
+        w = attn_params["w"]                                                           # (H - C, R, d)
+        qp, vp = q[:, C:], v[:, C:]
         if att["features"] is None:
-            s = (q @ _T(w, lib)) / math.sqrt(d)                                        # (B, H, L, R)
+            s = (qp @ _T(w, lib)) / math.sqrt(d)                                       # (B, H - C, L, R)
             logits = s[..., np.arange(L)[:, None], cls] if lib is np else s[..., lib.arange(L)[:, None],
                                                                                lib.as_tensor(cls)]
             a = _softmax_rows(logits, False, lib)
         else:
             fa = dict(att, kind="favor")
-            sc = _features(q, fa, feats["omega"], lib) @ _T(_features(w, fa, feats["omega"], lib), lib)
+            sc = _features(qp, fa, feats["omega"], lib) @ _T(_features(w, fa, feats["omega"], lib), lib)
             a = sc[..., np.arange(L)[:, None], cls] if lib is np else sc[..., lib.arange(L)[:, None],
                                                                           lib.as_tensor(cls)]
-        return _normalised(a, v, False, lib)
+        out_pos = _normalised(a, vp, False, lib)                                        # (B, H - C, L, d)
+        if C == 0:
+            return out_pos
+        qc, kk, vc = q[:, :C], k[:, :C], v[:, :C]
+        if att["features"] is None:
+            a = _softmax_rows(qc @ _T(kk, lib) / math.sqrt(d), False, lib)
+        else:
+            fa = dict(att, kind="favor")
+            a = _features(qc, fa, feats["omega"], lib) @ _T(_features(kk, fa, feats["omega"], lib), lib)
+        return cat([_normalised(a, vc, False, lib), out_pos], 1)                        # (B, H, L, d)
     # toeplitz: A_ij = exp(b(i - j)) (phi(q_i) . phi(k_j))
     b = attn_params["log_coeffs"]                                                      # (H, 2 L_max - 1)
     L_max = (b.shape[-1] + 1) // 2

@@ -36,6 +36,8 @@ KINDS = {
     "s1-favor": {"kind": "s1", "lengthscales": 3, "features": "positive", "m": 8},
     "s2-softmax": {"kind": "s2", "clip": 2},
     "s2-favor": {"kind": "s2", "clip": 2, "features": "positive", "m": 8},
+    "s2-grid-favor": {"kind": "s2", "clip": 2, "grid": [1, 5], "features": "positive", "m": 8},
+    "s2-all-positional": {"kind": "s2", "clip": 2, "content_heads": 0},
     "flt-gm-1d": {"kind": "flt", "spectrum": "gaussian_mixture", "r": 4, "m": 8},
     "flt-kernel-2d": {"kind": "flt", "spectrum": "gaussian_kernel", "r": 4, "m": 8, "grid": [1, 5]},
     "toeplitz-elu": {"kind": "toeplitz"},
@@ -351,6 +353,50 @@ def test_geometry_errors():
     s2_attn = setup({"kind": "s2", "clip": 2}, "classify")[1]["blocks"][0]["attn"]
     with pytest.raises(ValueError, match="'s2': clipped relative-distance heads are bidirectional only"):
         mha_fwd(x[:, :5], s2_attn, None, n_heads=2, attention={"kind": "s2", "clip": 2}, causal=True)
+
+
+def test_s2_content_heads():
+    """S2 splits the heads (Horn Sec. 2.3): head 0 of a 2-head layer is ordinary softmax attention on (q, k, v),
+    head 1 is positional and ignores k; content_heads is validated against n_heads and the table's shape."""
+    from refattn.attention.softmax import softmax_attention
+    from refattn.nn.mha import split_heads
+
+    att = check_config(tiny_config({"kind": "s2", "clip": 2}, "classify"))["attention"]
+    assert att["content_heads"] == 1
+    rng = np.random.default_rng(4)
+    p = rr.init_mha(rng, 8, 2, att)
+    assert p["attn"]["w"].shape == (1, 5, 4)                     # one table, for the one positional head
+    x = rng.standard_normal((2, 5, 8))
+    y, cache = mha_fwd(x, p, None, n_heads=2, attention=att)
+    q, k, v = (split_heads(x @ p[n].W + p[n].b, 2, xp=np) for n in "qkv")
+    want0 = softmax_attention(q[:, :1], k[:, :1], v[:, :1])
+    o, _ = ATTENTION_KINDS["s2"].fwd(q, k, v, p["attn"], {}, causal=False, options=att)   # (B, H, L, d)
+    np.testing.assert_allclose(o[:, :1], softmax_attention(q[:, :1], k[:, :1], v[:, :1]), rtol=1e-12)
+    k2 = k.copy()
+    k2[:, 1] += 1.0                                             # the positional head's keys do not matter
+    np.testing.assert_array_equal(ATTENTION_KINDS["s2"].fwd(q, k2, v, p["attn"], {}, causal=False,
+                                                            options=att)[0], o)
+    g = mha_bwd(np.ones_like(y), cache)
+    assert np.linalg.norm(g.params["k"].W) > 0                  # the content head reads the keys
+    # content_heads = 0 reproduces the all-positional layer: W_k gets no gradient
+    att0 = dict(att, content_heads=0)
+    p0 = rr.init_mha(rng, 8, 2, att0)
+    assert p0["attn"]["w"].shape == (2, 5, 4)
+    y0, c0 = mha_fwd(x, p0, None, n_heads=2, attention=att0)
+    assert np.all(mha_bwd(np.ones_like(y0), c0).params["k"].W == 0)
+    base = tiny_config("softmax", "classify")
+    with pytest.raises(ValueError, match=r"attention.content_heads: expected an integer in 0..1 \(at least one "
+                                         r"positional head among the layer's 2\); got 2"):
+        check_config(dict(base, attention={"kind": "s2", "content_heads": 2}))
+    with pytest.raises(ValueError, match="attention.content_heads: expected a non-negative integer .* got -1"):
+        check_config(dict(base, attention={"kind": "s2", "content_heads": -1}))
+    with pytest.raises(ValueError, match="attention.content_heads: expected a non-negative integer .* got 1.5"):
+        check_config(dict(base, attention={"kind": "s2", "content_heads": 1.5}))
+    with pytest.raises(ValueError, match=r"unknown option\(s\) \['content_heads'\] for kind 'favor'"):
+        check_config(dict(base, attention={"kind": "favor", "content_heads": 1}))
+    with pytest.raises(ValueError, match=r"attn_params\['w'\]: expected shape \(H - content_heads, R, d\) = "
+                                         r"\(1, R, 4\) for 2 heads with 1 content heads; got \(2, 5, 4\)"):
+        mha_fwd(x, p0, None, n_heads=2, attention=att)
 
 
 def test_params_leaves_all_have_gradients():
