@@ -44,8 +44,9 @@ __all__ = [
 
 Array = Any
 
-#: Default causal chunk length C (rows per chunk); chosen by benchmarks/attention.py (see BENCHMARKS.md).
-DEFAULT_CHUNK_SIZE = 64
+#: Default causal chunk length C (rows per chunk), chosen by measurement: benchmarks/attention.py sweeps C in
+#: {16, 32, 48, 64}; C = 32 is fastest for forward and backward at H = 8, m = 256, d_v = 64 (see BENCHMARKS.md).
+DEFAULT_CHUNK_SIZE = 32
 
 
 class LinearAttentionCache(NamedTuple):
@@ -168,7 +169,10 @@ def _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
     dev = device_of(phi_q)
     S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)   # (..., m, d_v + 1) state
     Mp = xp.full(batch, -float("inf"), dtype=phi_q.dtype, device=dev) if s is not None else None
-    out, Ms = [], []
+    # outputs are written chunk by chunk into preallocated arrays (concatenating hundreds of chunks along the
+    # L axis costs as much as the GEMMs at L = 16384)
+    numer = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)          # (..., L, d_v + 1)
+    M = xp.empty(tuple(s.shape), dtype=s.dtype, device=dev) if s is not None else None   # (..., L)
     for a in range(0, L, chunk_size):
         b = min(L, a + chunk_size)
         pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
@@ -176,20 +180,18 @@ def _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
         A = pq @ xp.matrix_transpose(pk)                                          # (..., c, c) phi_q_i . phi_k_j
         if s is None:
             A = xp.where(tril, A, xp.zeros_like(A))
-            out.append(A @ ua + pq @ S)                                           # (..., c, d_v + 1)
+            numer[..., a:b, :] = A @ ua + pq @ S                                  # (..., c, d_v + 1)
             S = S + xp.matrix_transpose(pk) @ ua                                  # (..., m, d_v + 1)
         else:
             s_c = s[..., a:b]                                                     # (..., c)
             Mi, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
             inter = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1) * (pq @ S)
-            out.append((A * E) @ ua + inter)                                      # (..., c, d_v + 1)
+            numer[..., a:b, :] = (A * E) @ ua + inter                             # (..., c, d_v + 1)
             Mn = Mi[..., -1]                                                      # (...,) max over the prefix
             w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mn, axis=-1)), axis=-1)  # (..., c, 1)
             S = _bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
             Mp = Mn
-            Ms.append(Mi)
-    numer = out[0] if len(out) == 1 else xp.concat(out, axis=-2)
-    M = None if s is None else (Ms[0] if len(Ms) == 1 else xp.concat(Ms, axis=-1))
+            M[..., a:b] = Mi
     return numer, M
 
 
@@ -211,7 +213,9 @@ def _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M, chunk_size):
     starts = list(range(0, L, chunk_size))
     S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)
     Mp = xp.full(batch, -float("inf"), dtype=phi_q.dtype, device=dev) if s is not None else None
-    dq_chunks, dk_intra, dv_intra = [], [], []
+    dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
+    dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
+    dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
     for a in starts:                                                              # forward sweep
         b = min(L, a + chunk_size)
         pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
@@ -221,7 +225,7 @@ def _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M, chunk_size):
         if s is None:
             zero = xp.zeros_like(A)
             AE, Bm = xp.where(tril, A, zero), xp.where(tril, Bm, zero)
-            dq_chunks.append(Bm @ pk + gc @ xp.matrix_transpose(S))               # (..., c, m)
+            dphi_q[..., a:b, :] = Bm @ pk + gc @ xp.matrix_transpose(S)           # (..., c, m)
             S = S + xp.matrix_transpose(pk) @ ua
         else:
             s_c = s[..., a:b]
@@ -229,35 +233,33 @@ def _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M, chunk_size):
             _, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
             AE, Bm = A * E, Bm * E
             decay = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1)   # (..., c, 1)
-            dq_chunks.append(Bm @ pk + decay * (gc @ xp.matrix_transpose(S)))
+            dphi_q[..., a:b, :] = Bm @ pk + decay * (gc @ xp.matrix_transpose(S))
             Mn = Mi[..., -1]
             w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mn, axis=-1)), axis=-1)
             S = _bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
             Mp = Mn
-        dk_intra.append(xp.matrix_transpose(Bm) @ pq)                             # (..., c, m)
-        dv_intra.append(xp.matrix_transpose(AE) @ gc)                             # (..., c, d_v + 1)
+        dphi_k[..., a:b, :] = xp.matrix_transpose(Bm) @ pq                        # (..., c, m) intra part
+        dv_aug[..., a:b, :] = xp.matrix_transpose(AE) @ gc                        # (..., c, d_v + 1)
     G = xp.zeros_like(S)                                                          # (..., m, d_v + 1)
-    dk_chunks, dv_chunks = [None] * len(starts), [None] * len(starts)
     for idx in range(len(starts) - 1, -1, -1):                                    # reverse sweep
         a = starts[idx]
         b = min(L, a + chunk_size)
         pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
         if s is None:
-            dk_chunks[idx] = dk_intra[idx] + ua @ xp.matrix_transpose(G)
-            dv_chunks[idx] = dv_intra[idx] + pk @ G
+            dphi_k[..., a:b, :] += ua @ xp.matrix_transpose(G)                    # inter-chunk parts
+            dv_aug[..., a:b, :] += pk @ G
             G = G + xp.matrix_transpose(pq) @ gc
         else:
             s_c, Mi = s[..., a:b], M[..., a:b]
             R = Mi[..., -1]                                                       # (...,) M at chunk end
             w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(R, axis=-1)), axis=-1)   # (..., c, 1) <= 1
-            dk_chunks[idx] = dk_intra[idx] + (w * ua) @ xp.matrix_transpose(G)
-            dv_chunks[idx] = dv_intra[idx] + w * (pk @ G)
+            dphi_k[..., a:b, :] += (w * ua) @ xp.matrix_transpose(G)
+            dv_aug[..., a:b, :] += w * (pk @ G)
             if idx > 0:
                 R_prev = M[..., a - 1]                                            # M at the previous chunk end
                 rq = xp.expand_dims(xp.exp(xp.expand_dims(R_prev, axis=-1) - Mi), axis=-1)  # (..., c, 1) <= 1
                 G = _bcast2(xp.exp(R_prev - R), xp=xp) * G + xp.matrix_transpose(rq * pq) @ gc
-    cat = (lambda xs, ax: xs[0] if len(xs) == 1 else xp.concat(xs, axis=ax))
-    return cat(dq_chunks, -2), cat(dk_chunks, -2), cat(dv_chunks, -2)
+    return dphi_q, dphi_k, dv_aug
 
 
 # ----------------------------------------------------------------------------------------------------------

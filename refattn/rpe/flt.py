@@ -45,7 +45,7 @@ import math
 from typing import Any, NamedTuple
 
 from .._xp import check_choice, check_finite, check_shape, device_of, namespace, sum_to_shape
-from ..attention.linear import linear_attention_bwd, linear_attention_fwd
+from ..attention.linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd, linear_attention_fwd
 from ..features.positive import positive_features_stable_bwd, positive_features_stable_fwd
 from .spectra import (
     Proposal,
@@ -291,7 +291,7 @@ class FLTAttentionGrads(NamedTuple):
 
 
 def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False, allow_truncation=False,
-                      chunk_size=64):
+                      chunk_size=DEFAULT_CHUNK_SIZE):
     r"""FLT Algorithm 1: RPE-masked softmax attention in O(L m (d + r)) time.
 
     Estimates ``softmax_attention(q, k, v, mask_add=N, causal=causal)`` with ``N = rpe_mask(pos, spectrum)``:
@@ -367,7 +367,7 @@ def flt_attention_bwd(dy, cache: FLTAttentionCache) -> FLTAttentionGrads:
 
 
 def flt_attention(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False, allow_truncation=False,
-                  chunk_size=64):
+                  chunk_size=DEFAULT_CHUNK_SIZE):
     """FLT Algorithm 1 (see :func:`flt_attention_fwd`): ``(..., L, d_v)``."""
     return flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, causal=causal,
                              allow_truncation=allow_truncation, chunk_size=chunk_size)[0]
