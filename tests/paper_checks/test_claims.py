@@ -23,7 +23,7 @@ flt.shift-invariant-kernels flt.complexity
 """.split()
 # Statistical claims whose module another engineer is still editing (paper_checks/chowdhury/experiments.py); they
 # must add stat_evidence(n=24 cells, seed, detectable=1e-4 tolerance). Remove the id once they report the keys.
-EVIDENCE_PENDING = {"kl.table14-ratio-columns"}
+EVIDENCE_PENDING: set[str] = set()
 SLOW_IN_ISSUE = {"horn.shift-robustness", "kl.sec4.1-variance-metrics", "kl.sec4.2-sparsity", "kl.table4-eigenvalues"}
 
 
