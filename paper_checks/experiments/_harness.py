@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from ..report import _plain
 
 __all__ = ["MissingPiece", "require_kinds", "ensure_dir", "available", "attention_config", "METHODS", "out_dir_for", "save_json",
            "new_figure", "save_figure", "single_thread", "train_loop", "predict_logits", "accuracy",
@@ -111,23 +112,9 @@ def ensure_dir(out_dir, name: str) -> Path:
     return out_dir
 
 
-def _plain(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return _plain(x.tolist())
-    if isinstance(x, np.generic):
-        return _plain(x.item())
-    if isinstance(x, float) and not np.isfinite(x):
-        return str(x)
-    return x
-
-
 def save_json(path: Path, record: dict) -> Path:
     path = Path(path)
-    path.write_text(json.dumps(_plain(record), indent=1))
+    path.write_text(json.dumps(_plain(record), indent=1))                          # report._plain: JSON-safe
     return path
 
 
