@@ -50,7 +50,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 __all__ = ["VERDICTS", "EVIDENCE_KEYS", "HORN", "CHOWDHURY", "CHOROMANSKI", "Result", "Context", "Claim",
-           "REGISTRY", "claim", "must_fail", "load_all", "select", "verdict_from_test", "stat_evidence"]
+           "REGISTRY", "claim", "must_fail", "load_all", "select", "stat_evidence"]
 
 VERDICTS = ("holds", "erratum", "fails", "not-checkable", "skipped")
 SIZES = ("tiny", "small", "full")
@@ -208,8 +208,3 @@ def stat_evidence(*, n: int, seed: int, detectable: float, **more: Any) -> dict:
     n : sample size (replicates, draws, points or cases); seed : ``ctx.seed``; detectable : the smallest
     deviation from the formula that the check is sure to detect (``n_se * se`` or an exact tolerance)."""
     return {"n": int(n), "seed": int(seed), "detectable": float(detectable), **more}
-
-
-def verdict_from_test(passed: bool, *, when_pass: str = "holds", when_fail: str = "fails") -> str:
-    """Map a statistical test's outcome to a verdict."""
-    return when_pass if passed else when_fail

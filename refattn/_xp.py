@@ -19,7 +19,6 @@ This module does not import NumPy; it only uses ``array_api_compat``.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import array_api_compat
@@ -33,7 +32,6 @@ __all__ = [
     "check_positive_int",
     "device_of",
     "sum_to_shape",
-    "eps_of",
 ]
 
 
@@ -206,13 +204,3 @@ def sum_to_shape(x: Any, shape: tuple, *, xp: Any) -> Any:
     if axes:
         x = xp.sum(x, axis=axes, keepdims=True)
     return x
-
-
-def eps_of(dtype: Any, *, xp: Any) -> float:
-    """Machine epsilon of a real floating dtype."""
-    return float(xp.finfo(dtype).eps)
-
-
-def isqrt_scale(d: int) -> float:
-    """``d ** -0.5`` as a Python float (the softmax temperature 1/sqrt(d))."""
-    return 1.0 / math.sqrt(d)
