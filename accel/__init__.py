@@ -22,9 +22,10 @@ Backends:
 name       needs                                        what runs inside ``use(name)``
 =========  ===========================================  ===========================================================
 ``numba``  ``pip install 'refattn[accel]'`` (numba)     the kernels of ``accel/numba/`` (CPU, NumPy arrays only)
-``cupy``   ``pip install 'refattn[gpu]'`` and a CUDA    the array-API reference on CuPy arrays (no custom kernels yet:
-           device (``cupy-cuda12x``; ``cupy-cuda11x``   GPU kernels are written only together with a measurement
-           for CUDA 11)                                 on a device)
+``cupy``   ``pip install 'refattn[gpu]'`` and a CUDA    the kernels of ``accel/cupy/`` (CUDA, CuPy arrays only): the
+           device (``cupy-cuda12x`` for CUDA 12,         chunk-parallel causal scan and the fused positive-feature
+           ``cupy-cuda13x`` for CUDA 13,                 map; everything else is the array-API reference running on
+           ``cupy-cuda11x`` for CUDA 11)                 CuPy arrays
 =========  ===========================================  ===========================================================
 """
 
@@ -42,7 +43,7 @@ __all__ = ["available", "use", "BackendUnavailableError", "BACKENDS"]
 BACKENDS = {
     "numba": {"package": "numba", "extra": "accel", "installs": "numba>=0.59"},
     "cupy": {"package": "cupy", "extra": "gpu",
-             "installs": "cupy-cuda12x>=13 (for CUDA 11 install cupy-cuda11x instead)"},
+             "installs": "cupy-cuda12x>=13 (for CUDA 13 install cupy-cuda13x, for CUDA 11 cupy-cuda11x instead)"},
 }
 
 
@@ -86,7 +87,11 @@ def _registrar(name: str) -> Callable[[], None] | None:
         from .numba import register
 
         return register
-    return None  # cupy: no custom kernels; the reference runs on CuPy arrays
+    if name == "cupy":
+        from .cupy import register
+
+        return register
+    return None
 
 
 @contextlib.contextmanager
@@ -114,10 +119,6 @@ def use(name: str) -> Iterator[None]:
             f"accel.use({name!r}): backend unavailable: {why}; install it with "
             f"pip install 'refattn[{info['extra']}]' (the {info['extra']!r} extra installs {info['installs']})")
     register = _registrar(name)
-    if register is None:
-        with _dispatch.use_backend(None):  # CuPy: the reference, which runs on CuPy arrays through array-api-compat
-            yield
-        return
     register()
     with _dispatch.use_backend(name):
         yield

@@ -154,16 +154,19 @@ def test_unavailable_backend_names_package_and_extra(monkeypatch, name, extra, p
     assert _dispatch.active_backend() is None
 
 
-def test_cupy_without_device_is_unavailable_here_or_runs_the_reference():
-    """Without cupy/a device, use('cupy') raises naming cupy and the 'gpu' extra; with one, it runs the
-    array-API reference (no custom GPU kernels are registered)."""
+def test_cupy_without_device_is_unavailable_here_or_registers_its_kernels():
+    """Without cupy/a device, use('cupy') raises naming cupy and the 'gpu' extra; with one, the CuPy kernels
+    are what the dispatch point answers inside the scope, and the reference outside it."""
     if not accel.available()["cupy"]:
         with pytest.raises(accel.BackendUnavailableError, match=r"'cupy'.*refattn\[gpu\].*cupy-cuda12x"):
             with accel.use("cupy"):
                 pass
     else:  # pragma: no cover - needs a device
+        from accel.cupy import causal
+
         with accel.use("cupy"):
-            assert _dispatch.kernel_for(FWD) is None
+            assert _dispatch.kernel_for(FWD) is causal.causal_fwd
+        assert _dispatch.kernel_for(FWD) is None
 
 
 def _imports_after(code: str) -> set[str]:

@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args, tmp_path=None):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    # the checkout first, then whatever the caller's PYTHONPATH holds (packages installed with --target)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path)
     return subprocess.run([sys.executable, "-m", "validation", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=120)
 

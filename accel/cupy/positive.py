@@ -1,0 +1,67 @@
+r"""CuPy kernel for the fused positive-feature map with its row stabiliser (FAVOR+; CUDA).
+
+Supported (read by ``tests/accel/test_cupy.py``):
+
+===============================  ============  ================  ==========================================
+primitive                        backend       dtypes            registered as
+===============================  ============  ================  ==========================================
+``positive_features_stable``     CuPy (CUDA)   float32, float64  ``"positive_features_stable"``
+===============================  ============  ================  ==========================================
+
+Same signature and outputs as :func:`refattn.features.positive._positive_features_stable_reference`:
+``x: (..., L, d)``, ``omega: (m, d)`` ->
+
+    phi = exp(u - max_row u) in (0, 1],     log_scale = max_row u - |x|^2/2 - log(m)/2,     u = x omega^T.
+
+The projection is one cuBLAS GEMM (as in the reference); the ``positive_stable`` kernel of
+:mod:`accel.cupy._cuda` then does the rest in one pass, one warp per row, in place in the GEMM's output: the row
+maximum (warp shuffle), ``exp(u - max)``, ``|x|^2`` and the log-scale. The reference's max, subtraction, exp and
+norm are four kernels and four passes over ``(..., L, m)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cupy
+import numpy as np
+
+from ._common import as_cupy
+from ._cuda import function, launch_1d
+
+__all__ = ["SUPPORTED", "positive_features_stable"]
+
+SUPPORTED = {
+    "positive_features_stable": {"backends": ("cupy",), "dtypes": ("float32", "float64"),
+                                 "primitive": "positive_features_stable"},
+}
+
+
+def positive_features_stable(x, omega):
+    """``(phi, log_scale)`` of the stabilised positive map (signature of the reference).
+
+    Parameters
+    ----------
+    x : (..., L, d) cupy.ndarray
+    omega : (m, d) cupy.ndarray
+
+    Returns
+    -------
+    phi : (..., L, m) cupy.ndarray
+    log_scale : (..., L) cupy.ndarray
+    """
+    kern = "positive_features_stable"
+    dts = SUPPORTED[kern]["dtypes"]
+    x = as_cupy("x", x, dts, kernel=kern)
+    omega = as_cupy("omega", omega, dts, kernel=kern, like=x)
+    if omega.ndim != 2 or x.ndim < 1 or omega.shape[1] != x.shape[-1]:
+        raise ValueError(f"omega: expected shape (m, d) with d = {x.shape[-1]} (from x); got {omega.shape}")
+    m, d = omega.shape
+    x2 = x.reshape(-1, d)                                                # (N, d), N = prod(...) L
+    u = x2 @ omega.T                                                     # (N, m) fresh array, overwritten
+    N = x2.shape[0]
+    log_scale = cupy.empty(N, dtype=x.dtype)                             # (N,)
+    if N:
+        launch_1d(function("positive_stable", x.dtype), 32 * N,
+                  (u, x2, log_scale, np.int64(N), np.int32(m), np.int32(d), x.dtype.type(0.5 * math.log(m))))
+    return u.reshape(tuple(x.shape[:-1]) + (m,)), log_scale.reshape(tuple(x.shape[:-1]))
