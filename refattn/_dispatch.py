@@ -13,6 +13,8 @@ Named hot primitives (their signatures are those of the reference functions name
 ``"positive_features_stable"``     the fused positive-feature map with its row stabiliser (features issue)
 ``"fwht"``                         the fast Walsh-Hadamard transform (KL spectra issue)
 ``"s2_window_sums"``               S2's window sums (Horn RPE issue)
+``"contract_rows"``                :func:`refattn._xp._contract_rows_reference`: ``a^T b`` over a long row
+                                   axis (linear attention's ``phi_k^T [v, 1]``, a projection's ``du^T x``)
 =================================  ===========================================================================
 """
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .. import _dispatch
-from .._xp import check_choice, check_finite, check_positive_int, check_shape, device_of, namespace
+from .._xp import check_choice, check_finite, check_positive_int, check_shape, contract_rows, device_of, namespace
 
 __all__ = [
     "linear_attention",
@@ -308,7 +308,7 @@ def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chu
         else:
             M = xp.max(s, axis=-1, keepdims=True)                                 # (..., 1) global max
             u = xp.expand_dims(xp.exp(s - M), axis=-1) * v_aug                    # (..., L, d_v + 1) w v_aug
-        kv = xp.matrix_transpose(phi_k) @ u                                       # (..., m, d_v + 1)
+        kv = contract_rows(phi_k, u)                                              # (..., m, d_v + 1)
         numer = phi_q @ kv                                                        # (..., L, d_v + 1)
     else:
         kv = None
@@ -347,7 +347,7 @@ def linear_attention_bwd(dy, cache: LinearAttentionCache) -> LinearAttentionGrad
     s = c.k_log_scale
     if not c.causal:
         dphi_q = g @ xp.matrix_transpose(c.kv)                                    # (..., L, m)
-        dkv = xp.matrix_transpose(c.phi_q) @ g                                    # (..., m, d_v + 1)
+        dkv = contract_rows(c.phi_q, g)                                           # (..., m, d_v + 1)
         if s is None:
             dphi_k = c.v_aug @ xp.matrix_transpose(dkv)                           # (..., L, m)
             dv_aug = c.phi_k @ dkv                                                # (..., L, d_v + 1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._xp import check_finite, check_shape, namespace
+from .._xp import check_finite, check_shape, contract_rows, namespace
 
 Array = Any
 
@@ -46,7 +46,7 @@ def project_bwd(du, x, omega, *, xp):
     du2 = xp.reshape(du, (-1, m))                                                 # (N, m)
     x2 = xp.reshape(x, (-1, d))                                                   # (N, d)
     dx = xp.reshape(du2 @ omega, tuple(x.shape))                                  # (..., L, d)
-    domega = xp.matrix_transpose(du2) @ x2                                        # (m, d)
+    domega = contract_rows(du2, x2)                                               # (m, d)
     return dx, domega
 
 

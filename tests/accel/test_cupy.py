@@ -306,3 +306,29 @@ def test_clear_errors(rng, cp):
         positive.positive_features_stable(cp.asarray(phi), cp.asarray(phi[0], dtype=cp.float32))
     with pytest.raises(ValueError, match=r"phi_k: expected shape \(1, 7, 3\) \(from phi_q\); got \(1, 6, 3\)"):
         causal.causal_fwd(cp.asarray(phi), cp.asarray(phi[:, :6]), cp.asarray(v), None, 8)
+
+
+@needs_gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(5, 3, 2), (2, 3, 4096, 7, 5), (3000, 6, 4), (2, 5000, 9, 3)],
+                         ids=["short", "batchHeadsSplitExact", "2dRemainder", "batchRemainder"])
+def test_contract_rows_equals_reference(rng, cp, monkeypatch, dtype, shape):
+    from accel.cupy import contract
+    from refattn._xp import _contract_rows_reference
+
+    monkeypatch.setattr(contract, "ROWS_PER_SPLIT", 1024)
+    *lead, N, p, r = shape
+    a = rng.standard_normal((*lead, N, p)).astype(dtype)
+    b = rng.standard_normal((*lead, N, r)).astype(dtype)
+    expected = _contract_rows_reference(a, b)
+    got = contract.contract_rows(cp.asarray(a), cp.asarray(b))
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    eps = float(np.finfo(dtype).eps)                  # a sum of N products: error ~ eps sqrt(N) |a_col| |b_col|
+    scale = np.sqrt(np.sum(a.astype(float) ** 2, axis=-2))[..., :, None] * np.sqrt(
+        np.sum(b.astype(float) ** 2, axis=-2))[..., None, :]
+    assert np.all(np.abs(cp.asnumpy(got) - expected) <= 8 * eps * np.sqrt(N) * scale)
+    with accel.use("cupy"):
+        from refattn._xp import contract_rows
+        assert isinstance(contract_rows(cp.asarray(a), cp.asarray(b)), cp.ndarray)
+        with pytest.raises(TypeError, match=r"a: CuPy kernels take CuPy arrays; got numpy.ndarray"):
+            contract_rows(a, b)
