@@ -277,10 +277,14 @@ def micro_profile(L, dt, repeat):
         print(f"profile {dt} L={L} {label:48s} {gpu_time(fn, repeat=repeat) * 1e3:8.3f} ms")
     from accel.cupy import contract
 
-    keep = contract.ROWS_PER_SPLIT
+    keep = contract.ROWS_PER_SPLIT, contract.LOOP_MAX_BATCH
     phik = phi.reshape(1, H, L, M)
     du2, xx = u, x2
+    t = gpu_time(lambda: contract.contract_rows(phik, ua), repeat=repeat)
+    print(f"profile {dt} L={L} contract_rows as registered (a loop of {H} 2-D GEMMs): phi_k^T [v, 1] "
+          f"{t * 1e3:7.3f} ms")
     try:
+        contract.LOOP_MAX_BATCH = 0
         for R in (256, 512, 1024, 2048, 4096, 1 << 30):
             contract.ROWS_PER_SPLIT = R
             t1 = gpu_time(lambda: contract.contract_rows(phik, ua), repeat=repeat)
@@ -288,7 +292,7 @@ def micro_profile(L, dt, repeat):
             print(f"profile {dt} L={L} contract_rows split R={R if R < 1 << 30 else 'none':>5}: phi_k^T [v, 1] "
                   f"{t1 * 1e3:7.3f} ms, du^T x (N={N}, m={M}, d={D}) {t2 * 1e3:7.3f} ms")
     finally:
-        contract.ROWS_PER_SPLIT = keep
+        contract.ROWS_PER_SPLIT, contract.LOOP_MAX_BATCH = keep
 
 
 def performer_rows(L, dt, repeat, refattn_times):

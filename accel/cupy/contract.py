@@ -10,11 +10,18 @@ primitive            backend       dtypes            registered as
 
 Same signature and result as :func:`refattn._xp._contract_rows_reference`: ``a: (..., N, p)``,
 ``b: (..., N, r)`` -> ``a^T b: (..., p, r)``. With N in the tens of thousands and p x r = 256 x 65, one GEMM
-has only a few output tiles per batch entry and leaves most of the GPU's multiprocessors idle (measured 0.84 ms
-for ``phi_k^T [v, 1]`` at H = 8, L = 16384, against 0.2 ms for ``phi_q kv`` with the same flops). Here the rows
-are cut into :data:`ROWS_PER_SPLIT`-row blocks, each block's product is one entry of a batched GEMM, and the
-partial products are summed (a split-K GEMM written with two CuPy calls); rows past the last whole block go
-through one more GEMM. The summation order differs from one GEMM's, within the dtype tolerance of the tests.
+has only a few output tiles per batch entry, and a *batched* cuBLAS GEMM of that shape leaves most of the GPU's
+multiprocessors idle (measured 0.84 ms for ``phi_k^T [v, 1]`` at H = 8, L = 16384, against 0.2 ms for
+``phi_q kv`` with the same flops), while a single 2-D GEMM of that shape runs fast (cuBLAS splits its inner axis
+itself: ``du^T x`` with N = 131072 rows, 4.3 GFLOP, in 0.14 ms). So:
+
+* no batch axes: one 2-D GEMM;
+* up to :data:`LOOP_MAX_BATCH` batch entries: one 2-D GEMM per entry, written into a preallocated output;
+* more: the rows are cut into :data:`ROWS_PER_SPLIT`-row blocks, each block's product is one entry of a batched
+  GEMM, and the partial products are summed (a split-K GEMM written with two CuPy calls); rows past the last
+  whole block go through one more GEMM.
+
+The summation order differs from one GEMM's, within the dtype tolerance of the tests.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import cupy
 
 from ._common import as_cupy
 
-__all__ = ["SUPPORTED", "ROWS_PER_SPLIT", "contract_rows"]
+__all__ = ["SUPPORTED", "ROWS_PER_SPLIT", "LOOP_MAX_BATCH", "contract_rows"]
 
 SUPPORTED = {
     "contract_rows": {"backends": ("cupy",), "dtypes": ("float32", "float64"), "primitive": "contract_rows"},
@@ -31,6 +38,8 @@ SUPPORTED = {
 
 #: Rows per block of the split (chosen by the sweep in benchmarks/gpu.py).
 ROWS_PER_SPLIT = 1024
+#: Batch entries up to which a loop of 2-D GEMMs is used instead of the split.
+LOOP_MAX_BATCH = 64
 
 
 def contract_rows(a, b):
@@ -53,6 +62,17 @@ def contract_rows(a, b):
         raise ValueError(f"b: expected shape (..., N, r) with (..., N) = {tuple(a.shape[:-1])} (from a); got "
                          f"{tuple(b.shape)}")
     lead, (N, p), r = tuple(a.shape[:-2]), a.shape[-2:], b.shape[-1]
+    B = 1
+    for size in lead:
+        B *= size
+    if B == 1:
+        return (a.reshape(N, p).T @ b.reshape(N, r)).reshape(lead + (p, r))
+    if B <= LOOP_MAX_BATCH:
+        a3, b3 = a.reshape(B, N, p), b.reshape(B, N, r)
+        out = cupy.empty((B, p, r), dtype=a.dtype)
+        for i in range(B):
+            cupy.matmul(a3[i].T, b3[i], out=out[i])
+        return out.reshape(lead + (p, r))
     n = N // ROWS_PER_SPLIT
     if n < 2:
         return cupy.swapaxes(a, -1, -2) @ b

@@ -309,14 +309,17 @@ def test_clear_errors(rng, cp):
 
 
 @needs_gpu
+@pytest.mark.parametrize("loop_max", [64, 0], ids=["loop", "split"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("shape", [(5, 3, 2), (2, 3, 4096, 7, 5), (3000, 6, 4), (2, 5000, 9, 3)],
-                         ids=["short", "batchHeadsSplitExact", "2dRemainder", "batchRemainder"])
-def test_contract_rows_equals_reference(rng, cp, monkeypatch, dtype, shape):
+@pytest.mark.parametrize("shape", [(5, 3, 2), (2, 3, 4096, 7, 5), (3000, 6, 4), (2, 5000, 9, 3), (1, 2500, 4, 3)],
+                         ids=["short", "batchHeadsSplitExact", "2d", "batchRemainder", "batchOf1"])
+def test_contract_rows_equals_reference(rng, cp, monkeypatch, dtype, shape, loop_max):
+    """Each path (one 2-D GEMM, a loop over batch entries, the split over rows) equals the reference."""
     from accel.cupy import contract
     from refattn._xp import _contract_rows_reference
 
     monkeypatch.setattr(contract, "ROWS_PER_SPLIT", 1024)
+    monkeypatch.setattr(contract, "LOOP_MAX_BATCH", loop_max)
     *lead, N, p, r = shape
     a = rng.standard_normal((*lead, N, p)).astype(dtype)
     b = rng.standard_normal((*lead, N, r)).astype(dtype)
