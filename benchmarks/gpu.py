@@ -197,7 +197,8 @@ def breakdown(L, dt, repeat, backends):
             def scan():
                 with ctx():
                     linear_attention_fwd(pq, pk, v, causal=causal, k_log_scale=s)
-            line += f" | linear attention {'causal' if causal else 'bidir'} {gpu_time(scan, repeat=repeat) * 1e3:8.3f} ms"
+            t = gpu_time(scan, repeat=repeat)
+            line += f" | linear attention {'causal' if causal else 'bidir'} {t * 1e3:8.3f} ms"
         print(line)
 
 

@@ -173,7 +173,7 @@ def test_favor_under_use_equals_reference(rng, cp, dtype, causal_mode):
     from refattn import favor_attention_bwd, favor_attention_fwd
 
     B, H, L, d, m, d_v = 2, 3, 45, 8, 16, 5
-    q, k = (0.7 * rng.standard_normal((B, H, L, d))).astype(dtype), (0.7 * rng.standard_normal((B, H, L, d))).astype(dtype)
+    q, k = ((0.7 * rng.standard_normal((B, H, L, d))).astype(dtype) for _ in range(2))
     v = rng.standard_normal((B, H, L, d_v)).astype(dtype)
     omega = rng.standard_normal((m, d)).astype(dtype)
     dy = rng.standard_normal((B, H, L, d_v)).astype(dtype)
@@ -247,7 +247,8 @@ def test_gradcheck_under_cupy(rng, cp, with_scale):
 def test_gradcheck_favor_under_cupy(rng, cp):
     from refattn import favor_attention_bwd, favor_attention_fwd
 
-    args = dict(q=cp.asarray(0.5 * rng.standard_normal((2, 70, 4))), k=cp.asarray(0.5 * rng.standard_normal((2, 70, 4))),
+    args = dict(q=cp.asarray(0.5 * rng.standard_normal((2, 70, 4))),
+                k=cp.asarray(0.5 * rng.standard_normal((2, 70, 4))),
                 v=cp.asarray(rng.standard_normal((2, 70, 3))), omega=cp.asarray(rng.standard_normal((6, 4))))
     with accel.use("cupy"):
         check_vjp(favor_attention_fwd, favor_attention_bwd, args, kwargs=dict(causal=True))
