@@ -23,9 +23,9 @@ name       needs                                        what runs inside ``use(n
 =========  ===========================================  ===========================================================
 ``numba``  ``pip install 'refattn[accel]'`` (numba)     the kernels of ``accel/numba/`` (CPU, NumPy arrays only)
 ``cupy``   ``pip install 'refattn[gpu]'`` and a CUDA    the kernels of ``accel/cupy/`` (CUDA, CuPy arrays only): the
-           device (``cupy-cuda12x`` for CUDA 12,         chunk-parallel causal scan and the fused positive-feature
-           ``cupy-cuda13x`` for CUDA 13,                 map; everything else is the array-API reference running on
-           ``cupy-cuda11x`` for CUDA 11)                 CuPy arrays
+           device (``cupy-cuda12x`` for CUDA 12,         chunk-parallel causal scan, the fused positive-feature map
+           ``cupy-cuda13x`` for CUDA 13,                 and ``contract_rows``; everything else is the array-API
+           ``cupy-cuda11x`` for CUDA 11)                 reference running on CuPy arrays
 =========  ===========================================  ===========================================================
 """
 
@@ -82,16 +82,12 @@ def available() -> dict[str, bool]:
     return {name: _PROBES[name]()[0] for name in BACKENDS}
 
 
-def _registrar(name: str) -> Callable[[], None] | None:
+def _registrar(name: str) -> Callable[[], None]:
     if name == "numba":
         from .numba import register
-
-        return register
-    if name == "cupy":
+    else:
         from .cupy import register
-
-        return register
-    return None
+    return register
 
 
 @contextlib.contextmanager

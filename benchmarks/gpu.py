@@ -93,13 +93,16 @@ def ceilings(dtypes, repeat):
 
 
 def flops_favor(L, *, backward):
+    """GEMM flops of the forward; the backward's GEMMs are twice the forward's."""
     fwd = H * (4.0 * L * D * M + 4.0 * L * M * (DV + 1))
-    return fwd * (2.0 if backward else 1.0) + (fwd if backward else 0.0)   # bwd ~ 2x fwd GEMMs
+    return 2.0 * fwd if backward else fwd
 
 
 def bytes_fused(L, itemsize, *, backward):
-    io = H * L * (3 * D + DV) * itemsize                      # read q, k, v, write y
-    return io * (2.5 if backward else 1.0)                    # bwd also reads dy and writes dq, dk, dv
+    """Bytes a fully fused pass must move: forward reads q, k, v and writes y; backward reads q, k, v, dy and
+    writes dq, dk, dv."""
+    per_row = (4 * D + 3 * DV) if backward else (3 * D + DV)
+    return H * L * per_row * itemsize
 
 
 def make_inputs(L, dt, seed=0):
@@ -116,9 +119,16 @@ def make_inputs(L, dt, seed=0):
     return q, k, v, omega, dy
 
 
-def favor_rows(L, dt, ceil, repeat, backends):
+def scope(backend):
+    """The context a backend's rows run in: nothing for the reference, ``accel.use(backend)`` otherwise."""
     import contextlib
 
+    import accel
+
+    return contextlib.nullcontext() if backend == "reference" else accel.use(backend)
+
+
+def favor_rows(L, dt, ceil, repeat, backends):
     from refattn import favor_attention_bwd, favor_attention_fwd
 
     q, k, v, omega, dy = make_inputs(L, dt)
@@ -130,21 +140,14 @@ def favor_rows(L, dt, ceil, repeat, backends):
                       "over a second per call here; see the rows at L <= 16384)")
                 continue
 
-            def ctx():
-                if backend == "reference":
-                    return contextlib.nullcontext()
-                import accel
-
-                return accel.use(backend)
-
             def fwd():
-                with ctx():
+                with scope(backend):
                     return favor_attention_fwd(q, k, v, omega, causal=causal)
 
             _, cache = fwd()
 
             def bwd():
-                with ctx():
+                with scope(backend):
                     return favor_attention_bwd(dy, cache)
 
             tf = gpu_time(fwd, repeat=repeat)
@@ -153,7 +156,7 @@ def favor_rows(L, dt, ceil, repeat, backends):
             itemsize = np.dtype(dt).itemsize
             roof_f = max(flops_favor(L, backward=False) / ceil[("gemm", dt)],
                          bytes_fused(L, itemsize, backward=False) / ceil["bw"])
-            roof_b = max((flops_favor(L, backward=True) - flops_favor(L, backward=False)) / ceil[("gemm", dt)],
+            roof_b = max(flops_favor(L, backward=True) / ceil[("gemm", dt)],
                          bytes_fused(L, itemsize, backward=True) / ceil["bw"])
             mode = "causal" if causal else "bidir"
             print(f"favor+ {dt:7s} L={L:6d} {mode:6s} {backend:9s} fwd {tf * 1e3:8.3f} ms "
@@ -168,8 +171,6 @@ def favor_rows(L, dt, ceil, repeat, backends):
 
 
 def breakdown(L, dt, repeat, backends):
-    import contextlib
-
     from refattn.attention.linear import linear_attention_fwd
     from refattn.features.positive import positive_features_stable_fwd
 
@@ -178,14 +179,8 @@ def breakdown(L, dt, repeat, backends):
     (pk, s), _ = positive_features_stable_fwd(k * scale, omega)
     (pq, _), _ = positive_features_stable_fwd(q * scale, omega)
     for backend in backends:
-        ctx = (lambda: contextlib.nullcontext()) if backend == "reference" else None
-        if ctx is None:
-            import accel
-
-            ctx = (lambda b=backend: accel.use(b))
-
         def feats():
-            with ctx():
+            with scope(backend):
                 positive_features_stable_fwd(q * scale, omega)
                 positive_features_stable_fwd(k * scale, omega)
 
@@ -195,7 +190,7 @@ def breakdown(L, dt, repeat, backends):
             if backend == "reference" and causal and L > 16384:
                 continue
             def scan():
-                with ctx():
+                with scope(backend):
                     linear_attention_fwd(pq, pk, v, causal=causal, k_log_scale=s)
             t = gpu_time(scan, repeat=repeat)
             line += f" | linear attention {'causal' if causal else 'bidir'} {t * 1e3:8.3f} ms"
@@ -239,7 +234,7 @@ def gpu_chunk_sweep(L, dt, repeat):
     for C in (16, 32, 64, 128, 256):
         tf = gpu_time(lambda: chunk_parallel.causal_fwd(pq, pk, ua, s, C, xp=xp, scan_fwd=causal.scan_fwd),
                       repeat=repeat)
-        tb = gpu_time(lambda: chunk_parallel.causal_bwd(g, pq, pk, ua, s, None, C, xp=xp, scan_fwd=causal.scan_fwd,
+        tb = gpu_time(lambda: chunk_parallel.causal_bwd(g, pq, pk, ua, s, C, xp=xp, scan_fwd=causal.scan_fwd,
                                                         scan_rev=causal.scan_rev), repeat=repeat)
         flops = B * 4.0 * L * M * (DV + 1)
         line += f"  C={C}: {tf * 1e3:.3f} / {tb * 1e3:.3f} ({flops / tf / 1e12:.1f} TFLOP/s fwd)"

@@ -128,6 +128,6 @@ def causal_bwd(g, phi_q, phi_k, v_aug, s, M, chunk_size):
     """
     pq, pk, ua, sf, gf, lead = _flat_inputs("causal_bwd", phi_q, phi_k, v_aug, s, g)
     xp = array_api_compat.array_namespace(pq)
-    dq, dk, du = chunk_parallel.causal_bwd(gf, pq, pk, ua, sf, None, GPU_CHUNK_SIZE, xp=xp,
+    dq, dk, du = chunk_parallel.causal_bwd(gf, pq, pk, ua, sf, GPU_CHUNK_SIZE, xp=xp,
                                            scan_fwd=scan_fwd, scan_rev=scan_rev)
     return tuple(a.reshape(lead + a.shape[1:]) for a in (dq, dk, du))

@@ -167,9 +167,9 @@ def causal_fwd(phi_q, phi_k, v_aug, s, C: int, *, xp, scan_fwd: Callable):
     return xp.reshape(numer, (B, n * C, e))[:, :L, :], M
 
 
-def causal_bwd(g, phi_q, phi_k, v_aug, s, M, C: int, *, xp, scan_fwd: Callable, scan_rev: Callable):
+def causal_bwd(g, phi_q, phi_k, v_aug, s, C: int, *, xp, scan_fwd: Callable, scan_rev: Callable):
     """Chunk-parallel causal backward on flattened inputs (``g: (B, L, e)``, the others as
-    :func:`causal_fwd`; ``M: (B, L)`` from the forward, unused: recomputed with the chunk maxima) ->
+    :func:`causal_fwd`; the prefix maxima are recomputed with the chunk maxima the scans need) ->
     ``dphi_q, dphi_k: (B, L, m)``, ``dv_aug: (B, L, e)``."""
     B, L, m = phi_q.shape
     e = v_aug.shape[-1]
@@ -196,7 +196,7 @@ def causal_bwd(g, phi_q, phi_k, v_aug, s, M, C: int, *, xp, scan_fwd: Callable, 
         U = kT @ (w * u)
         S, P = scan_fwd(xp.reshape(U, (B, n, m * e)), mc)
         S = xp.reshape(S, (B, n, m, e))
-        Mi, E, decay = _weights(sc, Mloc, P, xp=xp)
+        _, E, decay = _weights(sc, Mloc, P, xp=xp)
         AE, Bm = A * E, Bm * E
         dq = Bm @ k + decay * (gc @ xp.matrix_transpose(S))
         V = xp.matrix_transpose(decay * q) @ gc                                   # r_i = exp(P_{c-1} - M_i)
