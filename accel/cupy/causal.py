@@ -28,7 +28,7 @@ import cupy
 import numpy as np
 
 from . import chunk_parallel
-from ._common import flatten
+from ._common import check_same, flatten
 from ._cuda import function, launch_1d
 
 __all__ = ["SUPPORTED", "GPU_CHUNK_SIZE", "causal_fwd", "causal_bwd", "scan_fwd", "scan_rev"]
@@ -70,26 +70,21 @@ def scan_rev(V, P):
     return G
 
 
-def _check_same(name, x, ref_name, expected):
-    if tuple(x.shape) != tuple(expected):
-        raise ValueError(f"{name}: expected shape {tuple(expected)} (from {ref_name}); got {tuple(x.shape)}")
-
-
 def _flat_inputs(kern, phi_q, phi_k, v_aug, s, g=None):
     dts = SUPPORTED[kern]["dtypes"]
     pq, lead = flatten("phi_q", phi_q, 2, dts, kern)
     pk, _ = flatten("phi_k", phi_k, 2, dts, kern, like=pq)
     ua, _ = flatten("v_aug", v_aug, 2, dts, kern, like=pq)
-    _check_same("phi_k", pk, "phi_q", pq.shape)
-    _check_same("v_aug", ua, "phi_q", pq.shape[:2] + ua.shape[2:])
+    check_same("phi_k", pk, "phi_q", pq.shape)
+    check_same("v_aug", ua, "phi_q", pq.shape[:2] + ua.shape[2:])
     sf = None
     if s is not None:
         sf, _ = flatten("s", s, 1, dts, kern, like=pq)
-        _check_same("s", sf, "phi_q", pq.shape[:2])
+        check_same("s", sf, "phi_q", pq.shape[:2])
     gf = None
     if g is not None:
         gf, _ = flatten("g", g, 2, dts, kern, like=pq)
-        _check_same("g", gf, "v_aug", ua.shape)
+        check_same("g", gf, "v_aug", ua.shape)
     return pq, pk, ua, sf, gf, lead
 
 

@@ -12,16 +12,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FASTMATH", "as_numpy", "type_name"]
+from .._checks import check_array
+
+__all__ = ["FASTMATH", "as_numpy"]
 
 #: LLVM fast-math flags for the kernels: reassociation (so that reductions vectorise) and fused multiply-add
 #: contraction. No ``nnan``/``ninf``: the kernels must not assume finite values they are not given.
 FASTMATH = {"reassoc", "contract", "nsz"}
-
-
-def type_name(x: Any) -> str:
-    t = type(x)
-    return f"{t.__module__.split('.')[0]}.{t.__name__}"
 
 
 def as_numpy(name: str, x: Any, dtypes: tuple[str, ...], *, kernel: str, like: Any = None) -> np.ndarray:
@@ -29,13 +26,6 @@ def as_numpy(name: str, x: Any, dtypes: tuple[str, ...], *, kernel: str, like: A
 
     `like`, when given, is an array `x` must share its dtype with (no mixed float32/float64).
     """
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name}: numba kernels take NumPy arrays; got {type_name(x)} ({kernel}). Convert "
-                        "explicitly, or leave accel.use('numba') for this call")
-    if x.dtype.name not in dtypes:
-        raise TypeError(f"{name}: the numba kernel {kernel} supports dtypes {', '.join(dtypes)}; got dtype "
-                        f"{x.dtype.name}")
-    if like is not None and x.dtype != like.dtype:
-        raise TypeError(f"{name}: dtype {x.dtype.name} differs from {like.dtype.name} ({kernel}); "
-                        "convert one of them explicitly")
+    check_array(name, x, dtypes, kernel=kernel, like=like, array_type=np.ndarray, backend="numba",
+                arrays="NumPy arrays", hint="Convert explicitly, or leave accel.use('numba') for this call")
     return np.ascontiguousarray(x)

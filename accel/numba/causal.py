@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .._checks import check_same, flatten_leading
 from ._common import FASTMATH, as_numpy
 
 __all__ = ["SUPPORTED", "TIME_BLOCK", "causal_fwd", "causal_bwd", "step_weights"]
@@ -216,14 +217,7 @@ def step_weights(s, dtype, shape):
 
 
 def _flatten(name, x, last, dtypes, kernel, like=None):
-    x = as_numpy(name, x, dtypes, kernel=kernel, like=like)
-    lead = x.shape[:x.ndim - last]
-    return x.reshape((-1,) + x.shape[x.ndim - last:]) if lead else x.reshape((1,) + x.shape), lead
-
-
-def _check_same(name, x, ref_name, expected):
-    if tuple(x.shape) != tuple(expected):
-        raise ValueError(f"{name}: expected shape {tuple(expected)} (from {ref_name}); got {tuple(x.shape)}")
+    return flatten_leading(name, as_numpy(name, x, dtypes, kernel=kernel, like=like), last, kernel=kernel)
 
 
 def causal_fwd(phi_q, phi_k, v_aug, s, chunk_size):
@@ -250,13 +244,13 @@ def causal_fwd(phi_q, phi_k, v_aug, s, chunk_size):
     pq, lead = _flatten("phi_q", phi_q, 2, dts, kern)
     pk, _ = _flatten("phi_k", phi_k, 2, dts, kern, like=pq)
     ua, _ = _flatten("v_aug", v_aug, 2, dts, kern, like=pq)
-    _check_same("phi_k", pk, "phi_q", pq.shape)
-    _check_same("v_aug", ua, "phi_q", pq.shape[:2] + ua.shape[2:])
+    check_same("phi_k", pk, "phi_q", pq.shape)
+    check_same("v_aug", ua, "phi_q", pq.shape[:2] + ua.shape[2:])
     B, L, _m = pq.shape
     sf = None
     if s is not None:
         sf, _ = _flatten("s", s, 1, dts, kern, like=pq)
-        _check_same("s", sf, "phi_q", (B, L))
+        check_same("s", sf, "phi_q", (B, L))
     M, dec, wk = step_weights(sf, pq.dtype, (B, L))
     numer = np.zeros(ua.shape, dtype=pq.dtype)                           # (B, L, D)
     state = np.zeros((B, _m, ua.shape[2]), dtype=pq.dtype)              # (B, m, D): O(m d_v) per (batch, head)
@@ -288,18 +282,18 @@ def causal_bwd(g, phi_q, phi_k, v_aug, s, M, chunk_size):
     gf, _ = _flatten("g", g, 2, dts, kern, like=pq)
     pk, _ = _flatten("phi_k", phi_k, 2, dts, kern, like=pq)
     ua, _ = _flatten("v_aug", v_aug, 2, dts, kern, like=pq)
-    _check_same("phi_k", pk, "phi_q", pq.shape)
-    _check_same("v_aug", ua, "phi_q", pq.shape[:2] + ua.shape[2:])
-    _check_same("g", gf, "v_aug", ua.shape)
+    check_same("phi_k", pk, "phi_q", pq.shape)
+    check_same("v_aug", ua, "phi_q", pq.shape[:2] + ua.shape[2:])
+    check_same("g", gf, "v_aug", ua.shape)
     B, L, m = pq.shape
     sf = None
     if s is not None:
         sf, _ = _flatten("s", s, 1, dts, kern, like=pq)
-        _check_same("s", sf, "phi_q", (B, L))
+        check_same("s", sf, "phi_q", (B, L))
     _, dec, wk = step_weights(sf, pq.dtype, (B, L))
     if M is not None:
         Mf, _ = _flatten("M", M, 1, dts, kern, like=pq)
-        _check_same("M", Mf, "phi_q", (B, L))
+        check_same("M", Mf, "phi_q", (B, L))
         if sf is not None:                                                # use the forward's maxima as given
             dec = np.ones((B, L), dtype=pq.dtype)
             dec[:, 1:] = np.exp(Mf[:, :-1] - Mf[:, 1:])

@@ -1,0 +1,54 @@
+"""Argument checks shared by every backend's kernels: the array type, the dtype, shapes, batch flattening.
+
+A kernel is called from the core's dispatch point with the arrays the user gave. It takes arrays of its
+backend's type (``numpy.ndarray`` for numba, ``cupy.ndarray`` for CuPy) of a dtype listed in its module's
+``SUPPORTED`` table, and raises ``TypeError`` for anything else: converting here would be a silent device
+transfer or cast (style.md 2.5, SciPy's rule), so it is refused. Nothing here imports numba or CuPy.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["type_name", "check_array", "check_same", "flatten_leading"]
+
+
+def type_name(x: Any) -> str:
+    t = type(x)
+    return f"{t.__module__.split('.')[0]}.{t.__name__}"
+
+
+def check_array(name: str, x: Any, dtypes: tuple[str, ...], *, kernel: str, array_type: type, backend: str,
+                arrays: str, hint: str, like: Any = None) -> Any:
+    """Raise ``TypeError`` unless `x` is an `array_type` of one of `dtypes` (and of `like`'s dtype); return `x`.
+
+    `backend` names the kernels in messages ("numba", "CuPy"), `arrays` the array kind they take ("NumPy
+    arrays"), `hint` what to do instead.
+    """
+    if not isinstance(x, array_type):
+        raise TypeError(f"{name}: {backend} kernels take {arrays}; got {type_name(x)} ({kernel}). {hint}")
+    if x.dtype.name not in dtypes:
+        raise TypeError(f"{name}: the {backend} kernel {kernel} supports dtypes {', '.join(dtypes)}; got dtype "
+                        f"{x.dtype.name}")
+    if like is not None and x.dtype != like.dtype:
+        raise TypeError(f"{name}: dtype {x.dtype.name} differs from {like.dtype.name} ({kernel}); "
+                        "convert one of them explicitly")
+    return x
+
+
+def check_same(name: str, x: Any, ref_name: str, expected: tuple) -> None:
+    """Raise ``ValueError`` unless ``x.shape == expected`` (a shape derived from argument `ref_name`)."""
+    if tuple(x.shape) != tuple(expected):
+        raise ValueError(f"{name}: expected shape {tuple(expected)} (from {ref_name}); got {tuple(x.shape)}")
+
+
+def flatten_leading(name: str, x: Any, core_ndim: int, *, kernel: str) -> tuple[Any, tuple]:
+    """`x` with its leading (batch) axes reshaped into one: ``(x_flat, leading_shape)``; no leading axes give
+    a leading axis of 1."""
+    if x.ndim < core_ndim:
+        raise ValueError(f"{name}: expected at least {core_ndim} axes; got shape {tuple(x.shape)} ({kernel})")
+    lead = tuple(x.shape[:x.ndim - core_ndim])
+    n = 1
+    for size in lead:
+        n *= size
+    return x.reshape((n,) + tuple(x.shape[x.ndim - core_ndim:])), lead
