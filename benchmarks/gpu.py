@@ -170,14 +170,22 @@ def favor_rows(L, dt, ceil, repeat, backends):
     return res
 
 
+def features_given(L, dt):
+    """Inputs and their FAVOR+ features: ``q, k, v, omega, dy, phi_q, phi_k, k_log_scale``."""
+    from refattn.features.positive import positive_features_stable_fwd
+
+    q, k, v, omega, dy = make_inputs(L, dt)
+    (pq, _), _ = positive_features_stable_fwd(q * float(D) ** -0.25, omega)
+    (pk, s), _ = positive_features_stable_fwd(k * float(D) ** -0.25, omega)
+    return q, k, v, omega, dy, pq, pk, s
+
+
 def breakdown(L, dt, repeat, backends):
     from refattn.attention.linear import linear_attention_fwd
     from refattn.features.positive import positive_features_stable_fwd
 
-    q, k, v, omega, dy = make_inputs(L, dt)
+    q, k, v, omega, dy, pq, pk, s = features_given(L, dt)
     scale = float(D) ** -0.25
-    (pk, s), _ = positive_features_stable_fwd(k * scale, omega)
-    (pq, _), _ = positive_features_stable_fwd(q * scale, omega)
     for backend in backends:
         def feats():
             with scope(backend):
@@ -199,11 +207,8 @@ def breakdown(L, dt, repeat, backends):
 
 def chunk_sweep(L, dt, repeat):
     from refattn.attention.linear import linear_attention_fwd
-    from refattn.features.positive import positive_features_stable_fwd
 
-    q, k, v, omega, dy = make_inputs(L, dt)
-    (pk, s), _ = positive_features_stable_fwd(k * float(D) ** -0.25, omega)
-    (pq, _), _ = positive_features_stable_fwd(q * float(D) ** -0.25, omega)
+    _, _, v, _, _, pq, pk, s = features_given(L, dt)
     line = f"reference causal chunk sweep {dt} L={L}:"
     for c in (32, 64, 128, 256, 512):
         t = gpu_time(lambda: linear_attention_fwd(pq, pk, v, causal=True, k_log_scale=s, chunk_size=c),
@@ -216,13 +221,11 @@ def gpu_chunk_sweep(L, dt, repeat):
     """The chunk-parallel CUDA scan (accel.cupy) at chunk lengths C, forward and backward, features given."""
     import array_api_compat
 
-    from accel.cupy import causal, chunk_parallel
-    from refattn.features.positive import positive_features_stable_fwd
-
-    q, k, v, omega, dy = make_inputs(L, dt)
-    (pk, s), _ = positive_features_stable_fwd(k * float(D) ** -0.25, omega)
-    (pq, _), _ = positive_features_stable_fwd(q * float(D) ** -0.25, omega)
     import cupy
+
+    from accel.cupy import causal, chunk_parallel
+
+    _, _, v, _, dy, pq, pk, s = features_given(L, dt)
 
     B = H
     pq, pk = pq.reshape(B, L, M), pk.reshape(B, L, M)
