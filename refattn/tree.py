@@ -1,0 +1,137 @@
+"""The one walker of parameter trees: nested dicts, NamedTuples, tuples and lists with array leaves.
+
+A *tree* is any nesting of ``dict`` (walked in insertion order), ``NamedTuple`` (field order), ``tuple`` and
+``list`` (index order). A *leaf* is an array of any array-API library (NumPy, CuPy, array_api_strict, torch:
+``array_api_compat.is_array_api_obj``). Everything else inside a tree is *static*: ``None`` (a frozen or
+absent gradient), strings and numbers (a proposal's ``kind``, a spline order). Walkers visit array leaves only
+and hand static entries back unchanged.
+
+Paths name a leaf by the keys from the root, joined by ``"/"``: dict keys, NamedTuple field names and list
+indices, e.g. ``"blocks/0/attn/q/W"`` (the checkpoint format; a dict key containing ``"/"`` is rejected).
+
+Used by the optimisers, the model's initialisation and checkpoints (``refattn.nn``), the NumPy edge
+(``refattn.random.tree_as_xp``), ``validation`` and ``paper_checks``. Pure functions, no NumPy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import array_api_compat
+
+__all__ = ["is_leaf", "tree_children", "tree_leaves", "tree_paths", "tree_map", "tree_map_with_path",
+           "tree_get", "tree_replace", "tree_structure_equal"]
+
+
+def is_leaf(x: Any) -> bool:
+    """Whether `x` is an array leaf (an array of any array-API library)."""
+    return array_api_compat.is_array_api_obj(x)
+
+
+def _is_namedtuple(t: Any) -> bool:
+    return isinstance(t, tuple) and hasattr(t, "_fields")
+
+
+def tree_children(tree: Any) -> list | None:
+    """``[(key, child)]`` of a container (dict key, NamedTuple field, index); ``None`` for anything else."""
+    if isinstance(tree, dict):
+        return list(tree.items())
+    if _is_namedtuple(tree):
+        return [(f, getattr(tree, f)) for f in tree._fields]
+    if isinstance(tree, (tuple, list)):
+        return list(enumerate(tree))
+    return None
+
+
+def _rebuild(tree: Any, values: list) -> Any:
+    """A container of `tree`'s type holding `values` (one per child, in :func:`tree_children` order)."""
+    if isinstance(tree, dict):
+        return dict(zip(tree.keys(), values, strict=True))
+    if _is_namedtuple(tree):
+        return type(tree)(*values)
+    return type(tree)(values) if isinstance(tree, tuple) else list(values)
+
+
+def _child(tree: Any, key: Any) -> Any:
+    if tree is None:
+        return None
+    if isinstance(tree, dict):
+        return tree[key]
+    if _is_namedtuple(tree) and isinstance(key, str):
+        return getattr(tree, key)
+    return tree[key]
+
+
+def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
+    """Apply ``fn(leaf, *rest_leaves)`` to every array leaf of `tree`; `rest` are trees of the same structure
+    (their entries at a leaf's place are passed as they are, ``None`` included). Static entries of `tree`
+    (``None``, strings, numbers) are returned unchanged."""
+    kids = tree_children(tree)
+    if kids is None:
+        return fn(tree, *rest) if is_leaf(tree) else tree
+    return _rebuild(tree, [tree_map(fn, v, *(_child(r, k) for r in rest)) for k, v in kids])
+
+
+def _join(prefix: str, key: Any) -> str:
+    if isinstance(key, str) and "/" in key:
+        raise ValueError(f"tree: key {key!r} contains '/', which paths reserve as the separator")
+    return f"{prefix}/{key}" if prefix else str(key)
+
+
+def tree_map_with_path(fn: Callable[[str, Any], Any], tree: Any, prefix: str = "") -> Any:
+    """Apply ``fn(path, leaf)`` to every array leaf of `tree` (paths as in :func:`tree_paths`)."""
+    kids = tree_children(tree)
+    if kids is None:
+        return fn(prefix, tree) if is_leaf(tree) else tree
+    return _rebuild(tree, [tree_map_with_path(fn, v, _join(prefix, k)) for k, v in kids])
+
+
+def tree_paths(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """``[(path, leaf)]`` for every array leaf, in walk order; paths are ``prefix/key/key/...``."""
+    kids = tree_children(tree)
+    if kids is None:
+        return [(prefix, tree)] if is_leaf(tree) else []
+    return [pl for k, v in kids for pl in tree_paths(v, _join(prefix, k))]
+
+
+def tree_leaves(tree: Any) -> list:
+    """The array leaves of `tree` in walk order (dict insertion order, NamedTuple field order)."""
+    return [leaf for _, leaf in tree_paths(tree)]
+
+
+def _keys(tree: Any, path: str) -> list:
+    keys, node = [], tree
+    for part in (path.split("/") if path else []):
+        key = int(part) if (isinstance(node, (tuple, list)) and not _is_namedtuple(node)) else part
+        keys.append(key)
+        node = _child(node, key)
+    return keys
+
+
+def tree_get(tree: Any, path: str) -> Any:
+    """The entry of `tree` at `path` (``None`` when a container on the way is ``None``)."""
+    for key in _keys(tree, path):
+        tree = _child(tree, key)
+    return tree
+
+
+def tree_replace(tree: Any, path: str, value: Any) -> Any:
+    """A copy of `tree` with the entry at `path` replaced by `value` (containers on the path are rebuilt)."""
+    keys = _keys(tree, path)
+    if not keys:
+        return value
+    head, tail = keys[0], "/".join(str(k) for k in keys[1:])
+    kids = tree_children(tree)
+    return _rebuild(tree, [tree_replace(v, tail, value) if k == head else v for k, v in kids])
+
+
+def tree_structure_equal(a: Any, b: Any) -> bool:
+    """Whether two trees have the same containers, keys, static entries and leaf shapes."""
+    ka, kb = tree_children(a), tree_children(b)
+    if ka is not None or kb is not None:
+        if ka is None or kb is None or type(a) is not type(b) or [k for k, _ in ka] != [k for k, _ in kb]:
+            return False
+        return all(tree_structure_equal(x, y) for (_, x), (_, y) in zip(ka, kb, strict=True))
+    if is_leaf(a) or is_leaf(b):
+        return is_leaf(a) and is_leaf(b) and tuple(a.shape) == tuple(b.shape)
+    return a == b
