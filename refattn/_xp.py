@@ -1,8 +1,9 @@
 """NumPy-free namespace lookup and argument validation: the one place where shape and dtype errors are made.
 
 Every public function of the core starts with ``xp = namespace(*arrays)`` and validates its arguments with
-:func:`check_shape` (named axes), :func:`check_finite` and :func:`check_choice`. The messages name the argument,
-what was received and what was expected, e.g.::
+:func:`check_shape` (named axes), :func:`check_finite` and the integer/choice family
+(:func:`check_positive_int`, :func:`check_nonneg_int`, :func:`check_choice`, value first, name second). The
+messages name the argument, what was received and what was expected, e.g.::
 
     ValueError: omega: expected shape (m, d) with d = 16 (from x); got (64, 15)
 
@@ -30,6 +31,7 @@ __all__ = [
     "check_finite",
     "check_choice",
     "check_positive_int",
+    "check_nonneg_int",
     "device_of",
     "sum_to_shape",
 ]
@@ -62,10 +64,11 @@ def namespace(*arrays: Any, names: tuple[str, ...] | None = None, allow_int: tup
         names = tuple(f"argument {i}" for i in range(len(arrays)))
     if len(names) != len(arrays):
         raise ValueError("namespace: names must have one entry per array")
-    present = [(n, a) for n, a in zip(names, arrays) if a is not None]
+    present = [(n, a) for n, a in zip(names, arrays, strict=True) if a is not None]
     for n, a in present:
         if not array_api_compat.is_array_api_obj(a):
-            raise TypeError(f"{n}: expected an array (NumPy, CuPy, array_api_strict, ...); got {_type_name(a)}")
+            raise TypeError(f"{n}: expected an array (NumPy, CuPy, array_api_strict, ...); "
+                            f"got {_type_name(a)}")
     try:
         xp = array_namespace(*(a for _, a in present))
     except TypeError as exc:
@@ -95,7 +98,8 @@ def _fmt_shape(shape: tuple) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-def check_shape(name: str, x: Any, spec: str, sizes: dict | None = None, *, source: str | None = None) -> dict:
+def check_shape(name: str, x: Any, spec: str, sizes: dict | None = None, *,
+                source: str | None = None) -> dict:
     """Check that ``x.shape`` matches `spec` and bind the named axes in `sizes`.
 
     Parameters
@@ -138,7 +142,7 @@ def check_shape(name: str, x: Any, spec: str, sizes: dict | None = None, *, sour
         need = f"at least {len(named)}" if leading else f"{len(named)}"
         fail(f"expected {need} dimensions, got {len(shape)}")
     tail = shape[len(shape) - len(named):]
-    for axis, size in zip(named, tail):
+    for axis, size in zip(named, tail, strict=True):
         if size is None:
             continue
         if axis.lstrip("-").isdigit():
@@ -163,27 +167,53 @@ def check_finite(name: str, x: Any, *, xp: Any) -> None:
     """Raise ``ValueError`` naming `name` when `x` holds a NaN or an infinity."""
     if not bool(xp.all(xp.isfinite(x))):
         bad = int(xp.sum(xp.astype(~xp.isfinite(x), xp.int64)))
-        raise ValueError(f"{name}: expected finite values; got {bad} non-finite entr{'y' if bad == 1 else 'ies'}")
+        entries = "entry" if bad == 1 else "entries"
+        raise ValueError(f"{name}: expected finite values; got {bad} non-finite {entries}")
 
 
-def check_choice(name: str, value: Any, choices: tuple) -> None:
-    """Raise ``ValueError`` when `value` is not one of `choices`."""
-    if value not in choices:
+def _as_int(value: Any, name: str, expected: str) -> int:
+    """``operator.index(value)``, or the family's ``TypeError`` (bool is not an integer here)."""
+    import operator
+
+    if isinstance(value, bool):
+        raise TypeError(f"{name}: expected {expected}; got the bool {value!r}")
+    try:
+        return int(operator.index(value))
+    except TypeError:
+        raise TypeError(f"{name}: expected {expected}; got {value!r} of type {_type_name(value)}") from None
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """Return `value` as an ``int`` if it is an integer >= 1.
+
+    The integer/choice family (:func:`check_positive_int`, :func:`check_nonneg_int`, :func:`check_choice`)
+    takes the value first and the argument name second, and raises with one message style:
+    ``"<name>: expected <what>; got <value>"`` (``TypeError`` for a non-integer, bool included;
+    ``ValueError`` for an integer out of range). NumPy integers are accepted (``operator.index``).
+    """
+    v = _as_int(value, name, "a positive integer")
+    if v <= 0:
+        raise ValueError(f"{name}: expected a positive integer; got {v}")
+    return v
+
+
+def check_nonneg_int(value: Any, name: str) -> int:
+    """Return `value` as an ``int`` if it is an integer >= 0 (style: :func:`check_positive_int`)."""
+    v = _as_int(value, name, "a non-negative integer")
+    if v < 0:
+        raise ValueError(f"{name}: expected a non-negative integer; got {v}")
+    return v
+
+
+def check_choice(value: Any, name: str, choices: tuple) -> Any:
+    """Return `value` if it is one of `choices`, else raise ``ValueError`` listing them (family style)."""
+    try:
+        ok = value in choices
+    except TypeError:  # an unhashable value tested against a set/dict
+        ok = False
+    if not ok:
         raise ValueError(f"{name}: expected one of {', '.join(repr(c) for c in choices)}; got {value!r}")
-
-
-def check_positive_int(name: str, value: Any) -> int:
-    """Return `value` as int, raising ``TypeError``/``ValueError`` unless it is a positive integer."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            import operator
-
-            value = operator.index(value)
-        except TypeError:
-            raise TypeError(f"{name}: expected a positive integer; got {value!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name}: expected a positive integer; got {value}")
-    return int(value)
+    return value
 
 
 def device_of(x: Any) -> Any:
@@ -197,7 +227,8 @@ def sum_to_shape(x: Any, shape: tuple, *, xp: Any) -> Any:
     shape = tuple(shape)
     extra = x.ndim - len(shape)
     if extra < 0:
-        raise ValueError(f"sum_to_shape: cannot reduce shape {_fmt_shape(tuple(x.shape))} to {_fmt_shape(shape)}")
+        raise ValueError(f"sum_to_shape: cannot reduce shape {_fmt_shape(tuple(x.shape))} "
+                         f"to {_fmt_shape(shape)}")
     if extra:
         x = xp.sum(x, axis=tuple(range(extra)))
     axes = tuple(i for i, s in enumerate(shape) if s == 1 and x.shape[i] != 1)
@@ -215,8 +246,8 @@ def _contract_rows_reference(a: Any, b: Any) -> Any:
 def contract_rows(a: Any, b: Any) -> Any:
     r"""``a^T b`` summed over the long row axis: ``a: (..., N, p)``, ``b: (..., N, r)`` -> ``(..., p, r)``.
 
-    The GEMM with a long inner axis and a small output (``phi_k^T [v, 1]`` and ``phi_q^T g`` in linear attention,
-    ``du^T x`` for a projection's weight gradient). It is the hot primitive ``"contract_rows"`` of
+    The GEMM with a long inner axis and a small output (``phi_k^T [v, 1]`` and ``phi_q^T g`` in linear
+    attention, ``du^T x`` for a projection's weight gradient). It is the hot primitive ``"contract_rows"`` of
     :mod:`refattn._dispatch`: a batched cuBLAS GEMM with L = 16384 inner rows and a 256 x 65 output per head
     leaves most of a GPU idle (measured 0.90 ms against 0.27 ms for ``phi_q kv``, the same flops), so
     ``accel.use("cupy")`` swaps in one 2-D GEMM per batch entry (:mod:`accel.cupy.contract`); the reference is

@@ -108,7 +108,7 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
     check_shape("k", k, "..., L, d", sizes)
     check_shape("v", v, "..., L, d_v", sizes)
     check_shape("omega", omega, "m, d", sizes)
-    check_choice("features", features, tuple(FAVOR_FEATURES))
+    check_choice(features, "features", tuple(FAVOR_FEATURES))
     for name, a in (("q", q), ("k", k), ("v", v)):
         check_finite(name, a, xp=xp)
     fwd, _ = FAVOR_FEATURES[features]

@@ -56,7 +56,7 @@ def kernel_attention(q, k, v, kernel: Callable[[Array, Array], Array], *, causal
     sizes = check_shape("q", q, "..., Lq, d")
     check_shape("k", k, "..., Lk, d", sizes)
     check_shape("v", v, "..., Lk, d_v", sizes)
-    check_choice("on_nonpositive", on_nonpositive, ("raise", "ignore"))
+    check_choice(on_nonpositive, "on_nonpositive", ("raise", "ignore"))
     for name, a in (("q", q), ("k", k), ("v", v)):
         check_finite(name, a, xp=xp)
     Lq, Lk = q.shape[-2], k.shape[-2]

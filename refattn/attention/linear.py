@@ -91,8 +91,8 @@ def _validate(phi_q, phi_k, v, k_log_scale, causal, chunk_size, on_nonpositive):
         check_finite("k_log_scale", k_log_scale, xp=xp)
     if not isinstance(causal, bool):
         raise TypeError(f"causal: expected a bool; got {causal!r}")
-    chunk_size = check_positive_int("chunk_size", chunk_size)
-    check_choice("on_nonpositive", on_nonpositive, ("raise", "ignore"))
+    chunk_size = check_positive_int(chunk_size, "chunk_size")
+    check_choice(on_nonpositive, "on_nonpositive", ("raise", "ignore"))
     return xp, chunk_size
 
 
@@ -397,7 +397,7 @@ def linear_attention_step(state, phi_q_t, phi_k_t, v_t, k_log_scale_t=None, *, o
     sizes = check_shape("phi_q_t", phi_q_t, "..., m")
     check_shape("phi_k_t", phi_k_t, "..., m", sizes)
     check_shape("v_t", v_t, "..., d_v", sizes)
-    check_choice("on_nonpositive", on_nonpositive, ("raise", "ignore"))
+    check_choice(on_nonpositive, "on_nonpositive", ("raise", "ignore"))
     batch = tuple(phi_q_t.shape[:-1])
     dev = device_of(phi_q_t)
     if k_log_scale_t is None:

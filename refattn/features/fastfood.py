@@ -220,7 +220,7 @@ def fastfood_projection_fwd(x: Array, params: FastFoodParams, *, sigma: float = 
     xp = namespace(x, names=("x",))
     check_shape("x", x, "..., L, d")
     check_finite("x", x, xp=xp)
-    check_choice("variant", variant, tuple(FASTFOOD_VARIANTS))
+    check_choice(variant, "variant", tuple(FASTFOOD_VARIANTS))
     if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma: expected a positive finite number; got {sigma!r}")
     d = x.shape[-1]

@@ -80,7 +80,7 @@ def batchnorm_fwd(x, params: BatchNormParams, state: BatchNormState, *, train: b
         raise TypeError(f"params: expected BatchNormParams(gamma, beta); got {type(params).__name__}")
     if not (isinstance(state, tuple) and hasattr(state, "var")):
         raise TypeError(f"state: expected BatchNormState(mean, var); got {type(state).__name__}")
-    check_choice("train", train, (True, False))
+    check_choice(train, "train", (True, False))
     xp = namespace(x, params.gamma, params.beta, state.mean, state.var,
                    names=("x", "params.gamma", "params.beta", "state.mean", "state.var"))
     sizes = check_shape("x", x, "..., d")

@@ -80,7 +80,7 @@ def patchify(images, patch):
     r"""``(..., H, W, C)`` -> ``(..., (H/p)(W/p), p*p*C)``: non-overlapping patches, row-major (a pure reshape and
     transpose; its adjoint is :func:`unpatchify`)."""
     xp = namespace(images, names=("images",))
-    p = check_positive_int("patch", patch)
+    p = check_positive_int(patch, "patch")
     check_shape("images", images, "..., H, W, C")
     *batch, H, W, C = images.shape
     if H % p or W % p:
@@ -96,7 +96,7 @@ def unpatchify(patches, patch, image_shape):
     r"""Inverse (and adjoint) of :func:`patchify`: ``(..., P, p*p*C)`` -> ``(..., H, W, C)`` with
     ``image_shape = (H, W, C)``."""
     xp = namespace(patches, names=("patches",))
-    p = check_positive_int("patch", patch)
+    p = check_positive_int(patch, "patch")
     H, W, C = image_shape
     batch = tuple(patches.shape[:-2])
     nb = len(batch)
@@ -145,8 +145,8 @@ def sinusoid_position_table(L, d, *, like):
     r"""The ``(L, d)`` sinusoid table of Vaswani et al. Sec. 3.5 in `like`'s namespace, dtype and device:
     ``P[p, j] = sin(p w_j)`` for even j, ``cos(p w_j)`` for odd j, ``w_j = 10000^(-2 floor(j/2) / d)``."""
     xp = namespace(like, names=("like",))
-    L = check_positive_int("L", L)
-    d = check_positive_int("d", d)
+    L = check_positive_int(L, "L")
+    d = check_positive_int(d, "d")
     dev = device_of(like)
     pos = xp.arange(L, dtype=like.dtype, device=dev)                                # (L,)
     j = xp.arange(d, device=dev)                                                    # (d,)

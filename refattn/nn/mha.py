@@ -409,15 +409,15 @@ def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
         raise ValueError(f"attention: unknown option(s) {unknown} for kind {kind!r}; accepted: {sorted(allowed)}")
     out = {"kind": kind, **allowed, **{k: v for k, v in attention.items() if k != "kind"}}
     for name, choices in spec.choices.items():
-        check_choice(f"attention.{name}", out[name], choices)
+        check_choice(out[name], f"attention.{name}", choices)
     if "m" in out:
         if out["m"] is None and d_head is not None:
             out["m"] = 2 * int(d_head)
         if out["m"] is not None:
-            out["m"] = check_positive_int("attention.m", out["m"])
+            out["m"] = check_positive_int(out["m"], "attention.m")
     for name in ("components", "lengthscales", "clip", "max_len", "r"):
         if name in out and out[name] is not None:
-            out[name] = check_positive_int(f"attention.{name}", out[name])
+            out[name] = check_positive_int(out[name], f"attention.{name}")
     if "content_heads" in out:
         nc = out["content_heads"]
         if nc is None and n_heads is not None:
@@ -432,9 +432,9 @@ def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
         g = out["grid"]
         if not (isinstance(g, (tuple, list)) and len(g) == 2):
             raise ValueError(f"attention.grid: expected None (1-D positions) or a pair (H, W); got {g!r}")
-        out["grid"] = [check_positive_int("attention.grid[0]", g[0]), check_positive_int("attention.grid[1]", g[1])]
+        out["grid"] = [check_positive_int(g[0], "attention.grid[0]"), check_positive_int(g[1], "attention.grid[1]")]
     if out["redraw_every"] is not None:
-        out["redraw_every"] = check_positive_int("attention.redraw_every", out["redraw_every"])
+        out["redraw_every"] = check_positive_int(out["redraw_every"], "attention.redraw_every")
     return out
 
 
@@ -502,7 +502,7 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
     xp = namespace(x, names=("x",))
     sizes = check_shape("x", x, "..., L, D")
     D = x.shape[-1]
-    n_heads = check_positive_int("n_heads", n_heads)
+    n_heads = check_positive_int(n_heads, "n_heads")
     if D % n_heads:
         raise ValueError(f"n_heads: the number of heads {n_heads} must divide the model width D = {D}")
     att = check_attention_config(attention, d_head=D // n_heads, n_heads=n_heads)

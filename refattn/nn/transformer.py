@@ -67,23 +67,23 @@ def check_config(config: dict) -> dict:
     if unknown:
         raise ValueError(f"config: unknown key(s) {unknown}; accepted: {sorted(_DEFAULTS)}")
     c = {**_DEFAULTS, **config}
-    check_choice("config['task']", c["task"], ("classify", "lm"))
-    check_choice("config['input']", c["input"], ("tokens", "patches"))
-    check_choice("config['position']", c["position"], ("sinusoid", "learned", "none"))
-    check_choice("config['readout']", c["readout"], ("mean", "first"))
-    check_choice("config['dtype']", c["dtype"], ("float64", "float32"))
+    check_choice(c["task"], "config['task']", ("classify", "lm"))
+    check_choice(c["input"], "config['input']", ("tokens", "patches"))
+    check_choice(c["position"], "config['position']", ("sinusoid", "learned", "none"))
+    check_choice(c["readout"], "config['readout']", ("mean", "first"))
+    check_choice(c["dtype"], "config['dtype']", ("float64", "float32"))
     for key in ("d_model", "n_heads", "n_layers", "max_len"):
         if c[key] is None:
             raise ValueError(f"config['{key}']: required; got nothing")
-        c[key] = check_positive_int(f"config['{key}']", c[key])
+        c[key] = check_positive_int(c[key], f"config['{key}']")
     if c["d_model"] % c["n_heads"]:
         raise ValueError(f"config['n_heads']: the number of heads {c['n_heads']} must divide d_model = "
                          f"{c['d_model']}")
-    c["d_ff"] = check_positive_int("config['d_ff']", c["d_ff"] if c["d_ff"] is not None else 4 * c["d_model"])
+    c["d_ff"] = check_positive_int(c["d_ff"] if c["d_ff"] is not None else 4 * c["d_model"], "config['d_ff']")
     if c["input"] == "tokens" or c["task"] == "lm":
         if c["vocab_size"] is None:
             raise ValueError("config['vocab_size']: required for token input and language modelling")
-        c["vocab_size"] = check_positive_int("config['vocab_size']", c["vocab_size"])
+        c["vocab_size"] = check_positive_int(c["vocab_size"], "config['vocab_size']")
     if c["task"] == "lm":
         if c["input"] != "tokens":
             raise ValueError("config['input']: a language model takes tokens; got 'patches'")
@@ -93,14 +93,14 @@ def check_config(config: dict) -> dict:
     else:
         if c["n_classes"] is None:
             raise ValueError("config['n_classes']: required for task 'classify'")
-        c["n_classes"] = check_positive_int("config['n_classes']", c["n_classes"])
+        c["n_classes"] = check_positive_int(c["n_classes"], "config['n_classes']")
         c["causal"] = bool(c["causal"]) if c["causal"] is not None else False
     if c["input"] == "patches":
-        c["patch"] = check_positive_int("config['patch']", c["patch"])
+        c["patch"] = check_positive_int(c["patch"], "config['patch']")
         shape = c["image_shape"]
         if not (isinstance(shape, (list, tuple)) and len(shape) == 3):
             raise ValueError(f"config['image_shape']: expected (H, W, C); got {shape!r}")
-        H, W, C = (check_positive_int("config['image_shape']", s) for s in shape)
+        H, W, C = (check_positive_int(s, "config['image_shape']") for s in shape)
         if H % c["patch"] or W % c["patch"]:
             raise ValueError(f"config['patch']: expected a divisor of H = {H} and W = {W}; got {c['patch']}")
         c["image_shape"] = [H, W, C]

@@ -53,8 +53,8 @@ def draw_gaussian(rng: np.random.Generator, m: int, d: int, *, dtype: Any = np.f
     omega : (m, d) numpy.ndarray
     """
     rng = check_rng(rng)
-    m = check_positive_int("m", m)
-    d = check_positive_int("d", d)
+    m = check_positive_int(m, "m")
+    d = check_positive_int(d, "d")
     dt = check_dtype_arg(dtype)
     return rng.standard_normal((m, d)).astype(dt, copy=False)                     # (m, d)
 
@@ -123,8 +123,8 @@ def draw_orthogonal(rng: np.random.Generator, m: int, d: int, *, norms: str = "c
         `m` or `d` not positive, or `norms` unknown.
     """
     rng = check_rng(rng)
-    m = check_positive_int("m", m)
-    d = check_positive_int("d", d)
-    check_choice("norms", norms, NORMS)
+    m = check_positive_int(m, "m")
+    d = check_positive_int(d, "d")
+    check_choice(norms, "norms", NORMS)
     dt = check_dtype_arg(dtype)
     return _orthogonal_draws(rng, 1, m, d, norms=norms)[0].astype(dt, copy=False)  # (m, d)

@@ -88,12 +88,12 @@ class S2AttentionGrads(NamedTuple):
 
 
 def _check_geometry(L, k, grid):
-    k = check_positive_int("k", k)
+    k = check_positive_int(k, "k")
     if grid is None:
         return k, None, 2 * k + 1
     if not isinstance(grid, (tuple, list)) or len(grid) != 2:
         raise ValueError(f"grid: expected None (1-D signed distances) or a pair (H, W); got {grid!r}")
-    H, W = check_positive_int("grid[0]", grid[0]), check_positive_int("grid[1]", grid[1])
+    H, W = check_positive_int(grid[0], "grid[0]"), check_positive_int(grid[1], "grid[1]")
     if H * W != L:
         raise ValueError(f"grid: expected H * W == L = {L} (positions in row-major order); got grid ({H}, {W}) "
                          f"with H * W = {H * W}")

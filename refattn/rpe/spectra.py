@@ -769,7 +769,7 @@ def kernel_proposal(spectrum, D: int) -> Proposal:
                         f"got {type(spectrum).__name__}")
     from .._xp import check_positive_int, device_of
 
-    D = check_positive_int("D", D)
+    D = check_positive_int(D, "D")
     check_spectrum(spectrum)
     xp = namespace(spectrum.length)
     kind = {GaussianKernel: "gaussian", LaplaceKernel: "mv_cauchy", CauchyKernel: "laplace"}[type(spectrum)]

@@ -114,8 +114,8 @@ def _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive):
         check_finite(name, a, xp=xp)
     if not isinstance(causal, bool):
         raise TypeError(f"causal: expected a bool; got {causal!r}")
-    chunk_elements = check_positive_int("chunk_elements", chunk_elements)
-    check_choice("on_nonpositive", on_nonpositive, ("raise", "ignore"))
+    chunk_elements = check_positive_int(chunk_elements, "chunk_elements")
+    check_choice(on_nonpositive, "on_nonpositive", ("raise", "ignore"))
     return xp, chunk_elements
 
 
@@ -266,7 +266,7 @@ def toeplitz_matrix(coeffs, L):
     given the mask values instead of their exponentials.
     """
     xp = namespace(coeffs, names=("coeffs",))
-    L = check_positive_int("L", L)
+    L = check_positive_int(L, "L")
     if coeffs.ndim < 1 or coeffs.shape[-1] != 2 * L - 1:
         raise ValueError(f"coeffs: expected shape (..., 2L - 1) = (..., {2 * L - 1}); got {tuple(coeffs.shape)}")
     r = xp.arange(L, device=device_of(coeffs))

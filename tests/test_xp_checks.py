@@ -1,0 +1,42 @@
+"""The integer/choice check family of refattn._xp: value first, name second, one message style."""
+
+import numpy as np
+import pytest
+
+from refattn._xp import check_choice, check_nonneg_int, check_positive_int
+
+
+def test_positive_int_accepts_and_returns_int():
+    assert check_positive_int(3, "m") == 3
+    out = check_positive_int(np.int64(5), "m")
+    assert out == 5 and type(out) is int
+
+
+@pytest.mark.parametrize("value, exc, match", [
+    (0, ValueError, r"^m: expected a positive integer; got 0$"),
+    (-2, ValueError, r"^m: expected a positive integer; got -2$"),
+    (2.5, TypeError, r"^m: expected a positive integer; got 2.5 of type builtins.float$"),
+    (True, TypeError, r"^m: expected a positive integer; got the bool True$"),
+    ("3", TypeError, r"^m: expected a positive integer; got '3' of type builtins.str$"),
+])
+def test_positive_int_rejects(value, exc, match):
+    with pytest.raises(exc, match=match):
+        check_positive_int(value, "m")
+
+
+def test_nonneg_int():
+    assert check_nonneg_int(0, "k") == 0
+    assert check_nonneg_int(np.int32(7), "k") == 7
+    with pytest.raises(ValueError, match=r"^k: expected a non-negative integer; got -1$"):
+        check_nonneg_int(-1, "k")
+    msg = r"^k: expected a non-negative integer; got 1.0 of type builtins.float$"
+    with pytest.raises(TypeError, match=msg):
+        check_nonneg_int(1.0, "k")
+
+
+def test_choice():
+    assert check_choice("raise", "on_nonpositive", ("raise", "ignore")) == "raise"
+    with pytest.raises(ValueError, match=r"^on_nonpositive: expected one of 'raise', 'ignore'; got 'warn'$"):
+        check_choice("warn", "on_nonpositive", ("raise", "ignore"))
+    with pytest.raises(ValueError, match=r"^x: expected one of 1, 2; got \[1\]$"):
+        check_choice([1], "x", {1: "a", 2: "b"})
