@@ -16,7 +16,7 @@ import time
 import traceback
 from pathlib import Path
 
-from ._claims import SIZES, Context, Result, load_all, select
+from ._claims import SIZES, Context, Result, load_all, run_check, select
 from .report import write_json, write_report
 
 
@@ -28,10 +28,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="PATH", help="write the results as JSON")
     p.add_argument("--report", metavar="DIR", help="write report.md and PNG figures to DIR")
     p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
-    p.add_argument("--size", choices=SIZES, default="small", help="size knob of the checks (default small)")
+    p.add_argument("--size", choices=SIZES, default=None,
+                   help="size knob of the checks (default small; --power: tiny unless a mutation asks for "
+                        "more)")
+    p.add_argument("--power", action="store_true",
+                   help="run every registered mutation (paper_checks/power.py) and print claim -> "
+                        "mutation -> verdict -> moved?")
     p.add_argument("--workers", type=int, default=0,
-                   help="run claims in N parallel processes (0: serial; results are identical either way: every "
-                        "claim seeds its own generators from --seed and its id)")
+                   help="run claims in N parallel processes (0: serial; results are identical either way: "
+                        "every claim seeds its own generators from --seed and its id)")
     return p
 
 
@@ -69,9 +74,38 @@ def _run_one(claim_id: str, seed: int, size: str, report_dir: Path | None, run_s
         return res, time.perf_counter() - t0, None
     ctx = Context(seed=seed, size=size, report_dir=report_dir, claim_id=c.id)
     try:
-        return c.check(ctx), time.perf_counter() - t0, None
+        return run_check(c, ctx), time.perf_counter() - t0, None
     except Exception as exc:
         return None, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+
+
+def _pin_blas() -> None:
+    # One BLAS thread per process: Monte Carlo checks call many small LAPACK routines (QR of the orthogonal
+    # draws), which a multi-threaded BLAS on a loaded machine slows down 100x; parallelism is --workers.
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except ImportError:  # pragma: no cover - a dependency; without it the env vars apply to workers
+        pass
+
+
+def _power(claims: list, args: argparse.Namespace) -> int:
+    """``--power``: every registered mutation of the selected claims, at tiny (or --size)."""
+    from .power import power_table, run_power
+
+    _pin_blas()
+    t0 = time.perf_counter()
+    rows = run_power([c for c in claims if not c.slow or args.all], seed=args.seed, size=args.size)
+    print(power_table(rows))
+    print(f"({time.perf_counter() - t0:.1f} s)")
+    if args.json:
+        import json
+
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,21 +128,16 @@ def main(argv: list[str] | None = None) -> int:
             if problem:
                 print(f"paper_checks: {problem}", file=sys.stderr)
                 return 2
+    if args.power:
+        return _power(claims, args)
+    if args.size is None:
+        args.size = "small"
     if args.list:
         for c in claims:
             print(f"{c.id:36s} {'slow' if c.slow else '    '}  expected {c.expected:13s} {c.section}")
         return 0
 
-    # One BLAS thread per process: Monte Carlo checks call many small LAPACK routines (QR of the orthogonal
-    # draws), which a multi-threaded BLAS on a loaded machine slows down 100x; parallelism is --workers.
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
-    try:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(1)
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency; without it the env vars apply to workers
-        pass
+    _pin_blas()
     report_dir = Path(args.report) if args.report else None
     rows = []
     failed: list[str] = []
@@ -116,12 +145,13 @@ def main(argv: list[str] | None = None) -> int:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
-            futures = [pool.submit(_run_one, c.id, args.seed, args.size, report_dir, args.all) for c in claims]
+            futures = [pool.submit(_run_one, c.id, args.seed, args.size, report_dir, args.all)
+                       for c in claims]
             outcomes = [f.result() for f in _progress(futures, sys.stderr.isatty())]
     else:
         outcomes = [_run_one(c.id, args.seed, args.size, report_dir, args.all)
                     for c in _progress(claims, sys.stderr.isatty())]
-    for c, (res, secs, err) in zip(claims, outcomes):
+    for c, (res, secs, err) in zip(claims, outcomes, strict=True):
         if err is not None:                # a check that raises is reported by name, and the run exits 1
             failed.append(c.id)
             print(f"paper_checks: claim {c.id} raised {err}", file=sys.stderr)
@@ -131,9 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'claim':{width}s}  {'verdict':13s}  {'expected':13s}  {'sec':>6s}  summary")
     for c, res, secs in rows:
         verdict = "ERROR" if res is None else res.verdict
-        mark = "" if res is None or res.verdict in ("skipped", c.expected) else "  <-- differs from expected"
+        expected = c.expected_at(args.size)
+        mark = "" if res is None or res.verdict in ("skipped", expected) else "  <-- differs from expected"
         summary = "" if res is None else res.summary
-        print(f"{c.id:{width}s}  {verdict:13s}  {c.expected:13s}  {secs:6.1f}  {summary}{mark}")
+        print(f"{c.id:{width}s}  {verdict:13s}  {expected:13s}  {secs:6.1f}  {summary}{mark}")
     counts: dict[str, int] = {}
     for _, res, _ in rows:
         key = "ERROR" if res is None else res.verdict

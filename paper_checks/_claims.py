@@ -10,7 +10,14 @@ A claim module registers its checks with the :func:`claim` decorator::
         return Result("holds", evidence={...})
 
 and may attach a must-fail companion (the same check run against a deliberately wrong formula, which must
-return ``"fails"``) with :func:`must_fail`. Verdicts:
+return ``"fails"``) with :func:`must_fail`.
+
+**The verdict is a function of the evidence.** A claim states its decision rule in one sentence
+(``rule=``) and gives it as a function (``decide=``, ``decide(evidence: dict) -> verdict``; reusable builders
+are in :mod:`paper_checks._rules`). The check puts the numbers in its evidence and returns
+``Result(ctx.decide(evidence), evidence, ...)``; :func:`run_check` (what the CLI, the tests and ``--power``
+call) re-applies ``decide`` to the returned evidence and raises :class:`RuleMismatchError` if the
+verdicts differ, so no branch of a check can return a verdict that no measured number decided. Verdicts:
 
 ``holds``          the statement holds as printed (within the stated statistical tolerance);
 ``erratum``        it fails as printed but holds after a correction, which the result states and verifies;
@@ -25,8 +32,8 @@ quadrature, an exact computation, a count -- with a formula. Such a check must
   shows that the check can tell the formula it accepts from a wrong one;
 * report :data:`EVIDENCE_KEYS` in its evidence: ``n`` (sample size: replicates, draws, points or cases),
   ``seed`` (the root seed, ``ctx.seed``) and ``detectable`` (the smallest deviation from the formula that the
-  check is sure to detect: ``n_se * se`` for Monte Carlo tests, the tolerance for exact or quadrature checks, in
-  the units of the compared quantity; :func:`stat_evidence` builds the three).
+  check is sure to detect: ``n_se * se`` for Monte Carlo tests, the tolerance for exact or quadrature checks,
+  in the units of the compared quantity; :func:`stat_evidence` builds the three).
 
 ``statistical=False`` is only for statements that no measurement decides (an existence statement such as
 Turing completeness): the check returns ``not-checkable`` with the reason.
@@ -50,11 +57,12 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 __all__ = ["VERDICTS", "EVIDENCE_KEYS", "HORN", "CHOWDHURY", "CHOROMANSKI", "Result", "Context", "Claim",
-           "REGISTRY", "claim", "must_fail", "load_all", "select", "stat_evidence"]
+           "REGISTRY", "RuleMismatchError", "claim", "must_fail", "load_all", "select", "stat_evidence",
+           "run_check"]
 
 VERDICTS = ("holds", "erratum", "fails", "not-checkable", "skipped")
 SIZES = ("tiny", "small", "full")
-EVIDENCE_KEYS = ("n", "seed", "detectable")   # every statistical check reports these (see the module docstring)
+EVIDENCE_KEYS = ("n", "seed", "detectable")   # every statistical check reports these (module docstring)
 
 HORN = "Horn et al., Translational Equivariance in Kernelizable Attention"
 CHOWDHURY = "Chowdhury et al., Learning the Transformer Kernel"
@@ -106,6 +114,13 @@ class Context:
             return [fn(t) for t in tasks]
         return list(self.executor.map(fn, tasks))
 
+    def decide(self, evidence: dict) -> str:
+        """The verdict of this claim's decision rule (``@claim(..., decide=fn)``) applied to `evidence`."""
+        c = REGISTRY.get(self.claim_id)
+        if c is None or c.decide is None:
+            raise RuntimeError(f"claim {self.claim_id!r} registers no decide rule (@claim(..., decide=fn))")
+        return c.decide(evidence)
+
     def pick(self, tiny: Any, small: Any, full: Any | None = None) -> Any:
         """The value of a size knob for the current size."""
         return {"tiny": tiny, "small": small, "full": small if full is None else full}[self.size]
@@ -131,38 +146,86 @@ class Claim:
     slow: bool = False
     must_fail: Callable[[Context], Result] | None = None
     statistical: bool = True    # compares a measurement with a formula: needs a companion and EVIDENCE_KEYS
+    rule: str | None = None     # the decision rule in one sentence
+    decide: Callable[[dict], str] | None = None   # the rule as a function of the evidence
+    expected_by_size: dict | None = None          # {size: verdict} where the expectation depends on the size
 
     @property
     def command(self) -> str:
         return f"python -m paper_checks --all --only '{self.id}'"
 
+    def expected_at(self, size: str) -> str:
+        """The expected verdict at `size` (the pre-registered `expected` unless a per-size value is given)."""
+        return (self.expected_by_size or {}).get(size, self.expected)
+
 
 REGISTRY: dict[str, Claim] = {}
 
 
-def claim(id: str, *, paper: str, section: str, statement: str, expected: str, derivation: str,
-          slow: bool = False, statistical: bool = True
+def claim(id: str, *, paper: str, section: str, statement: str, expected: str | dict, derivation: str,
+          slow: bool = False, statistical: bool = True, rule: str | None = None,
+          decide: Callable[[dict], str] | None = None,
           ) -> Callable[[Callable[[Context], Result]], Callable[[Context], Result]]:
     """Register the decorated function as the check of claim `id`.
 
     `statistical` (default True): the check compares a measurement with a formula, so it needs a must-fail
-    companion (:func:`must_fail`) and reports ``n``, ``seed`` and ``detectable`` in its evidence. Pass False only
-    for a statement no measurement can decide (expected verdict ``not-checkable``)."""
-    if expected not in VERDICTS:
-        raise ValueError(f"expected: one of {VERDICTS}; got {expected!r}")
+    companion (:func:`must_fail`) and reports ``n``, ``seed`` and ``detectable`` in its evidence. Pass False
+    only for a statement no measurement can decide (expected verdict ``not-checkable``).
+
+    `rule` is the decision rule in one sentence and `decide(evidence) -> verdict` the same rule as a function
+    (builders in :mod:`paper_checks._rules` carry their sentence as ``.rule``, used when `rule` is omitted).
+    `expected` is a verdict, or ``{size: verdict}`` with a ``"full"`` entry (the pre-registered expectation:
+    the paper's statement); a per-size entry must cite the derivation that predicts it, never a measured
+    verdict."""
+    by_size = dict(expected) if isinstance(expected, dict) else None
+    if by_size is not None:
+        if "full" not in by_size or set(by_size) - set(SIZES):
+            raise ValueError(f"expected: a dict needs a 'full' entry and keys among {SIZES}; "
+                             f"got {sorted(by_size)}")
+        expected = by_size["full"]
+    for v in [expected, *(by_size or {}).values()]:
+        if v not in VERDICTS:
+            raise ValueError(f"expected: one of {VERDICTS}; got {v!r}")
+    if decide is not None and rule is None:
+        rule = getattr(decide, "rule", None)
+    if decide is not None and not rule:
+        raise ValueError(f"claim {id!r}: decide given without its one-sentence rule")
 
     def deco(fn: Callable[[Context], Result]) -> Callable[[Context], Result]:
         if id in REGISTRY:
             raise ValueError(f"claim {id!r} is registered twice")
         REGISTRY[id] = Claim(id, paper, section, statement, expected, derivation, fn, slow,
-                             statistical=statistical)
+                             statistical=statistical, rule=rule, decide=decide, expected_by_size=by_size)
         return fn
 
     return deco
 
 
+class RuleMismatchError(RuntimeError):
+    """A check returned a verdict its own decision rule does not give on its evidence."""
+
+
+def run_check(c: Claim, ctx: Context, *, companion: bool = False) -> Result:
+    """Run claim `c`'s check (or its must-fail companion) and re-apply its decision rule to the evidence.
+
+    Raises :class:`RuleMismatchError` when the claim has a rule and the returned verdict differs from
+    ``c.decide(result.evidence)``. Claims without a rule yet run unchanged (``tests/paper_checks`` lists
+    them)."""
+    fn = c.must_fail if companion else c.check
+    if fn is None:
+        raise ValueError(f"claim {c.id!r} has no must-fail companion")
+    res = fn(ctx)
+    if c.decide is not None and res.verdict != "skipped":
+        again = c.decide(res.evidence)
+        if again != res.verdict:
+            raise RuleMismatchError(f"claim {c.id}{' (companion)' if companion else ''}: the check returned "
+                               f"{res.verdict!r} but its rule gives {again!r} on its evidence ({c.rule})")
+    return res
+
+
 def must_fail(id: str) -> Callable[[Callable[[Context], Result]], Callable[[Context], Result]]:
-    """Register the decorated function as claim `id`'s must-fail companion (the check against a wrong formula)."""
+    """Register the decorated function as claim `id`'s must-fail companion (the check against a wrong
+    formula)."""
 
     def deco(fn: Callable[[Context], Result]) -> Callable[[Context], Result]:
         if id not in REGISTRY:

@@ -1,0 +1,187 @@
+"""Reusable decision rules: functions of a check's evidence that return its verdict.
+
+Each builder returns ``decide(evidence: dict) -> verdict`` with its one-sentence statement as ``decide.rule``;
+register it with ``@claim(..., decide=builder(...))`` (the rule sentence is taken from ``decide.rule`` unless
+``rule=`` is given) and return ``Result(ctx.decide(evidence), evidence, ...)`` from the check. The runner
+(:func:`paper_checks._claims.run_check`) re-applies the rule to the stored evidence, so a verdict is always a
+function of numbers the check reported.
+
+Builders::
+
+    printed_vs_corrected("z_printed", "z_corrected", n_se=5)  erratum / holds / fails from two |z|
+    holds_iff_accepted("z", n_se=5)                           holds iff |z| < n_se
+    holds_iff_at_most("err", "tol")                           holds iff a measured value is within a tolerance
+    bound_respected("measured", "bound", slack="slack")       holds iff measured <= bound + slack
+    separated("z_a", "z_b", n_se=5)                           which of two readings the data prefers, if any
+    ranked("scores", "se", order=[...], n_se=2)               an experiment's ordering of methods
+    guarded(inner, "metric", minimum)                         not-checkable below a learning guard, else inner
+    readings({...}, combine)                                  several readings, each decided, then combined
+    not_checkable(reason)                                     a statement no measurement decides
+
+Numbers may be NumPy scalars; a missing key raises ``KeyError`` naming it (a rule never guesses).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable, Mapping
+
+__all__ = ["printed_vs_corrected", "holds_iff_accepted", "holds_iff_at_most", "bound_respected", "separated",
+           "ranked", "guarded", "readings", "per_reading", "not_checkable", "with_rule", "value"]
+
+Decide = Callable[[dict], str]
+
+
+def with_rule(fn: Decide, rule: str) -> Decide:
+    """Attach the one-sentence `rule` to `fn` (``fn.rule``) and return it."""
+    fn.rule = rule  # type: ignore[attr-defined]
+    return fn
+
+
+def value(evidence: dict, key: str) -> float:
+    """``float(evidence[key])`` with a KeyError naming the key and the keys present."""
+    try:
+        v = evidence[key]
+    except KeyError:
+        raise KeyError(f"decision rule needs evidence[{key!r}]; the evidence has {sorted(evidence)}"
+                       ) from None
+    return float(v)
+
+
+def printed_vs_corrected(printed: str = "z_printed", corrected: str = "z_corrected", *, n_se: float = 5.0
+                         ) -> Decide:
+    """holds iff |printed| < n_se; erratum iff |printed| >= n_se and |corrected| < n_se; fails otherwise.
+
+    A NaN statistic counts as rejected (a formula that cannot be evaluated is not accepted)."""
+
+    def decide(ev: dict) -> str:
+        zp, zc = abs(value(ev, printed)), abs(value(ev, corrected))
+        if zp < n_se:
+            return "holds"
+        return "erratum" if zc < n_se else "fails"
+
+    return with_rule(decide, f"holds iff the printed form is accepted (|{printed}| < {n_se:g}); erratum iff "
+                             f"it is rejected (|{printed}| >= {n_se:g}) and the corrected form is accepted "
+                             f"(|{corrected}| < {n_se:g}); fails otherwise.")
+
+
+def holds_iff_accepted(stat: str = "z", *, n_se: float = 5.0) -> Decide:
+    """holds iff |evidence[stat]| < n_se, fails otherwise (NaN fails)."""
+
+    def decide(ev: dict) -> str:
+        return "holds" if abs(value(ev, stat)) < n_se else "fails"
+
+    return with_rule(decide, f"holds iff |{stat}| < {n_se:g}, fails otherwise.")
+
+
+def holds_iff_at_most(measured: str, tol: str | float) -> Decide:
+    """holds iff evidence[measured] <= tol (a number or an evidence key), fails otherwise (NaN fails)."""
+
+    def decide(ev: dict) -> str:
+        t = value(ev, tol) if isinstance(tol, str) else float(tol)
+        return "holds" if value(ev, measured) <= t else "fails"
+
+    return with_rule(decide, f"holds iff {measured} <= {tol}, fails otherwise.")
+
+
+def bound_respected(measured: str, bound: str, *, slack: str | float = 0.0) -> Decide:
+    """holds iff evidence[measured] <= evidence[bound] + slack (slack a number or an evidence key)."""
+
+    def decide(ev: dict) -> str:
+        s = value(ev, slack) if isinstance(slack, str) else float(slack)
+        return "holds" if value(ev, measured) <= value(ev, bound) + s else "fails"
+
+    return with_rule(decide, f"holds iff {measured} <= {bound} + {slack} (the bound is respected), fails "
+                             "otherwise.")
+
+
+def separated(z_a: str, z_b: str, *, n_se: float = 5.0, a: str = "holds", b: str = "erratum",
+              neither: str = "fails", unseparated: str = "not-checkable") -> Decide:
+    """Two readings a and b, each with a z of the data against it: `a` iff |z_a| < n_se <= |z_b|, `b` iff
+    |z_b| < n_se <= |z_a|, `neither` iff both are rejected, `unseparated` iff both are accepted (the data do
+    not tell them apart)."""
+
+    def decide(ev: dict) -> str:
+        ok_a, ok_b = abs(value(ev, z_a)) < n_se, abs(value(ev, z_b)) < n_se
+        if ok_a and ok_b:
+            return unseparated
+        if ok_a:
+            return a
+        if ok_b:
+            return b
+        return neither
+
+    return with_rule(decide, f"{a} iff |{z_a}| < {n_se:g} <= |{z_b}|; {b} iff |{z_b}| < {n_se:g} <= |{z_a}|; "
+                             f"{unseparated} iff both are < {n_se:g} (not separated); {neither} iff both >= "
+                             f"{n_se:g}.")
+
+
+def ranked(scores: str, se: str, order: Iterable[str], *, n_se: float = 2.0, higher_is_better: bool = True
+           ) -> Decide:
+    """An experiment's claimed ordering of methods: `order` lists method names best first; evidence[scores]
+    and evidence[se] map method -> score and its standard error. holds iff every adjacent pair is in the
+    claimed order by more than n_se combined SE; fails iff some adjacent pair is reversed by more than n_se
+    combined SE; not-checkable otherwise (the measurement does not separate them)."""
+    order = list(order)
+    sign = 1.0 if higher_is_better else -1.0
+
+    def decide(ev: dict) -> str:
+        sc, er = ev[scores], ev[se]
+        gaps = []
+        for better, worse in zip(order[:-1], order[1:], strict=True):
+            d = sign * (float(sc[better]) - float(sc[worse]))
+            s = math.hypot(float(er[better]), float(er[worse]))
+            gaps.append(d / s if s > 0 else math.copysign(math.inf, d) if d else 0.0)
+        if all(g > n_se for g in gaps):
+            return "holds"
+        if any(g < -n_se for g in gaps):
+            return "fails"
+        return "not-checkable"
+
+    better = "higher" if higher_is_better else "lower"
+    return with_rule(decide, f"holds iff {scores} ({better} is better) orders {' > '.join(order)} with every "
+                             f"adjacent gap > {n_se:g} combined SE; fails iff an adjacent pair is reversed "
+                             f"by > {n_se:g} SE; not-checkable otherwise.")
+
+
+def guarded(inner: Decide, metric: str, minimum: float | str, *, what: str = "the models learned the task"
+            ) -> Decide:
+    """not-checkable iff evidence[metric] < minimum (the learning guard: the models did not learn enough for
+    the comparison to mean anything), else the inner rule."""
+
+    def decide(ev: dict) -> str:
+        lo = value(ev, minimum) if isinstance(minimum, str) else float(minimum)
+        m = value(ev, metric)
+        if not m >= lo:   # NaN is below the guard
+            return "not-checkable"
+        return inner(ev)
+
+    inner_rule = getattr(inner, "rule", "the inner rule")
+    return with_rule(decide, f"not-checkable iff {metric} < {minimum} ({what} is the guard); otherwise "
+                             f"{inner_rule}")
+
+
+def readings(rules: Mapping[str, Decide], combine: Callable[[dict], str], *, rule: str) -> Decide:
+    """Several readings of one printed statement, each decided by its own rule; `combine({reading:
+    verdict})` gives the claim's verdict. The evidence should also carry each reading's verdict (see
+    :func:`per_reading`)."""
+
+    def decide(ev: dict) -> str:
+        return combine({name: r(ev) for name, r in rules.items()})
+
+    return with_rule(decide, rule)
+
+
+def per_reading(rules: Mapping[str, Decide], evidence: dict) -> dict:
+    """``{reading: verdict}`` for the evidence (put it in the evidence and the summary: both readings
+    shown)."""
+    return {name: r(evidence) for name, r in rules.items()}
+
+
+def not_checkable(reason: str) -> Decide:
+    """A statement no measurement decides: always not-checkable (only for ``statistical=False`` claims)."""
+
+    def decide(ev: dict) -> str:
+        return "not-checkable"
+
+    return with_rule(decide, f"not-checkable: {reason}")
