@@ -7,9 +7,17 @@ a bound typed in by hand:
   ``|mean - expected| <= n_se * std / sqrt(n)`` elementwise. With ``n_se = 5`` a correct estimator fails one
   element in 1.7 million (normal approximation); ``detectable = n_se * se`` is the smallest deviation the test
   is sure to see, and is reported so that a check can show it would have caught a wrong formula.
-* :func:`mse_estimate` / :func:`assert_mse_matches`: is the mean squared error equal to a predicted MSE?
-  The squared errors e^2 are themselves the replicates, so the standard error of their mean is
+  z-scores are taken only over entries with positive standard error; entries whose replicates are all equal
+  (zero SE, e.g. a causal position 0, or SE below `se_floor`: rounding noise) are compared with `expected`
+  exactly (within `atol`) and reported apart (``zero_se_count``, ``zero_se_max_dev``), never as an infinite or
+  enormous z.
+* :func:`mse_estimate` / :func:`mse_test` / :func:`assert_mse_matches`: is the mean squared error equal to a
+  predicted MSE? The squared errors e^2 are themselves the replicates, so the standard error of their mean is
   ``std(e^2) / sqrt(n)``, a fourth-moment quantity (Var(e^2) = E[e^4] - MSE^2).
+* :func:`variance_test`: a one-sided test of a variance against a bound (is Var <= bound?), with the
+  fourth-moment standard error of the sample variance.
+* :func:`binomial_coverage`: does an interval (or any event) occur at its nominal rate? Binomial z and the
+  exact two-sided p-value.
 """
 
 from __future__ import annotations
@@ -20,8 +28,8 @@ import numpy as np
 
 from .assertions import to_numpy
 
-__all__ = ["MeanTest", "MseEstimate", "mean_test", "assert_mean_within_se", "mse_estimate",
-           "assert_mse_matches"]
+__all__ = ["MeanTest", "MseEstimate", "VarianceTest", "Coverage", "mean_test", "assert_mean_within_se",
+           "mse_estimate", "mse_test", "assert_mse_matches", "variance_test", "binomial_coverage", "scalar_z"]
 
 
 class MeanTest(NamedTuple):
@@ -32,7 +40,12 @@ class MeanTest(NamedTuple):
     n: int                  # replicates
     n_se: float             # tolerance in standard errors
     detectable: float       # max over elements of n_se * se: deviations larger than this are caught
-    passed: bool
+    passed: bool            # every positive-SE entry within n_se SE and every zero-SE entry within atol
+    z_signed: np.ndarray    # (...) (mean - expected) / se where se > 0, NaN on zero-SE entries
+    mean_z2: float          # mean z^2 over positive-SE entries (about 1 for a correct estimator); NaN if none
+    n_positive_se: int      # entries with se > se_floor (the z statistics are over these)
+    zero_se_count: int      # entries with se <= se_floor, compared exactly
+    zero_se_max_dev: float  # max |mean - expected| over the zero-SE entries (0 when there are none)
 
 
 class MseEstimate(NamedTuple):
@@ -42,11 +55,17 @@ class MseEstimate(NamedTuple):
 
 
 def _as_np(x: Any) -> np.ndarray:
-    return np.asarray(to_numpy(x), dtype=np.float64) if not np.isscalar(x) else np.asarray(x, dtype=np.float64)
+    if np.isscalar(x):
+        return np.asarray(x, dtype=np.float64)
+    return np.asarray(to_numpy(x), dtype=np.float64)
 
 
-def mean_test(samples: Any, expected: Any, *, n_se: float = 5.0, atol: float = 0.0) -> MeanTest:
+def mean_test(samples: Any, expected: Any, *, n_se: float = 5.0, atol: float = 0.0, se_floor: float = 0.0
+              ) -> MeanTest:
     """Test ``mean(samples, axis=0) == expected`` within `n_se` standard errors (plus `atol`).
+
+    z statistics are over the entries with ``se > se_floor``; the others (replicates all equal) are compared
+    exactly: ``|mean - expected| <= atol``, and reported apart.
 
     Parameters
     ----------
@@ -57,6 +76,9 @@ def mean_test(samples: Any, expected: Any, *, n_se: float = 5.0, atol: float = 0
         Tolerance in standard errors.
     atol : float
         Absolute slack for estimators whose replicates can be identical (zero standard error); 0 by default.
+    se_floor : float
+        Entries with a standard error at or below this are treated as zero-SE (rounding noise, e.g. 1e-17 on a
+        diagonal that is exact up to float error); 0 by default.
     """
     x = _as_np(samples)
     if x.ndim < 1 or x.shape[0] < 2:
@@ -65,12 +87,17 @@ def mean_test(samples: Any, expected: Any, *, n_se: float = 5.0, atol: float = 0
     mean = x.mean(axis=0)
     se = x.std(axis=0, ddof=1) / np.sqrt(n)
     exp = np.broadcast_to(_as_np(expected), mean.shape)
-    dev = np.abs(mean - exp)
+    pos = se > se_floor
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(se > 0, dev / se, np.where(dev > atol, np.inf, 0.0))
-    passed = bool(np.all(dev <= n_se * se + atol))
-    return MeanTest(mean, se, exp, float(np.max(z)) if z.size else 0.0, n, n_se,
-                    float(np.max(n_se * se)) if se.size else 0.0, passed)
+        zs = np.where(pos, (mean - exp) / np.where(pos, se, 1.0), np.nan)
+    zp = np.abs(zs[pos])
+    dev0 = np.abs(mean - exp)[~pos]
+    zero_max = float(np.max(dev0)) if dev0.size else 0.0
+    passed = bool(np.all(zp <= n_se) and zero_max <= atol and np.all(np.isfinite(mean)))
+    return MeanTest(mean, se, exp, float(np.max(zp)) if zp.size else 0.0, n, n_se,
+                    float(np.max(n_se * se)) if se.size else 0.0, passed, zs,
+                    float(np.mean(zp ** 2)) if zp.size else float("nan"), int(np.count_nonzero(pos)),
+                    int(dev0.size), zero_max)
 
 
 def assert_mean_within_se(samples: Any, expected: Any, *, n_se: float = 5.0, atol: float = 0.0,
@@ -80,7 +107,7 @@ def assert_mean_within_se(samples: Any, expected: Any, *, n_se: float = 5.0, ato
     if not r.passed:
         dev = np.abs(r.mean - r.expected)
         with np.errstate(divide="ignore", invalid="ignore"):
-            zz = np.where(r.se > 0, dev / r.se, np.inf)
+            zz = np.where(r.se > 0, dev / r.se, np.where(dev > atol, np.inf, 0.0))
         i = np.unravel_index(int(np.argmax(zz)), zz.shape) if zz.ndim else ()
         raise AssertionError(
             f"{label + ': ' if label else ''}Monte Carlo mean differs from the expected value by "
@@ -101,9 +128,91 @@ def mse_estimate(estimates: Any, target: Any) -> MseEstimate:
     return MseEstimate(e2.mean(axis=0), e2.std(axis=0, ddof=1) / np.sqrt(n), n)
 
 
+def mse_test(estimates: Any, target: Any, predicted_mse: Any, *, n_se: float = 5.0) -> MeanTest:
+    """Is the empirical MSE of `estimates` ``(n, ...)`` against `target` equal to `predicted_mse`? A
+    :func:`mean_test` of the squared errors (their SE is the fourth-moment one)."""
+    x = _as_np(estimates)
+    if x.ndim < 1 or x.shape[0] < 2:
+        raise ValueError(f"estimates: expected shape (n, ...) with n >= 2 replicates; got {x.shape}")
+    return mean_test((x - _as_np(target)) ** 2, predicted_mse, n_se=n_se)
+
+
 def assert_mse_matches(estimates: Any, target: Any, predicted_mse: Any, *, n_se: float = 5.0,
                        label: str = "", seed: Any = None) -> MeanTest:
     """Assert that the empirical MSE of `estimates` equals `predicted_mse` within `n_se` standard errors."""
     x = _as_np(estimates)
     e2 = (x - _as_np(target)) ** 2
     return assert_mean_within_se(e2, predicted_mse, n_se=n_se, label=label or "MSE", seed=seed)
+
+
+class VarianceTest(NamedTuple):
+    var: np.ndarray     # (...) sample variance (ddof = 1)
+    se: np.ndarray      # (...) its standard error, sqrt((m4 - var^2) / n) (fourth central moment)
+    bound: np.ndarray   # (...) the bound tested against
+    z: float            # max over entries of (var - bound) / se (one-sided: positive = above the bound)
+    n: int
+    n_se: float
+    passed: bool        # var <= bound + n_se * se everywhere
+
+
+def variance_test(samples: Any, bound: Any, *, n_se: float = 5.0) -> VarianceTest:
+    """One-sided: is ``Var(samples, axis=0) <= bound``? Rejected when the sample variance exceeds the bound by
+    more than `n_se` of its standard error ``sqrt((m4 - s^4) / n)``. (To test Var(a) < Var(b) for independent
+    replicates, pass ``bound = Var(b)`` only when b's variance is known; otherwise compare two
+    :func:`mean_test` of squared deviations.)"""
+    x = _as_np(samples)
+    if x.ndim < 1 or x.shape[0] < 3:
+        raise ValueError(f"samples: expected shape (n, ...) with n >= 3 replicates; got {x.shape}")
+    n = x.shape[0]
+    c = x - x.mean(axis=0)
+    var = (c ** 2).sum(axis=0) / (n - 1)
+    m4 = (c ** 4).mean(axis=0)
+    se = np.sqrt(np.maximum(m4 - var ** 2, 0.0) / n)
+    b = np.broadcast_to(_as_np(bound), var.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(se > 0, (var - b) / np.where(se > 0, se, 1.0), np.where(var > b, np.inf, 0.0))
+    return VarianceTest(var, se, b, float(np.max(z)) if z.size else 0.0, n, n_se,
+                        bool(np.all(var <= b + n_se * se)))
+
+
+class Coverage(NamedTuple):
+    hits: int
+    n: int
+    rate: float         # hits / n
+    p: float            # nominal probability
+    z: float            # (hits - n p) / sqrt(n p (1 - p))
+    pvalue: float       # exact two-sided binomial p-value (scipy), NaN without scipy
+    n_se: float
+    passed: bool        # |z| <= n_se
+
+
+def binomial_coverage(hits: int, n: int, p: float, *, n_se: float = 5.0) -> Coverage:
+    """Does an event with nominal probability `p` occur `hits` times in `n` independent trials as it should?
+    (Coverage of a confidence interval, false-alarm rate of a test.)"""
+    if not (isinstance(n, (int, np.integer)) and n >= 1):
+        raise ValueError(f"n: expected a positive integer number of trials; got {n!r}")
+    if not (isinstance(hits, (int, np.integer)) and 0 <= hits <= n):
+        raise ValueError(f"hits: expected an integer in [0, n={n}]; got {hits!r}")
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p: expected a probability in (0, 1); got {p!r}")
+    z = (hits - n * p) / float(np.sqrt(n * p * (1.0 - p)))
+    try:
+        from scipy.stats import binomtest
+
+        pv = float(binomtest(int(hits), int(n), float(p)).pvalue)
+    except ImportError:  # pragma: no cover - scipy is a test dependency
+        pv = float("nan")
+    return Coverage(int(hits), int(n), hits / n, float(p), float(z), pv, n_se, bool(abs(z) <= n_se))
+
+
+def scalar_z(samples: Any, expected: float) -> tuple[float, float, float]:
+    """(mean, se, signed z) of scalar replicates `samples` (n,) against `expected`; z is NaN when se = 0 and
+    the mean differs, 0 when it equals (compared exactly)."""
+    x = _as_np(samples).reshape(-1)
+    if x.shape[0] < 2:
+        raise ValueError(f"samples: expected n >= 2 scalar replicates; got shape {x.shape}")
+    m = float(x.mean())
+    se = float(x.std(ddof=1) / np.sqrt(x.shape[0]))
+    if se > 0:
+        return m, se, (m - float(expected)) / se
+    return m, se, 0.0 if m == float(expected) else float("inf")
