@@ -90,12 +90,19 @@ class Result:
 
 @dataclasses.dataclass
 class Context:
-    """What a check receives: seed, size knob, where figures go and how to map Monte Carlo tasks."""
+    """What a check receives: seed, size knob, where figures go and how to map Monte Carlo tasks.
+
+    ``executor`` is anything with a ``concurrent.futures``-style ``map(fn, tasks)`` that yields the results
+    in task order: ``None`` (serial), a ``ProcessPoolExecutor``, or :class:`paper_checks.scale.DaskMap`
+    (``--scheduler``: the tasks run on a dask cluster, also when the check itself is a cluster task). A check
+    expresses its heavy Monte Carlo loop as ``ctx.map(fn, tasks)`` over batches whose boundaries it fixes
+    itself (never from the worker count), each task seeded from :meth:`seed_sequences`, and reduces the list
+    in order: the result is then bitwise the same whatever runs the tasks."""
 
     seed: int = 0
     size: str = "small"                     # tiny (test suite) | small (default run) | full
     report_dir: Path | None = None          # figures are written only when this is set
-    executor: Executor | None = None        # concurrent.futures-style map; serial when None
+    executor: Executor | Any | None = None  # has map(fn, tasks) in task order; serial when None
     claim_id: str = ""
 
     def rng(self, *key: int) -> np.random.Generator:
@@ -109,7 +116,11 @@ class Context:
         return root.spawn(n)
 
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
-        """Run independent tasks serially or through the executor; results are in task order either way."""
+        """``[fn(t) for t in tasks]``, serially or through the executor; results are in task order either way.
+
+        `fn` must be a picklable module-level function and each task carry its own seed (a
+        ``SeedSequence`` from :meth:`seed_sequences`), so no task depends on where or when it runs."""
+        tasks = list(tasks)
         if self.executor is None:
             return [fn(t) for t in tasks]
         return list(self.executor.map(fn, tasks))

@@ -1,0 +1,341 @@
+"""Scale-out on dask.distributed: claims, Monte Carlo batches and experiment runs as tasks (issue 26).
+
+``python -m paper_checks --scheduler local[:N] | ADDRESS`` runs the selected claims as tasks on a
+``distributed`` cluster: ``local`` starts a :class:`distributed.LocalCluster` of N worker processes (default:
+the machine's cores) with one thread and one BLAS thread each; an address (``tcp://host:8786``) connects to a
+running scheduler (``dask scheduler`` + ``dask worker ADDRESS --nthreads 1``; README "Running on a cluster").
+
+One mechanism, three levels of tasks:
+
+a. every claim is a task (:func:`run_claims`);
+b. inside a claim, ``ctx.map(fn, tasks)`` (Monte Carlo replicate batches whose boundaries the claim fixes)
+   runs through :class:`DaskMap`: from inside a task it opens ``distributed.worker_client()``, which secedes
+   the task's thread from the worker's pool while it waits, so a worker waiting on its batches never holds
+   the slot they need (no deadlock with one thread per worker);
+c. an experiment's (method, seed) training runs go through the same ``ctx.map``.
+
+**Identity with the serial run.** A task computes exactly what the serial run computes: the same function
+(``paper_checks.__main__._run_one``), the same seeds (``Context.rng`` / ``Context.seed_sequences``: from
+``--seed``, the claim id and the task's key, never from a worker, a time or a finish order), one BLAS thread,
+and ``ctx.map`` returns results in task order, so the reduction adds them in the same order. The JSON output
+is therefore identical number for number to the serial run, whatever the worker count; only wall-clock fields
+(``seconds``, timings) differ. Timing claims (:data:`TIMING_CLAIMS`) run after the others, alone on the
+cluster, with their ``ctx.map`` serial, so nothing runs beside them.
+
+**Files.** Workers need not share the client's filesystem: a task writes its figures and experiment files into
+a temporary directory of its own, returns their bytes with the result, and the client writes them under
+``--report DIR`` (paths in the evidence are rewritten from the worker's directory to the client's) when the
+claim has finished. The report and JSON are written by the caller only after every claim has finished.
+
+**Failures.** A worker that dies mid-task has its task rerun on another worker (dask's
+``distributed.scheduler.allowed-failures``, default 3); the rerun draws the same seeds, so the result is the
+same. A check that raises is caught inside the task by ``_run_one``, exactly as serially, and comes back as
+the claim's error text with its traceback. Ctrl-C cancels every outstanding task and re-raises
+:class:`KeyboardInterrupt` (the CLI then exits 130 without writing a report or JSON).
+
+Power mutations (``--power``) patch functions in the client's process, which a worker would not see: they
+always run in-process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+__all__ = ["INSTALL_HINT", "TIMING_CLAIMS", "available", "parse_scheduler", "scheduler_problem", "connect",
+           "DaskMap", "run_tasks", "run_claims"]
+
+INSTALL_HINT = 'pip install "refattn[scale]"  (from a checkout: pip install -e ".[scale]")'
+
+#: Claims that measure wall-clock time: run alone on the cluster (nothing beside them), their ctx.map serial.
+TIMING_CLAIMS = frozenset({"horn.complexity", "kl.table1-complexity"})
+
+#: Environment variables the CLI uses to talk to checks (e.g. ``--data``), forwarded to every claim task.
+ENV_PREFIXES = ("PAPER_CHECKS_", "REFATTN_")
+
+_SUB_PRIORITY = 10    # ctx.map batches before further claims: a claim that fanned out finishes first
+
+
+def available() -> bool:
+    """Whether ``distributed`` (the ``scale`` extra) can be imported."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def parse_scheduler(spec: str) -> tuple[str, Any]:
+    """``"local"`` -> ``("local", None)`` (one worker per core), ``"local:N"`` -> ``("local", N)``, an address
+    (``tcp://host:8786``, ``host:8786``, ``tls://...``) -> ``("address", spec)``.
+
+    Raises ``ValueError`` naming the value when it is none of these."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"--scheduler: expected local, local:N or a scheduler address; got {spec!r}")
+    spec = spec.strip()
+    if spec == "local":
+        return "local", None
+    if spec.startswith("local:"):
+        n = spec[len("local:"):]
+        if not n.isdigit() or int(n) < 1:
+            raise ValueError(f"--scheduler: local:N needs a worker count N >= 1; got {spec!r}")
+        return "local", int(n)
+    if ":" not in spec:
+        raise ValueError(f"--scheduler: expected local, local:N or a scheduler address such as "
+                         f"tcp://host:8786; got {spec!r}")
+    return "address", spec
+
+
+def scheduler_problem(spec: str, workers: int = 0, power: bool = False) -> str | None:
+    """Why ``--scheduler spec`` cannot be used (the CLI prints it and exits 2), or None."""
+    try:
+        parse_scheduler(spec)
+    except ValueError as exc:
+        return str(exc)
+    if workers:
+        return "--scheduler and --workers exclude each other (the scheduler's workers are the parallelism)"
+    if power:
+        return ("--power runs in this process (its mutations patch functions here, which workers would not "
+                "see); drop --scheduler")
+    if not available():
+        return f"--scheduler needs dask.distributed, which is not installed: {INSTALL_HINT}"
+    return None
+
+
+def _pin_blas() -> None:
+    """One BLAS thread in this process (a worker runs one task per thread; parallelism is the workers)."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn (extra checks)
+        return
+    threadpool_limits(1)
+
+
+@contextlib.contextmanager
+def connect(spec: str, *, log: Callable[[str], None] | None = None) -> Iterator[Any]:
+    """A ``distributed.Client`` for ``--scheduler spec`` (a LocalCluster of processes started and closed here,
+    or the scheduler at an address); the dashboard address is passed to `log` (default: stderr)."""
+    from distributed import Client, LocalCluster
+
+    log = log or (lambda s: print(s, file=sys.stderr))
+    kind, arg = parse_scheduler(spec)
+    cluster = None
+    if kind == "local":
+        _pin_blas()                      # inherited by the worker processes (dask sets them for nannies too)
+        n = arg or os.cpu_count() or 1
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
+        client = Client(cluster)
+    else:
+        client = Client(arg, timeout="30s")
+    try:
+        n_workers = len(client.scheduler_info().get("workers", {}))
+        log(f"paper_checks: dask scheduler {client.scheduler.address} with {n_workers} worker(s); "
+            f"dashboard {client.dashboard_link}")
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _inside_task() -> bool:
+    try:
+        from distributed import get_worker
+    except ImportError:
+        return False
+    try:
+        get_worker()
+    except ValueError:
+        return False
+    return True
+
+
+class DaskMap:
+    """A ``concurrent.futures``-style ``map`` over a dask cluster, for ``Context(executor=DaskMap())``.
+
+    ``map(fn, tasks)`` returns ``[fn(t) for t in tasks]`` (a list, in task order) computed as cluster tasks.
+    Called from inside a task it uses ``worker_client()`` (the calling task secedes while it waits); called
+    elsewhere it uses the current client. `fn` must be a picklable module-level function. A single task runs
+    in place (nothing to spread). Holds no connection, so it pickles with the Context."""
+
+    def __init__(self, priority: int = _SUB_PRIORITY):
+        self.priority = int(priority)
+
+    def __repr__(self) -> str:
+        return f"DaskMap(priority={self.priority})"
+
+    def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
+        tasks = list(tasks)
+        if len(tasks) <= 1:
+            return [fn(t) for t in tasks]
+        if _inside_task():
+            from distributed import worker_client
+
+            with worker_client() as client:      # secede: this thread's slot is free for the batches
+                return _gather_in_order(client, fn, tasks, self.priority)
+        from distributed import get_client
+
+        return _gather_in_order(get_client(), fn, tasks, self.priority)
+
+
+def _gather_in_order(client: Any, fn: Callable, tasks: list, priority: int) -> list:
+    futures = client.map(fn, tasks, pure=False, priority=priority)
+    try:
+        return client.gather(futures)          # a task that raised re-raises here, with its remote traceback
+    except BaseException:
+        client.cancel(futures)
+        raise
+
+
+def run_tasks(client: Any, fn: Callable, arg_lists: Sequence[tuple], *,
+              on_done: Callable[[int, Any], None] | None = None, priority: int = 0) -> list:
+    """Submit ``fn(*args)`` for every args of `arg_lists` and return the results in order.
+
+    ``on_done(index, result)`` runs on the client as each task finishes (progress, writing its files). On
+    any exception, and on Ctrl-C (:class:`KeyboardInterrupt`), every outstanding task is cancelled and the
+    exception re-raised."""
+    from distributed import as_completed
+
+    futures = [client.submit(fn, *args, pure=False, priority=priority) for args in arg_lists]
+    index = {f.key: i for i, f in enumerate(futures)}
+    out: list = [None] * len(futures)
+    try:
+        for fut in as_completed(futures):
+            i = index[fut.key]
+            out[i] = fut.result()
+            if on_done is not None:
+                on_done(i, out[i])
+    except BaseException:
+        client.cancel(futures)
+        raise
+    return out
+
+
+# ---- claims as tasks ---------------------------------------------------------------------------------------
+def _claim_task(claim_id: str, seed: int, size: str, want_files: bool, run_slow: bool, timing: bool,
+                env: dict) -> dict:
+    """The worker side of one claim: run ``_run_one`` (what the serial CLI runs) with a :class:`DaskMap`
+    executor (serial for a timing claim) and, when a report was asked for, a private temporary report
+    directory whose files come back as bytes."""
+    from paper_checks.__main__ import _run_one
+
+    _pin_blas()
+    os.environ.update(env)
+    tmp = tempfile.mkdtemp(prefix="refattn-task-") if want_files else None
+    try:
+        res, secs, err = _run_one(claim_id, seed, size, Path(tmp) if tmp else None, run_slow,
+                                  executor=None if timing else DaskMap())
+        files = {}
+        if tmp is not None:
+            for p in sorted(Path(tmp).rglob("*")):
+                if p.is_file():
+                    files[p.relative_to(tmp).as_posix()] = p.read_bytes()
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {"result": res, "seconds": secs, "error": err, "files": files, "tmp": tmp}
+
+
+def _relocate(x: Any, old: str, new: Path) -> Any:
+    """`x` with every path under the worker's directory `old` rewritten to the same path under `new`."""
+    if isinstance(x, str):
+        if x == old:
+            return str(new)
+        if x.startswith(old + "/"):
+            return str(new / x[len(old) + 1:])
+        return x.replace(old, str(new)) if old in x else x
+    if isinstance(x, dict):
+        return {k: _relocate(v, old, new) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_relocate(v, old, new) for v in x)
+    return x
+
+
+def _write_files(report_dir: Path, files: dict) -> None:
+    """Write a finished claim's files under `report_dir` (each through a temporary name, then renamed)."""
+    root = report_dir.resolve()
+    for rel, data in files.items():
+        dest = (report_dir / rel).resolve()
+        if root not in dest.parents:
+            raise ValueError(f"a task returned a file outside the report directory: {rel!r}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        part = dest.with_name(dest.name + ".part")
+        part.write_bytes(data)
+        os.replace(part, dest)
+
+
+def _finish(out: dict, report_dir: Path | None) -> tuple:
+    """Client side of a finished claim task: files written, paths relocated -> (result, seconds, error)."""
+    res, tmp = out["result"], out["tmp"]
+    if report_dir is not None and out["files"]:
+        _write_files(report_dir, out["files"])
+    if res is not None and tmp is not None and report_dir is not None:
+        res.evidence = _relocate(res.evidence, tmp, report_dir)
+        res.figures = _relocate(list(res.figures), tmp, report_dir)
+        res.summary = _relocate(res.summary, tmp, report_dir)
+        res.corrected = _relocate(res.corrected, tmp, report_dir)
+    return res, out["seconds"], out["error"]
+
+
+def run_claims(spec_or_client: Any, claims: Sequence[Any], *, seed: int, size: str,
+               report_dir: Path | None, run_slow: bool, progress: bool = False,
+               log: Callable[[str], None] | None = None) -> list[tuple]:
+    """Run `claims` as tasks on the cluster ``--scheduler spec`` (or on an existing ``distributed.Client``)
+    and return ``[(result or None, seconds, error text or None)]`` in claim order, as the serial CLI does.
+
+    Claims that will only report ``skipped`` (slow, without `run_slow`) do not leave the client. The other
+    claims are submitted slow ones first (the long experiments start early); timing claims run last, one at a
+    time, with nothing beside them."""
+    from paper_checks.__main__ import _run_one
+
+    if isinstance(spec_or_client, str):
+        with connect(spec_or_client, log=log) as client:
+            return run_claims(client, claims, seed=seed, size=size, report_dir=report_dir, run_slow=run_slow,
+                              progress=progress)
+    client = spec_or_client
+    env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
+    want_files = report_dir is not None
+    outcomes: list = [None] * len(claims)
+    local = [i for i, c in enumerate(claims) if c.slow and not run_slow]
+    for i in local:
+        outcomes[i] = _run_one(claims[i].id, seed, size, report_dir, run_slow)
+    remote = [i for i in range(len(claims)) if outcomes[i] is None]
+    timing = [i for i in remote if claims[i].id in TIMING_CLAIMS]
+    batch = sorted((i for i in remote if i not in timing), key=lambda i: (not claims[i].slow, i))
+    bar = _bar(len(remote), progress)
+
+    def done(order: list[int]) -> Callable[[int, Any], None]:
+        def on_done(j: int, out: dict) -> None:
+            outcomes[order[j]] = _finish(out, report_dir)
+            if bar is not None:
+                bar.update(1)
+        return on_done
+
+    try:
+        run_tasks(client, _claim_task,
+                  [(claims[i].id, seed, size, want_files, run_slow, False, env) for i in batch],
+                  on_done=done(batch))
+        for i in timing:                      # alone: every other task has finished
+            run_tasks(client, _claim_task, [(claims[i].id, seed, size, want_files, run_slow, True, env)],
+                      on_done=done([i]))
+    finally:
+        if bar is not None:
+            bar.close()
+    return outcomes
+
+
+def _bar(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="claims", unit="claim", file=sys.stderr, leave=False)
