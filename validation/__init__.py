@@ -26,6 +26,6 @@ __all__ = [
     "mse_estimate",
 ]
 
-from .check import CheckResult, Report, UsageError, check  # noqa: E402  (cross-checks: python -m validation)
+from .checks import CheckResult, Report, UsageError, check  # noqa: E402  (cross-checks: python -m validation)
 
 __all__ += ["check", "Report", "CheckResult", "UsageError"]

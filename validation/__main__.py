@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from .check import ATTENTION_FAMILIES, FEATURE_FAMILIES, KINDS, UsageError, check
+from .checks import ATTENTION_FAMILIES, FEATURE_FAMILIES, KINDS, UsageError, check
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -21,75 +21,39 @@ from typing import Any, Callable
 import array_api_compat
 import numpy as np
 
+from refattn.tree import is_leaf, tree_get, tree_paths, tree_replace
+
 from .assertions import to_numpy
 
-__all__ = ["check_vjp", "jacobian_fd", "tree_leaves"]
-
-
-def _is_array(x: Any) -> bool:
-    return array_api_compat.is_array_api_obj(x)
+__all__ = ["check_vjp", "jacobian_fd", "float_leaves"]
 
 
 def _is_float_array(x: Any) -> bool:
-    if not _is_array(x):
+    if not is_leaf(x):
         return False
     xp = array_api_compat.array_namespace(x)
     return xp.isdtype(x.dtype, "real floating")
 
 
-def _children(tree: Any):
-    """(key, child) pairs of a container, or None for a leaf."""
-    if isinstance(tree, dict):
-        return list(tree.items())
-    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
-        return [(f, getattr(tree, f)) for f in tree._fields]
-    if isinstance(tree, (tuple, list)):
-        return list(enumerate(tree))
-    return None
+def float_leaves(tree: Any) -> list[tuple[str, Any]]:
+    """``[(path, leaf)]`` for every real floating array leaf of a nested container (``refattn.tree`` paths)."""
+    return [(p, leaf) for p, leaf in tree_paths(tree) if _is_float_array(leaf)]
 
 
-def tree_leaves(tree: Any, prefix: tuple = ()) -> list[tuple[tuple, Any]]:
-    """``[(path, leaf)]`` for every real floating array leaf of a nested container."""
-    kids = _children(tree)
-    if kids is None:
-        return [(prefix, tree)] if _is_float_array(tree) else []
-    out = []
-    for k, v in kids:
-        out.extend(tree_leaves(v, prefix + (k,)))
-    return out
+def _get(tree: Any, path: str) -> Any:
+    try:
+        return tree_get(tree, path)
+    except (KeyError, IndexError, AttributeError):
+        return None
 
 
-def _get(tree: Any, path: tuple) -> Any:
-    for k in path:
-        if tree is None:
-            return None
-        if isinstance(tree, dict):
-            tree = tree.get(k)
-        elif isinstance(tree, tuple) and hasattr(tree, "_fields") and isinstance(k, str):
-            tree = getattr(tree, k, None)
-        else:
-            tree = tree[k]
-    return tree
-
-
-def _replace(tree: Any, path: tuple, value: Any) -> Any:
-    if not path:
-        return value
-    k, rest = path[0], path[1:]
-    if isinstance(tree, dict):
-        new = dict(tree)
-        new[k] = _replace(tree[k], rest, value)
-        return new
-    if isinstance(tree, tuple) and hasattr(tree, "_fields"):
-        return tree._replace(**{k: _replace(getattr(tree, k), rest, value)})
-    items = list(tree)
-    items[k] = _replace(items[k], rest, value)
-    return type(tree)(items) if isinstance(tree, tuple) else items
+def _label(name: str, path: str) -> str:
+    return f"{name}[{path!r}]" if path else name
 
 
 def _inner(a_tree: Any, b_tree: Any, absolute: bool = False) -> float:
     total = 0.0
-    for path, a in tree_leaves(a_tree):
+    for path, a in float_leaves(a_tree):
         b = _get(b_tree, path)
         an, bn = to_numpy(a).astype(np.float64), to_numpy(b).astype(np.float64)
         total += float(np.sum(np.abs(an) * np.abs(bn))) if absolute else float(np.sum(an * bn))
@@ -97,10 +61,10 @@ def _inner(a_tree: Any, b_tree: Any, absolute: bool = False) -> float:
 
 
 def _random_like(tree: Any, rng: np.random.Generator) -> Any:
-    for path, leaf in tree_leaves(tree):
+    for path, leaf in float_leaves(tree):
         xp = array_api_compat.array_namespace(leaf)
         draw = rng.standard_normal(tuple(leaf.shape))
-        tree = _replace(tree, path, xp.asarray(draw, dtype=leaf.dtype, device=array_api_compat.device(leaf)))
+        tree = tree_replace(tree, path, xp.asarray(draw, dtype=leaf.dtype, device=array_api_compat.device(leaf)))
     return tree
 
 
@@ -146,13 +110,13 @@ def check_vjp(fwd: Callable[..., Any], bwd: Callable[[Any, Any], Any], args: dic
     kwargs = dict(kwargs or {})
     rng = np.random.default_rng(seed)
     if wrt is None:
-        wrt = tuple(n for n, a in args.items() if tree_leaves(a))
+        wrt = tuple(n for n, a in args.items() if float_leaves(a))
     for n in wrt:
         if n not in args:
             raise ValueError(f"wrt: {n!r} is not an argument (arguments: {sorted(args)})")
-        for path, leaf in tree_leaves(args[n]):
+        for path, leaf in float_leaves(args[n]):
             if to_numpy(leaf).dtype != np.float64:
-                raise TypeError(f"check_vjp: {n}{list(path) if path else ''} must be float64; got {leaf.dtype}")
+                raise TypeError(f"check_vjp: {_label(n, path)} must be float64; got {leaf.dtype}")
 
     select = output or (lambda y: y)
 
@@ -165,11 +129,11 @@ def check_vjp(fwd: Callable[..., Any], bwd: Callable[[Any, Any], Any], args: dic
     y_scale = _inner(select(y), c, absolute=True)
 
     worst: dict[str, float] = {}
-    leaves = {n: [path for path, _ in tree_leaves(args[n])] for n in wrt}
-    groups: list[tuple[str, list[tuple[str, tuple]]]] = []
+    leaves = {n: [path for path, _ in float_leaves(args[n])] for n in wrt}
+    groups: list[tuple[str, list[tuple[str, str]]]] = []
     for n in wrt:
         if len(leaves[n]) > 1:  # each leaf alone, so that a small wrong leaf cannot hide behind large ones
-            groups += [(f"{n}{list(p)}", [(n, p)]) for p in leaves[n]]
+            groups += [(_label(n, p), [(n, p)]) for p in leaves[n]]
         groups.append((n, [(n, p) for p in leaves[n]]))
     if len(wrt) > 1:
         groups.append(("+".join(wrt), [(n, p) for n in wrt for p in leaves[n]]))
@@ -180,14 +144,15 @@ def check_vjp(fwd: Callable[..., Any], bwd: Callable[[Any, Any], Any], args: dic
             for n, path in members:
                 x = _get(args[n], path)
                 xp = array_api_compat.array_namespace(x)
-                t = xp.asarray(rng.standard_normal(tuple(x.shape)), dtype=x.dtype, device=array_api_compat.device(x))
-                plus[n] = _replace(plus[n], path, x + eps * t)
-                minus[n] = _replace(minus[n], path, x - eps * t)
+                t = xp.asarray(rng.standard_normal(tuple(x.shape)), dtype=x.dtype,
+                               device=array_api_compat.device(x))
+                plus[n] = tree_replace(plus[n], path, x + eps * t)
+                minus[n] = tree_replace(minus[n], path, x - eps * t)
                 g = grads.get(n) if isinstance(grads, dict) else getattr(grads, n, None)
                 if g is None:
                     raise AssertionError(f"check_vjp: the backward returned no gradient for {n!r}")
                 gl = _get(g, path)
-                label = f"{n}{list(path) if path else ''}"
+                label = _label(n, path)
                 if gl is None:
                     raise AssertionError(f"check_vjp: no gradient for {label}")
                 if tuple(gl.shape) != tuple(t.shape):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from validation import UsageError, check
-from validation.check import CHECKS, KIND_CHECKS
+from validation.checks import CHECKS, KIND_CHECKS
 
 from . import planted as P
 

@@ -39,7 +39,7 @@ def test_exit_0_and_json_schema(tmp_path):
     _schema(doc)
     assert doc["target"] == "refattn" and doc["kind"] == "attention" and doc["framework"] == "numpy"
     assert [c["name"] for c in doc["checks"]] == ["values", "gradients", "kernel", "same_features",
-                                                  "prefix_invariance", "dtype"]
+                                                  "prefix_invariance", "stability", "dtype"]
     assert "PASS" in p.stdout
 
 

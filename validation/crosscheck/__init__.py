@@ -101,26 +101,29 @@ class Target(NamedTuple):
     note: str                # how the target was adapted (printed in reports)
 
 
-def _refattn(kind: str, framework: str) -> Target:
+def _refattn(kind: str, framework: str, family: str | None = None) -> Target:
     from . import refattn_targets
-    return refattn_targets.target(kind, framework)
+    return refattn_targets.target(kind, framework, family)
 
 
-def _performer(kind: str, framework: str) -> Target:
+def _performer(kind: str, framework: str, family: str | None = None) -> Target:
     from . import performer_pytorch
     return performer_pytorch.target(kind, framework)
 
 
-def _sklearn(kind: str, framework: str) -> Target:
+def _sklearn(kind: str, framework: str, family: str | None = None) -> Target:
     from . import sklearn
     return sklearn.target(kind, framework)
 
 
-BUILTIN_TARGETS: dict[str, Callable[[str, str], Target]] = {
+BUILTIN_TARGETS: dict[str, Callable[..., Target]] = {
     "refattn": _refattn, "performer-pytorch": _performer, "sklearn-rbf": _sklearn,
 }
 
 
-def builtin_target(name: str, kind: str, framework: str | None) -> Target:
-    """The built-in target `name` for `kind` (framework None: the target's own)."""
+def builtin_target(name: str, kind: str, framework: str | None, family: str | None = None) -> Target:
+    """The built-in target `name` for `kind` (framework None: the target's own); `family` selects one of the
+    papers' families where the target has it (``refattn``)."""
+    if family is not None and name == "refattn":
+        return BUILTIN_TARGETS[name](kind, framework, family)
     return BUILTIN_TARGETS[name](kind, framework)

@@ -16,7 +16,11 @@ def _draw(seed, m, d):
     return draw_orthogonal(np.random.default_rng(seed), m, d)
 
 
-def target(kind: str, framework: str | None) -> Target:
+def target(kind: str, framework: str | None, family: str | None = None) -> Target:
+    if family is not None:
+        from ..families import FAMILIES
+        if family in FAMILIES:
+            return FAMILIES[family].refattn_target(kind, framework or "numpy")
     from refattn.attention import favor_attention, favor_attention_bwd, favor_attention_fwd
     from refattn.features import positive_features, positive_features_bwd, positive_features_fwd
     framework = framework or "numpy"

@@ -1,0 +1,98 @@
+r"""FastFood-RKS and FastFood-PRF (Chowdhury et al. Eqs. 6, 12; Le et al. 2013): the candidate's contract.
+
+``fn(x (..., L, d), S (n_blocks, D), G (n_blocks, D), B (n_blocks, D), perm (n_blocks, D) int) -> phi``
+
+Convention (refattn.features.fastfood): d is zero-padded to D, the next power of two (here d = 12, D = 16);
+``M = n_blocks D`` frequencies, block-major; block b's rows are
+
+    V_b = (1 / sqrt(D)) diag(S_b) H diag(G_b) Pi_b H diag(B_b)
+
+with H the *unnormalised* Sylvester Walsh-Hadamard matrix (entries +-1), ``Pi_b z = z[perm_b]`` and the bandwidth
+sigma = 1; ``u = x_pad V^T``. ``S`` is part of the draw: ``S_ii = s_i / ||G_b||_F`` with ``s_i ~ chi(D)``, so
+every row of V is exactly N(0, I) (a map that ignores S gives rows that share one norm per block).
+
+* ``fastfood-rks``: ``[cos u, sin u] / sqrt(M)``; estimates ``exp(-|q - k|^2 / 2)``;
+* ``fastfood-prf``: ``exp(u - |x|^2) / sqrt(M)`` (Eq. 9's offset); estimates
+  ``exp(-|q|^2 - |k|^2 + |q + k|^2 / 2) = exp(-|q - k|^2 / 2)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..crosscheck import Target, UsageError
+from .base import FEATURE_CHECKS, FeatureContract, Family, symmetric_vjp
+
+__all__ = ["FAMILIES"]
+
+M = 64
+LEARN = ("S", "G", "B")
+NAMES = ("x", "S", "G", "B", "perm")
+
+
+def _d(d):
+    return d - 4                                          # 12 for the default 16: exercises the padding
+
+
+def _draw(rng, d, dtype):
+    from refattn.random import draw_fastfood
+    p = draw_fastfood(rng, M, _d(d), dtype=dtype)
+    return {"S": p.S, "G": p.G, "B": p.B, "perm": p.perm}
+
+
+def _redraw(rng, args, dtype):
+    from refattn.random import draw_fastfood
+    D = args["S"].shape[1]
+    p = draw_fastfood(rng, args["S"].shape[0] * D, D, dtype=dtype)
+    return {"S": p.S, "G": p.G, "B": p.B, "perm": p.perm}
+
+
+def _params(args):
+    from refattn.features.fastfood import FastFoodParams
+    return FastFoodParams(args["S"], args["G"], args["B"], args["perm"])
+
+
+def _inputs(scale):
+    def inputs(rng, shape, d):
+        return scale * rng.standard_normal(shape + (d,)) / math.sqrt(d)
+    return inputs
+
+
+def _contract(which):
+    from refattn.features import fastfood as F
+    fwd, bwd = getattr(F, f"fastfood_{which}_features_fwd"), getattr(F, f"fastfood_{which}_features_bwd")
+    kern = getattr(F, f"fastfood_{which}_kernel")
+
+    def ref(x, args):
+        phi = fwd(x, _params(args))[0]
+        return phi, phi
+
+    def pair_bwd(dphi, cache):
+        g = bwd(dphi, cache)
+        return {"x": g.x, "S": g.params.S, "G": g.params.G, "B": g.params.B}
+    return FeatureContract(
+        family=f"fastfood-{which}", signature="fn(x, S, G, B, perm) -> phi (..., L, m')", arg_names=NAMES,
+        convention=__doc__, draw=_draw, redraw=_redraw, ref=ref,
+        ref_vjp=symmetric_vjp(lambda x, a: fwd(x, _params(a)), pair_bwd, LEARN),
+        kernel_fn=lambda X, Y, args: np.asarray(kern(X, Y)), learnable=LEARN,
+        inputs=_inputs(0.8 if which == "rks" else 0.5), kernel_name="exp(-|q-k|^2/2)", d_input=_d)
+
+
+def _target(which):
+    def target(framework):
+        from refattn.features import fastfood as F
+        if framework != "numpy":
+            raise UsageError(f"target refattn --as fastfood-{which}: the built-in family targets take NumPy arrays; "
+                             f"got --framework {framework}")
+        f = getattr(F, f"fastfood_{which}_features")
+
+        def fn(x, S, G, B, perm):
+            return f(x, F.FastFoodParams(S, G, B, perm))
+        return Target(fn, "numpy", f"fastfood-{which}", f"refattn.features.fastfood_{which}_features")
+    return target
+
+
+FAMILIES = {f"fastfood-{w}": Family(f"fastfood-{w}", {"features": _contract(w)}, {"features": _target(w)},
+                                    {"features": FEATURE_CHECKS}) for w in ("rks", "prf")}
