@@ -1,5 +1,5 @@
-"""Relative positional encodings: Horn et al. S1 (rotation) and S2 (clipped distances), exact Toeplitz-FFT RPE,
-and FourierLearner (FLT) masks from their Fourier spectra."""
+"""Relative positional encodings: Horn et al. S1 (rotation) and S2 (clipped distances), exact Toeplitz-FFT
+RPE, and FourierLearner (FLT) masks from their Fourier spectra."""
 
 from .s1_rotation import *  # noqa: F401,F403  (Horn S1)
 from .s1_rotation import __all__ as _s1_all

@@ -20,9 +20,9 @@ which splits into real features with balanced norms (``|w| = sqrt(w_re^2 + w_im^
 
 For a real, even f (real g, w_im = 0) this is ``N1 = [cos a, sin a] sqrt(|w|/r)``,
 ``N2 = sign(w) [cos a, sin a] sqrt(|w|/r)``: sign(g) on one side. ``N1 N2^T`` is exactly the real part of the
-complex estimator for every draw (tested against the NumPy complex reference in ``tests/rpe``), so it is unbiased
-for ``Re f`` whenever g is absolutely integrable, with variance at most the complex one (Var Re <= Var).
-Row norms: ``|N1_i|^2 = |N2_i|^2 = mean_k |w_k|`` for every position.
+complex estimator for every draw (tested against the NumPy complex reference in ``tests/rpe``), so it is
+unbiased for ``Re f`` whenever g is absolutely integrable, with variance at most the complex one (Var Re <=
+Var). Row norms: ``|N1_i|^2 = |N2_i|^2 = mean_k |w_k|`` for every position.
 
 **Reparameterisation.** The core takes the *noise* ``eps: (r, D)`` (drawn by
 ``refattn.random.draw_flt_noise``) and forms ``xi = loc + scale * eps`` from the proposal's learnable location
@@ -33,7 +33,8 @@ function. Positions and the noise get none.
 **Algorithm 1** (:func:`flt_attention`): ``Q_hat = [N1, Q d^{-1/4}]``, ``K_hat = [N2, K d^{-1/4}]``, positive
 random features of both (FAVOR+, one ``omega: (m, 2r + d)``) and linear attention, estimating
 ``softmax_attention(Q, K, V, mask_add=N)`` (Eq. 3: ``exp(N_hat + Q K^T / sqrt(d)) = exp(Q_hat K_hat^T)``).
-exp(N_hat) is a *biased* estimate of exp(N) at finite r (Jensen), so the estimator converges as both r and m grow.
+exp(N_hat) is a *biased* estimate of exp(N) at finite r (Jensen), so the estimator converges as both r and m
+grow.
 
 Axes: ``...`` batch and heads, ``L`` positions, ``D`` position dimension (the paper's l), ``r`` frequencies
 (2r real feature columns), ``d`` head width, ``m`` FAVOR+ projections, ``d_v`` value width.
@@ -44,12 +45,12 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .._xp import check_choice, check_finite, check_shape, device_of, namespace, sum_to_shape
+from .._xp import check_finite, check_shape, namespace, sum_to_shape
 from ..attention.linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd, linear_attention_fwd
 from ..features.positive import positive_features_stable_bwd, positive_features_stable_fwd
 from .spectra import (
     Proposal,
-    _arrays,
+    spectrum_arrays,
     check_proposal,
     check_spectrum,
     proposal_log_density,
@@ -101,7 +102,7 @@ class FLTFeaturesGrads(NamedTuple):
 
 
 def _validate(pos, eps, spectrum, proposal, allow_truncation):
-    arrays = _arrays(spectrum)
+    arrays = spectrum_arrays(spectrum)
     names = ("pos", "eps") + tuple(f"spectrum.{n}" for n, _ in arrays) + ("proposal.loc", "proposal.scale")
     if not isinstance(proposal, Proposal):
         raise TypeError(f"proposal: expected a refattn.rpe.spectra.Proposal; got {type(proposal).__name__}")
@@ -152,8 +153,8 @@ def flt_features_fwd(pos, eps, spectrum, proposal, *, allow_truncation=False):
     spectrum : spectrum NamedTuple (``refattn.rpe.spectra``)
         The learnable g; its parameters fix the namespace and dtype.
     proposal : Proposal
-        ``xi = loc + scale * eps``; checked against the spectrum by :func:`~refattn.rpe.spectra.check_proposal`
-        (support and finite variance).
+        ``xi = loc + scale * eps``; checked against the spectrum by
+        :func:`~refattn.rpe.spectra.check_proposal` (support and finite variance).
     allow_truncation : bool
         Accept a truncated ('uniform') proposal (biased; for measurements).
 
@@ -182,13 +183,13 @@ def flt_features_fwd(pos, eps, spectrum, proposal, *, allow_truncation=False):
     w_re = g_re * inv_p                                                           # (r,) importance weights
     w_im = None if g_im is None else g_im * inv_p
     absw = xp.abs(w_re) if w_im is None else xp.sqrt(w_re * w_re + w_im * w_im)   # (r,)
-    a = _TWO_PI * (p @ xp.matrix_transpose(xi))                                   # (..., L, r) 2 pi r_i . xi_k
+    a = _TWO_PI * (p @ xp.matrix_transpose(xi))                                  # (..., L, r) 2 pi r_i . xi_k
     cos_a, sin_a = xp.cos(a), xp.sin(a)
     s = xp.sqrt(absw / r)                                                         # (r,) sqrt(|w|/r)
     zero = xp.zeros_like(absw)
     nz = absw > 0
     denom = xp.where(nz, xp.sqrt(absw * r), xp.ones_like(absw))                   # (r,) sqrt(|w| r)
-    u = xp.where(nz, w_re / denom, zero)                                          # (r,) sign(w) sqrt(|w|/r) if real
+    u = xp.where(nz, w_re / denom, zero)                                    # (r,) sign(w) sqrt(|w|/r) if real
     t = None if w_im is None else xp.where(nz, w_im / denom, zero)
     N1 = xp.concat([cos_a * s, sin_a * s], axis=-1)                               # (..., L, 2r)
     if t is None:
@@ -296,8 +297,8 @@ def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=Fa
 
     Estimates ``softmax_attention(q, k, v, mask_add=N, causal=causal)`` with ``N = rpe_mask(pos, spectrum)``:
     ``Q_hat = [N1, q d^{-1/4}]``, ``K_hat = [N2, k d^{-1/4}]`` (Algorithm 1 lines 3-5; 2r + d columns in the
-    real form), FAVOR+ positive features of both with one ``omega`` (line 7; row-stabilised, the keys' log-scale
-    handed to linear attention) and linear attention (line 9), bidirectional or causal.
+    real form), FAVOR+ positive features of both with one ``omega`` (line 7; row-stabilised, the keys'
+    log-scale handed to linear attention) and linear attention (line 9), bidirectional or causal.
 
     Parameters
     ----------
@@ -358,7 +359,7 @@ def flt_attention_bwd(dy, cache: FLTAttentionCache) -> FLTAttentionGrads:
     gq = positive_features_stable_bwd((lg.phi_q, None), c.qcache)
     gk = positive_features_stable_bwd((lg.phi_k, lg.k_log_scale), c.kcache)
     two_r = c.two_r
-    dN1 = sum_to_shape(gq.x[..., :two_r], c.n1_shape, xp=xp)                      # (..., L, 2r) back to pos's axes
+    dN1 = sum_to_shape(gq.x[..., :two_r], c.n1_shape, xp=xp)                 # (..., L, 2r) back to pos's axes
     dN2 = sum_to_shape(gk.x[..., :two_r], c.n1_shape, xp=xp)
     fg = flt_features_bwd((dN1, dN2), c.fcache)
     return FLTAttentionGrads(q=gq.x[..., two_r:] * c.d_scale, k=gk.x[..., two_r:] * c.d_scale, v=lg.v,

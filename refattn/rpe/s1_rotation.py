@@ -8,10 +8,10 @@ r"""Horn et al. Strategy 1: rotation-constrained sinusoid features, concatenated
         + (d - a)/2 cos(omega (z + z')) + (b + c)/2 sin(omega (z + z')),       M = [[a, b], [c, d]],
 
 so the inner product depends on z - z' only (for every real shift, omega != 0) iff d = a and c = -b, i.e.
-``M = [[alpha, beta], [-beta, alpha]]``, and then it is ``alpha cos(omega Delta) + beta sin(omega Delta)`` with
-``Delta = z - z'`` (query position minus key position). The condition is on ``W_q W_k^T`` in this row-vector
-convention (the paper's text says ``W_q^T W_k``, which is the condition for column vectors ``W phi``; see
-``paper_checks/horn/rpe.py``, claim ``horn.lemma1``).
+``M = [[alpha, beta], [-beta, alpha]]``, and then it is ``alpha cos(omega Delta) + beta sin(omega Delta)``
+with ``Delta = z - z'`` (query position minus key position). The condition is on ``W_q W_k^T`` in this
+row-vector convention (the paper's text says ``W_q^T W_k``, which is the condition for column vectors
+``W phi``; see ``paper_checks/horn/rpe.py``, claim ``horn.lemma1``).
 
 **S1 as implemented** (the paper's "simplest scenario"): ``W_q* = blockdiag([[alpha_s, beta_s], [-beta_s,
 alpha_s]])``, ``W_k* = I``, one block per (axis, lengthscale). For positions ``z`` with A axes (A = 1 for
@@ -27,10 +27,10 @@ Delta_a)``: :func:`s1_relative_term`.
 
 **Shift invariance.** Exact softmax S1 attention is invariant to shifting every position (to float tolerance).
 With random features it is invariant *in distribution* only: a shift multiplies both Q and K by the same
-orthogonal ``R = blockdiag(I_d, rotations)``, and ``phi(x R; omega) = phi(x; omega R^T)``, so the shifted output
-with draw omega equals the unshifted output with draw ``omega R^T``. Isotropic draws (Gaussian, Haar-orthogonal
-blocks) have ``omega R^T ~ omega``: same distribution, but a *single* draw is not invariant. Anisotropic
-(learned) spectra are not invariant even in distribution (design.md Sec. 6).
+orthogonal ``R = blockdiag(I_d, rotations)``, and ``phi(x R; omega) = phi(x; omega R^T)``, so the shifted
+output with draw omega equals the unshifted output with draw ``omega R^T``. Isotropic draws (Gaussian,
+Haar-orthogonal blocks) have ``omega R^T ~ omega``: same distribution, but a *single* draw is not invariant.
+Anisotropic (learned) spectra are not invariant even in distribution (design.md Sec. 6).
 
 Axes: ``...`` batch and heads, ``L`` positions, ``A`` position axes, ``S`` lengthscales, ``P = 2 A S``,
 ``d`` content width, ``d_v`` value width, ``m`` random features. Parameters may carry leading axes ``*p``
@@ -101,12 +101,13 @@ class _PosCache(NamedTuple):
 
 def _validate_params(params, *, names=("params.freqs", "params.alpha", "params.beta")):
     if not isinstance(params, S1Params):
-        raise TypeError(f"params: expected an S1Params(freqs, alpha, beta) NamedTuple; got {type(params).__name__}")
+        raise TypeError(f"params: expected an S1Params(freqs, alpha, beta) NamedTuple; got "
+                        f"{type(params).__name__}")
     xp = namespace(*params, names=names)
     sizes = check_shape("params.freqs", params.freqs, "..., A, S")
     check_shape("params.alpha", params.alpha, "..., A, S", sizes)
     check_shape("params.beta", params.beta, "..., A, S", sizes)
-    for n, a in zip(names, params):
+    for n, a in zip(names, params, strict=True):
         check_finite(n, a, xp=xp)
     return xp
 
@@ -146,7 +147,7 @@ def s1_positional_fwd(positions, params: S1Params):
     theta = xp.expand_dims(pos, axis=-1) * xp.expand_dims(params.freqs, axis=-3)   # (*p, L, A, S)
     s, c = xp.sin(theta), xp.cos(theta)
     al, be = xp.expand_dims(params.alpha, axis=-3), xp.expand_dims(params.beta, axis=-3)  # (*p, 1, A, S)
-    Qp = xp.stack([al * s - be * c, be * s + al * c], axis=-1)                     # (*p, L, A, S, 2) [s c] W_q*
+    Qp = xp.stack([al * s - be * c, be * s + al * c], axis=-1)                   # (*p, L, A, S, 2) [s c] W_q*
     Kp = xp.stack([s, c], axis=-1)                                                 # (..., L, A, S, 2) [s c] I
     P = 2 * A * params.freqs.shape[-1]
     Qp = xp.reshape(Qp, tuple(Qp.shape[:-4]) + (L, P))                             # (*p, L, P)
@@ -155,8 +156,8 @@ def s1_positional_fwd(positions, params: S1Params):
 
 
 def s1_positional_bwd(dout, cache: _PosCache) -> S1PositionalGrads:
-    r"""Gradients of :func:`s1_positional` for ``params`` from ``(dQ_p, dK_p)`` (each broadcast-compatible with
-    ``(*p, L, P)``; extra leading axes are summed)."""
+    r"""Gradients of :func:`s1_positional` for ``params`` from ``(dQ_p, dK_p)`` (each broadcast-compatible
+    with ``(*p, L, P)``; extra leading axes are summed)."""
     dQp, dKp = dout
     c = cache
     xp = namespace(dQp, dKp, c.sin, names=("dQ_p", "dK_p", "cache"))
@@ -211,12 +212,14 @@ def s1_augment_fwd(q, k, positions, params: S1Params):
     check_finite("q", q, xp=xp)
     check_finite("k", k, xp=xp)
     if positions.shape[0] != q.shape[-2]:
-        raise ValueError(f"positions: expected L = {q.shape[-2]} rows (from q); got shape {tuple(positions.shape)}")
+        raise ValueError(f"positions: expected L = {q.shape[-2]} rows (from q); got shape "
+                         f"{tuple(positions.shape)}")
     (Qp, Kp), pc = s1_positional_fwd(positions, params)                            # (*p, L, P)
     P = Qp.shape[-1]
     batch = tuple(q.shape[:-2])
     if Qp.ndim - 2 > len(batch):
-        raise ValueError(f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes {batch}")
+        raise ValueError(f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes "
+                         f"{batch}")
     target = batch + (q.shape[-2], P)
     try:
         Qp, Kp = xp.broadcast_to(Qp, target), xp.broadcast_to(Kp, target)          # (..., L, P)
@@ -277,7 +280,8 @@ def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal
         return y, _AttnCache(ac, cache, True)
     if omega.ndim != 2 or omega.shape[-1] != q_aug.shape[-1]:
         raise ValueError(f"omega: expected shape (m, d + P) with d + P = {q_aug.shape[-1]} (content width "
-                         f"{q.shape[-1]} + positional width {q_aug.shape[-1] - q.shape[-1]}); got {tuple(omega.shape)}")
+                         f"{q.shape[-1]} + positional width {q_aug.shape[-1] - q.shape[-1]}); got "
+                         f"{tuple(omega.shape)}")
     y, cache = favor_attention_fwd(q_aug, k_aug, v, omega, causal=causal, features=features)
     return y, _AttnCache(ac, cache, False)
 
@@ -300,8 +304,8 @@ def s1_attention(q, k, v, positions, params: S1Params, *, omega=None, causal=Fal
 
 
 def s1_relative_term(delta, params: S1Params):
-    r"""The positional logit as a function of the offset: ``sum_(a, s) alpha cos(omega Delta_a) + beta sin(omega
-    Delta_a)`` (Lemma 1, row-vector convention, ``Delta = z_query - z_key``).
+    r"""The positional logit as a function of the offset: ``sum_(a, s) alpha cos(omega Delta_a) + beta
+    sin(omega Delta_a)`` (Lemma 1, row-vector convention, ``Delta = z_query - z_key``).
 
     Parameters
     ----------
@@ -318,7 +322,8 @@ def s1_relative_term(delta, params: S1Params):
     if A == 1 and (delta.ndim == 0 or delta.shape[-1] != 1):
         delta = xp.expand_dims(delta, axis=-1)
     if delta.shape[-1] != A:
-        raise ValueError(f"delta: expected shape (..., A) with A = {A} (from params.freqs); got {tuple(delta.shape)}")
+        raise ValueError(f"delta: expected shape (..., A) with A = {A} (from params.freqs); got "
+                         f"{tuple(delta.shape)}")
     theta = xp.expand_dims(delta, axis=-1) * params.freqs                          # (..., A, S)
     return xp.sum(params.alpha * xp.cos(theta) + params.beta * xp.sin(theta), axis=(-2, -1))  # (...)
 
@@ -330,7 +335,8 @@ def s1_relative_matrix(positions, params: S1Params):
     A = params.freqs.shape[-2]
     pos = _positions(positions, A, params.freqs, xp=xp)                            # (L, A)
     delta = xp.expand_dims(pos, axis=1) - xp.expand_dims(pos, axis=0)              # (L, L, A) z_i - z_j
-    p = [xp.reshape(a, tuple(a.shape[:-2]) + (1, 1) + tuple(a.shape[-2:])) for a in params]  # (*p, 1, 1, A, S)
+    # (*p, 1, 1, A, S)
+    p = [xp.reshape(a, tuple(a.shape[:-2]) + (1, 1) + tuple(a.shape[-2:])) for a in params]
     theta = xp.expand_dims(delta, axis=-1) * p[0]                                  # (*p, L, L, A, S)
     return xp.sum(p[1] * xp.cos(theta) + p[2] * xp.sin(theta), axis=(-2, -1))      # (*p, L, L)
 

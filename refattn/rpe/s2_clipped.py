@@ -1,4 +1,4 @@
-r"""Horn et al. Strategy 2: attention on clipped relative-distance encodings (Shaw-style), in O(L k) / O(L k^2).
+r"""Horn et al. Strategy 2: attention on clipped relative-distance encodings (Shaw-style), O(L k) / O(L k^2).
 
 The positional heads of Horn et al. (Sec. 2.3, Eq. (4) term (b)) use learned relative vectors as keys:
 
@@ -28,13 +28,14 @@ the largest distance on the grid (H + W - 2) the far class is empty and set to e
 **Memory.** The class sums are materialised as ``(..., L, R, d_v + 1)`` (R = 2k + 1 or k + 1): for H = 8,
 L = 4096, k = 6, d_v = 64 in float32 that is 110 MB (1-D) or 60 MB (2-D).
 
-**Dispatch.** The class sums go through ``refattn._dispatch.kernel_for("s2_window_sums")``; a registered kernel
-has the signature of :func:`_class_sums_reference`: ``fn(u, k, grid, *, adjoint)`` with ``adjoint=False``:
-``u: (..., L, e) -> (..., L, R, e)`` the class sums, ``adjoint=True``: ``u: (..., L, R, e) -> (..., L, e)`` its
-transpose ``out_j = sum_i sum_r [class(i, j) = r] u_ir``; ``grid`` is ``None`` or ``(H, W)``.
+**Dispatch.** The class sums go through ``refattn._dispatch.kernel_for("s2_window_sums")``; a registered
+kernel has the signature of :func:`_class_sums_reference`: ``fn(u, k, grid, *, adjoint)`` with
+``adjoint=False``: ``u: (..., L, e) -> (..., L, R, e)`` the class sums, ``adjoint=True``:
+``u: (..., L, R, e) -> (..., L, e)`` its transpose ``out_j = sum_i sum_r [class(i, j) = r] u_ir``; ``grid`` is
+``None`` or ``(H, W)``.
 
-Axes: ``...`` batch and heads, ``L`` positions, ``d`` query width, ``d_v`` value width, ``R`` distance classes,
-``m`` random features.
+Axes: ``...`` batch and heads, ``L`` positions, ``d`` query width, ``d_v`` value width, ``R`` distance
+classes, ``m`` random features.
 """
 
 from __future__ import annotations
@@ -95,14 +96,15 @@ def _check_geometry(L, k, grid):
         raise ValueError(f"grid: expected None (1-D signed distances) or a pair (H, W); got {grid!r}")
     H, W = check_positive_int(grid[0], "grid[0]"), check_positive_int(grid[1], "grid[1]")
     if H * W != L:
-        raise ValueError(f"grid: expected H * W == L = {L} (positions in row-major order); got grid ({H}, {W}) "
+        raise ValueError(f"grid: expected H * W == L = {L} (positions in row-major order); got grid ({H}, "
+                         f"{W}) "
                          f"with H * W = {H * W}")
     return k, (H, W), k + 1
 
 
 def s2_class_index(L, k=DEFAULT_CLIP, grid=None, *, xp):
-    r"""The (L, L) integer matrix of distance classes: row ``clip(j - i, k) + k`` (1-D signed, ``grid=None``) or
-    ``min(|dy| + |dx|, k)`` (2-D Manhattan on ``grid=(H, W)``): the index into the table ``w``."""
+    r"""The (L, L) integer matrix of distance classes: row ``clip(j - i, k) + k`` (1-D signed, ``grid=None``)
+    or ``min(|dy| + |dx|, k)`` (2-D Manhattan on ``grid=(H, W)``): the index into the table ``w``."""
     k, grid, _ = _check_geometry(L, k, grid)
     pos = xp.arange(L)
     if grid is None:
@@ -141,7 +143,7 @@ def _class_sum_1d(x, r, k, *, xp):
     L = x.shape[-2]
     if -k < r < k:
         return _shift_1d(x, r, xp=xp)
-    P = xp.cumulative_sum(x, axis=-2, include_initial=True)                        # (..., L + 1, e) P_t = sum_{j<t}
+    P = xp.cumulative_sum(x, axis=-2, include_initial=True)                  # (..., L + 1, e) P_t = sum_{j<t}
     i = xp.arange(L, device=device_of(x))
     if r == k:                                                                     # far right: j >= i + k
         hi = xp.minimum(i + k, xp.asarray(L, device=device_of(x)))
@@ -205,7 +207,8 @@ def _class_sums_reference(u, k, grid, *, adjoint=False):
     xp = namespace(u)
     if grid is None:
         if not adjoint:
-            return xp.stack([_class_sum_1d(u, r, k, xp=xp) for r in range(-k, k + 1)], axis=-2)  # (..., L, R, e)
+            # (..., L, R, e)
+            return xp.stack([_class_sum_1d(u, r, k, xp=xp) for r in range(-k, k + 1)], axis=-2)
         # class(i, j) = r  <=>  class(j, i) = -r: the transpose uses the mirrored class
         out = None
         for r in range(-k, k + 1):
@@ -236,12 +239,12 @@ def _scores_fwd(q, w, omega, *, xp):
     d = q.shape[-1]
     if omega is None:                                                              # exact softmax kernel
         logits = (q @ xp.matrix_transpose(w)) * (d ** -0.5)                        # (..., L, R)
-        S = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))               # (..., L, R) row max cancels
+        S = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))              # (..., L, R) row max cancels
         return S, None
-    c = d ** -0.25                                                                 # FAVOR+: phi(q d^-1/4) . phi(w d^-1/4)
-    (pq, _), cache_q = positive_features_stable_fwd(q * c, omega)                  # (..., L, m); query scale cancels
+    c = d ** -0.25                                                     # FAVOR+: phi(q d^-1/4) . phi(w d^-1/4)
+    (pq, _), cache_q = positive_features_stable_fwd(q * c, omega)           # (..., L, m); query scale cancels
     (pw, lw), cache_w = positive_features_stable_fwd(w * c, omega)                 # (*w, R, m), (*w, R)
-    e_w = xp.exp(lw - xp.max(lw, axis=-1, keepdims=True))                          # (*w, R) per-head max cancels
+    e_w = xp.exp(lw - xp.max(lw, axis=-1, keepdims=True))                       # (*w, R) per-head max cancels
     pws = pw * xp.expand_dims(e_w, axis=-1)                                        # (*w, R, m)
     S = pq @ xp.matrix_transpose(pws)                                              # (..., L, R)
     return S, (cache_q, cache_w, pws, e_w)
@@ -281,7 +284,7 @@ def _validate(q, v, w, omega, k, grid):
     batch = tuple(q.shape[:-2])
     wb = tuple(w.shape[:-2])
     if (w.ndim < 2 or w.shape[-2] != R or w.shape[-1] != q.shape[-1] or len(wb) > len(batch)
-            or any(a not in (1, b) for a, b in zip(wb[::-1], batch[::-1]))):
+            or any(a not in (1, b) for a, b in zip(wb[::-1], batch[::-1], strict=False))):
         raise ValueError(f"w: expected shape {what} with k = {k} and leading axes broadcasting to q's "
                          f"{batch}; got {tuple(w.shape)}")
     if omega is not None:
@@ -295,9 +298,9 @@ def _validate(q, v, w, omega, k, grid):
 def s2_attention_fwd(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
     r"""Horn et al. Strategy 2 attention with clipped relative encodings, fast path, and the cache.
 
-    ``y_i = sum_j K(q_i, w[class(i, j)]) v_j / sum_j K(q_i, w[class(i, j)])`` (Horn Eq. (4) term (b), normalised
-    by the same kernel's row sums), computed through class sums (module docstring) in O(L k (d + d_v)) for 1-D
-    and O(L k^2 d_v) for 2-D.
+    ``y_i = sum_j K(q_i, w[class(i, j)]) v_j / sum_j K(q_i, w[class(i, j)])`` (Horn Eq. (4) term (b),
+    normalised by the same kernel's row sums), computed through class sums (module docstring) in
+    O(L k (d + d_v)) for 1-D and O(L k^2 d_v) for 2-D.
 
     Parameters
     ----------
@@ -306,14 +309,16 @@ def s2_attention_fwd(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
     v : (..., L, d_v) array
         Values.
     w : (*w, R, d) array
-        Relative-position table, ``R = 2k + 1`` (row r + k is w_r, r = -k..k) when ``grid`` is None, ``R = k + 1``
-        (w_0..w_k) for a grid; leading axes (e.g. heads) broadcast to q's.
+        Relative-position table, ``R = 2k + 1`` (row r + k is w_r, r = -k..k) when ``grid`` is None,
+        ``R = k + 1`` (w_0..w_k) for a grid; leading axes (e.g. heads) broadcast to q's.
     k : int
         Clipping distance (default 6, the paper's).
     grid : None or (H, W)
-        None: signed 1-D distances ``j - i``; ``(H, W)``: Manhattan distances with L = H W row-major positions.
+        None: signed 1-D distances ``j - i``; ``(H, W)``: Manhattan distances with L = H W row-major
+        positions.
     omega : (m, d) array, optional
-        Random projections for FAVOR+ positive features (``refattn.random.draw_*``); None: exact softmax kernel.
+        Random projections for FAVOR+ positive features (``refattn.random.draw_*``); None: exact softmax
+        kernel.
 
     Returns
     -------
@@ -325,7 +330,7 @@ def s2_attention_fwd(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
     S, feat = _scores_fwd(q, w, omega, xp=xp)                                      # (..., L, R)
     v_aug = xp.concat([v, xp.ones(tuple(v.shape[:-1]) + (1,), dtype=v.dtype, device=device_of(v))], axis=-1)
     V = _class_sums(v_aug, k, grid)                                                # (..., L, R, e) class sums
-    numer = xp.sum(xp.expand_dims(S, axis=-1) * V, axis=-2)                        # (..., L, e) sum_r S_ir V_r(i)
+    numer = xp.sum(xp.expand_dims(S, axis=-1) * V, axis=-2)                    # (..., L, e) sum_r S_ir V_r(i)
     z = numer[..., d_v:]                                                           # (..., L, 1)
     y = numer[..., :d_v] / z                                                       # (..., L, d_v)
     return y, S2AttentionCache(q, w, omega, v_aug, S, z, y, k, grid, feat)
@@ -374,8 +379,8 @@ def _dense_from_classes(S, cls, *, xp):
 def s2_logits(q, w, *, k=DEFAULT_CLIP, grid=None):
     r"""The dense logits ``N_ij = q_i . w[class(i, j)] / sqrt(d)``: ``(..., L, L)``, O(L^2) memory.
 
-    ``softmax_attention(q, zeros_like(q), v, mask_add=s2_logits(q, w, ...))`` is exact S2 attention (the oracle
-    for :func:`s2_attention` with ``omega=None``).
+    ``softmax_attention(q, zeros_like(q), v, mask_add=s2_logits(q, w, ...))`` is exact S2 attention (the
+    oracle for :func:`s2_attention` with ``omega=None``).
     """
     v = q[..., :1]
     xp, k, grid = _validate(q, v, w, None, k, grid)

@@ -1,0 +1,203 @@
+r"""The family-generic functions of the FLT spectra: validation, g and its backward, f, the exact RPE mask.
+
+Every function here looks the spectrum's family up once in :data:`FAMILIES` (``{container type: Family}``,
+``Shifted`` built from its base's record) and calls that record's functions; no family is named below the
+table. The Fourier convention is FLT's: ``g(xi) = int f(x) exp(-2 pi i x . xi) dx``.
+Axes: ``r`` frequencies, ``D`` position dimension, ``L`` positions, ``...`` leading axes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from ..._xp import check_finite, check_shape, namespace
+from . import bspline, box, cauchy_kernel, gaussian_basis, gaussian_kernel, gaussian_mixture, laplace_kernel
+from . import sin_power
+from ._common import Family
+from .shifted import Shifted, shifted_family
+
+__all__ = [
+    "FAMILIES",
+    "family_of",
+    "spectrum_arrays",
+    "spectrum_dim",
+    "check_spectrum",
+    "SpectrumGCache",
+    "SpectrumGGrads",
+    "spectrum_g",
+    "spectrum_g_fwd",
+    "spectrum_g_bwd",
+    "spectrum_f",
+    "rpe_mask",
+]
+
+Array = Any
+
+#: The real-spectrum families: parameter container type -> its protocol record.
+FAMILIES: dict[type, Family] = {
+    gaussian_mixture.GaussianMixture: gaussian_mixture.FAMILY,
+    gaussian_kernel.GaussianKernel: gaussian_kernel.FAMILY,
+    laplace_kernel.LaplaceKernel: laplace_kernel.FAMILY,
+    cauchy_kernel.CauchyKernel: cauchy_kernel.FAMILY,
+    box.Box: box.FAMILY,
+    sin_power.SinPower: sin_power.FAMILY,
+    bspline.BSpline: bspline.FAMILY,
+    gaussian_basis.GaussianBasis: gaussian_basis.FAMILY,
+}
+
+
+def _lookup(spectrum) -> Family | None:
+    for cls in type(spectrum).__mro__:                                            # subclasses of a family too
+        if cls in FAMILIES:
+            return FAMILIES[cls]
+    return None
+
+
+def family_of(spectrum, name: str = "spectrum") -> Family:
+    """The protocol record of `spectrum` (``TypeError`` naming `name` for an unknown type)."""
+    if isinstance(spectrum, Shifted):
+        base = _lookup(spectrum.base)
+        if base is None:
+            raise TypeError(f"{name}.base: expected a real-spectrum family "
+                            f"({', '.join(f.__name__ for f in FAMILIES)}); got "
+                            f"{type(spectrum.base).__name__}")
+        return shifted_family(base)
+    fam = _lookup(spectrum)
+    if fam is None:
+        raise TypeError(f"{name}: expected a spectrum "
+                        f"({', '.join(f.__name__ for f in (*FAMILIES, Shifted))}); "
+                        f"got {type(spectrum).__name__}")
+    return fam
+
+
+def spectrum_arrays(spectrum) -> list:
+    """``(name, array)`` pairs of a spectrum's parameter arrays (``base.<name>`` nested for Shifted)."""
+    fam = family_of(spectrum)
+    if fam.arrays is not None:
+        return fam.arrays(spectrum)
+    return [(n, getattr(spectrum, n)) for n in spectrum._fields if n not in fam.static]
+
+
+def family_label(spectrum) -> str:
+    """The family's name in messages (``Shifted(Base)`` for a shifted spectrum)."""
+    fam = family_of(spectrum)
+    return fam.label(spectrum) if fam.label is not None else type(spectrum).__name__
+
+
+def spectrum_dim(spectrum) -> int | None:
+    """The position dimension D fixed by a spectrum's parameter shapes (None when any D fits)."""
+    return family_of(spectrum).dim(spectrum)
+
+
+def check_spectrum(spectrum, sizes: dict | None = None, name: str = "spectrum") -> dict:
+    """Validate a spectrum's type, parameter shapes (binding ``D`` and ``T`` in `sizes`), finiteness and
+    signs.
+
+    Raises ``TypeError`` for an unknown family or mixed namespaces/dtypes, and ``ValueError`` naming the
+    parameter otherwise.
+    """
+    sizes = {} if sizes is None else sizes
+    fam = family_of(spectrum, name)
+    arrays = spectrum_arrays(spectrum)
+    xp = namespace(*[a for _, a in arrays], names=tuple(f"{name}.{n}" for n, _ in arrays))
+    for n, a in arrays:
+        check_finite(f"{name}.{n}", a, xp=xp)
+    fam.check(spectrum, sizes, name, xp=xp)
+    return sizes
+
+
+# ----------------------------------------------------------------------------------------------------------
+# g and its backward
+
+
+class SpectrumGCache(NamedTuple):
+    spectrum: Any
+    xi: Array       # (r, D)
+    parts: tuple    # family-specific intermediates
+    g_re: Array     # (r,)
+
+
+class SpectrumGGrads(NamedTuple):
+    spectrum: Any   # same structure as the spectrum (arrays; static ints kept)
+    xi: Array       # (r, D)
+
+
+def spectrum_g_fwd(spectrum, xi):
+    r"""g(xi) of a spectrum, real and imaginary parts, with a cache for :func:`spectrum_g_bwd`.
+
+    Parameters
+    ----------
+    spectrum : a spectrum NamedTuple (see the package table)
+    xi : (r, D) array
+        Frequencies, real floating, same namespace and dtype as the spectrum's parameters.
+
+    Returns
+    -------
+    (g_re, g_im) : ((r,) array, (r,) array or None)
+        ``g_im`` is None for the real families (only :class:`Shifted` has a complex g).
+    cache : SpectrumGCache
+    """
+    arrays = spectrum_arrays(spectrum)
+    xp = namespace(xi, *[a for _, a in arrays], names=("xi",) + tuple(f"spectrum.{n}" for n, _ in arrays))
+    sizes = check_spectrum(spectrum)
+    check_shape("xi", xi, "r, D", sizes)
+    check_finite("xi", xi, xp=xp)
+    g_re, g_im, parts = family_of(spectrum).g(spectrum, xi, xp=xp)                   # (r,), (r,) or None
+    return (g_re, g_im), SpectrumGCache(spectrum, xi, parts, g_re)
+
+
+def spectrum_g_bwd(dg, cache: SpectrumGCache) -> SpectrumGGrads:
+    """Backward of :func:`spectrum_g_fwd`: ``dg = (dg_re, dg_im)`` (``dg_im`` may be None) -> grads of the
+    spectrum's parameters (same container type) and of ``xi``."""
+    dg_re, dg_im = dg
+    xp = namespace(cache.xi, dg_re)
+    dspec, dxi = family_of(cache.spectrum).g_bwd(dg_re, dg_im, cache.spectrum, cache.xi, cache.parts,
+                                                 cache.g_re, xp=xp)
+    return SpectrumGGrads(dspec, dxi)
+
+
+def spectrum_g(spectrum, xi):
+    """g(xi) as ``(g_re, g_im)`` (``g_im`` None for a real g). See :func:`spectrum_g_fwd`."""
+    return spectrum_g_fwd(spectrum, xi)[0]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# f: the RPE function itself (for the exact mask)
+
+
+def spectrum_f(spectrum, delta):
+    """The RPE function f at offsets ``delta: (..., D)`` -> ``(...)`` (``Re f`` for a non-even real g).
+
+    At the jumps of the box family (|Delta_j| = v) the value is the Fourier-inversion midpoint (C/2 for one
+    box), not the C of the printed Eq. (4).
+    """
+    sizes = check_spectrum(spectrum)
+    check_shape("delta", delta, "..., D", sizes)
+    arrays = spectrum_arrays(spectrum)
+    names = ("delta",) + tuple(f"spectrum.{n}" for n, _ in arrays)
+    xp = namespace(delta, *[a for _, a in arrays], names=names)
+    return family_of(spectrum).f(spectrum, delta, xp=xp)
+
+
+def rpe_mask(pos, spectrum):
+    """The exact RPE mask ``N = [f(r_i - r_j)]_{ij}`` of Definition 3.1.
+
+    Parameters
+    ----------
+    pos : (..., L, D) array
+        Positions r_i (integer positions are indices by nature and allowed).
+    spectrum : a spectrum NamedTuple
+
+    Returns
+    -------
+    N : (..., L, L) array, dtype of the spectrum's parameters.
+    """
+    arrays = spectrum_arrays(spectrum)
+    names = ("pos",) + tuple(f"spectrum.{n}" for n, _ in arrays)
+    xp = namespace(pos, *[a for _, a in arrays], names=names, allow_int=("pos",))
+    sizes = check_spectrum(spectrum)
+    check_shape("pos", pos, "..., L, D", sizes)
+    dtype = arrays[0][1].dtype
+    p = xp.astype(pos, dtype)
+    delta = xp.expand_dims(p, axis=-2) - xp.expand_dims(p, axis=-3)                 # (..., L, L, D) r_i - r_j
+    return spectrum_f(spectrum, delta)

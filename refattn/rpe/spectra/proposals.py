@@ -1,0 +1,199 @@
+r"""Proposal densities for the FLT frequencies and the check that a spectrum/proposal pair has an estimator.
+
+A :class:`Proposal` is location-scale, ``xi = loc + scale * eps`` with ``eps`` from a standard density, so
+``p(xi) = p_0(eps) / prod_j scale_j``. :func:`check_proposal` decides support and finite variance from the
+family's *tail class* (``Family.tail``, in each family's module) and the proposal's kind:
+
+==================  =========================================  ===========================================
+tail class          |g| decays like                            finite int |g|^2 / p under
+==================  =========================================  ===========================================
+('gauss', tau)      exp(-|xi|^2 / (2 tau^2))                   gaussian (scale > tau/sqrt 2), laplace, cauchy,
+                                                               mv_cauchy
+('exp', b)          exp(-b |xi_j|)                             laplace (scale > 1/(2b)), cauchy, mv_cauchy
+('iso_power', beta) |xi|^-beta                                 mv_cauchy; cauchy for D = 1
+('prod_power', k)   prod_j |xi_j|^-k                           cauchy; mv_cauchy if 2k > D + 2
+('not_integrable',) 1/|xi_j| (int |g| = inf)                   none (no mean under any proposal)
+==================  =========================================  ===========================================
+
+The bounded ``"uniform"`` proposal truncates every family here (g != 0 on an unbounded set) and is accepted
+only with ``allow_truncation=True``. Axes: ``r`` draws, ``D`` position dimension.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+from ..._xp import check_finite, check_positive_int, check_shape, device_of, namespace
+from ._common import TWO_PI, check_positive, iso_const, sq_norm, to_list
+from .core import check_spectrum, family_label, family_of
+
+__all__ = [
+    "Proposal",
+    "PROPOSAL_KINDS",
+    "proposal_log_density",
+    "check_proposal_shape",
+    "check_proposal",
+    "kernel_proposal",
+]
+
+Array = Any
+
+
+class Proposal(NamedTuple):
+    """A location-scale proposal density for the frequencies: xi = loc + scale * eps with eps drawn from the
+    standard density of `kind` (``refattn.random.draw_flt_noise``), so p(xi) = p_0(eps) / prod_j scale_j.
+
+    ``kind``: ``"gaussian"`` (N(0, I)), ``"laplace"`` (product of standard Laplace), ``"cauchy"`` (product of
+    standard Cauchy), ``"mv_cauchy"`` (isotropic multivariate Cauchy, Student t with 1 degree of freedom),
+    ``"uniform"`` (the cube [-1, 1]^D: a *truncated* proposal, accepted only with ``allow_truncation=True``).
+    ``loc`` and ``scale`` are learnable (App. A.4, B.3: "Gaussian with learnable means and variances")."""
+
+    kind: str
+    loc: Array    # (D,)
+    scale: Array  # () or (D,)  > 0
+
+
+PROPOSAL_KINDS = ("gaussian", "laplace", "cauchy", "mv_cauchy", "uniform")
+
+
+def proposal_log_density(kind: str, eps, *, xp=None):
+    """log p_0(eps) of the standard density of `kind` at ``eps: (r, D)`` -> ``(r,)``."""
+    xp = xp or namespace(eps)
+    D = eps.shape[-1]
+    if kind == "gaussian":
+        return -0.5 * sq_norm(eps, xp=xp) - 0.5 * D * math.log(TWO_PI)
+    if kind == "laplace":
+        return -xp.sum(xp.abs(eps), axis=-1) - D * math.log(2.0)
+    if kind == "cauchy":
+        return -xp.sum(xp.log(1.0 + eps * eps), axis=-1) - D * math.log(math.pi)
+    if kind == "mv_cauchy":
+        return math.log(iso_const(D)) - 0.5 * (D + 1) * xp.log(1.0 + sq_norm(eps, xp=xp))
+    if kind == "uniform":
+        return xp.zeros_like(eps[..., 0]) - D * math.log(2.0)
+    raise ValueError(f"proposal.kind: expected one of {', '.join(repr(k) for k in PROPOSAL_KINDS)}; got "
+                     f"{kind!r}")
+
+
+def check_proposal_shape(proposal, sizes: dict, name: str = "proposal") -> Any:
+    """Validate a proposal's type, kind, shapes (``loc: (D,)``, ``scale: ()`` or ``(D,)``), finiteness and the
+    sign of its scale; returns the namespace."""
+    if not isinstance(proposal, Proposal):
+        raise TypeError(f"{name}: expected a refattn.rpe.spectra.Proposal; got {type(proposal).__name__}")
+    if proposal.kind not in PROPOSAL_KINDS:
+        raise ValueError(f"{name}.kind: expected one of {', '.join(repr(k) for k in PROPOSAL_KINDS)}; "
+                         f"got {proposal.kind!r}")
+    xp = namespace(proposal.loc, proposal.scale, names=(f"{name}.loc", f"{name}.scale"))
+    check_shape(f"{name}.loc", proposal.loc, "D", sizes)
+    if proposal.scale.ndim != 0:
+        check_shape(f"{name}.scale", proposal.scale, "D", sizes)
+    check_finite(f"{name}.loc", proposal.loc, xp=xp)
+    check_finite(f"{name}.scale", proposal.scale, xp=xp)
+    check_positive(f"{name}.scale", proposal.scale, xp=xp)
+    return xp
+
+
+def _variance_problem(tail, kind, s_min, D):
+    """Why int |g|^2 / p = inf for this tail class and proposal kind, or None when it is finite."""
+    if tail[0] == "gauss":
+        tau = tail[1]
+        if kind == "gaussian" and not s_min > tau / math.sqrt(2.0):
+            return (f"|g|^2 ~ exp(-|xi|^2/tau^2) with tau = {tau:.6g} and 1/p ~ exp(|xi|^2/(2 s^2)): "
+                    f"int |g|^2/p < inf needs every scale s > tau/sqrt(2) = {tau / math.sqrt(2.0):.6g}; "
+                    f"got min scale {s_min:.6g}")
+    elif tail[0] == "exp":
+        b = tail[1]
+        if kind == "gaussian":
+            return (f"|g| decays like exp(-{b:.6g}|xi_j|) but 1/p grows like exp(|xi|^2/(2 s^2)) for the "
+                    "Gaussian "
+                    "proposal: use 'laplace' (scale > 1/(2 b)), 'cauchy' or 'mv_cauchy'")
+        if kind == "laplace" and not s_min > 1.0 / (2.0 * b):
+            return (f"|g|^2 ~ exp(-2 b |xi_j|) with b = {b:.6g} and 1/p ~ exp(|xi_j|/s): needs every scale "
+                    f"s > 1/(2 b) = {1.0 / (2.0 * b):.6g}; got min scale {s_min:.6g}")
+    elif tail[0] == "iso_power":
+        if kind in ("gaussian", "laplace"):
+            return (f"|g| decays like |xi|^-{tail[1]} (a power) but 1/p grows exponentially for the '{kind}' "
+                    "proposal: use 'mv_cauchy' (its own spectral density)")
+        if kind == "cauchy" and D >= 2:
+            return (f"|g|^2/p ~ |xi|^-{2 * tail[1]} prod_j (1 + xi_j^2) ~ |xi|^-2 along the diagonal, not "
+                    f"integrable in D = {D} >= 2: use 'mv_cauchy'")
+    elif tail[0] == "prod_power":
+        k = tail[1]
+        if kind in ("gaussian", "laplace"):
+            return (f"|g| decays like |xi_j|^-{k} (a power) but 1/p grows exponentially for the '{kind}' "
+                    "proposal: use 'cauchy' (finite variance for k >= 2)")
+        if kind == "mv_cauchy" and not 2 * k > D + 2:
+            return (f"along an axis |g|^2/p ~ |xi_1|^(D + 1 - 2k) = |xi_1|^{D + 1 - 2 * k}: not integrable "
+                    "unless "
+                    f"2k > D + 2 (k = {k}, D = {D}): use 'cauchy' (product)")
+    return None
+
+
+def check_proposal(spectrum, proposal, *, allow_truncation: bool = False) -> None:
+    """Reject a spectrum/proposal pair whose estimator is silently biased or has infinite variance.
+
+    Two conditions (FLT Theorem 4.1 needs the first, Lemma A.2 / Theorem A.3 the second):
+
+    * **support**: p > 0 wherever g != 0. Every family here has g != 0 on an unbounded set, so the bounded
+      ``"uniform"`` proposal truncates the Fourier integral: the estimator then converges to the truncated
+      integral, not to f. Accepted only with ``allow_truncation=True`` (to measure that bias).
+    * **finite variance**: int |g|^2 / p < inf, decided from the tails of g and p (documented per case in the
+      message). Boxes (and the printed sin^k form, and BSpline with k = 1) fail under every proposal on R^D.
+
+    Raises
+    ------
+    ValueError
+        Saying which condition fails and why.
+    """
+    sizes = check_spectrum(spectrum)
+    check_proposal_shape(proposal, sizes)
+    D = int(proposal.loc.shape[-1])
+    kind = proposal.kind
+    s_min = min(to_list(proposal.scale))
+    fam = family_label(spectrum)
+    tail = family_of(spectrum).tail(spectrum, D)
+    if kind == "uniform":
+        if not allow_truncation:
+            raise ValueError(
+                f"proposal: the 'uniform' proposal has bounded support (loc +- scale) but g of {fam} is "
+                "nonzero "
+                "outside it: p must be positive wherever g != 0, otherwise the estimator is silently biased "
+                "(it "
+                "estimates the truncated Fourier integral, not f). Pass allow_truncation=True to measure "
+                "that bias")
+        return
+    if tail[0] == "not_integrable":
+        raise ValueError(
+            f"proposal: {fam} has int |g| = inf (its g decays like 1/|xi|), so the importance weight g/p has "
+            f"E|g/p| = int |g| = inf under every proposal ('{kind}' included): the estimator of Theorem 4.1 "
+            "has no "
+            "mean, and by Cauchy-Schwarz (int |g|)^2 <= int |g|^2/p its variance is infinite too. Use a "
+            "truncated "
+            "proposal (kind='uniform', allow_truncation=True: biased, finite variance) or BSpline with k >= "
+            "2")
+    bad = _variance_problem(tail, kind, s_min, D)
+    if bad is not None:
+        raise ValueError(f"proposal: the importance weights of {fam} under the '{kind}' proposal have "
+                         "infinite "
+                         f"variance (int |g|^2/p = inf): {bad}")
+
+
+def kernel_proposal(spectrum, D: int) -> Proposal:
+    """The optimal proposal p = |g| / int |g| of a shift-invariant kernel in D dimensions (its own spectral
+    density; App. A.4): Gaussian of scale 1/(2 pi l) for GaussianKernel, isotropic multivariate Cauchy of
+    scale 1/(2 pi l) for LaplaceKernel, product Laplace of scale 1/(2 pi l) for CauchyKernel. The importance
+    weight g/p is then the constant C, and c = sup |g|/p = C = int |g| is the smallest possible (Theorem 4.2's
+    c).
+
+    The scale is computed from the current length; when the length is learned, rebuild the proposal each step
+    and chain its gradient: ``dlength += dscale * (-scale / length)``.
+    """
+    fam = family_of(spectrum)
+    if fam.own_proposal is None:
+        raise TypeError(f"spectrum: kernel_proposal needs GaussianKernel, LaplaceKernel or CauchyKernel; "
+                        f"got {type(spectrum).__name__}")
+    D = check_positive_int(D, "D")
+    check_spectrum(spectrum)
+    xp = namespace(spectrum.length)
+    loc = xp.zeros((D,), dtype=spectrum.length.dtype, device=device_of(spectrum.length))
+    return Proposal(fam.own_proposal, loc, 1.0 / (TWO_PI * spectrum.length))
