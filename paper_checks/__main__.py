@@ -1,7 +1,7 @@
 """``python -m paper_checks``: check the three papers' claims numerically and print a verdict per claim.
 
     python -m paper_checks [--all] [--only GLOB ...] [--list] [--json PATH] [--report DIR] [--seed N]
-                           [--size tiny|small|full] [--workers N]
+                           [--size tiny|small|full] [--workers N] [--data DIR]
 
 Without ``--all`` the slow experiment claims are reported as ``skipped`` with the command that runs them.
 Exit status: 0 when every selected check ran, 1 naming the claim when one raised, 2 for bad arguments.
@@ -37,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=0,
                    help="run claims in N parallel processes (0: serial; results are identical either way: "
                         "every claim seeds its own generators from --seed and its id)")
+    p.add_argument("--data", metavar="DIR",
+                   help="MNIST-format directory for the image experiments (default: Debian's "
+                        "/usr/share/datasets/fashion-mnist from 'apt-get install dataset-fashion-mnist'; "
+                        "without it they fall back to a digits stand-in and say so)")
     return p
 
 
@@ -117,6 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 0:
         print(f"paper_checks: --workers: expected a count >= 0; got {args.workers}", file=sys.stderr)
         return 2
+    if args.data is not None:              # the experiments and worker processes read it from the environment
+        from .experiments.idx import DATA_ENV, mnist_files
+
+        if mnist_files(args.data) is None:
+            print(f"paper_checks: --data: {args.data} does not hold the MNIST-format files "
+                  "{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]", file=sys.stderr)
+            return 2
+        os.environ[DATA_ENV] = str(Path(args.data).resolve())
     try:
         claims = select(args.only)
     except ValueError as exc:

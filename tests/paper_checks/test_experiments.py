@@ -8,16 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paper_checks.experiments import _harness as H
-from paper_checks.experiments import data as D
-from paper_checks.experiments import eigenvalues as EIG
-from paper_checks.experiments import listops as LO
-from paper_checks.experiments import shifted_digits as SD
-from paper_checks.experiments import sparse_task as SP
-from paper_checks.experiments import variance_metrics as VM
+from paper_checks.experiments import _harness as H  # noqa: N812
+from paper_checks.experiments import data as D  # noqa: N812
+from paper_checks.experiments import eigenvalues as EIG  # noqa: N812
+from paper_checks.experiments import listops as LO  # noqa: N812
+from paper_checks.experiments import shifted_digits as SD  # noqa: N812
+from paper_checks.experiments import sparse_task as SP  # noqa: N812
+from paper_checks.experiments import variance_metrics as VM  # noqa: N812
 
 
-# ---- shifted digits ---------------------------------------------------------------------------------------------
+# ---- shifted digits ----------------------------------------------------------------------------------------
 def test_digits_canvas_keeps_every_pixel():
     imgs, y = D.digits_on_canvas((8, 16))
     from sklearn.datasets import load_digits
@@ -51,7 +51,7 @@ def test_shift_refuses_to_drop_pixels():
     assert D.shiftable(img, 1).tolist() == [True] and D.shiftable(img, 2).tolist() == [False]
 
 
-# ---- sparse sum task (Appendix E.1) -----------------------------------------------------------------------------
+# ---- sparse sum task (Appendix E.1) ------------------------------------------------------------------------
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_sparse_labels_prefix_bound_and_balance(p):
     task = D.sparse_sum_task(np.random.default_rng(3), 900, 60, p)
@@ -77,10 +77,10 @@ def test_sparse_bad_input():
         D.sparse_sum_task(rng, 9, 3, 0.5)
 
 
-# ---- ListOps ----------------------------------------------------------------------------------------------------
+# ---- ListOps -----------------------------------------------------------------------------------------------
 def test_listops_labels_match_the_independent_evaluator():
     data = D.listops_dataset(np.random.default_rng(1), 400, max_len=80, min_len=10, max_depth=4, max_args=5)
-    assert all(D.listops_evaluate(t) == v for t, v in zip(data.tokens, data.y))
+    assert all(D.listops_evaluate(t) == v for t, v in zip(data.tokens, data.y, strict=True))
     assert ((data.lengths >= 10) & (data.lengths <= 80)).all()
     for i in range(20):                                                              # ids encode the tokens
         L = data.lengths[i]
@@ -110,10 +110,10 @@ def test_listops_generator_value_semantics_differ_from_a_wrong_median():
     def wrong(tokens):
         return D.listops_evaluate([t.replace("[MED", "[MAX") for t in tokens])
 
-    assert sum(wrong(t) != v for t, v in zip(data.tokens, data.y)) > 0
+    assert sum(wrong(t) != v for t, v in zip(data.tokens, data.y, strict=True)) > 0
 
 
-# ---- metrics ----------------------------------------------------------------------------------------------------
+# ---- metrics -----------------------------------------------------------------------------------------------
 def test_variance_metrics_by_hand():
     outs = np.array([[1.0, -2.0, 3.0], [1.0, 2.0, 3.0], [-1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])  # (passes 4, N 3)
     vm = VM.variance_metrics(outs, np.array([1, 1, 0]))
@@ -138,7 +138,7 @@ def test_classifier_input_grad_matches_finite_differences():
     g = SP.classifier_input_grad(h @ W + b, y, W)
     eps = 1e-6
     fd = np.zeros(6)
-    for j in range(6):                      # the summed-over-batch gradient: move every example's h_j together
+    for j in range(6):                      # the summed-over-batch gradient: move every example's h_j
         e = np.zeros(6)
         e[j] = eps
         fd[j] = (loss(h + e) - loss(h - e)) / (2 * eps)
@@ -154,13 +154,15 @@ def test_gradient_stats_and_eigenvalues():
     rng = np.random.default_rng(0)
     S = rng.standard_normal((2, 3, 3))
     ev = EIG.covariance_eigenvalues(S, 3)
-    np.testing.assert_allclose(np.sort(ev, axis=1), np.sort(np.linalg.eigvalsh(S @ S.transpose(0, 2, 1)), axis=1))
+    np.testing.assert_allclose(np.sort(ev, axis=1),
+                               np.sort(np.linalg.eigvalsh(S @ S.transpose(0, 2, 1)), axis=1))
     np.testing.assert_allclose(EIG.covariance_eigenvalues(np.array([[0.5, 2.0]]), 2), [[0.25, 4.0]])
 
 
-# ---- pre-registered criteria ------------------------------------------------------------------------------------
+# ---- pre-registered criteria -------------------------------------------------------------------------------
 def _digits_record(r_rel, r_abs, c=0.9):
-    return {"criterion_values": {"retention_at_shift_3": {"s1": r_rel, "s2": r_rel, "absolute": r_abs, "no-pos": 1.0},
+    return {"criterion_values": {"retention_at_shift_3": {"s1": r_rel, "s2": r_rel, "absolute": r_abs,
+                                                          "no-pos": 1.0},
                                  "centred_accuracy": {"s1": c, "s2": c, "absolute": c, "no-pos": 0.3}}}
 
 
@@ -185,14 +187,16 @@ def test_sparse_criterion():
 
 def test_variance_and_eigen_and_listops_criteria():
     corr = {k: {"spearman": 0.8} for k in ("rsd-agv", "rsd-pi", "agv-pi")}
-    rec = {"scale": {"passes": 100}, "criterion_values": {"n_points": 8, "correlations": corr, "pi_gmm_rks": 1.0,
+    rec = {"scale": {"passes": 100}, "criterion_values": {"n_points": 8, "correlations": corr,
+                                                          "pi_gmm_rks": 1.0,
                                                           "pi_gmm_prf": 3.0}}
     assert VM.decide(rec)[0] == "holds"
     rec["criterion_values"]["pi_gmm_rks"] = 5.0
     assert VM.decide(rec)[0] == "fails"
     rec["criterion_values"]["n_points"] = 2
     assert VM.decide(rec)[0] == "not-checkable"
-    cv = {f"{m} wd={wd}": {"mean": mean, "max": 0.8} for m in EIG.METHODS for wd, mean in ((0.1, 0.3), (0.0, 1.0))}
+    cv = {f"{m} wd={wd}": {"mean": mean, "max": 0.8}
+          for m in EIG.METHODS for wd, mean in ((0.1, 0.3), (0.0, 1.0))}
     assert EIG.decide({"criterion_values": cv})[0] == "holds"
     cv["gmm-prf wd=0.1"]["max"] = 1.3
     assert EIG.decide({"criterion_values": cv})[0] == "fails"
@@ -205,9 +209,10 @@ def test_variance_and_eigen_and_listops_criteria():
     assert LO.decide(lo)[0] == "not-checkable"
 
 
-# ---- tiny end-to-end runs ---------------------------------------------------------------------------------------
-# Attention kinds that have not landed are stood in for by FAVOR+ *in these tests only* (the pipeline is what is
-# tested here: training, evaluation, JSON and PNG); the claims themselves report not-checkable until they exist.
+# ---- tiny end-to-end runs ----------------------------------------------------------------------------------
+# Attention kinds that have not landed are stood in for by FAVOR+ *in these tests only* (the pipeline is what
+# is tested here: training, evaluation, JSON and PNG); the claims themselves report not-checkable until they
+# exist.
 @pytest.fixture
 def stand_ins(monkeypatch):
     from refattn.nn.mha import ATTENTION_KINDS
@@ -251,3 +256,200 @@ def test_same_seed_same_record(stand_ins, tmp_path):
     b = LO.run("tiny", seed=0, out_dir=tmp_path / "b")
     assert {m: r["test_accuracy"] for m, r in a["results"].items()} == \
            {m: r["test_accuracy"] for m, r in b["results"].items()}
+
+
+# ---- real-data path: IDX reader (generated files only; the suite never reads the installed data) -----------
+from paper_checks.experiments import idx as IDX  # noqa: E402, N812
+from paper_checks.experiments import images as IM  # noqa: E402, N812
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32, np.float32, np.float64])
+@pytest.mark.parametrize("name", ["a-idx3-ubyte", "a-idx3-ubyte.gz"])
+def test_idx_round_trip(tmp_path, dtype, name):
+    a = (np.arange(2 * 3 * 5).reshape(2, 3, 5) * 7 % 113).astype(dtype)
+    back = IDX.read_idx(IDX.write_idx(tmp_path / name, a))
+    assert back.dtype == np.dtype(dtype) and back.shape == (2, 3, 5)
+    np.testing.assert_array_equal(back, a)
+    raw = (tmp_path / name).read_bytes()
+    assert (raw[:2] == b"\x1f\x8b") == name.endswith(".gz")
+
+
+def test_idx_big_endian_layout(tmp_path):
+    """The bytes on disk are the format's: magic 00 00 0C 01, dims and values big-endian."""
+    p = IDX.write_idx(tmp_path / "x", np.array([1, 258], dtype=np.int32))
+    assert p.read_bytes() == bytes.fromhex("0000 0c01 00000002 00000001 00000102".replace(" ", ""))
+    np.testing.assert_array_equal(IDX.read_idx(p), [1, 258])
+
+
+def test_idx_malformed_files(tmp_path):
+    good = IDX.write_idx(tmp_path / "good", np.zeros((4, 2, 2), np.uint8)).read_bytes()
+    cases = {"magic": (b"\x01\x00" + good[2:], "not an IDX file"),
+             "type": (good[:2] + b"\x07" + good[3:], "unknown IDX type byte 0x07"),
+             "short": (good[:3], "truncated IDX header"),
+             "dims": (good[:8], "truncated IDX header"),
+             "data": (good[:-1], "truncated IDX data: 15 bytes after the header, expected 16"),
+             "trailing": (good + b"\x00", "1 unexpected byte"),
+             "ndim0": (b"\x00\x00\x08\x00", "0 dimensions"),
+             "gzip": (b"\x1f\x8b\x08\x00garbage", "corrupt or truncated gzip")}
+    for name, (payload, msg) in cases.items():
+        (tmp_path / name).write_bytes(payload)
+        with pytest.raises(ValueError, match=msg) as info:
+            IDX.read_idx(tmp_path / name)
+        assert name in str(info.value)                                  # the message names the file
+    with pytest.raises(TypeError, match="no IDX type"):
+        IDX.write_idx(tmp_path / "b", np.zeros(3, np.uint64))
+
+
+def _mnist_dir(d: Path, n_train=80, n_test=40, gz=True) -> Path:
+    """A small MNIST-format directory: 28x28 uint8 images whose content sits in columns 10..17 (every image
+    can be shifted 8 px both ways), labels cycling 0..9; label-1 images are thin vertical bars
+    ("trousers")."""
+    rng = np.random.default_rng(5)
+    d.mkdir(parents=True, exist_ok=True)
+    for stem, n in (("train", n_train), ("t10k", n_test)):
+        y = (np.arange(n) % 10).astype(np.uint8)
+        x = np.zeros((n, 28, 28), np.uint8)
+        for i, lab in enumerate(y):
+            r0 = 4 + lab                                                   # class-dependent row band
+            x[i, r0:r0 + 8, 10:18] = rng.integers(1, 256, (8, 8))
+            if lab == 1:
+                x[i, 2:26, 12:16] = 200
+        sfx = ".gz" if gz else ""
+        IDX.write_idx(d / f"{stem}-images-idx3-ubyte{sfx}", x)
+        IDX.write_idx(d / f"{stem}-labels-idx1-ubyte{sfx}", y)
+    return d
+
+
+def test_load_mnist_format_and_its_errors(tmp_path):
+    d = _mnist_dir(tmp_path / "ok")
+    data = IDX.load_mnist_format(d)
+    assert data.x_train.shape == (80, 28, 28) and data.y_test.shape == (40,) and data.source == str(d)
+    assert data.y_train.dtype == np.int64 and set(data.y_train) == set(range(10))
+    plain = IDX.load_mnist_format(_mnist_dir(tmp_path / "plain", gz=False))
+    np.testing.assert_array_equal(plain.x_test, data.x_test)
+    with pytest.raises(FileNotFoundError, match="dataset-fashion-mnist"):
+        IDX.load_mnist_format(tmp_path / "nowhere")
+    bad = _mnist_dir(tmp_path / "swapped")                                 # labels where images belong
+    (bad / "t10k-images-idx3-ubyte.gz").write_bytes((bad / "t10k-labels-idx1-ubyte.gz").read_bytes())
+    with pytest.raises(ValueError, match="expected images, a 3-D uint8"):
+        IDX.load_mnist_format(bad)
+    bad = _mnist_dir(tmp_path / "count")
+    IDX.write_idx(bad / "train-labels-idx1-ubyte.gz", np.zeros(79, np.uint8))
+    with pytest.raises(ValueError, match="80 images but 79 labels"):
+        IDX.load_mnist_format(bad)
+    IDX.write_idx(bad / "train-labels-idx1-ubyte.gz", np.full(80, 10, np.uint8))
+    with pytest.raises(ValueError, match="label 10 out of range"):
+        IDX.load_mnist_format(bad)
+
+
+def test_data_dir_from_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv(IDX.DATA_ENV, raising=False)
+    assert IDX.data_dir() == IDX.DEFAULT_DATA_DIR
+    monkeypatch.setenv(IDX.DATA_ENV, str(tmp_path))
+    assert IDX.find_real_data() is None                                   # empty directory: the stand-in
+    assert IM.data_for("small") is None and IM.data_for("tiny") is None
+    _mnist_dir(tmp_path)
+    assert IDX.find_real_data() == tmp_path and IM.data_for("tiny") == str(tmp_path)
+
+
+def test_cli_rejects_a_data_dir_without_mnist_files(tmp_path, capsys):
+    from paper_checks.__main__ import main
+
+    assert main(["--data", str(tmp_path), "--list"]) == 2
+    assert "does not hold the MNIST-format files" in capsys.readouterr().err
+
+
+# ---- pooled tokens: shifts by whole tokens are shifts by 2 px ----------------------------------------------
+def test_pooling_commutes_with_even_shifts():
+    rng = np.random.default_rng(0)
+    x = np.zeros((30, 28, 28), np.uint8)
+    x[:, 3:25, 8:20] = rng.integers(0, 256, (30, 22, 12)) * (rng.random((30, 22, 12)) < 0.6)
+    tok = IM.pool_tokens(x)
+    assert tok.shape == (30, 14, 14) and tok.min() >= 0 and tok.max() <= 16
+    pooled = x.reshape(30, 14, 2, 14, 2).astype(float).mean(axis=(2, 4))
+    np.testing.assert_array_equal(tok == 0, pooled == 0)                  # id 0 exactly for background
+    for s in (-4, -1, 1, 4):
+        px = D.shift_horizontal(x.astype(float), 2 * s)
+        np.testing.assert_array_equal(IM.pool_tokens(px.astype(np.uint8)), IM.shift_tokens(tok, s))
+    # pixel-shiftable by 8 px <=> token-shiftable by 4 tokens
+    np.testing.assert_array_equal(D.shiftable(x.astype(float), 8), IM.shiftable_tokens(tok, 4))
+    with pytest.raises(ValueError, match="even H and W"):
+        IM.pool_tokens(np.zeros((1, 27, 28), np.uint8))
+
+
+# ---- the claims' decision rules: each moves when the evidence says the opposite ----------------------------
+def _ev(**kw):
+    ev = {"size": "full", "data_stand_in": False, "min_margin_over_floor": 0.05, "gain_s1": 0.2,
+          "gain_s2": 0.15, "gain_flt": 0.05, "spread": 0.02,
+          "retention": {"absolute": 0.1, "s1": 0.95, "s2": 0.85, "no-pos": 1.0}}
+    ev.update(kw)
+    return ev
+
+
+def test_image_claim_rules():
+    assert IM.decide_table1(_ev()) == "holds"
+    assert IM.decide_table1(_ev(gain_s2=0.09)) == "fails"
+    assert IM.decide_table1(_ev(gain_s1=-0.2, gain_s2=-0.15)) == "fails"             # labels swapped
+    assert IM.decide_shift(_ev()) == "holds"
+    assert IM.decide_shift(_ev(retention={"absolute": 0.95, "s1": 0.1, "s2": 0.85})) == "fails"  # swapped
+    assert IM.decide_shift(_ev(retention={"absolute": 0.31, "s1": 0.95, "s2": 0.85})) == "fails"
+    assert IM.decide_flt(_ev()) == "holds"
+    assert IM.decide_flt(_ev(gain_flt=-0.05)) == "fails"
+    assert IM.decide_flt(_ev(gain_flt=0.015)) == "fails"                              # within the spread
+    for rule in (IM.decide_table1, IM.decide_shift, IM.decide_flt):                   # the guard
+        assert rule(_ev(min_margin_over_floor=-0.03)) == "not-checkable"
+        assert rule(_ev(min_margin_over_floor=float("nan"))) == "not-checkable"
+        assert rule(_ev(size="tiny")) == "not-checkable"
+        assert rule(_ev(data_stand_in=True)) == "not-checkable"
+        assert rule(_ev(size="small", data_stand_in=True)) != "not-checkable"
+
+
+def test_extrapolated_steps():
+    steps = [100, 200, 400, 800, 1600]
+    curve = {"step": steps, "test_acc": [0.1 + 0.05 * np.log(s) for s in steps]}
+    assert IM.extrapolated_steps(curve, 0.1 + 0.05 * np.log(6400)) == pytest.approx(6400, rel=1e-6)
+    assert IM.extrapolated_steps({"step": steps, "test_acc": [0.3] * 5}, 0.5) is None    # flat: no guess
+    assert IM.extrapolated_steps(curve, 0.2) == 1600                                     # reached already
+
+
+# ---- the image claims end to end at tiny, on generated IDX files and on the stand-in -----------------------
+@pytest.mark.parametrize("real", [True, False], ids=["generated-idx", "stand-in"])
+def test_image_claims_tiny(tmp_path, monkeypatch, real):
+    from paper_checks import Context
+    from paper_checks._claims import run_check
+    from paper_checks.horn import experiments as horn_exp  # noqa: F401 (registers the claims)
+    from paper_checks.choromanski import experiments as flt_exp  # noqa: F401
+    from paper_checks._claims import REGISTRY
+
+    data = _mnist_dir(tmp_path / "data") if real else tmp_path / "empty"
+    monkeypatch.setenv(IDX.DATA_ENV, str(data))
+    monkeypatch.setattr(IM, "_MEMO", {})
+    rep = tmp_path / "report"
+    for cid, which in (("horn.table1-ordering", "table1"), ("horn.shift-robustness", "shift"),
+                       ("flt.image-classification", "flt")):
+        res = run_check(REGISTRY[cid], Context(seed=0, size="tiny", report_dir=rep, claim_id=cid))
+        ev = res.evidence
+        assert res.verdict == "not-checkable" and ev["size"] == "tiny"                 # a smoke run
+        assert ev["data_stand_in"] is (not real) and ("STAND-IN" in res.summary) is (not real)
+        assert ev["data"]["source"] == (str(data) if real else ev["data"]["source"])
+        for m in IM.CLAIM_METHODS[which]:
+            assert 0 <= ev["accuracy"][m]["mean"] <= 1
+        assert res.figures and Path(res.figures[0]).read_bytes()[:4] == b"\x89PNG"
+        rec = json.loads((rep / "experiments" / IM.NAME / f"{which}.json").read_text())
+        assert rec["evidence"]["data"] == ev["data"] and rec["runs"][0]["curve"]["step"]
+        if which == "shift":
+            assert ev["n_trousers"] == (4 if real else ev["n_trousers"])     # 40 test images, 1 in 10
+    # the runs are shared: the second and third claims trained only FLT
+    assert len(list((rep / "experiments" / IM.NAME / "runs").glob("*.json"))) == 5
+
+
+def test_full_without_real_data_is_not_checkable_and_names_the_install(tmp_path, monkeypatch):
+    from paper_checks import Context
+    from paper_checks.horn import experiments as horn_exp  # noqa: F401
+    from paper_checks._claims import REGISTRY, run_check
+
+    monkeypatch.setenv(IDX.DATA_ENV, str(tmp_path))
+    cid = "horn.table1-ordering"
+    res = run_check(REGISTRY[cid], Context(seed=0, size="full", claim_id=cid))
+    assert res.verdict == "not-checkable" and "apt-get install dataset-fashion-mnist" in res.summary
+    assert res.evidence["data_stand_in"] and "accuracy" not in res.evidence             # nothing was trained
