@@ -5,33 +5,48 @@
     python -m validation report [--out PATH] [--quick]
 
 TARGET is ``module:callable``, ``path/to/file.py:callable`` or a built-in target (``refattn``,
-``performer-pytorch``, ``sklearn-rbf``). Exit status: 0 every check passed, 1 a check failed, 2 a usage or import
-error (the message names the problem).
+``performer-pytorch``, ``sklearn-rbf``). Every argument is validated before anything runs. Exit status: 0 every
+check passed, 1 a check failed, 2 a usage or import error (one line per bad argument, naming it).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-from .checks import ATTENTION_FAMILIES, FEATURE_FAMILIES, KINDS, UsageError, check
+from .checks import ATTENTION_FAMILIES, FAMILIES, FEATURE_FAMILIES, KINDS, UsageError, check, validate_options
+from .crosscheck import FRAMEWORKS
+
+
+def _families_help() -> str:
+    lines = ["families (--as):",
+             f"  omega contract, features: {', '.join(sorted(FEATURE_FAMILIES))}",
+             f"  omega contract, attention: {', '.join(ATTENTION_FAMILIES)}",
+             "  the papers' families (each with its own contract; see validation.families.<module>):"]
+    for name, fam in FAMILIES.items():
+        for kind, c in fam.contracts.items():
+            lines.append(f"    {name:15s} --kind {kind:9s} {c.signature}")
+    return "\n".join(lines)
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m validation", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("check", help="run the checks on one target")
+    c = sub.add_parser("check", help="run the checks on one target", epilog=_families_help(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("target", metavar="TARGET", help="module:callable, file.py:callable, or refattn | "
                    "performer-pytorch | sklearn-rbf")
     c.add_argument("--kind", required=True, choices=KINDS)
-    c.add_argument("--as", dest="family", default=None,
-                   help=f"refattn family: features {sorted(FEATURE_FAMILIES)}; attention {list(ATTENTION_FAMILIES)}")
+    c.add_argument("--as", dest="family", default=None, metavar="FAMILY",
+                   help="the refattn family the target implements (listed below)")
     c.add_argument("--framework", default=None, help="numpy | torch | jax (default: numpy, or the target's own)")
     c.add_argument("--dtype", default="float64", choices=("float32", "float64"))
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--quick", action="store_true", help="smaller Monte Carlo sizes (<= 15 s)")
-    c.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON")
+    c.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON (the parent directory "
+                   "must exist)")
     r = sub.add_parser("report", help="run every built-in target and write the markdown findings table")
     r.add_argument("--out", default=None, metavar="PATH", help="write the markdown here (default: stdout)")
     r.add_argument("--quick", action="store_true")
@@ -39,8 +54,51 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def output_path_problem(flag: str, path: str) -> str | None:
+    """Why `path` cannot be written (parent missing or not writable, a directory), or None. Creates no directory;
+    a probe file that did not exist before is removed again."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        return f"{flag} {path}: the directory {parent} does not exist (it is not created)"
+    if os.path.isdir(path):
+        return f"{flag} {path}: is a directory; expected a file path"
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        return f"{flag} {path}: cannot be written ({e.strerror or e})"
+    if not existed:
+        os.remove(path)
+    return None
+
+
+def argument_problems(args) -> list[str]:
+    """One message per bad argument (empty when every argument is valid)."""
+    bad = []
+    if args.seed < 0:
+        bad.append(f"--seed: expected a non-negative integer; got {args.seed}")
+    if args.command == "check":
+        if args.framework is not None and args.framework not in FRAMEWORKS:
+            bad.append(f"--framework: unknown framework {args.framework!r}; expected one of {sorted(FRAMEWORKS)}")
+        bad += validate_options(args.kind, args.dtype, args.family, None)
+        out = ("--json", args.json)
+    else:
+        out = ("--out", args.out)
+    if out[1] is not None:
+        problem = output_path_problem(*out)
+        if problem:
+            bad.append(problem)
+    return bad
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    bad = argument_problems(args)
+    if bad:
+        for line in bad:
+            print(f"error: {line}", file=sys.stderr)
+        return 2
     try:
         if args.command == "report":
             from .crosscheck.report import write_report

@@ -68,6 +68,20 @@ def global_max_favor(q, k, v, omega, causal):
     return _global_max_favor(q, k, v, omega, causal, 0.0)
 
 
+def unstabilised_favor(q, k, v, omega, causal):
+    """No stabiliser at all: raw exp(x omega^T - |x|^2/2) features and prefix sums. It cannot leak (each output
+    uses only its prefix), but keys far below the largest exponent underflow to zero features: 0/0 outputs."""
+    s = q.shape[-1] ** -0.25
+    phi_q = np.exp((q * s) @ omega.T - 0.5 * np.sum((q * s) ** 2, -1, keepdims=True))   # (..., L, m)
+    phi_k = np.exp((k * s) @ omega.T - 0.5 * np.sum((k * s) ** 2, -1, keepdims=True))   # (..., L, m)
+    if not causal:
+        return (phi_q @ (np.swapaxes(phi_k, -1, -2) @ v)) / (phi_q @ phi_k.sum(-2)[..., None])
+    S = np.cumsum(phi_k[..., :, :, None] * v[..., :, None, :], axis=-3)               # (..., L, m, d_v)
+    z = np.cumsum(phi_k, axis=-2)                                                     # (..., L, m)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return np.einsum("...lm,...lmd->...ld", phi_q, S) / np.sum(phi_q * z, -1, keepdims=True)
+
+
 def no_scale_favor(q, k, v, omega, causal):
     """Missing d^{-1/4}: FAVOR+ on the raw q, k (estimates exp(q.k), not exp(q.k/sqrt d))."""
     s = q.shape[-1] ** 0.25                                                            # undo favor's d^{-1/4}

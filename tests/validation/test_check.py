@@ -90,6 +90,18 @@ def test_planted_defects_pass_the_checks_they_do_not_break():
     assert rep.passed                                      # the same map is right under its true name (KL Eq. 9)
 
 
+def test_underflow_without_a_leak_is_unstable_not_a_leak():
+    """An unstabilised causal map underflows to 0/0 on the underflow probe in both runs: stability fails, and
+    prefix_invariance (which compares where both runs are finite) does not call it a leak."""
+    rep = check(P.unstabilised_favor, kind="attention", dtype="float32", quick=True,
+                checks=("prefix_invariance", "stability"))
+    assert rep["stability"].passed is False and rep["stability"].figure > 0
+    assert rep["prefix_invariance"].passed is not False, rep["prefix_invariance"].detail
+    assert "non-finite in both runs" in rep["prefix_invariance"].detail
+    rep = check(P.global_max_favor, kind="attention", dtype="float32", quick=True, checks=("prefix_invariance",))
+    assert rep["prefix_invariance"].passed is False and "a leak" in rep["prefix_invariance"].detail
+
+
 def test_kernel_names_what_a_feature_map_estimates():
     rep = check(P.wrong_offset_features, kind="features", quick=True, checks=("kernel",))
     assert rep.passed and "unbiased for gaussian" in rep["kernel"].detail

@@ -67,3 +67,30 @@ def test_exit_2_with_a_message_not_a_traceback(args, message):
     assert p.returncode == 2, p.stdout + p.stderr
     assert message in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_bad_output_paths_exit_2_before_running_and_create_nothing(tmp_path):
+    missing = tmp_path / "no_such_dir" / "r.json"
+    p = run("check", "refattn", "--kind", "attention", "--json", str(missing))
+    assert p.returncode == 2 and "does not exist" in p.stderr and not missing.parent.exists()
+    p = run("check", "refattn", "--kind", "attention", "--json", "/proc/x.json")
+    assert p.returncode == 2 and "--json /proc/x.json: cannot be written" in p.stderr
+    assert p.stdout == ""                                  # nothing ran
+    p = run("report", "--out", str(tmp_path))
+    assert p.returncode == 2 and "is a directory" in p.stderr
+
+
+def test_every_bad_argument_gets_its_own_line():
+    p = run("check", "refattn", "--kind", "features", "--as", "nope", "--seed", "-1", "--framework", "mx",
+            "--json", "/proc/x.json")
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
+    assert [ln.split()[1].rstrip(":") for ln in lines] == ["--seed", "--framework", "--as", "--json"], p.stderr
+
+
+def test_help_lists_the_families_with_their_contracts():
+    p = run("check", "--help")
+    assert p.returncode == 0
+    for fam in ("gmm-rks", "gmm-prf", "fastfood-rks", "fastfood-prf", "generative-rks", "generative-prf", "flt"):
+        assert fam in p.stdout
+    assert "fn(x, noise, logits, mu, S)" in p.stdout and "fn(pos, xi, w) -> (N1, N2)" in p.stdout

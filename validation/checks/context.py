@@ -20,7 +20,7 @@ from ..assertions import default_rtol
 from ..crosscheck import Framework, UsageError
 
 __all__ = ["ALPHA", "Sizes", "SIZES", "QUICK", "Ctx", "CONTRACT", "combine", "gradfn", "check_signature", "probe",
-           "tol", "zcrit", "kernel_points", "mc_z"]
+           "tol", "zcrit", "kernel_points", "mc_z", "convert"]
 
 #: false-alarm probability of each statistical check (haar, unbiased, kernel)
 ALPHA = 1e-3
@@ -81,20 +81,21 @@ class Ctx:
     def call(self, *args, raw=False):
         """The candidate on `args` (NumPy arrays converted to its framework; other values passed as they are)."""
         fw = self.fw
-        conv = [_convert(fw, a) for a in args]
+        conv = [convert(fw, a) for a in args]
         out = combine(self.fn(*conv), self.kind)
         if not fw.is_array(out):
             raise UsageError(f"{self.name}: returned {type(out).__name__}; expected a {fw.name} array")
         return out if raw else fw.to_numpy(out)
 
 
-def _convert(fw: Framework, a: Any) -> Any:
+def convert(fw: Framework, a: Any) -> Any:
+    """NumPy arrays (also inside dicts and lists) as arrays of the candidate's framework; other values as given."""
     if isinstance(a, np.ndarray):
         return fw.asarray(a)
     if isinstance(a, dict):
-        return {k: _convert(fw, v) for k, v in a.items()}
+        return {k: convert(fw, v) for k, v in a.items()}
     if isinstance(a, list):
-        return [_convert(fw, v) for v in a]
+        return [convert(fw, v) for v in a]
     return a
 
 

@@ -25,7 +25,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..checks.context import ALPHA, Ctx, kernel_points, mc_z, tol, zcrit
+from refattn.tree import tree_get, tree_map, tree_paths, tree_replace
+
+from ..checks.context import ALPHA, Ctx, combine, convert, mc_z, tol, zcrit
 from ..checks.gradients import compare, self_consistency
 from ..checks.report import CheckResult
 from ..montecarlo import mean_test
@@ -42,7 +44,7 @@ def symmetric_vjp(fwd: Callable, bwd: Callable, learnable: tuple[str, ...]) -> C
         gX = bwd(C @ pY, cX)                                                # dphi(X) = C phi(Y)
         gY = bwd(np.swapaxes(C, -1, -2) @ pX, cY)                           # dphi(Y) = C^T phi(X)
         out = {"x_q": gX["x"], "x_k": gY["x"]}
-        out.update({n: gX[n] + gY[n] for n in learnable})
+        out.update({n: tree_map(lambda a, b: a + b, gX[n], gY[n]) for n in learnable})
         return out
     return vjp
 
@@ -79,7 +81,7 @@ class FeatureContract:
     def _pair(self, ctx: Ctx, x, args, raw=False):
         vals = [args[n] for n in self.arg_names[1:]]
         if self.bilinear:
-            out = ctx.fn(*(ctx.fw.asarray(a) if isinstance(a, np.ndarray) else a for a in (x, *vals)))
+            out = ctx.fn(*(convert(ctx.fw, a) for a in (x, *vals)))
             if not (isinstance(out, tuple) and len(out) == 2 and all(ctx.fw.is_array(o) for o in out)):
                 from ..crosscheck import UsageError
                 raise UsageError(f"{ctx.name}: returned {type(out).__name__}; the {self.family} contract "
@@ -137,23 +139,27 @@ class FeatureContract:
         X, Y = (self.inputs(rng, s, d).astype(ctx.dtype) for s in ((1, 2, 6), (1, 2, 5)))
         fixed = [n for n in self.arg_names[1:] if n not in self.learnable]
         diff_in = ["x_q", "x_k"] if self.differentiable_input else []
-        names = diff_in + list(self.learnable)
+        # learnable draws may be trees (a generator's weights): one differentiated argument per array leaf
+        leaves = [(n, p) for n in self.learnable for p, _ in tree_paths(args[n])]
+        names = diff_in + [f"{n}/{p}" if p else n for n, p in leaves]
         order = self.arg_names[1:]
+        X_, Y_ = ctx.fw.asarray(X), ctx.fw.asarray(Y)
 
         def g(*a):
             xs = a[:2] if self.differentiable_input else (X_, Y_)
-            rest = dict(zip(names[len(diff_in):], a[len(diff_in):len(names)], strict=True))
+            rest = {n: args[n] for n in self.learnable}
+            for (n, p), leaf in zip(leaves, a[len(diff_in):len(names)], strict=True):
+                rest[n] = tree_replace(rest[n], p, leaf)
             rest.update(zip(fixed, a[len(names):], strict=True))
             vals = [rest[n] for n in order]
             if self.bilinear:
                 A, _ = ctx.fn(xs[0], *vals)
                 _, B = ctx.fn(xs[1], *vals)
             else:
-                A, B = (_combined(ctx, ctx.fn(x, *vals)) for x in xs)
+                A, B = (combine(ctx.fn(x, *vals), "features") for x in xs)
             return gram(A, B)
-        X_, Y_ = ctx.fw.asarray(X), ctx.fw.asarray(Y)
-        diff_args = ([X, Y] if self.differentiable_input else []) + [args[n] for n in self.learnable]
-        extra = tuple(ctx.fw.asarray(args[n]) if isinstance(args[n], np.ndarray) else args[n] for n in fixed)
+        diff_args = ([X, Y] if self.differentiable_input else []) + [tree_get(args[n], p) for n, p in leaves]
+        extra = tuple(convert(ctx.fw, args[n]) for n in fixed)
         est = self.estimate(ctx, X, Y, args)
         cot = rng.standard_normal(est.shape)
         try:
@@ -162,10 +168,11 @@ class FeatureContract:
             return CheckResult("gradients", False, math.inf, t, f"autograd raised {type(e).__name__}: {e}")
         if self.ref_vjp is not None:
             r = self.ref_vjp(X.astype(np.float64), Y.astype(np.float64), _f64(args), cot)
-            worst, where, missing = compare(names, grads, [r.get(n) for n in names])
+            refs = [r.get(n) for n in diff_in] + [_leaf(r.get(n), p) for n, p in leaves]
+            worst, where, missing = compare(names, grads, refs)
             if missing:
                 return CheckResult("gradients", False, math.inf, t, missing)
-            detail = (f"max |g - g_ref| / |g_ref| of <C, {self._est_text()}> over {', '.join(names)} (worst: "
+            detail = (f"max |g - g_ref| / |g_ref| of <C, {self._est_text()}> over {_names_text(names)} (worst: "
                       f"{where}) against refattn's manual backward ({self.family})")
             if ctx.dtype == np.float64:
                 detail += ("; the candidate's gradient vs central differences of its own forward: "
@@ -177,7 +184,7 @@ class FeatureContract:
         note = self_consistency(ctx, g, names, diff_args, extra)
         ok = not note.startswith("DISAGREES")
         return CheckResult("gradients", ok, 0.0 if ok else math.inf, 1e-6,
-                           f"the candidate's gradient of <C, {self._est_text()}> for {', '.join(names)} vs central "
+                           f"the candidate's gradient of <C, {self._est_text()}> for {_names_text(names)} vs central "
                            f"differences of its own forward (validation.gradcheck.check_vjp, rtol 1e-6): {note}; with "
                            f"values passing this is the derivative of refattn's {self.family} map")
 
@@ -214,14 +221,18 @@ class FeatureContract:
                            f"{len(iu[0])} pairs of 8 points ({mt.zero_se_count} exact); false alarm {ALPHA:g}")
 
 
-def _combined(ctx, out):
-    from ..checks.context import combine
-    return combine(out, "features")
+def _leaf(tree, path):
+    if tree is None:
+        return None
+    return tree_get(tree, path) if path else tree
+
+
+def _names_text(names):
+    return ", ".join(names) if len(names) <= 8 else ", ".join(names[:6]) + f", ... ({len(names)} arrays)"
 
 
 def _f64(args: dict) -> dict:
-    return {k: (v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
-            for k, v in args.items()}
+    return tree_map(lambda v: v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v, args)
 
 
 @dataclasses.dataclass

@@ -1,0 +1,190 @@
+"""Candidates for the papers' families, written from the contracts' docstrings as an outside user would (no refattn
+import), generic over NumPy and torch through array-api-compat; and planted defects, each a known way to get a
+family wrong (flagged by name in test_families.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import array_api_compat
+import numpy as np
+
+
+def _xp(*a):
+    return array_api_compat.array_namespace(*a)
+
+
+def _softmax(z, xp):
+    e = xp.exp(z - xp.max(z))
+    return e / xp.sum(e)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# GMM: omega_cj = mu_c + S_c n_cj, sqrt(C pi_c) per component, 1/sqrt(M)
+
+
+def _gmm_omega(noise, mu, S, transpose=False):
+    xp = _xp(noise, mu, S)
+    St = xp.permute_dims(S, (0, 2, 1))
+    return mu[:, None, :] + noise @ (S if transpose else St)                   # (C, Mc, d): S_c n (row form n S^T)
+
+
+def _gmm_scale(logits, Mc, xp, weighted=True):
+    C = logits.shape[0]
+    pi = _softmax(logits, xp)
+    s = xp.sqrt(C * pi) if weighted else xp.ones_like(pi)
+    return xp.reshape(xp.broadcast_to(s[:, None], (C, Mc)), (C * Mc,))
+
+
+def gmm_rks(x, noise, logits, mu, S, *, transpose=False, weighted=True):
+    xp = _xp(x, noise)
+    C, Mc, d = noise.shape
+    om = xp.reshape(_gmm_omega(noise, mu, S, transpose), (C * Mc, d))
+    u = x @ xp.matrix_transpose(om)                                            # (..., L, M)
+    sc = _gmm_scale(logits, Mc, xp, weighted) / math.sqrt(C * Mc)
+    return xp.concat([xp.cos(u) * sc, xp.sin(u) * sc], axis=-1)
+
+
+def gmm_prf(x, noise, logits, mu, S, *, offset=1.0):
+    xp = _xp(x, noise)
+    C, Mc, d = noise.shape
+    om = xp.reshape(_gmm_omega(noise, mu, S), (C * Mc, d))
+    u = x @ xp.matrix_transpose(om) - offset * xp.sum(x * x, axis=-1, keepdims=True)
+    return xp.exp(u) * (_gmm_scale(logits, Mc, xp) / math.sqrt(C * Mc))
+
+
+def gmm_rks_transposed_S(x, noise, logits, mu, S):
+    """omega = mu + S^T n: covariance S^T S, the paper's Theorem 3 statement read literally."""
+    return gmm_rks(x, noise, logits, mu, S, transpose=True)
+
+
+def gmm_rks_no_weight(x, noise, logits, mu, S):
+    """Missing sqrt(C pi_c): every component weighted 1/C whatever the logits."""
+    return gmm_rks(x, noise, logits, mu, S, weighted=False)
+
+
+def gmm_prf_half_offset(x, noise, logits, mu, S):
+    """The FAVOR+ offset |x|^2/2 where Eq. 9 has |x|^2: estimates another kernel."""
+    return gmm_prf(x, noise, logits, mu, S, offset=0.5)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# FastFood: V_b = diag(S) H diag(G) Pi H diag(B) / sqrt(D), x padded to D
+
+
+def _hadamard(D):
+    H = np.ones((1, 1))
+    while H.shape[0] < D:
+        H = np.block([[H, H], [H, -H]])
+    return H
+
+
+def _fastfood_u(x, S, G, B, perm, *, use_S=True, normalised_H=False):
+    xp = _xp(x, S)
+    nb, D = S.shape
+    d = x.shape[-1]
+    if D > d:
+        x = xp.concat([x, xp.zeros(tuple(x.shape[:-1]) + (D - d,), dtype=x.dtype)], axis=-1)
+    H = xp.asarray(_hadamard(D) / (math.sqrt(D) if normalised_H else 1.0), dtype=x.dtype)
+    out = []
+    for b in range(nb):
+        z = (x * B[b]) @ H                                                      # H B x (H symmetric)
+        z = xp.take(z, perm[b], axis=-1) * G[b]                                 # G Pi H B x
+        z = z @ H
+        out.append(z * S[b] / math.sqrt(D) if use_S else z / math.sqrt(D))
+    return xp.concat(out, axis=-1)                                              # (..., L, M) block-major
+
+
+def fastfood_rks(x, S, G, B, perm, **kw):
+    xp = _xp(x, S)
+    u = _fastfood_u(x, S, G, B, perm, **kw)
+    M = u.shape[-1]
+    return xp.concat([xp.cos(u), xp.sin(u)], axis=-1) / math.sqrt(M)
+
+
+def fastfood_prf(x, S, G, B, perm, **kw):
+    xp = _xp(x, S)
+    u = _fastfood_u(x, S, G, B, perm, **kw)
+    return xp.exp(u - xp.sum(x * x, axis=-1, keepdims=True)) / math.sqrt(u.shape[-1])
+
+
+def fastfood_rks_no_S(x, S, G, B, perm):
+    """FastFood without the chi-law S (basic FastFood): rows of a block share one norm."""
+    return fastfood_rks(x, S, G, B, perm, use_S=False)
+
+
+def fastfood_prf_normalised_H(x, S, G, B, perm):
+    """Orthonormal H / sqrt(D) in both transforms where the contract has the unnormalised one."""
+    return fastfood_prf(x, S, G, B, perm, normalised_H=True)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Generative: an MLP on the noise (evaluation mode), then RKS / PRF
+
+
+def _generator(noise, params, state, *, use_running=True, out_tanh=True):
+    xp = _xp(noise)
+    h = noise
+    n = len(params["gamma"])
+    for i in range(n):
+        z = h @ params["W"][i] + params["b"][i]
+        if use_running:
+            mean, var = state["mean"][i], state["var"][i]
+        else:                                                                   # batch statistics (training mode)
+            mean, var = xp.mean(z, axis=0), xp.var(z, axis=0)
+        z = params["gamma"][i] * (z - mean) / xp.sqrt(var + 1e-5) + params["beta"][i]
+        h = xp.where(z > 0, z, 0.01 * z)
+    z = h @ params["W"][n] + params["b"][n]
+    return xp.tanh(z) if out_tanh else z
+
+
+def generative_rks(x, noise, params, state, **kw):
+    xp = _xp(x, noise)
+    om = _generator(noise, params, state, **kw)
+    u = x @ xp.matrix_transpose(om)
+    return xp.concat([xp.cos(u), xp.sin(u)], axis=-1) / math.sqrt(om.shape[0])
+
+
+def generative_prf(x, noise, params, state, **kw):
+    xp = _xp(x, noise)
+    om = _generator(noise, params, state, **kw)
+    return xp.exp(x @ xp.matrix_transpose(om) - xp.sum(x * x, axis=-1, keepdims=True)) / math.sqrt(om.shape[0])
+
+
+def generative_rks_batch_stats(x, noise, params, state):
+    """Batch norm with the batch's statistics at evaluation: frequencies coupled, not the contract's map."""
+    return generative_rks(x, noise, params, state, use_running=False)
+
+
+def generative_prf_no_tanh(x, noise, params, state):
+    """The generator's output layer without tanh."""
+    return generative_prf(x, noise, params, state, out_tanh=False)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# FLT: a = 2 pi pos . xi, weights 1/r, sign(w) on one side
+
+
+def flt(pos, xi, w, *, angular=False, one_over_t=False):
+    xp = _xp(pos, xi)
+    r = xi.shape[0]
+    a = (pos @ xp.matrix_transpose(xi)) * (1.0 if angular else 2 * math.pi)    # (..., L, r)
+    if one_over_t:
+        wt = w / xp.arange(1, r + 1, dtype=w.dtype)                            # printed Eqs. 14-15: w_t / t
+    else:
+        wt = w / r
+    s = xp.sqrt(xp.abs(wt))
+    sg = xp.sign(wt)
+    c, sn = xp.cos(a), xp.sin(a)
+    return xp.concat([c * s, sn * s], axis=-1), xp.concat([c * s * sg, sn * s * sg], axis=-1)
+
+
+def flt_angular(pos, xi, w):
+    """Angular frequencies: phase pos . xi instead of 2 pi pos . xi."""
+    return flt(pos, xi, w, angular=True)
+
+
+def flt_one_over_t(pos, xi, w):
+    """The printed 1/t weighting of the t-th term instead of the average 1/r."""
+    return flt(pos, xi, w, one_over_t=True)

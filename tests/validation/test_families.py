@@ -1,0 +1,87 @@
+"""The papers' families (``--as gmm-rks`` ...): refattn passes its own contracts, an outside candidate written from
+the contract passes (NumPy; torch with gradients), and each planted defect is flagged by the named check."""
+
+from __future__ import annotations
+
+import pytest
+
+from validation import check
+from validation.families import FAMILIES
+
+from . import family_candidates as fc
+
+FEATURE_FAMILIES = sorted(n for n, f in FAMILIES.items() if "features" in f.kinds)
+CANDIDATES = {"gmm-rks": fc.gmm_rks, "gmm-prf": fc.gmm_prf, "fastfood-rks": fc.fastfood_rks,
+              "fastfood-prf": fc.fastfood_prf, "generative-rks": fc.generative_rks,
+              "generative-prf": fc.generative_prf, "flt": fc.flt}
+
+
+def _all_pass(rep):
+    for c in rep.checks:
+        assert c.passed is not False, f"{rep.target} as {rep.family}: {c.name} failed: {c.figure} > {c.threshold}: " \
+                                      f"{c.detail}"
+    assert rep.passed
+
+
+@pytest.mark.parametrize("family", FEATURE_FAMILIES)
+def test_refattn_passes_its_own_contract(family):
+    rep = check("refattn", kind="features", family=family, quick=True)
+    _all_pass(rep)
+    assert rep["values"].figure <= 1e-12 and rep["kernel"].passed and rep["dtype"].passed
+
+
+def test_every_family_has_an_outside_candidate():
+    assert set(CANDIDATES) == set(FEATURE_FAMILIES)
+
+
+@pytest.mark.parametrize("family", sorted(CANDIDATES))
+def test_outside_numpy_candidate_passes(family):
+    _all_pass(check(CANDIDATES[family], kind="features", family=family, quick=True))
+
+
+@pytest.mark.parametrize("family", sorted(CANDIDATES))
+def test_outside_torch_candidate_passes_with_gradients(family):
+    pytest.importorskip("torch")
+    rep = check(CANDIDATES[family], kind="features", family=family, framework="torch", quick=True,
+                checks=("values", "gradients", "dtype"))
+    _all_pass(rep)
+    assert rep["gradients"].passed is True, rep["gradients"].detail
+
+
+PLANTED = [
+    ("transposed S", fc.gmm_rks_transposed_S, "gmm-rks", "values"),
+    ("transposed S biases the kernel", fc.gmm_rks_transposed_S, "gmm-rks", "kernel"),
+    ("missing sqrt(C pi_c)", fc.gmm_rks_no_weight, "gmm-rks", "kernel"),
+    ("PRF offset |x|^2/2", fc.gmm_prf_half_offset, "gmm-prf", "kernel"),
+    ("FastFood without the chi-law S", fc.fastfood_rks_no_S, "fastfood-rks", "values"),
+    ("FastFood with an orthonormal H", fc.fastfood_prf_normalised_H, "fastfood-prf", "kernel"),
+    ("generator batch statistics at evaluation", fc.generative_rks_batch_stats, "generative-rks", "values"),
+    ("generator without tanh", fc.generative_prf_no_tanh, "generative-prf", "kernel"),
+    ("FLT angular frequencies", fc.flt_angular, "flt", "kernel"),
+    ("FLT 1/t weights", fc.flt_one_over_t, "flt", "kernel"),
+]
+
+
+@pytest.mark.parametrize("label, fn, family, name", PLANTED, ids=[p[0] for p in PLANTED])
+def test_planted_family_defect_is_flagged_by_its_check(label, fn, family, name):
+    rep = check(fn, kind="features", family=family, quick=True, checks=(name,))
+    c = rep[name]
+    assert c.passed is False, f"{label} not flagged by {name}: {c.figure} vs {c.threshold}: {c.detail}"
+
+
+def test_wrong_gradient_in_a_torch_family_candidate_is_flagged():
+    torch = pytest.importorskip("torch")
+
+    class Scaled(torch.autograd.Function):                  # identity forward, gradient 1 % too large
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return 1.01 * g
+
+    def bad(x, noise, logits, mu, S):
+        return fc.gmm_rks(x, noise, logits, mu, Scaled.apply(S))
+    rep = check(bad, kind="features", family="gmm-rks", framework="torch", quick=True, checks=("gradients",))
+    assert rep["gradients"].passed is False and "S" in rep["gradients"].detail
