@@ -31,4 +31,5 @@ def complex_mask_estimate(pos, xi, w) -> np.ndarray:
 def complex_single_sample(delta: np.ndarray, xi: np.ndarray, w: np.ndarray) -> np.ndarray:
     """The single-frequency estimator of Lemma A.2, ``e^{2 pi i delta.xi} g(xi)/p(xi)``: ``(r, ...)`` for
     offsets ``delta: (..., D)``."""
-    return np.exp(2j * np.pi * np.einsum("rd,...d->r...", xi, delta)) * np.reshape(w, (-1,) + (1,) * (delta.ndim - 1))
+    w_b = np.reshape(w, (-1,) + (1,) * (delta.ndim - 1))                          # (r, 1, ...)
+    return np.exp(2j * np.pi * np.einsum("rd,...d->r...", xi, delta)) * w_b

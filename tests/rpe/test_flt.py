@@ -1,6 +1,6 @@
-"""FLT features and Algorithm 1: real form == Re(complex reference) per draw, Theorem 4.1 (unbiased, D = 1, 2, 3)
-with a must-fail companion, Lemma A.2 / Theorem A.3 variance bound, the truncated local-RPE estimator, Algorithm 1
-against the exact RPE oracle (both modes), gradients of every learnable parameter, bad input."""
+"""FLT features and Algorithm 1: real form == Re(complex reference) per draw, Theorem 4.1 (unbiased, D = 1, 2,
+3) with a must-fail companion, Lemma A.2 / Theorem A.3 variance bound, the truncated local-RPE estimator,
+Algorithm 1 against the exact RPE oracle (both modes), gradients of every learnable parameter, bad input."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ def cases(D):
         "cauchy-kernel": (CauchyKernel(A(1.2), A(0.8)), None),
         "bspline2": (BSpline(A(0.9), lin, 2), Proposal("cauchy", z, A(0.7))),
         "gauss-basis": (GaussianBasis(A([1.0, 0.5]), A([0.5, 0.9])), Proposal("gaussian", z, A(0.5))),
-        "shifted-gauss": (Shifted(GaussianKernel(A(1.0), A(0.8)), 0.3 * lin), Proposal("gaussian", z, A(0.3))),
+        "shifted-gauss": (Shifted(GaussianKernel(A(1.0), A(0.8)), 0.3 * lin),
+                          Proposal("gaussian", z, A(0.3))),
     }
     return {k: (s, p if p is not None else kernel_proposal(s, D)) for k, (s, p) in out.items()}
 
@@ -83,9 +84,10 @@ def test_real_features_equal_real_part_of_complex_reference(D, xp):
         w_re, w_im = flt_importance_weights(eps, spec, prop)
         w = np.asarray(w_re) + (0 if w_im is None else 1j * np.asarray(w_im))
         ref = complex_mask_estimate(pos_np, np.asarray(xi), w).real
-        spec_x = type(spec)(*[xp.asarray(a) if isinstance(a, np.ndarray) else a for a in spec]) \
-            if not isinstance(spec, Shifted) else Shifted(type(spec.base)(*[xp.asarray(a) for a in spec.base]),
-                                                            xp.asarray(spec.shift))
+        if isinstance(spec, Shifted):
+            spec_x = Shifted(type(spec.base)(*[xp.asarray(a) for a in spec.base]), xp.asarray(spec.shift))
+        else:
+            spec_x = type(spec)(*[xp.asarray(a) if isinstance(a, np.ndarray) else a for a in spec])
         prop_x = Proposal(prop.kind, xp.asarray(prop.loc), xp.asarray(prop.scale))
         got = flt_mask_estimate(xp.asarray(pos_np), xp.asarray(eps), spec_x, prop_x)
         assert_close(got, xp.asarray(ref), rtol=1e-12, atol=1e-13, label=name)
@@ -107,7 +109,8 @@ def test_kernel_proposal_makes_the_diagonal_exact():
     """With p = g/C the weights are the constant C, so N_hat_ii = |N1_i|^2 = C for every draw."""
     spec = GaussianKernel(A(1.7), A(0.5))
     eps = draw_flt_noise(np.random.default_rng(0), 7, 2)
-    N_hat = flt_mask_estimate(np.random.default_rng(1).standard_normal((5, 2)), eps, spec, kernel_proposal(spec, 2))
+    pos = np.random.default_rng(1).standard_normal((5, 2))
+    N_hat = flt_mask_estimate(pos, eps, spec, kernel_proposal(spec, 2))
     assert_close(np.diag(N_hat), np.full(5, 1.7), rtol=1e-14)
 
 
@@ -125,7 +128,8 @@ def test_theorem_4_1_unbiased(D, seed):
         # The diagonal (f(0), exact in every draw for the kernels' own proposals) has SE ~1e-17 of rounding
         # noise: compared exactly (se_floor), the z statistics are over the off-diagonal entries.
         res = mean_test(est, np.asarray(rpe_mask(pos, spec)), n_se=5, atol=1e-12, se_floor=1e-12)
-        assert res.passed, (f"{name} D={D}: max |z| {res.z:.2f} over {res.n_positive_se} positive-SE entries, "
+        assert res.passed, (f"{name} D={D}: max |z| {res.z:.2f} over {res.n_positive_se} positive-SE "
+                            "entries, "
                             f"zero-SE max deviation {res.zero_se_max_dev:.2e}, seed {seed}")
 
 
@@ -157,7 +161,7 @@ def _c_numeric(spec, prop, grid):
 
 
 @pytest.mark.parametrize("name", ["gauss-kernel", "gm", "gauss-basis"])
-def test_variance_bound_A3(name, seed):
+def test_variance_bound_a3(name, seed):
     """Measured Var[phi(x)^T psi(y)] of the complex estimator and of the real form are <= (c^2 - f^2)/r
     (within 5 standard errors of the sample variance); for the kernel's own proposal the complex variance
     equals the bound."""
@@ -170,7 +174,8 @@ def test_variance_bound_A3(name, seed):
     eps = draw_flt_noise(rng, n * r, 1, prop.kind)
     xi, _ = flt_frequencies(eps, prop)
     w_re, w_im = flt_importance_weights(eps, spec, prop)
-    Z = complex_single_sample(deltas[:, None], np.asarray(xi), np.asarray(w_re)).reshape(n, r, -1).mean(axis=1)
+    Z = complex_single_sample(deltas[:, None], np.asarray(xi), np.asarray(w_re))
+    Z = Z.reshape(n, r, -1).mean(axis=1)
     bound = (c * c - f * f) / r
     for est in (Z, Z.real):                                        # complex (paper) and real (refattn) forms
         dev = np.abs(est - est.mean(axis=0)) ** 2
@@ -201,9 +206,11 @@ def test_truncated_box_estimator_mean_is_the_truncated_integral(seed):
     rng = np.random.default_rng([seed, 11])
     N1, N2 = (np.asarray(x) for x in flt_features(pos, draw_flt_noise(rng, n * r, 1, "uniform"), spec, prop,
                                                    allow_truncation=True))
-    est = n * np.einsum("icbk,jcbk->bij", N1.reshape(4, 2, n, r), N2.reshape(4, 2, n, r))[:, 0, :]  # f(0 - pos)
+    # f(0 - pos)
+    est = n * np.einsum("icbk,jcbk->bij", N1.reshape(4, 2, n, r), N2.reshape(4, 2, n, r))[:, 0, :]
     dlt = np.abs(pos[:, 0])
-    trunc = C / np.pi * (special.sici(2 * np.pi * B * (v + dlt))[0] + special.sici(2 * np.pi * B * (v - dlt))[0])
+    trunc = C / np.pi * (special.sici(2 * np.pi * B * (v + dlt))[0]
+                         + special.sici(2 * np.pi * B * (v - dlt))[0])
     res = assert_mean_within_se(est, trunc, n_se=5, seed=seed)
     f = np.asarray(rpe_mask(pos, spec))[0]
     assert f[2] == C / 2                                            # |D| = v: the inversion midpoint
@@ -234,7 +241,8 @@ def test_feature_gradients_box_family_and_per_axis_scale():
     prop = Proposal("uniform", A([0.1, -0.2]), A([2.0, 3.0]))
     rng = np.random.default_rng(6)
     pos, eps = rng.standard_normal((4, 2)), draw_flt_noise(rng, 5, 2, "uniform")
-    check_vjp(lambda spectrum, proposal: flt_features_fwd(pos, eps, spectrum, proposal, allow_truncation=True),
+    check_vjp(lambda spectrum, proposal: flt_features_fwd(pos, eps, spectrum, proposal,
+                                                          allow_truncation=True),
               flt_features_bwd, {"spectrum": spec, "proposal": prop})
 
 
@@ -325,9 +333,11 @@ def test_bad_inputs():
     spec, prop = cases(2)["gm"]
     rng = np.random.default_rng(0)
     pos, eps = rng.standard_normal((4, 2)), draw_flt_noise(rng, 5, 2)
-    with pytest.raises(ValueError, match=r"pos: expected shape \(\.\.\., L, D\) with .*D = 2 \(from spectrum.mu\); got \(4, 3\)"):
+    with pytest.raises(ValueError, match=r"pos: expected shape \(\.\.\., L, D\) with .*D = 2 \(from "
+                                          r"spectrum.mu\); got \(4, 3\)"):
         flt_features(rng.standard_normal((4, 3)), eps, spec, prop)
-    with pytest.raises(ValueError, match=r"eps: expected shape \(r, D\) with .*D = 2 \(from spectrum.mu\); got \(5, 1\)"):
+    with pytest.raises(ValueError, match=r"eps: expected shape \(r, D\) with .*D = 2 \(from spectrum.mu\); "
+                                          r"got \(5, 1\)"):
         flt_features(pos, rng.standard_normal((5, 1)), spec, prop)
     with pytest.raises(ValueError, match=r"proposal.scale: expected positive values"):
         flt_features(pos, eps, spec, Proposal("gaussian", A([0.0, 0.0]), A(-0.5)))

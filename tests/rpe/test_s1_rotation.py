@@ -68,7 +68,7 @@ def test_lemma1_constrained_form_is_relative(rng):
         np.testing.assert_allclose(_pair(z - tau, zp - tau, omega, Wq, Wk), expected, rtol=1e-9, atol=1e-9)
 
 
-def test_lemma1_converse_generic_W_is_not_relative(rng):
+def test_lemma1_converse_generic_w_is_not_relative(rng):
     """Converse: the decomposition into z - z' and z + z' terms holds for every M, and a symmetric part with
     unequal diagonal or an antisymmetric mismatch (c != -b) gives a shift-dependent inner product."""
     n = 200
@@ -83,10 +83,11 @@ def test_lemma1_converse_generic_W_is_not_relative(rng):
                   + (d - a) / 2 * np.cos(sm) + (b + c) / 2 * np.sin(sm))
         np.testing.assert_allclose(_pair(z, zp, omega, M, np.eye(2)), decomp, rtol=1e-9, atol=1e-12)
         moved = np.abs(_pair(z - tau, zp - tau, omega, M, np.eye(2)) - _pair(z, zp, omega, M, np.eye(2)))
-        assert np.max(moved) > 0.1, f"M = {M.tolist()} should not be shift invariant (max change {moved.max()})"
+        assert np.max(moved) > 0.1, (f"M = {M.tolist()} should not be shift invariant (max change "
+                                     f"{moved.max()})")
 
 
-def test_lemma1_condition_is_on_Wq_WkT_not_WqT_Wk(rng):
+def test_lemma1_condition_is_on_wq_wkt_not_wqt_wk(rng):
     """Row-vector convention: W_q^T W_k of rotation form does not give invariance (the text's wording)."""
     A = np.diag([1.0, 2.0])
     R = np.array([[0.0, 1.0], [-1.0, 0.0]])
@@ -113,7 +114,8 @@ def test_relative_term_equals_positional_inner_products(xp, rng):
 def test_relative_term_is_alpha_cos_plus_beta_sin(rng):
     p = S1Params(np.array([[0.7]]), np.array([[1.3]]), np.array([[-0.4]]))
     delta = np.linspace(-5, 5, 11)
-    np.testing.assert_allclose(s1_relative_term(delta, p), 1.3 * np.cos(0.7 * delta) - 0.4 * np.sin(0.7 * delta),
+    expected = 1.3 * np.cos(0.7 * delta) - 0.4 * np.sin(0.7 * delta)
+    np.testing.assert_allclose(s1_relative_term(delta, p), expected,
                                rtol=1e-14, atol=1e-14)
 
 
@@ -151,7 +153,7 @@ def _rotation(params, tau, d):
     t = np.repeat(np.atleast_1d(tau), params.freqs.shape[-1]) if A > 1 else np.full(fr.shape, tau)
     P = 2 * fr.size
     R = np.eye(d + P)
-    for b, (w, tt) in enumerate(zip(fr, t)):
+    for b, (w, tt) in enumerate(zip(fr, t, strict=True)):
         c, s = np.cos(w * tt), np.sin(w * tt)
         R[d + 2 * b:d + 2 * b + 2, d + 2 * b:d + 2 * b + 2] = [[c, -s], [s, c]]    # [s, c] -> [s', c']
     return R
@@ -205,7 +207,7 @@ def test_favor_anisotropic_draws_are_not_invariant(rng):
     def aniso(r, D):
         om = draw_gaussian(r, 16, D)
         scale = np.ones(D)
-        scale[d::2], scale[d + 1::2] = 2.0, 0.3                                    # sin coords wide, cos narrow
+        scale[d::2], scale[d + 1::2] = 2.0, 0.3                                  # sin coords wide, cos narrow
         return om * scale
 
     y0, y1 = _paired_draws(rng, aniso)
@@ -241,7 +243,8 @@ def test_attention_gradients(rng, kernel, causal):
     if kernel != "softmax":
         args["omega"] = draw_gaussian(rng, 8, d + 2 * A * S)
         features = "hyperbolic" if kernel.endswith("hyperbolic") else "positive"
-    check_vjp(lambda **a: s1_attention_fwd(positions=_positions(np, 6, A), causal=causal, features=features, **a),
+    pos6 = _positions(np, 6, A)
+    check_vjp(lambda **a: s1_attention_fwd(positions=pos6, causal=causal, features=features, **a),
               s1_attention_bwd, args)
 
 

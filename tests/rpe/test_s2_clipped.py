@@ -1,6 +1,6 @@
 """Horn S2: fast class-sum paths equal their naive quadratic references (1-D signed with both signs in the
-window and both far regions, 2-D Manhattan, k >= grid size, L = 1), exact S2 equals the softmax oracle with the
-logits it produces, the window sums and their adjoint, gradients (q, v, w, omega), bad input, dispatch."""
+window and both far regions, 2-D Manhattan, k >= grid size, L = 1), exact S2 equals the softmax oracle with
+the logits it produces, the window sums and their adjoint, gradients (q, v, w, omega), bad input, dispatch."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def _inputs(rng, xp, L, grid, k, *, d=4, d_v=3, m=6, dtype=None, wb=()):
 
 
 @pytest.mark.parametrize("kernel", ["softmax", "favor"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"L{c[0]}-{'1d' if c[1] is None else 'grid%dx%d' % c[1]}-k{c[2]}")
+@pytest.mark.parametrize("case", CASES,
+                         ids=lambda c: f"L{c[0]}-{'1d' if c[1] is None else 'grid%dx%d' % c[1]}-k{c[2]}")
 def test_fast_equals_naive(xp, dtype, rng, case, kernel):
     L, grid, k = case
     q, v, w, omega = _inputs(rng, xp, L, grid, k, dtype=dtype)
@@ -52,7 +53,8 @@ def test_fast_equals_naive(xp, dtype, rng, case, kernel):
 
 @pytest.mark.parametrize("case", CASES[:4], ids=lambda c: f"L{c[0]}-{c[1]}-k{c[2]}")
 def test_exact_equals_softmax_oracle(xp, rng, case):
-    """Exact S2 = softmax(N) v with N_ij = q_i . w[class(i, j)] / sqrt(d) (the oracle with the mask it produces)."""
+    """Exact S2 = softmax(N) v with N_ij = q_i . w[class(i, j)] / sqrt(d) (the oracle with the mask it
+    produces)."""
     L, grid, k = case
     q, v, w, _ = _inputs(rng, xp, L, grid, k)
     N = s2_logits(q, w, k=k, grid=grid)
@@ -67,7 +69,8 @@ def test_class_index_definitions():
     H, W = 3, 4
     cls = s2_class_index(12, 3, (H, W), xp=np)
     y, x = np.divmod(np.arange(12), W)
-    np.testing.assert_array_equal(cls, np.minimum(np.abs(y[:, None] - y[None]) + np.abs(x[:, None] - x[None]), 3))
+    manhattan = np.abs(y[:, None] - y[None]) + np.abs(x[:, None] - x[None])
+    np.testing.assert_array_equal(cls, np.minimum(manhattan, 3))
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"L{c[0]}-{c[1]}-k{c[2]}")
@@ -106,7 +109,8 @@ def test_signed_one_sided_formula_is_wrong_for_signed_distances(rng):
 
 
 @pytest.mark.parametrize("kernel", ["softmax", "favor"])
-@pytest.mark.parametrize("case", [(9, None, 2), (12, (3, 4), 2), (12, (3, 4), 6)], ids=["1d", "grid", "grid-bigk"])
+@pytest.mark.parametrize("case", [(9, None, 2), (12, (3, 4), 2), (12, (3, 4), 6)],
+                         ids=["1d", "grid", "grid-bigk"])
 def test_gradients(rng, case, kernel):
     L, grid, k = case
     q, v, w, omega = _inputs(rng, np, L, grid, k, wb=(1,))

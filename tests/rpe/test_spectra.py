@@ -1,5 +1,5 @@
-"""FLT spectra: every (f, g) pair by quadrature, the proposal checks (support, finite variance), gradients of g
-for every learnable parameter, and bad input."""
+"""FLT spectra: every (f, g) pair by quadrature, the proposal checks (support, finite variance), gradients of
+g for every learnable parameter, and bad input."""
 
 from __future__ import annotations
 
@@ -58,8 +58,9 @@ def _gl(fun, a, b):
 def ft_pieces(f, xi, breaks):
     """g(xi) = int f(x) e^{-2 pi i x xi} dx over [breaks[0], breaks[-1]] (f smooth between breaks):
     (real part, imaginary part)."""
-    re = sum(_gl(lambda x: f(x) * np.cos(2 * np.pi * x * xi), a, b) for a, b in zip(breaks[:-1], breaks[1:]))
-    im = sum(_gl(lambda x: -f(x) * np.sin(2 * np.pi * x * xi), a, b) for a, b in zip(breaks[:-1], breaks[1:]))
+    cells = list(zip(breaks[:-1], breaks[1:], strict=True))
+    re = sum(_gl(lambda x: f(x) * np.cos(2 * np.pi * x * xi), a, b) for a, b in cells)
+    im = sum(_gl(lambda x: -f(x) * np.sin(2 * np.pi * x * xi), a, b) for a, b in cells)
     return re, im
 
 
@@ -110,7 +111,8 @@ def test_box_pair_is_the_printed_sinc_and_inversion_gives_half_at_the_jump():
     spec = Box(A([C]), A([[v]]))
     xi = np.linspace(-3, 3, 41)
     g_re, _ = g_np(spec, xi[:, None])
-    printed = C * np.where(xi == 0, 2 * v, np.sin(2 * np.pi * v * np.where(xi == 0, 1, xi)) / (np.pi * np.where(xi == 0, 1, xi)))
+    xi_safe = np.where(xi == 0, 1, xi)
+    printed = C * np.where(xi == 0, 2 * v, np.sin(2 * np.pi * v * xi_safe) / (np.pi * xi_safe))
     assert_close(g_re, printed, rtol=1e-13, atol=1e-13)
     for B in (1e2, 1e4, 1e6):
         trunc = C / np.pi * (special.sici(2 * np.pi * B * 2 * v)[0] + 0.0)
@@ -119,8 +121,54 @@ def test_box_pair_is_the_printed_sinc_and_inversion_gives_half_at_the_jump():
     assert f_np(spec, [v - 1e-9])[0] == C and f_np(spec, [v + 1e-9])[0] == 0.0
 
 
+def ft_box_pieces(f, xi, breaks):
+    """D-dimensional g(xi) = int f(x) cos(2 pi x . xi) dx (f even, so g is real) by tensor Gauss-Legendre over
+    the cells of the per-axis `breaks` (f constant on each cell: exact up to rounding). ``f: (n, D) ->
+    (n,)``."""
+    D = len(breaks)
+    gx, gw = np.polynomial.legendre.leggauss(40)
+    cells = [list(zip(b[:-1], b[1:], strict=True)) for b in breaks]
+    total = 0.0
+    for idx in np.ndindex(*[len(c) for c in cells]):
+        nodes, weights = [], []
+        for j, i in enumerate(idx):
+            a, b = cells[j][i]
+            nodes.append(0.5 * (b - a) * gx + 0.5 * (a + b))
+            weights.append(0.5 * (b - a) * gw)
+        grid = np.stack(np.meshgrid(*nodes, indexing="ij"), -1).reshape(-1, D)            # (n, D)
+        w = np.prod(np.stack(np.meshgrid(*weights, indexing="ij"), -1).reshape(-1, D), axis=-1)
+        total += np.sum(w * f(grid) * np.cos(2 * np.pi * grid @ np.asarray(xi)))
+    return total
+
+
+@pytest.mark.parametrize("D", [1, 2])
+def test_box_is_c_outside_the_product_by_quadrature(D):
+    """Box's docstring: f = C prod_j 1[|D_j| <= v_j] (C outside the product) transforms to its g =
+    C prod_j sin(2 pi v_j xi_j)/(pi xi_j). Box's own f is transformed by quadrature (cells split at the jumps,
+    with empty margins so a wrong support shows) and compared with Box's g, for D = 1 and 2. Companion: the
+    printed D-dimensional f with C inside the product transforms to C^D prod_j (...): for D = 2 it misses
+    Box's g by the factor C and matches Box(w=[C**D])."""
+    C, v = 1.7, np.array([0.8, 1.3])[:D]
+    spec = Box(A([C]), A([v]))
+    breaks = [[-vj - 0.5, -vj, vj, vj + 0.5] for vj in v]
+    xis = [np.zeros(D), np.full(D, 0.21), np.array([0.55, -0.3])[:D], np.array([1.1, 0.0])[:D]]
+    f_box = lambda x: np.asarray(spectrum_f(spec, x))                                            # noqa: E731
+    f_printed = lambda x: np.prod(C * (np.abs(x) <= v), axis=-1)                                  # noqa: E731
+    for xi in xis:
+        g = g_np(spec, [xi])[0][0]
+        q = ft_box_pieces(f_box, xi, breaks)
+        assert abs(q - g) <= 1e-12 * (1 + abs(g)), (D, xi, q, g)
+        q_printed = ft_box_pieces(f_printed, xi, breaks)
+        g_cD = g_np(Box(A([C ** D]), A([v])), [xi])[0][0]
+        assert abs(q_printed - g_cD) <= 1e-12 * (1 + abs(g_cD)), (D, xi, q_printed, g_cD)
+        if D >= 2 and abs(g) > 1e-3:                                                 # the erratum is visible
+            assert abs(q_printed - g) > 0.1 * abs(g), (xi, q_printed, g)
+            assert abs(q_printed / g - C) < 1e-10, (xi, q_printed / g)
+
+
 def test_sinpower_even_k_rejected_because_f_is_imaginary():
-    """Printed sin^k form with even k: g is odd, so f is purely imaginary and odd: rejected with the reason."""
+    """Printed sin^k form with even k: g is odd, so f is purely imaginary and odd: rejected with the
+    reason."""
     with pytest.raises(ValueError, match=r"spectrum.k: .*even k = 2.*purely imaginary"):
         spectrum_f(SinPower(A(1.0), A([0.5]), 2), A([[0.1]]))
 
@@ -239,8 +287,8 @@ def _var_integral_1d(spec, prop, cutoff):
 @pytest.mark.filterwarnings("ignore::scipy.integrate.IntegrationWarning")
 def test_variance_rule_agrees_with_quadrature(spec, prop, finite):
     """check_proposal's tail rule against the integral int |g|^2/p itself (D = 1): accepted pairs have a
-    converged integral (increments over [8, 16] and [16, 32] shrink), rejected ones an integral whose increments
-    do not shrink."""
+    converged integral (increments over [8, 16] and [16, 32] shrink), rejected ones an integral whose
+    increments do not shrink."""
     i8, i16, i32 = (_var_integral_1d(spec, prop, c) for c in (8.0, 16.0, 32.0))
     inc1, inc2 = i16 - i8, i32 - i16
     if finite:
@@ -283,7 +331,7 @@ def test_dimension_dependent_rules():
     check_proposal(BSpline(A(1.0), A([0.5, 0.5, 0.5]), 3), Proposal("mv_cauchy", np.zeros(3), A(1.0)))
 
 
-def test_kernel_proposal_gives_constant_weight_C():
+def test_kernel_proposal_gives_constant_weight_c():
     """App. A.4: the kernel's own spectral density as proposal makes g/p = C (c = C, the optimum)."""
     from refattn.random import draw_flt_noise
     from refattn.rpe.flt import flt_importance_weights

@@ -1,5 +1,5 @@
-"""Exact Toeplitz-FFT RPE: equals the dense C * (phi_q phi_k^T) attention and the softmax oracle with the mask it
-encodes, in both modes, chunked or not; gradients (phi_q, phi_k, v, coeffs); bad input."""
+"""Exact Toeplitz-FFT RPE: equals the dense C * (phi_q phi_k^T) attention and the softmax oracle with the mask
+it encodes, in both modes, chunked or not; gradients (phi_q, phi_k, v, coeffs); bad input."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ def test_equals_dense(xp, dtype, rng, case, causal):
     for chunk in (2**21, 7):                                                       # one chunk; many chunks
         y = toeplitz_attention(phi_q, phi_k, v, coeffs, causal=causal, chunk_elements=chunk)
         y_ref = toeplitz_attention_dense(phi_q, phi_k, v, coeffs, causal=causal)
-        assert_close(y, y_ref, rtol=None if dtype == xp.float64 else 2e-5, atol=1e-12 if dtype == xp.float64 else 1e-5)
+        f64 = dtype == xp.float64
+        assert_close(y, y_ref, rtol=None if f64 else 2e-5, atol=1e-12 if f64 else 1e-5)
 
 
 def test_dense_reference_is_the_definition(rng):
@@ -55,7 +56,8 @@ def test_dense_reference_is_the_definition(rng):
                 a = coeffs[i - j + L - 1] * phi_q[i] @ phi_k[j]
                 num[i] += a * v[j]
                 den[i] += a
-        np.testing.assert_allclose(toeplitz_attention_dense(phi_q, phi_k, v, coeffs, causal=causal), num / den,
+        y_dense = toeplitz_attention_dense(phi_q, phi_k, v, coeffs, causal=causal)
+        np.testing.assert_allclose(y_dense, num / den,
                                    rtol=1e-13)
 
 
@@ -96,7 +98,8 @@ def test_causal_ignores_negative_offsets(xp, rng):
 @pytest.mark.parametrize("cb", [(), (3,), (1, 3)], ids=["shared", "per-head", "keepdims"])
 def test_gradients(rng, causal, cb):
     phi_q, phi_k, v, coeffs = _inputs(rng, np, (2, 3), 6, 3, 2, cb)
-    check_vjp(lambda **a: toeplitz_attention_fwd(**a, causal=causal, chunk_elements=40), toeplitz_attention_bwd,
+    check_vjp(lambda **a: toeplitz_attention_fwd(**a, causal=causal, chunk_elements=40),
+              toeplitz_attention_bwd,
               dict(phi_q=phi_q, phi_k=phi_k, v=v, coeffs=coeffs))
 
 
