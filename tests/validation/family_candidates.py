@@ -188,3 +188,25 @@ def flt_angular(pos, xi, w):
 def flt_one_over_t(pos, xi, w):
     """The printed 1/t weighting of the t-th term instead of the average 1/r."""
     return flt(pos, xi, w, one_over_t=True)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# S2: exact softmax over clipped signed distances, w row r + k = w_r
+
+
+def s2(q, v, w, k, *, lower=None):
+    xp = _xp(q, v, w)
+    Lq, d = q.shape[-2], q.shape[-1]
+    rel = np.arange(Lq)[None, :] - np.arange(Lq)[:, None]                     # j - i
+    cls = np.clip(rel, -k if lower is None else lower, k) + k                   # (L, L) class index
+    logits = (q @ xp.matrix_transpose(w)) / math.sqrt(d)                        # (..., L, 2k + 1)
+    A = 0.0
+    for r in range(2 * k + 1):
+        A = A + logits[..., :, r:r + 1] * xp.asarray((cls == r).astype(np.float64), dtype=q.dtype)
+    A = xp.exp(A - xp.max(A, axis=-1, keepdims=True))
+    return (A @ v) / xp.sum(A, axis=-1, keepdims=True)
+
+
+def s2_one_tail(q, v, w, k):
+    """The one-sided far-region formula on signed distances: keys with j - i <= -k are not given w_{-k}."""
+    return s2(q, v, w, k, lower=-(k - 1))

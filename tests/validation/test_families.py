@@ -69,6 +69,18 @@ def test_planted_family_defect_is_flagged_by_its_check(label, fn, family, name):
     assert c.passed is False, f"{label} not flagged by {name}: {c.figure} vs {c.threshold}: {c.detail}"
 
 
+def test_s2_refattn_outside_candidate_and_one_tail_defect():
+    _all_pass(check("refattn", kind="attention", family="s2", quick=True))
+    _all_pass(check(fc.s2, kind="attention", family="s2", quick=True))
+    rep = check(fc.s2_one_tail, kind="attention", family="s2", quick=True, checks=("values",))
+    assert rep["values"].passed is False
+    torch = pytest.importorskip("torch")
+    assert torch is not None
+    rep = check(fc.s2, kind="attention", family="s2", framework="torch", quick=True)
+    _all_pass(rep)
+    assert rep["gradients"].passed is True
+
+
 def test_wrong_gradient_in_a_torch_family_candidate_is_flagged():
     torch = pytest.importorskip("torch")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["FAMILIES"]
 
-from . import fastfood, flt, generative, gmm
+from . import fastfood, flt, generative, gmm, s2
 
 #: family name -> spec (see validation.families.base.Family)
-FAMILIES: dict = {**gmm.FAMILIES, **fastfood.FAMILIES, **generative.FAMILIES, **flt.FAMILIES}
+FAMILIES: dict = {**gmm.FAMILIES, **fastfood.FAMILIES, **generative.FAMILIES, **flt.FAMILIES, **s2.FAMILIES}
