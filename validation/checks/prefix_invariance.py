@@ -61,6 +61,8 @@ def prefix_probe(ctx: Ctx, rng, om, underflow: bool):
 
 def _probes(ctx: Ctx):
     """Both probes, run once per context (shared by prefix_invariance and stability); an exception is kept."""
+    if "prefix" not in ctx.cache and ctx.spec is not None:
+        ctx.cache["prefix"] = ctx.spec.prefix_probes(ctx)
     if "prefix" not in ctx.cache:
         rng = ctx.rng("prefix")
         om = ctx.omega(rng, 64)
@@ -85,10 +87,11 @@ def run(ctx: Ctx) -> CheckResult:
                                f"{label}: the candidate raised {type(exc).__name__} in causal mode: {exc}")
         full, pre, top, gap = probe
         fin_f, fin_p = np.isfinite(full), np.isfinite(pre)
-        where = f"(exponent {top:.1f}" + (f", {gap:.0f} above the prefix keys'" if gap else "") + ")"
+        where = "" if top is None else (f"(exponent {top:.1f}" + (f", {gap:.0f} above the prefix keys'" if gap
+                                                                    else "") + ")")
         if np.any(fin_f != fin_p):
             res.append(math.inf)
-            notes.append(f"{label} {where}: {int(np.sum(fin_f != fin_p))} prefix outputs finite in one run and not "
+            notes.append(f"{label}{' ' + where if where else ''}: {int(np.sum(fin_f != fin_p))} prefix outputs finite in one run and not "
                          f"in the other (the appended tokens change them: a leak)")
             continue
         both = fin_f & fin_p
@@ -99,13 +102,14 @@ def run(ctx: Ctx) -> CheckResult:
         err = float(np.max(np.abs(full[both] - pre[both])) / scale) if scale > 0 else 0.0
         res.append(err)
         extra = "" if np.all(both) else f", {int(np.sum(~both))} entries non-finite in both runs (see stability)"
-        notes.append(f"{label} {where}: {err:.2e}{extra}")
+        notes.append(f"{label}{' ' + where if where else ''}: {err:.2e}{extra}")
     if not res:
         return skip("prefix_invariance", "; ".join(notes))
     fig = max(res)
+    what = ctx.spec.prefix_text if ctx.spec is not None else "appended keys aligned with the largest rows of omega"
     return CheckResult("prefix_invariance", fig <= t, fig, t,
-                       "max |out_prefix(full) - out(prefix alone)| / max |out| for 24 prefix tokens + 8 appended keys "
-                       "aligned with the largest rows of omega; " + "; ".join(notes))
+                       f"max |out_prefix(full) - out(prefix alone)| / max |out| for 24 prefix tokens + 8 appended; {what}; "
+                       + "; ".join(notes))
 
 
 def run_stability(ctx: Ctx) -> CheckResult:

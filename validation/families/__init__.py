@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["FAMILIES"]
 
-from . import fastfood, flt, generative, gmm, s2
+from . import fastfood, flt, generative, gmm, s1, s2
 
 #: family name -> spec (see validation.families.base.Family)
-FAMILIES: dict = {**gmm.FAMILIES, **fastfood.FAMILIES, **generative.FAMILIES, **flt.FAMILIES, **s2.FAMILIES}
+FAMILIES: dict = {**gmm.FAMILIES, **fastfood.FAMILIES, **generative.FAMILIES, **flt.FAMILIES, **s1.FAMILIES, **s2.FAMILIES}

@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from ..crosscheck import Target, UsageError
+from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows
 from .base import FEATURE_CHECKS, FeatureContract, Family, symmetric_vjp
 
 __all__ = ["FAMILIES"]
@@ -30,6 +31,7 @@ __all__ = ["FAMILIES"]
 M = 64
 LEARN = ("S", "G", "B")
 NAMES = ("x", "S", "G", "B", "perm")
+_PAIRS: dict = {}
 
 
 def _d(d):
@@ -72,6 +74,7 @@ def _contract(which):
     def pair_bwd(dphi, cache):
         g = bwd(dphi, cache)
         return {"x": g.x, "S": g.params.S, "G": g.params.G, "B": g.params.B}
+    _PAIRS[which] = (lambda x, a: fwd(x, _params(a)), pair_bwd)
     return FeatureContract(
         family=f"fastfood-{which}", signature="fn(x, S, G, B, perm) -> phi (..., L, m')", arg_names=NAMES,
         convention=__doc__, draw=_draw, redraw=_redraw, ref=ref,
@@ -94,5 +97,35 @@ def _target(which):
     return target
 
 
-FAMILIES = {f"fastfood-{w}": Family(f"fastfood-{w}", {"features": _contract(w)}, {"features": _target(w)},
-                                    {"features": FEATURE_CHECKS}) for w in ("rks", "prf")}
+def _omega(args):
+    from refattn.features.fastfood import fastfood_matrix
+    D = args["S"].shape[1]
+    return fastfood_matrix(_params(args), D)                                  # (M, D): rows on the padded width
+
+
+def _attention(which):
+    fc = _contract(which)
+    return feature_attention(fc, _PAIRS[which], limit_kernel=fc.kernel_fn,
+                             leak_keys=half_rows(_omega) if which == "prf" else None,
+                             signature="fn(q, k, v, S, G, B, perm, causal) -> out (..., L, d_v)")
+
+
+def _att_target(which):
+    def target(framework):
+        from refattn.features import fastfood as F
+        if framework != "numpy":
+            raise UsageError(f"target refattn --as fastfood-{which}: the built-in family targets take NumPy arrays; "
+                             f"got --framework {framework}")
+        f = F.fastfood_prf_features_stable if which == "prf" else F.fastfood_rks_features
+
+        def fn(q, k, v, S, G, B, perm, causal):
+            p = F.FastFoodParams(S, G, B, perm)
+            return attend(f(q, p), f(k, p), v, causal)
+        return Target(fn, "numpy", f"fastfood-{which}", f"linear attention on refattn fastfood_{which} features")
+    return target
+
+
+FAMILIES = {f"fastfood-{w}": Family(f"fastfood-{w}", {"features": _contract(w), "attention": _attention(w)},
+                                    {"features": _target(w), "attention": _att_target(w)},
+                                    {"features": FEATURE_CHECKS, "attention": ATTENTION_CHECKS})
+            for w in ("rks", "prf")}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..crosscheck import Target, UsageError
+from .attention import ATTENTION_CHECKS, RandomAttention
 from .base import FEATURE_CHECKS, FeatureContract, Family
 
 __all__ = ["FAMILIES"]
@@ -88,4 +89,83 @@ def _target(framework):
     return Target(fn, "numpy", "flt", "refattn.rpe.flt_features' real split on the given xi, w")
 
 
-FAMILIES = {"flt": Family("flt", {"features": CONTRACT}, {"features": _target}, {"features": FEATURE_CHECKS})}
+# ----------------------------------------------------------------------------------------------------------
+# attention: Algorithm 1
+
+ATTENTION_DOC = r"""FLT attention (Algorithm 1), ``fn(q, k, v (..., L, d), pos (L, 1), xi (r, 1), w (r,), omega (m, 2r + d),
+causal) -> out``: ``Q_hat = [N1, q d^{-1/4}]``, ``K_hat = [N2, k d^{-1/4}]`` with the real features of the
+``features`` contract in the column order ``N1 = [cos a, sin a] sqrt(|w| / r)``, ``N2 = sign(w) [cos a, sin a]
+sqrt(|w| / r)`` (a = 2 pi pos xi^T: omega's columns depend on this order), FAVOR+ positive features
+``exp(omega x - |x|^2 / 2) / sqrt(m)`` of both with the same omega, then linear attention (causal: prefix sums).
+Estimates ``softmax(q k^T / sqrt(d) + N) v`` with the RPE mask N; positions are ``arange(L)``."""
+
+M_ATT = 64
+
+
+def _att_draw(rng, d, dtype):
+    from refattn.random import draw_gaussian
+    args = _draw(rng, d, dtype)
+    args["omega"] = draw_gaussian(rng, M_ATT, 2 * R + d, dtype=dtype)
+    return args
+
+
+def _att_redraw(rng, args, dtype):
+    from refattn.random import draw_gaussian
+    out = _redraw(rng, args, dtype)
+    out["omega"] = draw_gaussian(rng, 4 * M_ATT, args["omega"].shape[1], dtype=dtype)
+    return out
+
+
+def _att_ref(q, k, v, args, causal):
+    from refattn.rpe import flt_attention
+    spec, prop = _spectrum(np.float64)
+    return flt_attention(q, k, v, args["pos"], args["eps"].astype(np.float64), spec, prop, args["omega"],
+                         causal=causal)
+
+
+def _att_vjp(q, k, v, args, causal, dy):
+    from refattn.rpe import flt_attention_bwd, flt_attention_fwd
+    spec, prop = _spectrum(np.float64)
+    _, cache = flt_attention_fwd(q, k, v, args["pos"], args["eps"].astype(np.float64), spec, prop, args["omega"],
+                                 causal=causal)
+    g = flt_attention_bwd(dy, cache)
+    return {"q": g.q, "k": g.k, "v": g.v}                       # xi, w: by central differences (see gradients)
+
+
+def _att_limit(q, k, v, args):
+    from refattn.attention import softmax_attention
+    from refattn.rpe import rpe_mask
+    spec, _ = _spectrum(np.float64)
+    return softmax_attention(q, k, v, mask_add=np.asarray(rpe_mask(args["pos"], spec)))
+
+
+ATTENTION = RandomAttention(
+    family="flt", signature="fn(q, k, v, pos, xi, w, omega, causal) -> out (..., L, d_v)",
+    draw_names=("pos", "xi", "w", "omega"), draw=_att_draw, redraw=_att_redraw, ref=_att_ref, ref_vjp=_att_vjp,
+    learnable=("xi", "w"), limit=_att_limit, leak_keys=None, scale=2.0, positions="pos",
+    pos_shape=lambda L: (L, 1), prefix_text="random keys")
+
+
+def _att_target(framework):
+    if framework != "numpy":
+        raise UsageError(f"target refattn --as flt: the built-in family targets take NumPy arrays; got --framework "
+                         f"{framework}")
+    from refattn.attention import linear_attention
+    from refattn.features import positive_features_stable
+    feats = _target("numpy").fn
+
+    def fn(q, k, v, pos, xi, w, omega, causal):
+        N1, N2 = feats(pos, xi, w)
+        s = q.shape[-1] ** -0.25
+        Qh = np.concatenate([np.broadcast_to(N1, q.shape[:-1] + N1.shape[-1:]), q * s], axis=-1)
+        Kh = np.concatenate([np.broadcast_to(N2, k.shape[:-1] + N2.shape[-1:]), k * s], axis=-1)
+        pq, _ = positive_features_stable(Qh, omega)
+        pk, lk = positive_features_stable(Kh, omega)
+        return linear_attention(pq, pk, v, causal=causal, k_log_scale=lk)
+    return Target(fn, "numpy", "flt", "Algorithm 1 on refattn's FLT features, positive_features_stable and "
+                  "linear_attention")
+
+
+FAMILIES = {"flt": Family("flt", {"features": CONTRACT, "attention": ATTENTION},
+                          {"features": _target, "attention": _att_target},
+                          {"features": FEATURE_CHECKS, "attention": ATTENTION_CHECKS})}

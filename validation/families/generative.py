@@ -25,11 +25,13 @@ import math
 import numpy as np
 
 from ..crosscheck import Target, UsageError
+from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows
 from .base import FEATURE_CHECKS, FeatureContract, Family, symmetric_vjp
 
 __all__ = ["FAMILIES"]
 
 M = 32
+_PAIRS: dict = {}
 
 
 def _draw(rng, d, dtype):
@@ -92,6 +94,8 @@ def _contract(which):
         g = bwd(dphi, cache)
         return {"x": g.x, "params": _grads_dict(g.params)}
 
+    _PAIRS[which] = (pair_fwd, pair_bwd)
+
     def inputs(rng, shape, d):
         return (0.8 if which == "rks" else 0.5) * rng.standard_normal(shape + (d,)) / math.sqrt(d)
     return FeatureContract(
@@ -116,5 +120,38 @@ def _target(which):
     return target
 
 
-FAMILIES = {f"generative-{w}": Family(f"generative-{w}", {"features": _contract(w)}, {"features": _target(w)},
-                                      {"features": FEATURE_CHECKS}) for w in ("rks", "prf")}
+def _omega(args):
+    from refattn.features.generative import generator
+    gp, gs = _refattn_params(args["params"], args["state"])
+    return generator(args["noise"], gp, gs, train=False).omega
+
+
+def _attention(which):
+    fc = _contract(which)
+    return feature_attention(fc, _PAIRS[which], limit_kernel=None,
+                             leak_keys=half_rows(_omega) if which == "prf" else None,
+                             signature="fn(q, k, v, noise, params, state, causal) -> out (..., L, d_v)")
+
+
+def _att_target(which):
+    def target(framework):
+        from refattn.features import generative as G
+        if framework != "numpy":
+            raise UsageError(f"target refattn --as generative-{which}: the built-in family targets take NumPy "
+                             f"arrays; got --framework {framework}")
+        f = G.generative_prf_features_stable if which == "prf" else G.generative_rks_features
+
+        def fn(q, k, v, noise, params, state, causal):
+            gp, gs = _refattn_params(params, state)
+            fq, fk = (f(x, noise, gp, gs, train=False) for x in (q, k))
+            if which == "prf":
+                return attend(tuple(fq[:2]), tuple(fk[:2]), v, causal)         # (phi, log_scale, state)
+            return attend(fq.phi, fk.phi, v, causal)
+        return Target(fn, "numpy", f"generative-{which}", f"linear attention on refattn generative_{which} features")
+    return target
+
+
+FAMILIES = {f"generative-{w}": Family(f"generative-{w}", {"features": _contract(w), "attention": _attention(w)},
+                                      {"features": _target(w), "attention": _att_target(w)},
+                                      {"features": FEATURE_CHECKS, "attention": ATTENTION_CHECKS})
+            for w in ("rks", "prf")}

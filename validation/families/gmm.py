@@ -21,12 +21,14 @@ import math
 import numpy as np
 
 from ..crosscheck import Target, UsageError
+from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows
 from .base import FEATURE_CHECKS, FeatureContract, Family, symmetric_vjp
 
 __all__ = ["FAMILIES"]
 
 C, MC = 3, 16
 LEARN = ("logits", "mu", "S")
+_PAIRS: dict = {}
 
 
 def _draw(mu_scale):
@@ -69,6 +71,7 @@ def _contract(which):
     def pair_bwd(dphi, cache):
         g = bwd(dphi, cache)
         return {"x": g.x, "logits": g.params.logits, "mu": g.params.mu, "S": g.params.S}
+    _PAIRS[which] = (pair_fwd, pair_bwd)
     what = ("sum_c pi_c exp(-|S_c^T (q-k)|^2/2) cos(mu_c^T (q-k))" if which == "rks" else
             "sum_c pi_c exp(-|q|^2-|k|^2+mu_c^T (q+k)+|S_c^T (q+k)|^2/2)")
     return FeatureContract(
@@ -94,5 +97,33 @@ def _target(which):
     return target
 
 
-FAMILIES = {f"gmm-{w}": Family(f"gmm-{w}", {"features": _contract(w)}, {"features": _target(w)},
-                               {"features": FEATURE_CHECKS}) for w in ("rks", "prf")}
+def _omega(args):
+    from refattn.features.gmm import gmm_frequencies
+    return gmm_frequencies(args["noise"], _params(args))[0]
+
+
+def _attention(which):
+    fc = _contract(which)
+    return feature_attention(fc, _PAIRS[which], limit_kernel=fc.kernel_fn,
+                             leak_keys=half_rows(_omega) if which == "prf" else None,
+                             signature="fn(q, k, v, noise, logits, mu, S, causal) -> out (..., L, d_v)")
+
+
+def _att_target(which):
+    def target(framework):
+        from refattn.features import gmm as G
+        if framework != "numpy":
+            raise UsageError(f"target refattn --as gmm-{which}: the built-in family targets take NumPy arrays; got "
+                             f"--framework {framework}")
+        f = G.gmm_prf_features_stable if which == "prf" else G.gmm_rks_features
+
+        def fn(q, k, v, noise, logits, mu, S, causal):
+            p = G.GMMParams(logits, mu, S)
+            return attend(f(q, noise, p), f(k, noise, p), v, causal)
+        return Target(fn, "numpy", f"gmm-{which}", f"linear attention on refattn gmm_{which} features")
+    return target
+
+
+FAMILIES = {f"gmm-{w}": Family(f"gmm-{w}", {"features": _contract(w), "attention": _attention(w)},
+                               {"features": _target(w), "attention": _att_target(w)},
+                               {"features": FEATURE_CHECKS, "attention": ATTENTION_CHECKS}) for w in ("rks", "prf")}
