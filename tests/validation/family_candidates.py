@@ -210,3 +210,99 @@ def s2(q, v, w, k, *, lower=None):
 def s2_one_tail(q, v, w, k):
     """The one-sided far-region formula on signed distances: keys with j - i <= -k are not given w_{-k}."""
     return s2(q, v, w, k, lower=-(k - 1))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# attention: linear attention on a feature map, written out (quadratic in L for clarity)
+
+
+def linear_attention(phi_q, phi_k, v, causal):
+    xp = _xp(phi_q, phi_k, v)
+    A = phi_q @ xp.matrix_transpose(phi_k)                                      # (..., L, L) kernel estimates
+    if causal:
+        Lq = A.shape[-1]
+        A = A * xp.asarray(np.tril(np.ones((Lq, Lq))), dtype=A.dtype)
+    return (A @ v) / xp.sum(A, axis=-1, keepdims=True)
+
+
+def _feature_attention(features):
+    def att(q, k, v, *draws):
+        *draws, causal = draws
+        return linear_attention(features(q, *draws), features(k, *draws), v, causal)
+    return att
+
+
+gmm_rks_attention = _feature_attention(gmm_rks)
+gmm_prf_attention = _feature_attention(gmm_prf)
+fastfood_rks_attention = _feature_attention(fastfood_rks)
+fastfood_prf_attention = _feature_attention(fastfood_prf)
+generative_rks_attention = _feature_attention(generative_rks)
+generative_prf_attention = _feature_attention(generative_prf)
+
+
+def gmm_prf_attention_global_max(q, k, v, noise, logits, mu, S, causal):
+    """Keys stabilised by one maximum over *all* positions plus an additive eps: leaks the future when causal."""
+    xp = _xp(q, noise)
+    C, Mc, d = noise.shape
+    om = xp.reshape(_gmm_omega(noise, mu, S), (C * Mc, d))
+    sc = _gmm_scale(logits, Mc, xp) / math.sqrt(C * Mc)
+    uq = q @ xp.matrix_transpose(om)
+    uk = k @ xp.matrix_transpose(om)
+    phi_q = xp.exp(uq - xp.max(uq, axis=-1, keepdims=True)) * sc
+    phi_k = (xp.exp(uk - xp.max(uk, axis=(-1, -2), keepdims=True)) + 1e-4) * sc
+    phi_k = phi_k * xp.exp(-xp.sum(k * k, axis=-1, keepdims=True))
+    return linear_attention(phi_q, phi_k, v, causal)
+
+
+def fastfood_rks_attention_scaled(q, k, v, S, G, B, perm, causal):
+    """The FAVOR habit of scaling q and k by d^{-1/4}: the attention of another kernel."""
+    s = q.shape[-1] ** -0.25
+    return fastfood_rks_attention(q * s, k * s, v, S, G, B, perm, causal)
+
+
+def s1_attention(q, k, v, positions, freqs, alpha, beta, omega, causal, *, paper_transpose=False):
+    xp = _xp(q, k, v, omega)
+    th = positions[:, None] * freqs[0]                                          # (L, S)
+    s, c = xp.sin(th), xp.cos(th)
+    al, be = alpha[0], beta[0]
+    if paper_transpose:                                                         # W_q*^T: the column-vector reading
+        Qp = xp.stack([al * s + be * c, -be * s + al * c], axis=-1)
+    else:
+        Qp = xp.stack([al * s - be * c, be * s + al * c], axis=-1)              # (L, S, 2) = [s c] W_q*
+    Kp = xp.stack([s, c], axis=-1)
+    Lq = q.shape[-2]
+    Qp = xp.broadcast_to(xp.reshape(Qp, (Lq, -1)), tuple(q.shape[:-1]) + (2 * th.shape[-1],))
+    Kp = xp.broadcast_to(xp.reshape(Kp, (Lq, -1)), tuple(k.shape[:-1]) + (2 * th.shape[-1],))
+    Q, K = xp.concat([q, Qp], axis=-1), xp.concat([k, Kp], axis=-1)
+    return _favor(Q, K, v, omega, causal)
+
+
+def _favor(Q, K, v, omega, causal):
+    xp = _xp(Q, K, omega)
+    s = Q.shape[-1] ** -0.25
+    Q, K = Q * s, K * s
+    uq = Q @ xp.matrix_transpose(omega) - 0.5 * xp.sum(Q * Q, axis=-1, keepdims=True)
+    uk = K @ xp.matrix_transpose(omega) - 0.5 * xp.sum(K * K, axis=-1, keepdims=True)
+    return linear_attention(xp.exp(uq), xp.exp(uk), v, causal)
+
+
+def s1_attention_paper_transpose(q, k, v, positions, freqs, alpha, beta, omega, causal):
+    """W_q^T W_k read as the rotation condition in the row-vector convention: beta's sign flipped."""
+    return s1_attention(q, k, v, positions, freqs, alpha, beta, omega, causal, paper_transpose=True)
+
+
+def flt_attention(q, k, v, pos, xi, w, omega, causal, *, angular=False):
+    xp = _xp(q, k, v, omega)
+    N1, N2 = flt(pos, xi, w, angular=angular)
+    s = q.shape[-1] ** -0.25
+    N1 = xp.broadcast_to(N1, tuple(q.shape[:-1]) + (N1.shape[-1],))
+    N2 = xp.broadcast_to(N2, tuple(k.shape[:-1]) + (N2.shape[-1],))
+    Q, K = xp.concat([N1, q * s], axis=-1), xp.concat([N2, k * s], axis=-1)
+    uq = Q @ xp.matrix_transpose(omega) - 0.5 * xp.sum(Q * Q, axis=-1, keepdims=True)
+    uk = K @ xp.matrix_transpose(omega) - 0.5 * xp.sum(K * K, axis=-1, keepdims=True)
+    return linear_attention(xp.exp(uq), xp.exp(uk), v, causal)
+
+
+def flt_attention_angular(q, k, v, pos, xi, w, omega, causal):
+    """Algorithm 1 with angular frequencies in the RPE features."""
+    return flt_attention(q, k, v, pos, xi, w, omega, causal, angular=True)

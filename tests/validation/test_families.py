@@ -97,3 +97,50 @@ def test_wrong_gradient_in_a_torch_family_candidate_is_flagged():
         return fc.gmm_rks(x, noise, logits, mu, Scaled.apply(S))
     rep = check(bad, kind="features", family="gmm-rks", framework="torch", quick=True, checks=("gradients",))
     assert rep["gradients"].passed is False and "S" in rep["gradients"].detail
+
+
+ATTENTION = {"gmm-rks": fc.gmm_rks_attention, "gmm-prf": fc.gmm_prf_attention,
+             "fastfood-rks": fc.fastfood_rks_attention, "fastfood-prf": fc.fastfood_prf_attention,
+             "generative-rks": fc.generative_rks_attention, "generative-prf": fc.generative_prf_attention,
+             "s1": fc.s1_attention, "s2": fc.s2, "flt": fc.flt_attention}
+ATTENTION_FAMILIES = sorted(n for n, f in FAMILIES.items() if "attention" in f.kinds)
+
+
+def test_every_family_has_an_attention_contract_and_candidate():
+    assert set(ATTENTION_FAMILIES) == set(ATTENTION) == set(FAMILIES)
+
+
+@pytest.mark.parametrize("family", ATTENTION_FAMILIES)
+def test_refattn_passes_its_own_attention_contract(family):
+    rep = check("refattn", kind="attention", family=family, quick=True)
+    _all_pass(rep)
+    assert rep["values"].figure <= 1e-12
+
+
+@pytest.mark.parametrize("family", ATTENTION_FAMILIES)
+def test_outside_numpy_attention_candidate_passes(family):
+    _all_pass(check(ATTENTION[family], kind="attention", family=family, quick=True))
+
+
+@pytest.mark.parametrize("family", ATTENTION_FAMILIES)
+def test_outside_torch_attention_candidate_passes_with_gradients(family):
+    pytest.importorskip("torch")
+    rep = check(ATTENTION[family], kind="attention", family=family, framework="torch", quick=True,
+                checks=("values", "gradients", "prefix_invariance", "dtype"))
+    _all_pass(rep)
+    assert rep["gradients"].passed is True, rep["gradients"].detail
+
+
+PLANTED_ATTENTION = [
+    ("global key max + eps leaks", fc.gmm_prf_attention_global_max, "gmm-prf", "prefix_invariance"),
+    ("d^-1/4 scaling on a FastFood kernel", fc.fastfood_rks_attention_scaled, "fastfood-rks", "kernel"),
+    ("S1 with W_q^T (paper's column convention)", fc.s1_attention_paper_transpose, "s1", "values"),
+    ("FLT attention with angular frequencies", fc.flt_attention_angular, "flt", "values"),
+]
+
+
+@pytest.mark.parametrize("label, fn, family, name", PLANTED_ATTENTION, ids=[p[0] for p in PLANTED_ATTENTION])
+def test_planted_attention_defect_is_flagged_by_its_check(label, fn, family, name):
+    rep = check(fn, kind="attention", family=family, quick=True, checks=(name,))
+    c = rep[name]
+    assert c.passed is False, f"{label} not flagged by {name}: {c.figure} vs {c.threshold}: {c.detail}"
