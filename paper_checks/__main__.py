@@ -1,9 +1,14 @@
 """``python -m paper_checks``: check the three papers' claims numerically and print a verdict per claim.
 
     python -m paper_checks [--all] [--only GLOB ...] [--list] [--json PATH] [--report DIR] [--seed N]
-                           [--size tiny|small|full] [--workers N] [--data DIR]
+                           [--size tiny|small|full] [--workers N] [--data DIR] [--scheduler local[:N]|ADDRESS]
+
+    python -m paper_checks --power [--only GLOB ...] [--size S]     # planted errors must move each verdict
+    python -m paper_checks --seeds 0-4 [--only GLOB ...] [--size S]   # verdict per seed (seed stability)
 
 Without ``--all`` the slow experiment claims are reported as ``skipped`` with the command that runs them.
+Every verdict is re-derived from its evidence by the claim's decision rule (``_claims.run_check``); the JSON
+records and the report carry the provenance (versions, commit, BLAS threads, command line, seed, size).
 Exit status: 0 when every selected check ran, 1 naming the claim when one raised, 2 for bad arguments.
 """
 
@@ -17,7 +22,7 @@ import traceback
 from pathlib import Path
 
 from ._claims import SIZES, Context, Result, load_all, run_check, select
-from .report import write_json, write_report
+from .report import provenance, write_json, write_report
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,12 +36,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--size", choices=SIZES, default=None,
                    help="size knob of the checks (default small; --power: tiny unless a mutation asks for "
                         "more)")
+    p.add_argument("--seeds", metavar="A-B|A,B,...",
+                   help="seed stability: run every selected non-slow claim at each seed (size small unless "
+                        "--size) and print claim x seed verdicts, marking claims whose verdict flips")
     p.add_argument("--power", action="store_true",
                    help="run every registered mutation (paper_checks/power.py) and print claim -> "
                         "mutation -> verdict -> moved?")
     p.add_argument("--workers", type=int, default=0,
                    help="run claims in N parallel processes (0: serial; results are identical either way: "
                         "every claim seeds its own generators from --seed and its id)")
+    p.add_argument("--scheduler", metavar="local[:N]|ADDRESS",
+                   help="run claims, their Monte Carlo batches and experiment runs as dask.distributed "
+                        "tasks: local[:N] starts N worker processes (default: one per core), an address "
+                        "(tcp://host:8786) uses a running scheduler; results are identical to the serial run "
+                        "(needs the scale extra)")
     p.add_argument("--data", metavar="DIR",
                    help="MNIST-format directory for the image experiments (default: Debian's "
                         "/usr/share/datasets/fashion-mnist from 'apt-get install dataset-fashion-mnist'; "
@@ -67,16 +80,17 @@ def _progress(items, enabled: bool):
     return tqdm(items, desc="claims", unit="claim", file=sys.stderr, leave=False)
 
 
-def _run_one(claim_id: str, seed: int, size: str, report_dir: Path | None, run_slow: bool
+def _run_one(claim_id: str, seed: int, size: str, report_dir: Path | None, run_slow: bool, executor=None
              ) -> tuple[Result | None, float, str | None]:
-    """Run one claim's check: (result or None, seconds, error text or None). Also the worker of --workers."""
+    """Run one claim's check: (result or None, seconds, error text or None). Also the worker of --workers and
+    of --scheduler (paper_checks.scale, which passes the executor of the check's ``ctx.map``)."""
     c = load_all()[claim_id]
     t0 = time.perf_counter()
     if c.slow and not run_slow:
         res = Result("skipped", evidence={"reason": "slow claim not selected", "command": c.command},
                      summary=f"slow: run with {c.command}")
         return res, time.perf_counter() - t0, None
-    ctx = Context(seed=seed, size=size, report_dir=report_dir, claim_id=c.id)
+    ctx = Context(seed=seed, size=size, report_dir=report_dir, executor=executor, claim_id=c.id)
     try:
         return run_check(c, ctx), time.perf_counter() - t0, None
     except Exception as exc:
@@ -96,7 +110,7 @@ def _pin_blas() -> None:
         pass
 
 
-def _power(claims: list, args: argparse.Namespace) -> int:
+def _power(claims: list, args: argparse.Namespace, argv: list[str] | None) -> int:
     """``--power``: every registered mutation of the selected claims, at tiny (or --size)."""
     from .power import power_table, run_power
 
@@ -108,7 +122,51 @@ def _power(claims: list, args: argparse.Namespace) -> int:
     if args.json:
         import json
 
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        prov = provenance(seed=args.seed, size=args.size or "tiny (per mutation)", argv=argv)
+        Path(args.json).write_text(json.dumps([{**r, "provenance": prov} for r in rows], indent=2))
+    return 0
+
+
+def _parse_seeds(text: str) -> list[int]:
+    """'0-4' -> [0, 1, 2, 3, 4]; '0,3,7' -> [0, 3, 7]; ValueError naming the option otherwise."""
+    try:
+        if "-" in text:
+            a, b = (int(t) for t in text.split("-", 1))
+            seeds = list(range(a, b + 1))
+        else:
+            seeds = [int(t) for t in text.split(",")]
+    except ValueError:
+        seeds = []
+    if not seeds or min(seeds) < 0:
+        raise ValueError(f"--seeds: expected A-B or A,B,... with non-negative integers; got {text!r}")
+    return seeds
+
+
+def _seeds(claims: list, args: argparse.Namespace) -> int:
+    """``--seeds A-B``: the verdict of every selected non-slow claim at each seed (size small unless --size);
+    a claim whose verdict differs between seeds is marked. Exit 0 (a flip is a finding, not an error)."""
+    try:
+        seeds = _parse_seeds(args.seeds)
+    except ValueError as exc:
+        print(f"paper_checks: {exc}", file=sys.stderr)
+        return 2
+    _pin_blas()
+    size = args.size or "small"
+    chosen = [c for c in claims if not c.slow]
+    width = max([len(c.id) for c in chosen] + [5])
+    print(f"seed stability at size {size}, seeds {seeds}")
+    print(f"{'claim':{width}s}  " + "  ".join(f"seed {s:<8d}" for s in seeds) + "  stable?")
+    flips = []
+    for c in chosen:
+        results = [_run_one(c.id, s, size, None, False)[0] for s in seeds]
+        verdicts = ["ERROR" if r is None else r.verdict for r in results]
+        stable = len(set(verdicts)) == 1
+        if not stable:
+            flips.append(c.id)
+        cells = "  ".join(f"{v:13s}" for v in verdicts)
+        print(f"{c.id:{width}s}  {cells}  {'yes' if stable else 'FLIPS'}")
+    print(f"{len(chosen) - len(flips)}/{len(chosen)} claims give the same verdict at every seed"
+          + (f"; flips: {', '.join(flips)}" if flips else ""))
     return 0
 
 
@@ -121,6 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers < 0:
         print(f"paper_checks: --workers: expected a count >= 0; got {args.workers}", file=sys.stderr)
         return 2
+    if args.scheduler is not None:         # paper_checks/scale.py; exits 2 naming the install command
+        from .scale import scheduler_problem
+
+        problem = scheduler_problem(args.scheduler, args.workers, args.power)
+        if problem:
+            print(f"paper_checks: {problem}", file=sys.stderr)
+            return 2
     if args.data is not None:              # the experiments and worker processes read it from the environment
         from .experiments.idx import DATA_ENV, mnist_files
 
@@ -141,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"paper_checks: {problem}", file=sys.stderr)
                 return 2
     if args.power:
-        return _power(claims, args)
+        return _power(claims, args, argv)
+    if args.seeds is not None:
+        return _seeds(claims, args)
     if args.size is None:
         args.size = "small"
     if args.list:
@@ -153,7 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     report_dir = Path(args.report) if args.report else None
     rows = []
     failed: list[str] = []
-    if args.workers > 0:                   # claims in parallel processes; seeds depend on the claim id only
+    if args.scheduler is not None:         # claims, ctx.map batches and experiment runs as dask tasks
+        from .scale import run_claims
+
+        try:
+            outcomes = run_claims(args.scheduler, claims, seed=args.seed, size=args.size,
+                                  report_dir=report_dir, run_slow=args.all, progress=sys.stderr.isatty())
+        except KeyboardInterrupt:          # outstanding tasks were cancelled; nothing half-written
+            print("paper_checks: interrupted: outstanding tasks cancelled, no report or JSON written",
+                  file=sys.stderr)
+            return 130
+    elif args.workers > 0:                 # claims in parallel processes; seeds depend on the claim id only
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -182,10 +259,14 @@ def main(argv: list[str] | None = None) -> int:
         key = "ERROR" if res is None else res.verdict
         counts[key] = counts.get(key, 0) + 1
     print("totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    prov = provenance(seed=args.seed, size=args.size, argv=argv)
+    blas = ", ".join(f"{b.get('internal_api')} {b.get('num_threads')} thread(s)" for b in prov["blas"])
+    print(f"provenance: refattn {prov['refattn']}, commit {prov['git_commit']}, python {prov['python']}, "
+          f"numpy {prov['numpy']}, scipy {prov['scipy']}, {blas}, seed {prov['seed']}, size {prov['size']}")
     if args.json:
-        write_json(Path(args.json), rows)
+        write_json(Path(args.json), rows, prov)
     if args.report:
-        write_report(Path(args.report), rows, seed=args.seed, size=args.size)
+        write_report(Path(args.report), rows, seed=args.seed, size=args.size, prov=prov)
         print(f"report written to {Path(args.report) / 'report.md'}")
     if failed:
         print(f"paper_checks: {len(failed)} claim(s) raised: {', '.join(failed)}", file=sys.stderr)
