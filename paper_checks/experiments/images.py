@@ -70,15 +70,13 @@ def pool_tokens(images: np.ndarray) -> np.ndarray:
 
 
 def _digits_standin() -> ImageData:
-    """scikit-learn's 8x8 digits on a 14x14 canvas of zeros (intensities 0..16 are the token ids)."""
-    from sklearn.datasets import load_digits
+    """scikit-learn's 8x8 digits on a 14x14 canvas of zeros (intensities 0..16 as token ids), split 80/20."""
+    from .data import digits_on_canvas
 
-    d = load_digits()
-    x = np.zeros((d.images.shape[0], 14, 14), dtype=np.int64)
-    x[:, 3:11, 3:11] = d.images.astype(np.int64)
+    x, y = digits_on_canvas((14, 14))
+    x = np.rint(16 * x).astype(np.int64)                                             # (N, 14, 14) ids 0..16
     perm = np.random.default_rng(99).permutation(x.shape[0])
     k = int(0.8 * x.shape[0])
-    y = d.target.astype(np.int64)
     return ImageData(x[perm[:k]], y[perm[:k]], x[perm[k:]], y[perm[k:]],
                      source="stand-in: scikit-learn digits 8x8 on a 14x14 canvas (no MNIST-format data "
                             "found)")
