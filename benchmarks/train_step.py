@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-import refattn.random as rr
-from refattn.nn._tree import tree_map
+import refattn.nn.init as nninit
 from refattn.nn.transformer import loss_and_grads
+from refattn.tree import tree_map
 
 KINDS = {
     "softmax": {"kind": "softmax"},
@@ -129,8 +129,8 @@ def main():
                 cfg = dict(task="classify", vocab_size=256, n_classes=2, d_model=D, n_heads=H, n_layers=2,
                            max_len=L, attention=att, position="sinusoid", dtype=args.dtype)
                 rng = np.random.default_rng(0)
-                params = rr.init_transformer(rng, cfg)
-                feats = rr.draw_attention_features(rng, cfg)
+                params = nninit.init_transformer(rng, cfg)
+                feats = nninit.draw_attention_features(rng, cfg)
                 ids = rng.integers(0, 256, size=(1, L))
                 labels = np.array([1])
                 out = {}

@@ -12,7 +12,7 @@ Every experiment module exposes
   derivation before any run), applied to the record. At ``tiny`` size the claim reports ``not-checkable``: the
   smoke run is too small for the criterion to mean anything (its values are still in the evidence).
 
-A model piece that has not landed yet (an attention kind missing from ``refattn.nn.mha.ATTENTION_KINDS``) raises
+A model piece that has not landed yet (an attention kind missing from ``refattn.nn.kinds.ATTENTION_KINDS``) raises
 :class:`MissingPiece`; the claim then reports ``not-checkable`` with the reason ``needs <piece>`` -- never a
 made-up result.
 """
@@ -39,7 +39,7 @@ class MissingPiece(RuntimeError):
 
 
 # ---- attention methods: the experiments' names -> the transformer's attention configuration -----------------------
-#: method name -> (attention kind in refattn.nn.mha.ATTENTION_KINDS, options). Options the kind does not know are
+#: method name -> (attention kind in refattn.nn.kinds.ATTENTION_KINDS, options). Options the kind does not know are
 #: dropped by :func:`attention_config` only if listed in ``_OPTIONAL``; everything else must be accepted.
 METHODS: dict[str, tuple[str, dict]] = {
     "softmax": ("softmax", {}),
@@ -61,7 +61,7 @@ METHODS: dict[str, tuple[str, dict]] = {
 
 
 def _kinds() -> dict:
-    from refattn.nn.mha import ATTENTION_KINDS
+    from refattn.nn.kinds import ATTENTION_KINDS
 
     return ATTENTION_KINDS
 
@@ -72,7 +72,7 @@ def require_kinds(*methods: str) -> None:
     missing = [m for m in methods if METHODS[m][0] not in known]
     if missing:
         kinds = ", ".join(f"attention kind {METHODS[m][0]!r} ({m})" for m in missing)
-        raise MissingPiece(f"needs {kinds} in refattn.nn.mha.ATTENTION_KINDS")
+        raise MissingPiece(f"needs {kinds} in refattn.nn.kinds.ATTENTION_KINDS")
 
 
 def available(methods) -> list[str]:
@@ -151,8 +151,8 @@ def single_thread():
 
 # ---- model adapter ----------------------------------------------------------------------------------------------
 def draw_features(seed: int, step: int, config: dict):
-    """The attention features of `step` (``refattn.random.features_for_step``; ``None`` list for softmax)."""
-    from refattn.random.nn import features_for_step
+    """The attention features of `step` (``refattn.nn.init.features_for_step``; ``None`` list for softmax)."""
+    from refattn.nn.init import features_for_step
 
     return features_for_step(seed, step, config)
 
@@ -178,7 +178,7 @@ def train_loop(config: dict, x: np.ndarray, y: np.ndarray, *, seed: int, steps: 
     after the last one; returning True stops training. Returns the final parameters."""
     from refattn.nn.optim import adam_init, adamw_update
     from refattn.nn.transformer import loss_and_grads
-    from refattn.random.nn import init_transformer
+    from refattn.nn.init import init_transformer
 
     params = init_transformer(np.random.default_rng([seed, 0]), config)
     state = adam_init(params)

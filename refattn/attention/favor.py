@@ -120,7 +120,7 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
     return y, FavorAttentionCache(q_cache, k_cache, attn_cache, scale, features)
 
 
-def favor_attention_bwd(dy, cache: FavorAttentionCache) -> FavorAttentionGrads:
+def favor_attention_bwd(dy, cache: FavorAttentionCache, *, omega_grad=True) -> FavorAttentionGrads:
     r"""Gradients of :func:`favor_attention` for `q`, `k`, `v` and `omega`.
 
     ``linear_attention_bwd`` gives ``dphi_q, dphi_k, dv, dk_log_scale``; the key map's backward takes
@@ -131,13 +131,17 @@ def favor_attention_bwd(dy, cache: FavorAttentionCache) -> FavorAttentionGrads:
     ----------
     dy : (..., L, d_v) array
     cache : FavorAttentionCache
+    omega_grad : bool
+        ``False``: the omega gradient is not computed and its field is ``None`` (style.md: computed only on
+        request). A model whose omega is drawn, not learned, asks for none (``refattn.nn.kinds.favor``).
     """
     c = cache
     _, bwd = FAVOR_FEATURES[c.features]
     ga = linear_attention_bwd(dy, c.attn_cache)
-    gq = bwd((ga.phi_q, None), c.q_cache)                                         # query log-scale was dropped
-    gk = bwd((ga.phi_k, ga.k_log_scale), c.k_cache)
-    return FavorAttentionGrads(q=gq.x * c.scale, k=gk.x * c.scale, v=ga.v, omega=gq.omega + gk.omega)
+    gq = bwd((ga.phi_q, None), c.q_cache, omega_grad=omega_grad)                 # query log-scale was dropped
+    gk = bwd((ga.phi_k, ga.k_log_scale), c.k_cache, omega_grad=omega_grad)
+    domega = gq.omega + gk.omega if omega_grad else None                          # (m, d)
+    return FavorAttentionGrads(q=gq.x * c.scale, k=gk.x * c.scale, v=ga.v, omega=domega)
 
 
 def favor_attention(q, k, v, omega, *, causal=False, features="positive", chunk_size=DEFAULT_CHUNK_SIZE,

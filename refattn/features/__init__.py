@@ -1,23 +1,74 @@
-"""Feature maps: one module per family (deterministic, trig, positive, orthogonal draws, learnable spectra)."""
+"""Feature maps: one module per family (deterministic, trig, positive, learnable spectra: GMM, FastFood,
+generative)."""
 
-from .deterministic import *  # noqa: F401,F403
-from .deterministic import __all__ as _det_all
+from .deterministic import (
+    elu_features, elu_features_fwd, elu_features_bwd, elu_kernel, EluFeaturesGrads, relu_features,
+    relu_features_fwd, relu_features_bwd, relu_kernel, ReluFeaturesGrads,
+)
+from .trig import (
+    trig_features, trig_features_fwd, trig_features_bwd, TrigFeaturesCache, TrigFeaturesGrads,
+    softmax_trig_features, softmax_trig_features_fwd, softmax_trig_features_bwd,
+    softmax_trig_features_stable, softmax_trig_features_stable_fwd, softmax_trig_features_stable_bwd,
+    SoftmaxTrigFeaturesCache, gaussian_kernel, softmax_kernel,
+)
+from .positive import (
+    positive_features, positive_features_fwd, positive_features_bwd, positive_features_stable,
+    positive_features_stable_fwd, positive_features_stable_bwd, gaussian_positive_features,
+    gaussian_positive_features_fwd, gaussian_positive_features_bwd, hyperbolic_features,
+    hyperbolic_features_fwd, hyperbolic_features_bwd, hyperbolic_features_stable,
+    hyperbolic_features_stable_fwd, hyperbolic_features_stable_bwd, PositiveFeaturesCache,
+    PositiveFeaturesGrads, HyperbolicFeaturesCache,
+)
+from .gmm import (
+    GMMParams, gmm_weights, gmm_antithetic_params, gmm_frequencies, gmm_frequencies_fwd,
+    gmm_frequencies_bwd, GMMFrequenciesGrads, gmm_rks_features, gmm_rks_features_fwd, gmm_rks_features_bwd,
+    gmm_prf_features, gmm_prf_features_fwd, gmm_prf_features_bwd, gmm_prf_features_stable,
+    gmm_prf_features_stable_fwd, gmm_prf_features_stable_bwd, GMMFeaturesGrads, gmm_rks_kernel,
+    gmm_prf_kernel, gmm_rks_mse, gmm_rks_antithetic_mse, gmm_prf_mse,
+)
+from .fastfood import (
+    fwht, fwht_fwd, fwht_bwd, FwhtGrads, FastFoodParams, FASTFOOD_VARIANTS, padded_dim,
+    fastfood_projection, fastfood_projection_fwd, fastfood_projection_bwd, FastFoodGrads, fastfood_matrix,
+    fastfood_rks_features, fastfood_rks_features_fwd, fastfood_rks_features_bwd, fastfood_prf_features,
+    fastfood_prf_features_fwd, fastfood_prf_features_bwd, fastfood_prf_features_stable,
+    fastfood_prf_features_stable_fwd, fastfood_prf_features_stable_bwd, fastfood_rks_kernel,
+    fastfood_prf_kernel,
+)
+from .generative import (
+    GeneratorParams, GeneratorState, GeneratorOutput, GeneratorGrads, GenerativeOutput, GenerativeGrads,
+    generator, generator_fwd, generator_bwd, generator_param_count, generative_rks_features,
+    generative_rks_features_fwd, generative_rks_features_bwd, generative_prf_features,
+    generative_prf_features_fwd, generative_prf_features_bwd, generative_prf_features_stable,
+    generative_prf_features_stable_fwd, generative_prf_features_stable_bwd,
+)
 
-__all__ = list(_det_all)
-
-from .trig import *  # noqa: E402,F401,F403  (RKS / softmax-trig features, softmax and Gaussian kernels)
-from .trig import __all__ as _trig_all  # noqa: E402
-from .positive import *  # noqa: E402,F401,F403  (PRF / FAVOR+, KL Eq. 9, hyperbolic)
-from .positive import __all__ as _pos_all  # noqa: E402
-
-__all__ += list(_trig_all) + list(_pos_all)
-from .gmm import *  # noqa: E402,F401,F403  (KL GMM-RKS / GMM-PRF learnable spectra)
-from .gmm import __all__ as _gmm_all  # noqa: E402
-from .fastfood import *  # noqa: E402,F401,F403  (KL FastFood-RKS / -PRF, fwht)
-from .fastfood import __all__ as _ff_all  # noqa: E402
-
-__all__ += list(_gmm_all) + list(_ff_all)
-from .generative import *  # noqa: E402,F401,F403  (KL Generative-RKS / -PRF: generator MLP spectra)
-from .generative import __all__ as _gen_all  # noqa: E402
-
-__all__ += list(_gen_all)
+__all__ = [
+    "elu_features", "elu_features_fwd", "elu_features_bwd", "elu_kernel", "EluFeaturesGrads",
+    "relu_features", "relu_features_fwd", "relu_features_bwd", "relu_kernel", "ReluFeaturesGrads",
+    "trig_features", "trig_features_fwd", "trig_features_bwd", "TrigFeaturesCache", "TrigFeaturesGrads",
+    "softmax_trig_features", "softmax_trig_features_fwd", "softmax_trig_features_bwd",
+    "softmax_trig_features_stable", "softmax_trig_features_stable_fwd", "softmax_trig_features_stable_bwd",
+    "SoftmaxTrigFeaturesCache", "gaussian_kernel", "softmax_kernel", "positive_features",
+    "positive_features_fwd", "positive_features_bwd", "positive_features_stable",
+    "positive_features_stable_fwd", "positive_features_stable_bwd", "gaussian_positive_features",
+    "gaussian_positive_features_fwd", "gaussian_positive_features_bwd", "hyperbolic_features",
+    "hyperbolic_features_fwd", "hyperbolic_features_bwd", "hyperbolic_features_stable",
+    "hyperbolic_features_stable_fwd", "hyperbolic_features_stable_bwd", "PositiveFeaturesCache",
+    "PositiveFeaturesGrads", "HyperbolicFeaturesCache", "GMMParams", "gmm_weights",
+    "gmm_antithetic_params", "gmm_frequencies", "gmm_frequencies_fwd", "gmm_frequencies_bwd",
+    "GMMFrequenciesGrads", "gmm_rks_features", "gmm_rks_features_fwd", "gmm_rks_features_bwd",
+    "gmm_prf_features", "gmm_prf_features_fwd", "gmm_prf_features_bwd", "gmm_prf_features_stable",
+    "gmm_prf_features_stable_fwd", "gmm_prf_features_stable_bwd", "GMMFeaturesGrads", "gmm_rks_kernel",
+    "gmm_prf_kernel", "gmm_rks_mse", "gmm_rks_antithetic_mse", "gmm_prf_mse", "fwht", "fwht_fwd",
+    "fwht_bwd", "FwhtGrads", "FastFoodParams", "FASTFOOD_VARIANTS", "padded_dim", "fastfood_projection",
+    "fastfood_projection_fwd", "fastfood_projection_bwd", "FastFoodGrads", "fastfood_matrix",
+    "fastfood_rks_features", "fastfood_rks_features_fwd", "fastfood_rks_features_bwd",
+    "fastfood_prf_features", "fastfood_prf_features_fwd", "fastfood_prf_features_bwd",
+    "fastfood_prf_features_stable", "fastfood_prf_features_stable_fwd", "fastfood_prf_features_stable_bwd",
+    "fastfood_rks_kernel", "fastfood_prf_kernel", "GeneratorParams", "GeneratorState", "GeneratorOutput",
+    "GeneratorGrads", "GenerativeOutput", "GenerativeGrads", "generator", "generator_fwd", "generator_bwd",
+    "generator_param_count", "generative_rks_features", "generative_rks_features_fwd",
+    "generative_rks_features_bwd", "generative_prf_features", "generative_prf_features_fwd",
+    "generative_prf_features_bwd", "generative_prf_features_stable", "generative_prf_features_stable_fwd",
+    "generative_prf_features_stable_bwd",
+]

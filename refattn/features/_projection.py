@@ -40,13 +40,14 @@ def project(x, omega, *, xp):
     return xp.reshape(x2 @ xp.matrix_transpose(omega), tuple(x.shape[:-1]) + (m,))   # (..., L, m)
 
 
-def project_bwd(du, x, omega, *, xp):
-    """Cotangents of :func:`project`: ``dx = du omega: (..., L, d)`` and ``domega = du^T x: (m, d)``."""
+def project_bwd(du, x, omega, *, xp, omega_grad=True):
+    """Cotangents of :func:`project`: ``dx = du omega: (..., L, d)`` and ``domega = du^T x: (m, d)``
+    (``None`` without computing it when ``omega_grad=False``: a drawn, non-learnable omega)."""
     d, m = x.shape[-1], omega.shape[0]
     du2 = xp.reshape(du, (-1, m))                                                 # (N, m)
     x2 = xp.reshape(x, (-1, d))                                                   # (N, d)
     dx = xp.reshape(du2 @ omega, tuple(x.shape))                                  # (..., L, d)
-    domega = contract_rows(du2, x2)                                               # (m, d)
+    domega = contract_rows(du2, x2) if omega_grad else None                      # (m, d)
     return dx, domega
 
 

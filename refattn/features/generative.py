@@ -29,9 +29,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace
-from ..nn.activations import leaky_relu_bwd, leaky_relu_fwd, tanh_bwd, tanh_fwd
-from ..nn.batchnorm import batchnorm_bwd, batchnorm_fwd
-from ..nn.dense import DenseParams, dense_bwd, dense_fwd
+from ..layers.activations import leaky_relu_bwd, leaky_relu_fwd, tanh_bwd, tanh_fwd
+from ..layers.batchnorm import batchnorm_bwd, batchnorm_fwd
+from ..layers.dense import DenseParams, dense_bwd, dense_fwd
 from .positive import (gaussian_positive_features_bwd, gaussian_positive_features_fwd,
                        positive_features_stable_bwd, positive_features_stable_fwd)
 from .trig import trig_features_bwd, trig_features_fwd

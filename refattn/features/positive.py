@@ -93,12 +93,12 @@ def _raw_fwd(x, omega, offset):
     return phi, PositiveFeaturesCache(x, omega, phi, offset)
 
 
-def _raw_bwd(dphi, cache):
+def _raw_bwd(dphi, cache, omega_grad=True):
     c = cache
     xp = namespace(dphi, c.phi, names=("dphi", "cache.phi"))
     check_shape("dphi", dphi, "..., L, m", check_shape("phi", c.phi, "..., L, m"))
     du = dphi * c.phi                                                             # (..., L, m) d exponent
-    dx, domega = project_bwd(du, c.x, c.omega, xp=xp)
+    dx, domega = project_bwd(du, c.x, c.omega, xp=xp, omega_grad=omega_grad)
     dx = dx - (2.0 * c.offset) * xp.sum(du, axis=-1, keepdims=True) * c.x         # d(-c|x|^2) = -2c x
     return PositiveFeaturesGrads(x=dx, omega=domega)
 
@@ -126,10 +126,10 @@ def positive_features_fwd(x, omega):
     return _raw_fwd(x, omega, 0.5)
 
 
-def positive_features_bwd(dphi, cache: PositiveFeaturesCache) -> PositiveFeaturesGrads:
+def positive_features_bwd(dphi, cache: PositiveFeaturesCache, *, omega_grad=True) -> PositiveFeaturesGrads:
     r"""Gradients of :func:`positive_features`: ``du = dphi * phi``; ``dx = du omega - sum_m(du) x``;
-    ``domega = du^T x``."""
-    return _raw_bwd(dphi, cache)
+    ``domega = du^T x`` (``None``, not computed, with ``omega_grad=False``)."""
+    return _raw_bwd(dphi, cache, omega_grad)
 
 
 def positive_features(x, omega):
@@ -223,14 +223,15 @@ def positive_features_stable_fwd(x, omega):
     return (phi, log_scale), PositiveFeaturesCache(x, omega, phi, 0.5)
 
 
-def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache) -> PositiveFeaturesGrads:
+def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache, *,
+                                 omega_grad=True) -> PositiveFeaturesGrads:
     r"""Gradients of :func:`positive_features_stable` from the cotangent pair ``(dphi, dlog_scale)``.
 
     ``dlog_scale`` may be ``None`` (queries: their log-scale is dropped because it cancels). With
     ``g = dphi * phi``, ``a`` the (first) argmax of each row and ``e_a`` its one-hot vector, the exponent's
     cotangent is ``du = g + e_a (dlog_scale - sum_m g)`` (the row maximum moves phi and log_scale in opposite
     directions), then ``dx = du omega - dlog_scale x``, ``domega = du^T x``. The argmax is recomputed from
-    ``phi`` (its entry is exactly 1).
+    ``phi`` (its entry is exactly 1). ``omega_grad=False``: ``domega`` is not computed (``None``).
     """
     dphi, dls = dout
     c = cache
@@ -247,7 +248,7 @@ def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache) -> Positive
     if dls is not None:
         corr = corr + xp.expand_dims(dls, axis=-1)
     du = g + onehot * corr                                                        # (..., L, m)
-    dx, domega = project_bwd(du, c.x, c.omega, xp=xp)
+    dx, domega = project_bwd(du, c.x, c.omega, xp=xp, omega_grad=omega_grad)
     if dls is not None:
         dx = dx - xp.expand_dims(dls, axis=-1) * c.x                              # d(-|x|^2/2) = -x
     return PositiveFeaturesGrads(x=dx, omega=domega)
@@ -268,6 +269,8 @@ def _antithetic(omega, *, xp):
 
 
 def _antithetic_grad(domega2, m):
+    if domega2 is None:                                                           # not requested
+        return None
     return domega2[:m, :] - domega2[m:, :]                                        # (m, d)
 
 
@@ -311,10 +314,12 @@ def hyperbolic_features_stable_fwd(x, omega):
     return out, HyperbolicFeaturesCache(cache)
 
 
-def hyperbolic_features_stable_bwd(dout, cache: HyperbolicFeaturesCache) -> PositiveFeaturesGrads:
-    r"""Gradients of :func:`hyperbolic_features_stable` from ``(dphi, dlog_scale)`` (``dlog_scale`` may be None)."""
-    g = positive_features_stable_bwd(dout, cache.inner)
-    return PositiveFeaturesGrads(x=g.x, omega=_antithetic_grad(g.omega, g.omega.shape[0] // 2))
+def hyperbolic_features_stable_bwd(dout, cache: HyperbolicFeaturesCache, *,
+                                   omega_grad=True) -> PositiveFeaturesGrads:
+    r"""Gradients of :func:`hyperbolic_features_stable` from ``(dphi, dlog_scale)`` (``dlog_scale`` may be
+    None; ``omega_grad=False``: ``domega`` not computed, ``None``)."""
+    g = positive_features_stable_bwd(dout, cache.inner, omega_grad=omega_grad)
+    return PositiveFeaturesGrads(x=g.x, omega=_antithetic_grad(g.omega, cache.inner.omega.shape[0] // 2))
 
 
 def hyperbolic_features_stable(x, omega):

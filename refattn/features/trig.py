@@ -133,9 +133,9 @@ def trig_features_fwd(x, omega):
     return phi, TrigFeaturesCache(x, omega, phi)
 
 
-def trig_features_bwd(dphi, cache: TrigFeaturesCache) -> TrigFeaturesGrads:
+def trig_features_bwd(dphi, cache: TrigFeaturesCache, *, omega_grad=True) -> TrigFeaturesGrads:
     r"""Gradients of :func:`trig_features`: ``du = (-sin u dphi_cos + cos u dphi_sin) / sqrt(m)``, then
-    ``dx = du omega``, ``domega = du^T x``.
+    ``dx = du omega``, ``domega = du^T x`` (``None``, not computed, with ``omega_grad=False``).
 
     Parameters
     ----------
@@ -148,7 +148,7 @@ def trig_features_bwd(dphi, cache: TrigFeaturesCache) -> TrigFeaturesGrads:
     m = c.omega.shape[0]
     cos_s, sin_s = c.phi[..., :m], c.phi[..., m:]                                 # (..., L, m) cos u/sqrt(m), ...
     du = cos_s * dphi[..., m:] - sin_s * dphi[..., :m]                            # (..., L, m)
-    dx, domega = project_bwd(du, c.x, c.omega, xp=xp)
+    dx, domega = project_bwd(du, c.x, c.omega, xp=xp, omega_grad=omega_grad)
     return TrigFeaturesGrads(x=dx, omega=domega)
 
 
@@ -223,11 +223,13 @@ def softmax_trig_features_stable_fwd(x, omega):
     return (t, sq_norm_half(x, xp=xp)), tcache                                    # log_scale (..., L)
 
 
-def softmax_trig_features_stable_bwd(dout, cache: TrigFeaturesCache) -> TrigFeaturesGrads:
+def softmax_trig_features_stable_bwd(dout, cache: TrigFeaturesCache, *,
+                                     omega_grad=True) -> TrigFeaturesGrads:
     r"""Gradients of :func:`softmax_trig_features_stable` from the cotangent pair ``(dphi, dlog_scale)``;
-    ``dlog_scale`` may be ``None`` (queries, whose log-scale is dropped). ``d(|x|^2/2)/dx = x``."""
+    ``dlog_scale`` may be ``None`` (queries, whose log-scale is dropped). ``d(|x|^2/2)/dx = x``.
+    ``omega_grad=False``: ``domega`` is not computed (``None``)."""
     dphi, dls = dout
-    g = trig_features_bwd(dphi, cache)
+    g = trig_features_bwd(dphi, cache, omega_grad=omega_grad)
     if dls is None:
         return g
     xp = namespace(dls, cache.x, names=("dlog_scale", "cache.x"))

@@ -1,42 +1,27 @@
-"""Neural-network layers as forward/backward pairs, the transformer, losses, optimisers and the training loop.
+"""Models: configuration, attention kinds, multi-head attention, the transformer, optimisers, initialisation.
 
-Submodules: ``dense``, ``layernorm``, ``batchnorm``, ``activations``, ``dropout``, ``embedding``, ``loss``,
-``optim`` are imported here. ``mha`` and ``transformer`` are loaded on first access of one of their names
-(``refattn.nn.mha_fwd``, ``from refattn.nn import init_transformer``; PEP 562): ``refattn.features``
-imports the layers above (the generative spectra's MLP) while ``mha`` imports ``refattn.features``, so importing
-``mha`` eagerly here would be an import cycle. ``refattn/__init__`` re-exports both once every subpackage is
-loaded. ``checkpoint`` and ``train`` (NumPy-only edges; ``train`` may import tqdm) are never imported by
-``import refattn``.
-Note that ``refattn.nn.dense`` is the *function* (the flat re-export); import the module with
-``from refattn.nn import dense as ...`` only via ``import refattn.nn.dense`` / ``from refattn.nn.dense import ...``.
+Submodules: ``config`` (pure-Python configuration checks), ``kinds`` (one module per attention kind),
+``mha``, ``transformer``, ``optim``, ``init`` (NumPy edge: draws a model from the kinds' declarations). The
+layers the models are built from live in :mod:`refattn.layers`. ``checkpoint`` and ``train`` (NumPy-only
+edges; ``train`` may import tqdm) are not imported here: ``from refattn.nn.train import train``.
 """
 
-import sys as _sys
+from .config import check_attention_config, check_config
+from .init import draw_attention_features, features_for_step, init_mha, init_transformer
+from .kinds import ATTENTION_KINDS, AttentionKind, Draw
+from .mha import MHACache, MHAGrads, merge_heads, mha, mha_bwd, mha_fwd, split_heads
+from .optim import (AdamState, SGDState, adam_init, adam_update, adamw_update, clip_by_global_norm,
+                    global_norm, sgd_init, sgd_update)
+from .transformer import (TransformerGrads, block_bwd, block_fwd, loss_and_grads, transformer,
+                          transformer_bwd, transformer_fwd, transformer_loss_bwd, transformer_loss_fwd)
 
-from .activations import *  # noqa: F401,F403
-from .batchnorm import *  # noqa: F401,F403
-from .dense import *  # noqa: F401,F403
-from .dropout import *  # noqa: F401,F403
-from .embedding import *  # noqa: F401,F403
-from .layernorm import *  # noqa: F401,F403
-from .loss import *  # noqa: F401,F403
-from .optim import *  # noqa: F401,F403
-
-_MODULES = ("activations", "batchnorm", "dense", "dropout", "embedding", "layernorm", "loss", "optim")
-__all__: list[str] = [n for _m in _MODULES for n in _sys.modules[f"{__name__}.{_m}"].__all__]
-
-
-_LAZY = ("mha", "transformer")
-
-
-def __getattr__(name: str):
-    """Load ``mha``/``transformer`` on first access of one of their public names (breaks the import cycle)."""
-    import importlib
-
-    for mod_name in _LAZY:
-        mod = importlib.import_module(f"{__name__}.{mod_name}")
-        if name == mod_name:
-            return mod
-        if name in getattr(mod, "__all__", ()):
-            return getattr(mod, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = [
+    "check_attention_config", "check_config",
+    "ATTENTION_KINDS", "AttentionKind", "Draw",
+    "MHACache", "MHAGrads", "mha", "mha_fwd", "mha_bwd", "split_heads", "merge_heads",
+    "SGDState", "AdamState", "sgd_init", "sgd_update", "adam_init", "adam_update", "adamw_update",
+    "global_norm", "clip_by_global_norm",
+    "TransformerGrads", "transformer", "transformer_fwd", "transformer_bwd", "transformer_loss_fwd",
+    "transformer_loss_bwd", "loss_and_grads", "block_fwd", "block_bwd",
+    "init_mha", "draw_attention_features", "features_for_step", "init_transformer",
+]

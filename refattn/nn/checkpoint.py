@@ -5,7 +5,7 @@ File layout: one array per parameter leaf under its path (``params/blocks/0/attn
 configuration as JSON in ``__config__`` (a 0-d unicode array; no pickling: ``np.load(allow_pickle=False)``).
 
 :func:`load` rebuilds the parameter tree from the configuration (the structure of
-``refattn.random.init_transformer``) and fills it from the file; it raises ``ValueError`` when the file's
+``refattn.nn.init.init_transformer``) and fills it from the file; it raises ``ValueError`` when the file's
 configuration differs from an expected one (naming the differing keys), when a parameter is missing or extra,
 or when a shape or dtype differs from what the configuration implies.
 """
@@ -17,8 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..random.nn import init_transformer, tree_as_xp, tree_to_numpy
-from .transformer import check_config
+from ..random import tree_as_xp, tree_to_numpy
+from ..tree import tree_map_with_path, tree_paths
+from .config import check_config
+from .init import init_transformer
 
 __all__ = ["save", "load", "flatten_tree"]
 
@@ -26,47 +28,26 @@ _CONFIG_KEY = "__config__"
 
 
 def flatten_tree(tree: Any, prefix: str = "params") -> dict:
-    """``{"prefix/a/b/0/W": leaf}`` for every array leaf (dict keys, list indices, NamedTuple field names)."""
-    out: dict = {}
-    if tree is None:
-        return out
-    if isinstance(tree, dict):
-        for k, v in tree.items():
-            if "/" in str(k):
-                raise ValueError(f"params: key {k!r} contains '/', which the checkpoint format reserves")
-            out.update(flatten_tree(v, f"{prefix}/{k}"))
-    elif isinstance(tree, tuple) and hasattr(tree, "_fields"):
-        for k, v in zip(tree._fields, tree):
-            out.update(flatten_tree(v, f"{prefix}/{k}"))
-    elif isinstance(tree, (tuple, list)):
-        for i, v in enumerate(tree):
-            out.update(flatten_tree(v, f"{prefix}/{i}"))
-    elif hasattr(tree, "shape"):
-        out[prefix] = tree
-    # static leaves (a proposal's kind, a spline order) are implied by the configuration: not stored
-    return out
+    """``{"prefix/a/b/0/W": leaf}`` for every array leaf (dict keys, list indices, NamedTuple field names).
+
+    Static entries (a proposal's kind, a spline order) are implied by the configuration and not stored."""
+    return dict(tree_paths(tree, prefix))
 
 
-def _fill(template: Any, flat: dict, prefix: str, used: set) -> Any:
-    if template is None:
-        return None
-    if isinstance(template, dict):
-        return {k: _fill(v, flat, f"{prefix}/{k}", used) for k, v in template.items()}
-    if isinstance(template, tuple) and hasattr(template, "_fields"):
-        return type(template)(*(_fill(v, flat, f"{prefix}/{k}", used) for k, v in zip(template._fields, template)))
-    if isinstance(template, (tuple, list)):
-        items = [_fill(v, flat, f"{prefix}/{i}", used) for i, v in enumerate(template)]
-        return type(template)(items) if isinstance(template, tuple) else items
-    if not hasattr(template, "shape"):
-        return template                      # static leaf, rebuilt from the configuration
-    if prefix not in flat:
-        raise ValueError(f"checkpoint: parameter {prefix!r} is missing (the configuration implies it)")
-    arr = flat[prefix]
-    if arr.shape != template.shape or arr.dtype != template.dtype:
-        raise ValueError(f"checkpoint: parameter {prefix!r} has shape {arr.shape} and dtype {arr.dtype}; the "
-                         f"configuration implies shape {template.shape} and dtype {template.dtype}")
-    used.add(prefix)
-    return arr
+def _fill(template: Any, flat: dict, used: set) -> Any:
+    """`template` (the configuration's parameter tree) with every array leaf replaced by the file's."""
+
+    def take(path, leaf):
+        if path not in flat:
+            raise ValueError(f"checkpoint: parameter {path!r} is missing (the configuration implies it)")
+        arr = flat[path]
+        if arr.shape != leaf.shape or arr.dtype != leaf.dtype:
+            raise ValueError(f"checkpoint: parameter {path!r} has shape {arr.shape} and dtype {arr.dtype}; the "
+                             f"configuration implies shape {leaf.shape} and dtype {leaf.dtype}")
+        used.add(path)
+        return arr
+
+    return tree_map_with_path(take, template, "params")
 
 
 def save(path, params: dict, config: dict) -> None:
@@ -104,7 +85,7 @@ def load(path, *, config: dict | None = None, like: Any = None):
             raise ValueError(f"checkpoint {path}: configuration mismatch ({detail})")
     template = init_transformer(np.random.default_rng(0), cfg)   # structure, shapes and dtypes only
     used: set = set()
-    params = _fill(template, flat, "params", used)
+    params = _fill(template, flat, used)
     extra = sorted(k for k in flat if k.startswith("params/") and k not in used)
     if extra:
         raise ValueError(f"checkpoint {path}: parameters not implied by the configuration: {extra[:5]}")

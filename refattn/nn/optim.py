@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from array_api_compat import array_namespace
 
-from ._tree import tree_leaves, tree_map
+from ..tree import tree_leaves, tree_map
 
 __all__ = ["SGDState", "AdamState", "sgd_init", "sgd_update", "adam_init", "adam_update", "adamw_update",
            "global_norm", "clip_by_global_norm"]

@@ -22,9 +22,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..random.nn import features_for_step, init_transformer, tree_as_xp, tree_to_numpy
-from .optim import global_norm, adam_init, adam_update, adamw_update, clip_by_global_norm, sgd_init, sgd_update
-from .transformer import check_config, loss_and_grads, transformer
+from ..layers.losses import softmax_cross_entropy
+from ..random import tree_as_xp, tree_to_numpy
+from .config import check_config
+from .init import features_for_step, init_transformer
+from .optim import adam_init, adam_update, adamw_update, clip_by_global_norm, global_norm, sgd_init, sgd_update
+from .transformer import loss_and_grads, transformer
 
 __all__ = ["TrainResult", "train", "evaluate"]
 
@@ -41,8 +44,6 @@ def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
 
 def evaluate(params, inputs, labels, features, *, config, like=None) -> dict:
     """``{"loss": mean cross-entropy, "accuracy": fraction of argmax hits}`` on a NumPy dataset."""
-    from .loss import softmax_cross_entropy
-
     x = tree_as_xp(inputs, like=like) if like is not None else inputs
     y = tree_as_xp(labels, like=like) if like is not None else labels
     logits = transformer(params, x, features, config=config)
@@ -59,7 +60,7 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
     Parameters
     ----------
     config : dict
-        Model configuration (``refattn.nn.transformer.check_config``).
+        Model configuration (``refattn.nn.config.check_config``).
     inputs, labels : numpy arrays
         Token ids ``(n, L)`` or images ``(n, H, W, C)``; labels ``(n,)`` (classify) or ``(n, L)`` (lm).
     seed : int

@@ -14,7 +14,7 @@ learned, or none) -> ``n_layers`` blocks -> final layer norm -> head:
   (position i predicts token i + 1: the caller shifts the labels).
 
 :func:`transformer_bwd` is the composition of the layers' ``_bwd`` functions in reverse order and nothing else.
-Parameters are a nested dict (:func:`refattn.random.init_transformer`)::
+Parameters are a nested dict (:func:`refattn.nn.init.init_transformer`)::
 
     {"embed": (V, D) table | DenseParams(W: (p*p*C, D), b), "pos": (max_len, D) (learned positions only),
      "blocks": [{"ln1": LayerNormParams, "attn": {"q","k","v","o": DenseParams, "attn": {...}},
@@ -22,9 +22,10 @@ Parameters are a nested dict (:func:`refattn.random.init_transformer`)::
      "ln_f": LayerNormParams, "head": DenseParams(D, n_out)}
 
 ``features`` is a list (one entry per layer) of the attention kind's drawn arrays
-(:func:`refattn.random.draw_attention_features`; redraws follow :func:`refattn.random.features_for_step`).
+(:func:`refattn.nn.init.draw_attention_features`; redraws follow :func:`refattn.nn.init.features_for_step`).
 
-The configuration is a plain JSON-serialisable dict; :func:`check_config` validates it and fills the defaults.
+The configuration is a plain JSON-serialisable dict; :func:`refattn.nn.config.check_config` validates it and
+fills the defaults.
 Axes: ``...`` batch, ``L`` positions, ``D`` width, ``V`` vocabulary.
 """
 
@@ -32,97 +33,21 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._xp import check_choice, check_positive_int, device_of, namespace
-from .activations import gelu_bwd, gelu_fwd
-from .dense import dense_bwd, dense_fwd
-from .embedding import (patch_embedding_bwd, patch_embedding_fwd, position_embedding_bwd, position_embedding_fwd,
-                        sinusoid_position_table, token_embedding_bwd, token_embedding_fwd)
-from .layernorm import layernorm_bwd, layernorm_fwd
-from .loss import softmax_cross_entropy_bwd, softmax_cross_entropy_fwd
-from .mha import check_attention_config, mha_bwd, mha_fwd
+from .._xp import device_of, namespace
+from ..layers.activations import gelu_bwd, gelu_fwd
+from ..layers.dense import dense_bwd, dense_fwd
+from ..layers.embeddings import (patch_embedding_bwd, patch_embedding_fwd, position_embedding_bwd,
+                                 position_embedding_fwd, sinusoid_position_table, token_embedding_bwd,
+                                 token_embedding_fwd)
+from ..layers.layernorm import layernorm_bwd, layernorm_fwd
+from ..layers.losses import softmax_cross_entropy_bwd, softmax_cross_entropy_fwd
+from .config import check_config
+from .mha import mha_bwd, mha_fwd
 
-__all__ = ["check_config", "TransformerGrads", "transformer", "transformer_fwd", "transformer_bwd",
+__all__ = ["TransformerGrads", "transformer", "transformer_fwd", "transformer_bwd",
            "transformer_loss_fwd", "transformer_loss_bwd", "loss_and_grads", "block_fwd", "block_bwd"]
 
 Array = Any
-
-_DEFAULTS = {
-    "task": None, "input": "tokens", "vocab_size": None, "n_classes": None, "patch": None, "image_shape": None,
-    "d_model": None, "n_heads": None, "n_layers": None, "d_ff": None, "max_len": None, "position": "sinusoid",
-    "readout": "mean", "attention": "softmax", "causal": None, "dtype": "float64",
-}
-
-
-def check_config(config: dict) -> dict:
-    """Validate a transformer configuration and return a normalised copy (defaults filled, attention checked).
-
-    Required: ``task`` ("classify" | "lm"), ``d_model``, ``n_heads`` (dividing ``d_model``), ``n_layers``,
-    ``max_len``; ``vocab_size`` for token input and for ``lm``; ``n_classes`` for ``classify``; ``patch`` and
-    ``image_shape = (H, W, C)`` for ``input="patches"``. Defaults: ``d_ff = 4 d_model``, ``position="sinusoid"``,
-    ``readout="mean"``, ``attention="softmax"``, ``causal`` = (task == "lm"), ``dtype="float64"``.
-    """
-    if not isinstance(config, dict):
-        raise TypeError(f"config: expected a dict; got {type(config).__name__}")
-    unknown = sorted(set(config) - set(_DEFAULTS))
-    if unknown:
-        raise ValueError(f"config: unknown key(s) {unknown}; accepted: {sorted(_DEFAULTS)}")
-    c = {**_DEFAULTS, **config}
-    check_choice(c["task"], "config['task']", ("classify", "lm"))
-    check_choice(c["input"], "config['input']", ("tokens", "patches"))
-    check_choice(c["position"], "config['position']", ("sinusoid", "learned", "none"))
-    check_choice(c["readout"], "config['readout']", ("mean", "first"))
-    check_choice(c["dtype"], "config['dtype']", ("float64", "float32"))
-    for key in ("d_model", "n_heads", "n_layers", "max_len"):
-        if c[key] is None:
-            raise ValueError(f"config['{key}']: required; got nothing")
-        c[key] = check_positive_int(c[key], f"config['{key}']")
-    if c["d_model"] % c["n_heads"]:
-        raise ValueError(f"config['n_heads']: the number of heads {c['n_heads']} must divide d_model = "
-                         f"{c['d_model']}")
-    c["d_ff"] = check_positive_int(c["d_ff"] if c["d_ff"] is not None else 4 * c["d_model"], "config['d_ff']")
-    if c["input"] == "tokens" or c["task"] == "lm":
-        if c["vocab_size"] is None:
-            raise ValueError("config['vocab_size']: required for token input and language modelling")
-        c["vocab_size"] = check_positive_int(c["vocab_size"], "config['vocab_size']")
-    if c["task"] == "lm":
-        if c["input"] != "tokens":
-            raise ValueError("config['input']: a language model takes tokens; got 'patches'")
-        if c["causal"] is False:
-            raise ValueError("config['causal']: a language model must be causal; got False")
-        c["causal"] = True
-    else:
-        if c["n_classes"] is None:
-            raise ValueError("config['n_classes']: required for task 'classify'")
-        c["n_classes"] = check_positive_int(c["n_classes"], "config['n_classes']")
-        c["causal"] = bool(c["causal"]) if c["causal"] is not None else False
-    if c["input"] == "patches":
-        c["patch"] = check_positive_int(c["patch"], "config['patch']")
-        shape = c["image_shape"]
-        if not (isinstance(shape, (list, tuple)) and len(shape) == 3):
-            raise ValueError(f"config['image_shape']: expected (H, W, C); got {shape!r}")
-        H, W, C = (check_positive_int(s, "config['image_shape']") for s in shape)
-        if H % c["patch"] or W % c["patch"]:
-            raise ValueError(f"config['patch']: expected a divisor of H = {H} and W = {W}; got {c['patch']}")
-        c["image_shape"] = [H, W, C]
-        n_tokens = (H // c["patch"]) * (W // c["patch"])
-        if n_tokens > c["max_len"]:
-            raise ValueError(f"config['max_len']: {c['max_len']} is below the number of patches {n_tokens}")
-    att = check_attention_config(c["attention"], d_head=c["d_model"] // c["n_heads"], n_heads=c["n_heads"])
-    if "max_len" in att:                      # kinds with a per-offset table (Toeplitz) size it from the model
-        if att["max_len"] is None:
-            att["max_len"] = c["max_len"]
-        elif att["max_len"] != c["max_len"]:
-            raise ValueError(f"config['attention']['max_len']: {att['max_len']} differs from config['max_len'] = "
-                             f"{c['max_len']}")
-    if att.get("grid") is not None and c["input"] == "patches":
-        n_tokens = (c["image_shape"][0] // c["patch"]) * (c["image_shape"][1] // c["patch"])
-        if att["grid"][0] * att["grid"][1] != n_tokens:
-            raise ValueError(f"config['attention']['grid']: {att['grid']} does not match the patch grid "
-                             f"({c['image_shape'][0] // c['patch']}, {c['image_shape'][1] // c['patch']}) "
-                             f"with L = {n_tokens} positions")
-    c["attention"] = att
-    return c
-
 
 class TransformerGrads(NamedTuple):
     params: dict   # same tree as params

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .._xp import check_choice, check_positive_int
-from . import check_dtype_arg, check_rng
+from .common import check_dtype_arg, check_rng
 
 __all__ = ["draw_gaussian", "draw_orthogonal"]
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from . import check_dtype_arg, check_rng
+from ..rpe.s1_rotation import S1Params
+from .common import check_dtype_arg, check_rng
 
 __all__ = ["init_s1_params"]
 __all__ += ["draw_flt_noise", "FLT_NOISE_KINDS"]  # FLT block at the end of this module
@@ -50,8 +51,6 @@ def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: in
         Leading axes, e.g. ``(H,)`` for per-head parameters (they broadcast against the batch axes ``(..., H)``).
     dtype : float32 or float64
     """
-    from ..rpe.s1_rotation import S1Params
-
     check_rng(rng)
     dt = check_dtype_arg(dtype)
     for name, val in (("n_axes", n_axes), ("n_lengthscales", n_lengthscales)):

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import array_api_compat
 import numpy as np
 
 from ..features.fastfood import FastFoodParams, padded_dim
+from ..features.generative import GeneratorParams, GeneratorState
 from ..features.gmm import GMMParams
-from . import as_xp, check_dtype_arg, check_rng
+from .common import as_xp, check_dtype_arg, check_rng
+from .layers import init_batchnorm, init_dense
 
 __all__ = ["init_gmm", "draw_gmm_noise", "draw_gmm_antithetic_noise", "gmm_as_xp", "draw_fastfood",
            "fastfood_as_xp", "draw_generator_noise", "init_generator"]
@@ -145,8 +148,6 @@ def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi
 
 def fastfood_as_xp(params: FastFoodParams, *, like: Any) -> FastFoodParams:
     """`params` (NumPy) in `like`'s namespace: S, G, B with `like`'s dtype, perm as int64."""
-    import array_api_compat
-
     xp = array_api_compat.array_namespace(like)
     return FastFoodParams(S=as_xp(params.S, like=like), G=as_xp(params.G, like=like), B=as_xp(params.B, like=like),
                           perm=xp.asarray(np.asarray(params.perm, dtype=np.int64), device=array_api_compat.device(like)))
@@ -172,9 +173,6 @@ def init_generator(rng: np.random.Generator, d: int, *, d_noise: int | None = No
     (GeneratorParams, GeneratorState)
         See :mod:`refattn.features.generative`.
     """
-    from ..features.generative import GeneratorParams, GeneratorState
-    from .nn import init_batchnorm, init_dense
-
     check_rng(rng)
     d = _pos_int("d", d)
     d_noise = _pos_int("d_noise", d if d_noise is None else d_noise)

@@ -257,17 +257,18 @@ def test_gradcheck_favor_under_cupy(rng, cp):
 def test_training_step_under_cupy_equals_reference(cp):
     """Loss, gradients and one Adam update of a causal FAVOR+ language model on CuPy inside accel.use('cupy')
     equal the NumPy reference step."""
+    import refattn.nn.init as nninit
     import refattn.random as rr
-    from refattn.nn._tree import tree_leaves
     from refattn.nn.optim import adam_init, adam_update
     from refattn.nn.transformer import loss_and_grads
+    from refattn.tree import tree_leaves
 
     cfg = dict(task="lm", vocab_size=11, d_model=16, n_heads=2, n_layers=2, max_len=80, d_ff=24,
                attention={"kind": "favor", "features": "positive", "m": 16, "draw": "orthogonal"},
                position="learned", dtype="float64")
     rng = np.random.default_rng(0)
-    params = rr.init_transformer(rng, cfg)
-    feats = rr.draw_attention_features(rng, cfg)
+    params = nninit.init_transformer(rng, cfg)
+    feats = nninit.draw_attention_features(rng, cfg)
     ids = rng.integers(0, 11, size=(3, 77))
     labels = rng.integers(0, 11, size=(3, 77))
 

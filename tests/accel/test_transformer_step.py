@@ -10,11 +10,11 @@ import pytest
 pytest.importorskip("numba")
 
 import accel  # noqa: E402
-import refattn.random as rr  # noqa: E402
+import refattn.nn.init as nninit  # noqa: E402
 from refattn import _dispatch  # noqa: E402
-from refattn.nn._tree import tree_leaves, tree_map  # noqa: E402
 from refattn.nn.optim import adam_init, adam_update  # noqa: E402
 from refattn.nn.transformer import loss_and_grads  # noqa: E402
+from refattn.tree import tree_leaves, tree_map  # noqa: E402
 
 
 def _step(params, ids, labels, feats, cfg):
@@ -30,9 +30,9 @@ def test_training_step_under_numba_equals_reference(att, dtype, tol):
     cfg = dict(task="lm", vocab_size=11, d_model=16, n_heads=2, n_layers=2, max_len=40, d_ff=24, attention=att,
                position="learned", dtype=dtype)
     rng = np.random.default_rng(0)
-    params = rr.init_transformer(rng, cfg)
+    params = nninit.init_transformer(rng, cfg)
     params = tree_map(lambda a: a + (0.1 * rng.standard_normal(a.shape)).astype(a.dtype), params)
-    feats = rr.draw_attention_features(rng, cfg)
+    feats = nninit.draw_attention_features(rng, cfg)
     ids = rng.integers(0, 11, size=(3, 37))                          # L = 37: not a multiple of any block
     labels = rng.integers(0, 11, size=(3, 37))
     calls = []

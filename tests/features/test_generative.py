@@ -14,7 +14,7 @@ from refattn.features.generative import (
     generative_rks_features_fwd, generator, generator_bwd, generator_fwd, generator_param_count)
 from refattn.features.positive import gaussian_positive_features
 from refattn.random import draw_generator_noise, init_generator
-from refattn.random.nn import tree_as_xp
+from refattn.random import tree_as_xp
 from tests.helpers import asxp
 from validation import assert_close, assert_mean_within_se, check_vjp, mean_test
 

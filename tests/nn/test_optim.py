@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from refattn.nn.dense import DenseParams
+from refattn.layers.dense import DenseParams
 from refattn.nn.optim import (adam_init, adam_update, adamw_update, clip_by_global_norm, global_norm, sgd_init,
                               sgd_update)
 from tests.helpers import randn, to_numpy

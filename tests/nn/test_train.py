@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-import refattn.random as rr
+import refattn.nn.init as nninit
 from refattn.nn.checkpoint import flatten_tree
 from refattn.nn.train import evaluate, train
 from tests.nn.test_transformer import KINDS, tiny_config
@@ -36,8 +36,8 @@ def test_training_lowers_loss(name):
         att["grid"] = [2, 3]                     # the task's L = 6 positions as a 2 x 3 grid
     cfg = tiny_config(att, "classify")
     x, y = _task()
-    init = rr.init_transformer(np.random.default_rng([0, 0]), cfg)
-    feats = rr.features_for_step(0, 0, cfg)
+    init = nninit.init_transformer(np.random.default_rng([0, 0]), cfg)
+    feats = nninit.features_for_step(0, 0, cfg)
     untrained = evaluate(init, x, y, feats, config=cfg)["loss"]
     res = train(cfg, x, y, seed=0, steps=40, batch_size=16, lr=1e-2, progress=False)
     trained = evaluate(res.params, x, y, feats, config=cfg)["loss"]
@@ -51,10 +51,10 @@ def test_lm_training_lowers_loss():
     rng = np.random.default_rng(5)
     seqs = np.stack([np.roll(np.arange(7), -s)[:6] for s in rng.integers(0, 7, size=16)])  # counting mod 7
     x, y = seqs[:, :-1], seqs[:, 1:]
-    init = rr.init_transformer(np.random.default_rng([0, 0]), cfg)
-    untrained = evaluate(init, x, y, rr.features_for_step(0, 0, cfg), config=cfg)["loss"]
+    init = nninit.init_transformer(np.random.default_rng([0, 0]), cfg)
+    untrained = evaluate(init, x, y, nninit.features_for_step(0, 0, cfg), config=cfg)["loss"]
     res = train(cfg, x, y, seed=0, steps=40, batch_size=8, lr=1e-2, progress=False)
-    trained = evaluate(res.params, x, y, rr.features_for_step(0, 39, cfg), config=cfg)["loss"]
+    trained = evaluate(res.params, x, y, nninit.features_for_step(0, 39, cfg), config=cfg)["loss"]
     assert trained <= 0.5 * untrained, (untrained, trained)
 
 

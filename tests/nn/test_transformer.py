@@ -7,17 +7,20 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import refattn.nn.init as nninit
 import refattn.random as rr
-from refattn.nn._tree import tree_map
 from refattn.nn.checkpoint import flatten_tree, load, save
-from refattn.nn.mha import ATTENTION_KINDS, MHAGrads, mha_bwd, mha_fwd
-from refattn.nn.transformer import (TransformerGrads, check_config, transformer, transformer_loss_bwd,
+from refattn.nn.config import check_config
+from refattn.nn.kinds import ATTENTION_KINDS
+from refattn.nn.mha import MHAGrads, mha_bwd, mha_fwd
+from refattn.tree import tree_map
+from refattn.nn.transformer import (TransformerGrads, transformer, transformer_loss_bwd,
                                     transformer_loss_fwd)
 from tests.helpers import randn, to_numpy
 from tests.nn import reference
 from validation import check_vjp
 
-#: test id -> attention configuration. Every kind of refattn.nn.mha.ATTENTION_KINDS appears at least once.
+#: test id -> attention configuration. Every kind of refattn.nn.kinds.ATTENTION_KINDS appears at least once.
 KINDS = {
     "softmax": {"kind": "softmax"},
     "elu": {"kind": "elu"},
@@ -85,17 +88,17 @@ def perturb(params, rng):
 def setup(att, task, seed=0, L=5, **kw):
     cfg = tiny_config(att, task, **kw)
     rng = np.random.default_rng(seed)
-    params = rr.init_transformer(rng, cfg)
+    params = nninit.init_transformer(rng, cfg)
     # non-trivial layer norms and biases, so that every parameter matters in the checks
     params = perturb(params, rng)
-    feats = rr.draw_attention_features(rng, cfg)
+    feats = nninit.draw_attention_features(rng, cfg)
     ids = rng.integers(0, 7, size=(2, L))
     labels = rng.integers(0, 3, size=(2,)) if task == "classify" else rng.integers(0, 7, size=(2, L))
     return cfg, params, feats, ids, labels
 
 
 def test_kind_tables_agree():
-    assert set(ATTENTION_KINDS) == set(rr.ATTENTION_DRAWS)
+    assert all(k.name == name for name, k in ATTENTION_KINDS.items())
     assert {c["kind"] for c in KINDS.values()} == set(ATTENTION_KINDS), "every wired kind must be tested"
 
 
@@ -112,8 +115,8 @@ def test_mha_grad(xp, name, causal):
     like = xp.zeros(1, dtype=xp.float64)
     cfg = tiny_config(att, "classify", n_layers=1)
     att = check_config(cfg)["attention"]
-    params = rr.tree_as_xp(perturb(rr.init_mha(rng, 8, 2, att), rng), like=like)
-    feats = rr.tree_as_xp(rr.draw_attention_features(rng, cfg)[0], like=like)
+    params = rr.tree_as_xp(perturb(nninit.init_mha(rng, 8, 2, att), rng), like=like)
+    feats = rr.tree_as_xp(nninit.draw_attention_features(rng, cfg)[0], like=like)
     x = randn(rng, xp, 2, 5, 8)
     check_vjp(mha_fwd, mha_bwd, {"x": x, "params": params},
               kwargs={"features": feats, "n_heads": 2, "attention": att, "causal": causal},
@@ -152,8 +155,8 @@ def test_patch_model_grad(readout):
     cfg = dict(task="classify", input="patches", patch=2, image_shape=(4, 4, 3), n_classes=3, d_model=8,
                n_heads=2, n_layers=1, max_len=4, attention=att, position="sinusoid", readout=readout)
     rng = np.random.default_rng(3)
-    params = rr.init_transformer(rng, cfg)
-    feats = rr.draw_attention_features(rng, cfg)
+    params = nninit.init_transformer(rng, cfg)
+    feats = nninit.draw_attention_features(rng, cfg)
     images = rng.standard_normal((2, 4, 4, 3))
     labels = rng.integers(0, 3, size=(2,))
     check_vjp(transformer_loss_fwd, transformer_loss_bwd, {"params": params, "inputs": images},
@@ -213,7 +216,7 @@ def test_bidirectional_is_not_prefix_invariant():
     """Must-fail companion: the same check on a bidirectional encoder detects the dependence on later tokens."""
     cfg, params, feats, ids, labels = setup(KINDS["softmax"], "lm")
     cfg = dict(cfg, task="classify", causal=False)
-    params = rr.init_transformer(np.random.default_rng(0), cfg)
+    params = nninit.init_transformer(np.random.default_rng(0), cfg)
     a = transformer(params, ids[:, :3], None, config=cfg)
     b = transformer(params, ids, None, config=cfg)
     assert not np.allclose(a, b)
@@ -257,12 +260,12 @@ def test_torch_crosscheck(name, task):
 def test_redraw_policy():
     fixed = tiny_config(KINDS["favor-positive-iid"], "lm")
     every2 = tiny_config(dict(KINDS["favor-positive-iid"], redraw_every=2), "lm")
-    om = lambda cfg, t: rr.features_for_step(7, t, cfg)[0]["omega"]  # noqa: E731
+    om = lambda cfg, t: nninit.features_for_step(7, t, cfg)[0]["omega"]  # noqa: E731
     assert all(np.array_equal(om(fixed, 0), om(fixed, t)) for t in (1, 5, 100))
     np.testing.assert_array_equal(om(every2, 2), om(every2, 3))
     assert not np.array_equal(om(every2, 1), om(every2, 2))
-    np.testing.assert_array_equal(om(every2, 4), rr.features_for_step(7, 4, every2)[0]["omega"])   # pure
-    layers = rr.features_for_step(7, 0, fixed)
+    np.testing.assert_array_equal(om(every2, 4), nninit.features_for_step(7, 4, every2)[0]["omega"])   # pure
+    layers = nninit.features_for_step(7, 0, fixed)
     assert not np.array_equal(layers[0]["omega"], layers[1]["omega"])   # independent per layer
 
 
@@ -364,7 +367,7 @@ def test_s2_content_heads():
     att = check_config(tiny_config({"kind": "s2", "clip": 2}, "classify"))["attention"]
     assert att["content_heads"] == 1
     rng = np.random.default_rng(4)
-    p = rr.init_mha(rng, 8, 2, att)
+    p = nninit.init_mha(rng, 8, 2, att)
     assert p["attn"]["w"].shape == (1, 5, 4)                     # one table, for the one positional head
     x = rng.standard_normal((2, 5, 8))
     y, cache = mha_fwd(x, p, None, n_heads=2, attention=att)
@@ -380,7 +383,7 @@ def test_s2_content_heads():
     assert np.linalg.norm(g.params["k"].W) > 0                  # the content head reads the keys
     # content_heads = 0 reproduces the all-positional layer: W_k gets no gradient
     att0 = dict(att, content_heads=0)
-    p0 = rr.init_mha(rng, 8, 2, att0)
+    p0 = nninit.init_mha(rng, 8, 2, att0)
     assert p0["attn"]["w"].shape == (2, 5, 4)
     y0, c0 = mha_fwd(x, p0, None, n_heads=2, attention=att0)
     assert np.all(mha_bwd(np.ones_like(y0), c0).params["k"].W == 0)

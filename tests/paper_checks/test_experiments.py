@@ -201,7 +201,7 @@ def test_variance_and_eigen_and_listops_criteria():
 # exist.
 @pytest.fixture
 def stand_ins(monkeypatch):
-    from refattn.nn.mha import ATTENTION_KINDS
+    from refattn.nn.kinds import ATTENTION_KINDS
 
     for name, (kind, _) in list(H.METHODS.items()):
         if kind not in ATTENTION_KINDS:
@@ -226,7 +226,7 @@ def test_tiny_end_to_end(mod, stand_ins, tmp_path):
 
 
 def test_tiny_eigenvalues_end_to_end(tmp_path):
-    from refattn.nn.mha import ATTENTION_KINDS
+    from refattn.nn.kinds import ATTENTION_KINDS
 
     if not all(H.METHODS[m][0] in ATTENTION_KINDS for m in EIG.METHODS):
         with pytest.raises(H.MissingPiece, match="needs attention kind"):

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_positive_int, check_shape, device_of, namespace
 from .dense import DenseParams, dense_bwd, dense_fwd
-from .loss import one_hot
+from .losses import one_hot
 
 __all__ = [
     "token_embedding", "token_embedding_fwd", "token_embedding_bwd", "TokenEmbeddingGrads",

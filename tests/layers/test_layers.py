@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 import refattn.random as rr
-from refattn.nn import activations as act
-from refattn.nn.batchnorm import BatchNormState, batchnorm_bwd, batchnorm_fwd
-from refattn.nn.dense import DenseGrads, DenseParams, dense, dense_bwd, dense_fwd
-from refattn.nn.dropout import dropout_bwd, dropout_fwd
-from refattn.nn.embedding import (patch_embedding_bwd, patch_embedding_fwd, patchify, position_embedding_bwd,
+from refattn.layers import activations as act
+from refattn.layers.batchnorm import BatchNormState, batchnorm_bwd, batchnorm_fwd
+from refattn.layers.dense import DenseGrads, DenseParams, dense, dense_bwd, dense_fwd
+from refattn.layers.dropout import dropout_bwd, dropout_fwd
+from refattn.layers.embeddings import (patch_embedding_bwd, patch_embedding_fwd, patchify, position_embedding_bwd,
                                   position_embedding_fwd, sinusoid_position_table, token_embedding_bwd,
                                   token_embedding_fwd, unpatchify)
-from refattn.nn.layernorm import layernorm_bwd, layernorm_fwd
-from refattn.nn.loss import mse_bwd, mse_fwd, softmax_cross_entropy, softmax_cross_entropy_bwd, \
+from refattn.layers.layernorm import layernorm_bwd, layernorm_fwd
+from refattn.layers.losses import mse_bwd, mse_fwd, softmax_cross_entropy, softmax_cross_entropy_bwd, \
     softmax_cross_entropy_fwd
 from tests.helpers import asxp, randn, to_numpy
 from validation import assert_close, check_vjp

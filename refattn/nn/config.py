@@ -1,0 +1,135 @@
+"""Configuration checking for the models (pure Python: no arrays).
+
+Two plain, JSON-serialisable dicts describe a model: the attention configuration ``{"kind": ..., <options>,
+"redraw_every": None | k}`` (:func:`check_attention_config`; the kinds and their options are declared in
+:mod:`refattn.nn.kinds`) and the transformer configuration (:func:`check_config`). Both checks fill the defaults
+and reject unknown keys, kinds and option values with the list of what is accepted; checkpoints store the
+normalised dicts.
+"""
+
+from __future__ import annotations
+
+from .._xp import check_choice, check_positive_int
+from .kinds import ATTENTION_KINDS, COMMON_OPTIONS
+
+__all__ = ["check_attention_config", "check_config"]
+
+
+def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
+    """Validate an attention configuration dict and return it with every default filled in.
+
+    Raises ``ValueError`` naming the unknown kind (and the known ones), an unknown option (and the accepted
+    ones) or a bad option value. ``m`` defaults to ``2 * d_head`` for random-feature kinds when `d_head` is given;
+    kind-specific defaults (S2's ``content_heads``) are filled by the kind's own ``check``.
+    """
+    if isinstance(attention, str):
+        attention = {"kind": attention}
+    if not isinstance(attention, dict) or "kind" not in attention:
+        raise ValueError(f"attention: expected a dict with a 'kind' entry (or a kind name); got {attention!r}")
+    kind = attention["kind"]
+    if kind not in ATTENTION_KINDS:
+        raise ValueError(f"attention kind: unknown kind {kind!r}; known kinds: {', '.join(sorted(ATTENTION_KINDS))}")
+    spec = ATTENTION_KINDS[kind]
+    allowed = {**spec.options, **COMMON_OPTIONS}
+    unknown = sorted(set(attention) - set(allowed) - {"kind"})
+    if unknown:
+        raise ValueError(f"attention: unknown option(s) {unknown} for kind {kind!r}; accepted: {sorted(allowed)}")
+    out = {"kind": kind, **allowed, **{k: v for k, v in attention.items() if k != "kind"}}
+    for name, choices in spec.choices.items():
+        check_choice(out[name], f"attention.{name}", choices)
+    if "m" in out:
+        if out["m"] is None and d_head is not None:
+            out["m"] = 2 * int(d_head)
+        if out["m"] is not None:
+            out["m"] = check_positive_int(out["m"], "attention.m")
+    for name in ("components", "lengthscales", "clip", "max_len", "r"):
+        if name in out and out[name] is not None:
+            out[name] = check_positive_int(out[name], f"attention.{name}")
+    if out.get("grid") is not None:
+        g = out["grid"]
+        if not (isinstance(g, (tuple, list)) and len(g) == 2):
+            raise ValueError(f"attention.grid: expected None (1-D positions) or a pair (H, W); got {g!r}")
+        out["grid"] = [check_positive_int(g[0], "attention.grid[0]"), check_positive_int(g[1], "attention.grid[1]")]
+    if out["redraw_every"] is not None:
+        out["redraw_every"] = check_positive_int(out["redraw_every"], "attention.redraw_every")
+    if spec.check is not None:
+        out = spec.check(out, d_head=d_head, n_heads=n_heads)
+    return out
+
+
+_DEFAULTS = {
+    "task": None, "input": "tokens", "vocab_size": None, "n_classes": None, "patch": None, "image_shape": None,
+    "d_model": None, "n_heads": None, "n_layers": None, "d_ff": None, "max_len": None, "position": "sinusoid",
+    "readout": "mean", "attention": "softmax", "causal": None, "dtype": "float64",
+}
+
+
+def check_config(config: dict) -> dict:
+    """Validate a transformer configuration and return a normalised copy (defaults filled, attention checked).
+
+    Required: ``task`` ("classify" | "lm"), ``d_model``, ``n_heads`` (dividing ``d_model``), ``n_layers``,
+    ``max_len``; ``vocab_size`` for token input and for ``lm``; ``n_classes`` for ``classify``; ``patch`` and
+    ``image_shape = (H, W, C)`` for ``input="patches"``. Defaults: ``d_ff = 4 d_model``, ``position="sinusoid"``,
+    ``readout="mean"``, ``attention="softmax"``, ``causal`` = (task == "lm"), ``dtype="float64"``.
+    """
+    if not isinstance(config, dict):
+        raise TypeError(f"config: expected a dict; got {type(config).__name__}")
+    unknown = sorted(set(config) - set(_DEFAULTS))
+    if unknown:
+        raise ValueError(f"config: unknown key(s) {unknown}; accepted: {sorted(_DEFAULTS)}")
+    c = {**_DEFAULTS, **config}
+    check_choice(c["task"], "config['task']", ("classify", "lm"))
+    check_choice(c["input"], "config['input']", ("tokens", "patches"))
+    check_choice(c["position"], "config['position']", ("sinusoid", "learned", "none"))
+    check_choice(c["readout"], "config['readout']", ("mean", "first"))
+    check_choice(c["dtype"], "config['dtype']", ("float64", "float32"))
+    for key in ("d_model", "n_heads", "n_layers", "max_len"):
+        if c[key] is None:
+            raise ValueError(f"config['{key}']: required; got nothing")
+        c[key] = check_positive_int(c[key], f"config['{key}']")
+    if c["d_model"] % c["n_heads"]:
+        raise ValueError(f"config['n_heads']: the number of heads {c['n_heads']} must divide d_model = "
+                         f"{c['d_model']}")
+    c["d_ff"] = check_positive_int(c["d_ff"] if c["d_ff"] is not None else 4 * c["d_model"], "config['d_ff']")
+    if c["input"] == "tokens" or c["task"] == "lm":
+        if c["vocab_size"] is None:
+            raise ValueError("config['vocab_size']: required for token input and language modelling")
+        c["vocab_size"] = check_positive_int(c["vocab_size"], "config['vocab_size']")
+    if c["task"] == "lm":
+        if c["input"] != "tokens":
+            raise ValueError("config['input']: a language model takes tokens; got 'patches'")
+        if c["causal"] is False:
+            raise ValueError("config['causal']: a language model must be causal; got False")
+        c["causal"] = True
+    else:
+        if c["n_classes"] is None:
+            raise ValueError("config['n_classes']: required for task 'classify'")
+        c["n_classes"] = check_positive_int(c["n_classes"], "config['n_classes']")
+        c["causal"] = bool(c["causal"]) if c["causal"] is not None else False
+    if c["input"] == "patches":
+        c["patch"] = check_positive_int(c["patch"], "config['patch']")
+        shape = c["image_shape"]
+        if not (isinstance(shape, (list, tuple)) and len(shape) == 3):
+            raise ValueError(f"config['image_shape']: expected (H, W, C); got {shape!r}")
+        H, W, C = (check_positive_int(s, "config['image_shape']") for s in shape)
+        if H % c["patch"] or W % c["patch"]:
+            raise ValueError(f"config['patch']: expected a divisor of H = {H} and W = {W}; got {c['patch']}")
+        c["image_shape"] = [H, W, C]
+        n_tokens = (H // c["patch"]) * (W // c["patch"])
+        if n_tokens > c["max_len"]:
+            raise ValueError(f"config['max_len']: {c['max_len']} is below the number of patches {n_tokens}")
+    att = check_attention_config(c["attention"], d_head=c["d_model"] // c["n_heads"], n_heads=c["n_heads"])
+    if "max_len" in att:                      # kinds with a per-offset table (Toeplitz) size it from the model
+        if att["max_len"] is None:
+            att["max_len"] = c["max_len"]
+        elif att["max_len"] != c["max_len"]:
+            raise ValueError(f"config['attention']['max_len']: {att['max_len']} differs from config['max_len'] = "
+                             f"{c['max_len']}")
+    if att.get("grid") is not None and c["input"] == "patches":
+        n_tokens = (c["image_shape"][0] // c["patch"]) * (c["image_shape"][1] // c["patch"])
+        if att["grid"][0] * att["grid"][1] != n_tokens:
+            raise ValueError(f"config['attention']['grid']: {att['grid']} does not match the patch grid "
+                             f"({c['image_shape'][0] // c['patch']}, {c['image_shape'][1] // c['patch']}) "
+                             f"with L = {n_tokens} positions")
+    c["attention"] = att
+    return c

@@ -1,0 +1,192 @@
+"""NumPy-only edge: a model's initial parameters and attention features, drawn from the kinds' declarations.
+
+Each attention kind (:mod:`refattn.nn.kinds`) declares the arrays it needs as ``{name: Draw(sampler, args)}``:
+its learnable parameters (``kind.params``, drawn once by :func:`init_mha`) and its non-learnable features
+(``kind.features``, drawn per layer and per the redraw policy by :func:`draw_attention_features`). This module
+runs each declaration with the ``refattn.random`` primitive its sampler names (:data:`SAMPLERS`), so randomness
+never enters the core and the kind's two tables are one.
+
+Streams: a declaration with one random entry draws it from the generator it is given; with several, each entry
+gets its own child (``rng.spawn``) in declaration order. :func:`init_transformer` gives one child per component
+(embedding, positions, each block, head), so adding a layer does not change the others' draws.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..features.generative import GeneratorState
+from ..random import (check_dtype_arg, check_rng, draw_fastfood, draw_flt_noise, draw_gaussian, draw_generator_noise,
+                      draw_gmm_noise, draw_orthogonal, init_batchnorm, init_dense, init_embedding, init_generator,
+                      init_gmm, init_layernorm, init_s1_params, rng_for_step)
+from ..rpe.spectra import GaussianKernel, GaussianMixture, Proposal
+from .config import check_attention_config, check_config
+from .kinds import ATTENTION_KINDS
+
+__all__ = ["SAMPLERS", "draw_declared", "init_mha", "draw_attention_features", "features_for_step",
+           "init_transformer"]
+
+
+# ---- samplers: Draw.sampler -> (function(rng, *, dtype, **args), whether it consumes randomness) ---------------
+def _projection(rng, *, rows, cols, law, dtype):
+    draw = draw_orthogonal if law == "orthogonal" else draw_gaussian
+    return draw(rng, rows, cols, dtype=dtype)                                     # (m, cols)
+
+
+def _gmm(rng, *, components, d, covariance, dtype):
+    return init_gmm(rng, components, d, covariance=covariance, dtype=dtype)
+
+
+def _gmm_noise(rng, *, components, m, d, dtype):
+    return draw_gmm_noise(rng, components, m, d, dtype=dtype)                     # (C, M/C, d)
+
+
+def _fastfood(rng, *, m, d, s_law, dtype):
+    return draw_fastfood(rng, m, d, s_law=s_law, dtype=dtype)
+
+
+def _generator(rng, *, d, dtype):
+    return init_generator(rng, d, dtype=dtype)[0]
+
+
+def _generator_noise(rng, *, m, d, dtype):
+    return draw_generator_noise(rng, m, d, dtype=dtype)                           # (M, d)
+
+
+def _generator_state(rng, *, d, dtype, n_hidden=4):
+    return GeneratorState(norms=tuple(init_batchnorm(d, dtype=dtype)[1] for _ in range(n_hidden)))
+
+
+def _s1(rng, *, n_axes, n_lengthscales, dtype):
+    return init_s1_params(rng, n_axes, n_lengthscales, dtype=dtype)
+
+
+def _normal(rng, *, shape, scale, dtype):
+    return (rng.standard_normal(tuple(shape)) * scale).astype(dtype)
+
+
+def _zeros(rng, *, shape, dtype):
+    return np.zeros(tuple(shape), dtype=dtype)
+
+
+def _flt_noise(rng, *, r, D, dtype):
+    return draw_flt_noise(rng, r, D, "gaussian", dtype=dtype)                     # (r, D)
+
+
+def _flt_spectrum(rng, *, family, components, D, dtype):
+    if family == "gaussian_mixture":
+        T = components
+        return GaussianMixture(w=np.full(T, 1.0 / T, dtype=dtype), mu=(0.1 * rng.standard_normal((T, D))).astype(dtype),
+                               sigma=np.full(T, 0.1, dtype=dtype))
+    return GaussianKernel(C=np.asarray(1.0, dtype=dtype), length=np.asarray(2.0, dtype=dtype))
+
+
+def _flt_proposal(rng, *, family, D, dtype):
+    if family == "gaussian_mixture":
+        scale = 0.2                          # twice the components' width: int |g|^2 / p stays finite
+    else:
+        scale = 1.0 / (2 * math.pi * 2.0)    # the kernel's own spectral density (optimal proposal, App. A.4)
+    return Proposal("gaussian", np.zeros(D, dtype=dtype), np.full(D, scale, dtype=dtype))
+
+
+#: sampler name -> (function(rng, *, dtype, **args), consumes randomness). ``flt_spectrum`` draws only for
+#: mixtures; it is marked random so that the stream layout does not depend on the family.
+SAMPLERS = {
+    "projection": (_projection, True), "gmm": (_gmm, True), "gmm_noise": (_gmm_noise, True),
+    "fastfood": (_fastfood, True), "generator": (_generator, True), "generator_noise": (_generator_noise, True),
+    "generator_state": (_generator_state, False), "s1": (_s1, True), "normal": (_normal, True),
+    "zeros": (_zeros, False), "flt_noise": (_flt_noise, True), "flt_spectrum": (_flt_spectrum, True),
+    "flt_proposal": (_flt_proposal, False),
+}
+
+
+def draw_declared(rng, declaration: dict, *, dtype) -> dict:
+    """Run a kind's declaration ``{name: Draw}``: ``{name: NumPy array or NamedTuple of them}``.
+
+    One random entry draws from `rng` itself; several get one child each (``rng.spawn``), in declaration order.
+    """
+    unknown = sorted({d.sampler for d in declaration.values()} - set(SAMPLERS))
+    if unknown:
+        raise ValueError(f"declaration: unknown sampler(s) {unknown}; known: {sorted(SAMPLERS)}")
+    random_names = [n for n, d in declaration.items() if SAMPLERS[d.sampler][1]]
+    streams = [rng] if len(random_names) == 1 else rng.spawn(len(random_names))
+    rngs = dict(zip(random_names, streams, strict=True))
+    return {n: SAMPLERS[d.sampler][0](rngs.get(n), dtype=dtype, **d.args) for n, d in declaration.items()}
+
+
+def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64):
+    """MHA parameters ``{"q", "k", "v", "o": DenseParams (D, D), "attn": kind parameters}`` (NumPy)."""
+    check_rng(rng)
+    dt = check_dtype_arg(dtype)
+    d_head = d_model // n_heads
+    att = check_attention_config(attention, d_head=d_head, n_heads=n_heads)
+    r = rng.spawn(5)
+    out = {name: init_dense(ri, d_model, d_model, dtype=dt) for name, ri in zip("qkvo", r[:4], strict=True)}
+    declared = ATTENTION_KINDS[att["kind"]].params(att, d_head=d_head, n_heads=n_heads)
+    out["attn"] = draw_declared(r[4], declared, dtype=dt)
+    return out
+
+
+def draw_attention_features(rng, config):
+    """One dict of drawn attention arrays per layer (``None`` for kinds that draw nothing), NumPy.
+
+    `config` is a transformer configuration (:func:`refattn.nn.config.check_config`); each layer gets its own
+    independent child stream (``rng.spawn``).
+    """
+    check_rng(rng)
+    cfg = check_config(config)
+    att = cfg["attention"]
+    d_head, n_heads = cfg["d_model"] // cfg["n_heads"], cfg["n_heads"]
+    declared = ATTENTION_KINDS[att["kind"]].features(att, d_head=d_head, n_heads=n_heads)
+    dt = np.dtype(cfg["dtype"])
+    return [draw_declared(r, declared, dtype=dt) if declared else None for r in rng.spawn(cfg["n_layers"])]
+
+
+def features_for_step(seed, step, config):
+    """The attention features in use at training step `step`, a pure function of ``(seed, step, config)``.
+
+    Policy ``config["attention"]["redraw_every"]``: ``None`` keeps one draw for the whole run, ``k`` redraws every
+    k steps (``1``: every step); see :func:`refattn.random.rng_for_step`.
+    """
+    cfg = check_config(config)
+    return draw_attention_features(rng_for_step(seed, step, cfg["attention"]["redraw_every"]), cfg)
+
+
+def init_transformer(rng, config):
+    """Initial parameters of the model described by `config` (:mod:`refattn.nn.transformer`), a nested dict of
+    NumPy arrays in ``config["dtype"]``.
+
+    Streams: one child of `rng` per component (embedding, positions, each block, head), so adding a layer does
+    not change the others' draws. Dense layers Glorot-uniform with zero bias, embeddings ``N(0, 0.02^2)``, layer
+    norms ones/zeros.
+    """
+    check_rng(rng)
+    cfg = check_config(config)
+    dt = np.dtype(cfg["dtype"])
+    D, n_layers = cfg["d_model"], cfg["n_layers"]
+    r_embed, r_pos, r_head, *r_blocks = rng.spawn(3 + n_layers)
+    params: dict = {}
+    if cfg["input"] == "tokens":
+        params["embed"] = init_embedding(r_embed, cfg["vocab_size"], D, dtype=dt)
+    else:
+        p = cfg["patch"]
+        params["embed"] = init_dense(r_embed, p * p * cfg["image_shape"][2], D, dtype=dt)
+    if cfg["position"] == "learned":
+        params["pos"] = init_embedding(r_pos, cfg["max_len"], D, dtype=dt)
+    blocks = []
+    for rb in r_blocks:
+        ra, r1, r2 = rb.spawn(3)
+        blocks.append({
+            "ln1": init_layernorm(D, dtype=dt),
+            "attn": init_mha(ra, D, cfg["n_heads"], cfg["attention"], dtype=dt),
+            "ln2": init_layernorm(D, dtype=dt),
+            "ff1": init_dense(r1, D, cfg["d_ff"], dtype=dt),
+            "ff2": init_dense(r2, cfg["d_ff"], D, dtype=dt),
+        })
+    params["blocks"] = blocks
+    params["ln_f"] = init_layernorm(D, dtype=dt)
+    n_out = cfg["n_classes"] if cfg["task"] == "classify" else cfg["vocab_size"]
+    params["head"] = init_dense(r_head, D, n_out, dtype=dt)
+    return params

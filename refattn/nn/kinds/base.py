@@ -1,0 +1,135 @@
+r"""What an attention kind is: one declaration (:class:`AttentionKind`) holding its forward, backward, options
+and the arrays it needs drawn, plus the adapters several kinds share.
+
+An adapter sees the per-head ``q, k, v: (..., H, L, d)``, the kind's learnable parameters ``attn_params`` (a
+dict, possibly empty), its drawn, non-learnable ``features`` (a dict, possibly empty) and the token
+``positions`` (``(L, P)`` coordinates or ``None``), and returns the per-head output and a cache; its backward
+returns ``(dq, dk, dv, dattn_params)``.
+
+The arrays a kind needs are *declared*, not drawn, here (the core never draws): ``params(att, d_head=, n_heads=)``
+and ``features(att, d_head=, n_heads=)`` return ``{name: Draw(sampler, args)}``, and the NumPy edge
+:mod:`refattn.nn.init` runs each ``Draw`` with the ``refattn.random`` primitive its ``sampler`` names.
+
+``omega`` says what happens to a kind's random projection ``omega``: ``"none"`` (the kind has none),
+``"redrawn"`` (drawn at initialisation or per the redraw policy, never learned: its gradient is not computed,
+style.md's computed-only-on-request rule) or ``"learnable"`` (a parameter: its gradient is returned).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+from ..._xp import device_of
+from ...attention.linear import linear_attention_bwd, linear_attention_fwd
+from ...tree import tree_map
+
+__all__ = ["AttentionKind", "Draw", "no_draws", "projection", "linear_kind", "spectral_kind", "grid_positions",
+           "COMMON_OPTIONS"]
+
+
+class Draw(NamedTuple):
+    sampler: str   # a sampler of refattn.nn.init.SAMPLERS (a refattn.random primitive, or a deterministic init)
+    args: dict     # its keyword arguments (sizes, laws), without rng and dtype
+
+
+class AttentionKind(NamedTuple):
+    name: str
+    fwd: Callable       # (q, k, v, attn_params, features, *, positions=None, causal, options) -> (o, cache)
+    bwd: Callable       # (do, cache) -> (dq, dk, dv, dattn_params)
+    options: dict       # option name -> default value
+    choices: dict       # option name -> tuple of allowed values (options not listed: checked by the config)
+    params: Callable    # (att, *, d_head, n_heads) -> {name: Draw}: learnable parameters, drawn at init
+    features: Callable  # (att, *, d_head, n_heads) -> {name: Draw}: drawn arrays ({}: the kind draws nothing)
+    omega: str          # "none" | "redrawn" | "learnable" (module docstring)
+    check: Callable | None = None   # (att, *, d_head, n_heads) -> att: kind-specific option checks/defaults
+
+
+#: options every kind accepts: the redraw policy of its drawn features (refattn.random.rng_for_step)
+COMMON_OPTIONS = {"redraw_every": None}
+
+
+def no_draws(att, *, d_head, n_heads) -> dict:
+    """The declaration of a kind that needs nothing drawn."""
+    return {}
+
+
+def projection(att, cols) -> dict:
+    """``{"omega": (m, cols)}`` drawn with the law ``att["draw"]`` ("iid" Gaussian or "orthogonal")."""
+    return {"omega": Draw("projection", {"rows": att["m"], "cols": cols, "law": att["draw"]})}
+
+
+def linear_kind(feat_fwd, feat_bwd):
+    """Adapter pair for linear attention with a deterministic feature map (``elu``, ``relu``)."""
+
+    def fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
+        phi_q, cq = feat_fwd(q)                                                     # (..., H, L, d)
+        phi_k, ck = feat_fwd(k)                                                     # (..., H, L, d)
+        o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal)                # (..., H, L, d)
+        return o, (cq, ck, ca)
+
+    def bwd(do, cache):
+        cq, ck, ca = cache
+        g = linear_attention_bwd(do, ca)
+        return feat_bwd(g.phi_q, cq).x, feat_bwd(g.phi_k, ck).x, g.v, {}
+
+    return fwd, bwd
+
+
+def _first(out: Any) -> Any:
+    """The features of a map that returns ``phi`` or ``(phi, state)``."""
+    return out[0] if isinstance(out, tuple) else out
+
+
+def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key):
+    r"""Adapter pair for a learnable-spectrum map of the KL-Transformer (Chowdhury et al.): GMM, FastFood,
+    generative.
+
+    Features are computed on ``d^{-1/4} q`` and ``d^{-1/4} k``, as FAVOR does, so that at initialisation
+    (mu = 0, S = I) the PRF maps estimate the Gaussian kernel ``exp(-|q - k|^2 / (2 sqrt(d)))`` of the scaled
+    inputs. PRF maps are row-stabilised (keys' log-scales go to linear attention); RKS maps can give
+    non-positive normalisers (option ``on_nonpositive``, as for trig FAVOR). ``args_of(attn_params, features,
+    options) -> (args, kwargs)`` gives the map's arguments after ``x``; the map's gradients carry ``.x`` and
+    ``.params``, returned under ``attn_params[key]``.
+    """
+
+    def fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
+        scale = float(q.shape[-1]) ** -0.25
+        args, kw = args_of(attn_params, features, options)
+        if options["features"] == "prf":
+            outq, cq = stable_fwd(q * scale, *args, **kw)
+            outk, ck = stable_fwd(k * scale, *args, **kw)
+            phi_q, phi_k, k_ls = outq[0], outk[0], outk[1]                          # (..., H, L, M), (..., H, L)
+            o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls)
+        else:
+            phi_q, cq = rks_fwd(q * scale, *args, **kw)                             # (..., H, L, 2M)
+            phi_k, ck = rks_fwd(k * scale, *args, **kw)
+            phi_q, phi_k = _first(phi_q), _first(phi_k)
+            o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal, on_nonpositive=options["on_nonpositive"])
+        return o, (cq, ck, ca, scale, options["features"])
+
+    def bwd(do, cache):
+        cq, ck, ca, scale, feats = cache
+        g = linear_attention_bwd(do, ca)
+        if feats == "prf":
+            gq = stable_bwd((g.phi_q, None), cq)                                    # query log-scale dropped
+            gk = stable_bwd((g.phi_k, g.k_log_scale), ck)
+        else:
+            gq, gk = rks_bwd(g.phi_q, cq), rks_bwd(g.phi_k, ck)
+        dparams = tree_map(lambda a, b: a + b, gq.params, gk.params)                # queries' + keys' share
+        return gq.x * scale, gk.x * scale, g.v, {key: dparams}
+
+    return fwd, bwd
+
+
+def grid_positions(L, grid, like, *, xp, kind=""):
+    """Default token coordinates ``(L, D)``: ``0..L-1`` (``grid=None``, D = 1), or the row-major (row, column)
+    of an ``(H, W)`` grid (D = 2). Coordinates are indices by nature, held in `like`'s float dtype."""
+    idx = xp.arange(L, dtype=like.dtype, device=device_of(like))                   # (L,)
+    if grid is None:
+        return xp.reshape(idx, (L, 1))                                              # (L, 1)
+    H, W = grid
+    if H * W != L:
+        raise ValueError(f"attention kind {kind!r}: grid {tuple(grid)} has H * W = {H * W} positions; the sequence "
+                         f"has L = {L}")
+    row = xp.floor(idx / W)
+    return xp.stack([row, idx - W * row], axis=-1)                                  # (L, 2)

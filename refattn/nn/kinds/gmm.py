@@ -1,0 +1,34 @@
+"""Kind ``gmm``: KL-Transformer GMM-PRF / GMM-RKS (Chowdhury et al. Eqs. 7-9; :mod:`refattn.features.gmm`).
+
+Options: ``features`` in {"prf", "rks"}, ``m`` features, ``components`` C, ``covariance`` in {"diagonal",
+"full"}, ``on_nonpositive`` (RKS). Learnable: ``attn["gmm"]`` (mixture weights, means, covariance factors).
+Drawn: the base noise ``features["noise"]: (C, M/C, d)``.
+
+omega: **none** (the frequencies are ``mu + S noise``: their gradient flows to the learnable ``gmm``).
+"""
+
+from __future__ import annotations
+
+from ...features.gmm import (gmm_prf_features_stable_bwd, gmm_prf_features_stable_fwd, gmm_rks_features_bwd,
+                             gmm_rks_features_fwd)
+from .base import AttentionKind, Draw, spectral_kind
+
+__all__ = ["KIND"]
+
+_fwd, _bwd = spectral_kind(gmm_prf_features_stable_fwd, gmm_prf_features_stable_bwd, gmm_rks_features_fwd,
+                           gmm_rks_features_bwd, lambda p, f, o: ((f["noise"], p["gmm"]), {}), "gmm")
+
+
+def _params(att, *, d_head, n_heads):
+    return {"gmm": Draw("gmm", {"components": att["components"], "d": d_head, "covariance": att["covariance"]})}
+
+
+def _features(att, *, d_head, n_heads):
+    return {"noise": Draw("gmm_noise", {"components": att["components"], "m": att["m"], "d": d_head})}
+
+
+KIND = AttentionKind(
+    "gmm", _fwd, _bwd,
+    options={"features": "prf", "m": None, "components": 2, "covariance": "diagonal", "on_nonpositive": "raise"},
+    choices={"features": ("prf", "rks"), "covariance": ("diagonal", "full"), "on_nonpositive": ("raise", "ignore")},
+    params=_params, features=_features, omega="none")
