@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -58,6 +59,7 @@ TIMING_CLAIMS = frozenset({"horn.complexity", "kl.table1-complexity"})
 #: Environment variables the CLI uses to talk to checks (e.g. ``--data``), forwarded to every claim task.
 ENV_PREFIXES = ("PAPER_CHECKS_", "REFATTN_")
 
+_TEXT_SUFFIXES = {".json", ".md", ".txt", ".csv"}   # returned files whose worker paths are rewritten
 _SUB_PRIORITY = 10    # ctx.map batches before further claims: a claim that fanned out finishes first
 
 
@@ -163,7 +165,11 @@ class DaskMap:
     ``map(fn, tasks)`` returns ``[fn(t) for t in tasks]`` (a list, in task order) computed as cluster tasks.
     Called from inside a task it uses ``worker_client()`` (the calling task secedes while it waits); called
     elsewhere it uses the current client. `fn` must be a picklable module-level function. A single task runs
-    in place (nothing to spread). Holds no connection, so it pickles with the Context."""
+    in place (nothing to spread). Holds no connection, so it pickles with the Context.
+
+    Task keys are content hashes of ``(fn, task)`` (dask's ``pure=True``): ``ctx.map``'s contract is that a
+    task's result depends on the task only, so two claims that map the same tasks at the same time (the three
+    image-experiment claims share one training grid) have them computed once."""
 
     def __init__(self, priority: int = _SUB_PRIORITY):
         self.priority = int(priority)
@@ -186,7 +192,7 @@ class DaskMap:
 
 
 def _gather_in_order(client: Any, fn: Callable, tasks: list, priority: int) -> list:
-    futures = client.map(fn, tasks, pure=False, priority=priority)
+    futures = client.map(fn, tasks, pure=True, priority=priority)
     try:
         return client.gather(futures)          # a task that raised re-raises here, with its remote traceback
     except BaseException:
@@ -250,12 +256,20 @@ def _relocate(x: Any, old: str, new: Path) -> Any:
             return str(new)
         if x.startswith(old + "/"):
             return str(new / x[len(old) + 1:])
-        return x.replace(old, str(new)) if old in x else x
+        return re.sub(re.escape(old) + r"(?![\w.-])", lambda _: str(new), x) if old in x else x
     if isinstance(x, dict):
         return {k: _relocate(v, old, new) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return type(x)(_relocate(v, old, new) for v in x)
     return x
+
+
+def _relocate_text(rel: str, data: bytes, old: str, new: Path) -> bytes:
+    """A returned text file (an experiment's JSON record names its own figures) with the worker's paths
+    rewritten to the client's; other files unchanged."""
+    if Path(rel).suffix not in _TEXT_SUFFIXES or old.encode() not in data:
+        return data
+    return _relocate(data.decode("utf-8"), old, new).encode("utf-8")
 
 
 def _write_files(report_dir: Path, files: dict) -> None:
@@ -275,7 +289,8 @@ def _finish(out: dict, report_dir: Path | None) -> tuple:
     """Client side of a finished claim task: files written, paths relocated -> (result, seconds, error)."""
     res, tmp = out["result"], out["tmp"]
     if report_dir is not None and out["files"]:
-        _write_files(report_dir, out["files"])
+        _write_files(report_dir, {rel: _relocate_text(rel, data, tmp, report_dir)
+                                  for rel, data in out["files"].items()})
     if res is not None and tmp is not None and report_dir is not None:
         res.evidence = _relocate(res.evidence, tmp, report_dir)
         res.figures = _relocate(list(res.figures), tmp, report_dir)
