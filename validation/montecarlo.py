@@ -29,7 +29,8 @@ import numpy as np
 from .assertions import to_numpy
 
 __all__ = ["MeanTest", "MseEstimate", "VarianceTest", "Coverage", "mean_test", "assert_mean_within_se",
-           "mse_estimate", "mse_test", "assert_mse_matches", "variance_test", "binomial_coverage", "scalar_z"]
+           "mse_estimate", "mse_test", "assert_mse_matches", "variance_test", "binomial_coverage", "scalar_z",
+           "MeanZ2Test", "mean_z2_test"]
 
 
 class MeanTest(NamedTuple):
@@ -216,3 +217,54 @@ def scalar_z(samples: Any, expected: float) -> tuple[float, float, float]:
     if se > 0:
         return m, se, (m - float(expected)) / se
     return m, se, 0.0 if m == float(expected) else float("inf")
+
+
+class MeanZ2Test(NamedTuple):
+    mean_z2: float          # mean over positive-SE entries of z^2, z = (mean - expected) / se
+    null_mean: float        # its expectation for a correct estimator, (n - 1) / (n - 3) (Student t, n replicates)
+    null_sd: float          # its standard deviation for a correct estimator: sqrt(2 sum_ij rho_ij^2) / K
+    threshold: float        # null_mean + n_sd * null_sd
+    n_sd: float
+    n_positive_se: int      # K, the entries with se > se_floor
+    zero_se_count: int      # entries with se <= se_floor, compared exactly
+    zero_se_max_dev: float  # max |mean - expected| over the zero-SE entries
+    n: int
+    passed: bool            # mean_z2 <= threshold and every zero-SE entry within atol
+
+
+def mean_z2_test(samples: Any, expected: Any, *, n_sd: float = 5.0, se_floor: float = 0.0, atol: float = 0.0
+                 ) -> MeanZ2Test:
+    """Is the replicates' mean equal to `expected` over many *correlated* entries at once? The mean of z^2 over
+    the K entries with positive SE is about 1 for a correct estimator; a bias common to many entries raises it
+    (a bias of b standard errors on every entry adds b^2). Its null spread depends on how correlated the
+    entries are: for Gaussian z, Var(mean z^2) = 2 sum_ij rho_ij^2 / K^2 with rho the entries' correlation
+    across replicates (estimated from the replicates: each rho_ij^2 is biased up by about 1/n, so the threshold
+    errs on the safe side). Rejected when mean z^2 > null_mean + n_sd * null_sd; zero-SE entries are compared
+    exactly (within `atol`) and reported apart, as in :func:`mean_test`.
+
+    samples : (n, ...) replicates (n >= 4); expected : broadcastable to ``samples.shape[1:]``."""
+    x = _as_np(samples)
+    if x.ndim < 1 or x.shape[0] < 4:
+        raise ValueError(f"samples: expected shape (n, ...) with n >= 4 replicates; got {x.shape}")
+    n = x.shape[0]
+    flat = x.reshape(n, -1)
+    exp = np.broadcast_to(_as_np(expected), x.shape[1:]).reshape(-1)
+    mean = flat.mean(axis=0)
+    sd = flat.std(axis=0, ddof=1)
+    se = sd / np.sqrt(n)
+    pos = se > se_floor
+    dev0 = np.abs(mean - exp)[~pos]
+    zero_max = float(np.max(dev0)) if dev0.size else 0.0
+    K = int(np.count_nonzero(pos))
+    if K == 0:
+        return MeanZ2Test(float("nan"), float("nan"), float("nan"), float("nan"), n_sd, 0, int(dev0.size),
+                          zero_max, n, bool(zero_max <= atol))
+    z = (mean[pos] - exp[pos]) / se[pos]
+    u = (flat[:, pos] - mean[pos]) / sd[pos]                                      # (n, K) standardised
+    rho = (u.T @ u) / (n - 1)                                                     # (K, K) correlation
+    null_sd = float(np.sqrt(2.0 * np.sum(rho ** 2)) / K)
+    null_mean = (n - 1) / (n - 3)
+    mz2 = float(np.mean(z ** 2))
+    thr = null_mean + n_sd * null_sd
+    return MeanZ2Test(mz2, null_mean, null_sd, thr, n_sd, K, int(dev0.size), zero_max, n,
+                      bool(mz2 <= thr and zero_max <= atol and np.all(np.isfinite(mean))))

@@ -144,3 +144,14 @@ def test_planted_attention_defect_is_flagged_by_its_check(label, fn, family, nam
     rep = check(fn, kind="attention", family=family, quick=True, checks=(name,))
     c = rep[name]
     assert c.passed is False, f"{label} not flagged by {name}: {c.figure} vs {c.threshold}: {c.detail}"
+
+
+@pytest.mark.parametrize("family", ["gmm-rks", "fastfood-prf", "generative-prf", "flt"])
+def test_refattn_forward_on_torch_tensors_differentiates_to_its_manual_backward(family):
+    """The built-in feature targets run refattn's array-API core on torch tensors; torch autograd through that
+    forward must agree with refattn's manual backward (and with central differences)."""
+    pytest.importorskip("torch")
+    rep = check("refattn", kind="features", family=family, framework="torch", quick=True,
+                checks=("values", "gradients", "dtype"))
+    _all_pass(rep)
+    assert rep["gradients"].passed is True and rep.framework == "torch"

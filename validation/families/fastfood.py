@@ -86,14 +86,14 @@ def _contract(which):
 def _target(which):
     def target(framework):
         from refattn.features import fastfood as F
-        if framework != "numpy":
+        if framework not in ("numpy", "torch"):
             raise UsageError(f"target refattn --as fastfood-{which}: the built-in family targets take NumPy arrays; "
                              f"got --framework {framework}")
         f = getattr(F, f"fastfood_{which}_features")
 
         def fn(x, S, G, B, perm):
             return f(x, F.FastFoodParams(S, G, B, perm))
-        return Target(fn, "numpy", f"fastfood-{which}", f"refattn.features.fastfood_{which}_features")
+        return Target(fn, framework, f"fastfood-{which}", f"refattn.features.fastfood_{which}_features")
     return target
 
 
@@ -114,14 +114,15 @@ def _att_target(which):
     def target(framework):
         from refattn.features import fastfood as F
         if framework != "numpy":
-            raise UsageError(f"target refattn --as fastfood-{which}: the built-in family targets take NumPy arrays; "
-                             f"got --framework {framework}")
+            raise UsageError(f"target refattn --as fastfood-{which} --kind attention: NumPy only (the causal path of "
+                             f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
+                             f"autograd cannot differentiate); got --framework {framework}")
         f = F.fastfood_prf_features_stable if which == "prf" else F.fastfood_rks_features
 
         def fn(q, k, v, S, G, B, perm, causal):
             p = F.FastFoodParams(S, G, B, perm)
             return attend(f(q, p), f(k, p), v, causal)
-        return Target(fn, "numpy", f"fastfood-{which}", f"linear attention on refattn fastfood_{which} features")
+        return Target(fn, framework, f"fastfood-{which}", f"linear attention on refattn fastfood_{which} features")
     return target
 
 

@@ -14,6 +14,7 @@ a Gaussian 1.3 times wider than its spectral density, r = 32; positions are real
 
 from __future__ import annotations
 
+import array_api_compat
 import numpy as np
 
 from ..crosscheck import Target, UsageError
@@ -75,18 +76,19 @@ CONTRACT = FeatureContract(
 
 
 def _target(framework):
-    if framework != "numpy":
-        raise UsageError(f"target refattn --as flt: the built-in family targets take NumPy arrays; got --framework "
+    if framework not in ("numpy", "torch"):
+        raise UsageError(f"target refattn --as flt: the built-in family targets run refattn's array-API core on NumPy or torch arrays; got --framework "
                          f"{framework}")
 
     def fn(pos, xi, w):
         """refattn's real FLT features for given frequencies and weights (the real, even-g split)."""
+        xp = array_api_compat.array_namespace(pos, xi, w)
         r = xi.shape[0]
-        a = 2 * np.pi * (pos @ xi.T)                                           # (..., L, r)
-        s = np.sqrt(np.abs(w) / r)
-        feats = np.concatenate([np.cos(a) * s, np.sin(a) * s], axis=-1)
-        return feats, feats * np.concatenate([np.sign(w), np.sign(w)])
-    return Target(fn, "numpy", "flt", "refattn.rpe.flt_features' real split on the given xi, w")
+        a = 2 * np.pi * (pos @ xp.matrix_transpose(xi))                        # (..., L, r)
+        s = xp.sqrt(xp.abs(w) / r)
+        feats = xp.concat([xp.cos(a) * s, xp.sin(a) * s], axis=-1)
+        return feats, feats * xp.concat([xp.sign(w), xp.sign(w)])
+    return Target(fn, framework, "flt", "refattn.rpe.flt_features' real split on the given xi, w")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -148,21 +150,23 @@ ATTENTION = RandomAttention(
 
 def _att_target(framework):
     if framework != "numpy":
-        raise UsageError(f"target refattn --as flt: the built-in family targets take NumPy arrays; got --framework "
-                         f"{framework}")
+        raise UsageError(f"target refattn --as flt --kind attention: NumPy only (the causal path of "
+                             f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
+                             f"autograd cannot differentiate); got --framework {framework}")
     from refattn.attention import linear_attention
     from refattn.features import positive_features_stable
-    feats = _target("numpy").fn
+    feats = _target(framework).fn
 
     def fn(q, k, v, pos, xi, w, omega, causal):
+        xp = array_api_compat.array_namespace(q, k, v)
         N1, N2 = feats(pos, xi, w)
         s = q.shape[-1] ** -0.25
-        Qh = np.concatenate([np.broadcast_to(N1, q.shape[:-1] + N1.shape[-1:]), q * s], axis=-1)
-        Kh = np.concatenate([np.broadcast_to(N2, k.shape[:-1] + N2.shape[-1:]), k * s], axis=-1)
+        Qh = xp.concat([xp.broadcast_to(N1, tuple(q.shape[:-1]) + (N1.shape[-1],)), q * s], axis=-1)
+        Kh = xp.concat([xp.broadcast_to(N2, tuple(k.shape[:-1]) + (N2.shape[-1],)), k * s], axis=-1)
         pq, _ = positive_features_stable(Qh, omega)
         pk, lk = positive_features_stable(Kh, omega)
         return linear_attention(pq, pk, v, causal=causal, k_log_scale=lk)
-    return Target(fn, "numpy", "flt", "Algorithm 1 on refattn's FLT features, positive_features_stable and "
+    return Target(fn, framework, "flt", "Algorithm 1 on refattn's FLT features, positive_features_stable and "
                   "linear_attention")
 
 

@@ -107,7 +107,7 @@ def _contract(which):
 def _target(which):
     def target(framework):
         from refattn.features import generative as G
-        if framework != "numpy":
+        if framework not in ("numpy", "torch"):
             raise UsageError(f"target refattn --as generative-{which}: the built-in family targets take NumPy "
                              f"arrays; got --framework {framework}")
         f = getattr(G, f"generative_{which}_features")
@@ -115,7 +115,7 @@ def _target(which):
         def fn(x, noise, params, state):
             gp, gs = _refattn_params(params, state)
             return f(x, noise, gp, gs, train=False).phi
-        return Target(fn, "numpy", f"generative-{which}", f"refattn.features.generative_{which}_features "
+        return Target(fn, framework, f"generative-{which}", f"refattn.features.generative_{which}_features "
                       f"(train=False)")
     return target
 
@@ -137,8 +137,9 @@ def _att_target(which):
     def target(framework):
         from refattn.features import generative as G
         if framework != "numpy":
-            raise UsageError(f"target refattn --as generative-{which}: the built-in family targets take NumPy "
-                             f"arrays; got --framework {framework}")
+            raise UsageError(f"target refattn --as generative-{which} --kind attention: NumPy only (the causal path of "
+                             f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
+                             f"autograd cannot differentiate); got --framework {framework}")
         f = G.generative_prf_features_stable if which == "prf" else G.generative_rks_features
 
         def fn(q, k, v, noise, params, state, causal):
@@ -147,7 +148,7 @@ def _att_target(which):
             if which == "prf":
                 return attend(tuple(fq[:2]), tuple(fk[:2]), v, causal)         # (phi, log_scale, state)
             return attend(fq.phi, fk.phi, v, causal)
-        return Target(fn, "numpy", f"generative-{which}", f"linear attention on refattn generative_{which} features")
+        return Target(fn, framework, f"generative-{which}", f"linear attention on refattn generative_{which} features")
     return target
 
 

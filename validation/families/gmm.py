@@ -86,14 +86,14 @@ def _contract(which):
 def _target(which):
     def target(framework):
         from refattn.features import gmm as G
-        if framework != "numpy":
-            raise UsageError(f"target refattn --as gmm-{which}: the built-in family targets take NumPy arrays; got "
+        if framework not in ("numpy", "torch"):
+            raise UsageError(f"target refattn --as gmm-{which}: the built-in family targets run refattn's array-API core on NumPy or torch arrays; got "
                              f"--framework {framework}")
         f = getattr(G, f"gmm_{which}_features")
 
         def fn(x, noise, logits, mu, S):
             return f(x, noise, G.GMMParams(logits, mu, S))
-        return Target(fn, "numpy", f"gmm-{which}", f"refattn.features.gmm_{which}_features")
+        return Target(fn, framework, f"gmm-{which}", f"refattn.features.gmm_{which}_features")
     return target
 
 
@@ -113,14 +113,15 @@ def _att_target(which):
     def target(framework):
         from refattn.features import gmm as G
         if framework != "numpy":
-            raise UsageError(f"target refattn --as gmm-{which}: the built-in family targets take NumPy arrays; got "
-                             f"--framework {framework}")
+            raise UsageError(f"target refattn --as gmm-{which} --kind attention: NumPy only (the causal path of "
+                             f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
+                             f"autograd cannot differentiate); got --framework {framework}")
         f = G.gmm_prf_features_stable if which == "prf" else G.gmm_rks_features
 
         def fn(q, k, v, noise, logits, mu, S, causal):
             p = G.GMMParams(logits, mu, S)
             return attend(f(q, noise, p), f(k, noise, p), v, causal)
-        return Target(fn, "numpy", f"gmm-{which}", f"linear attention on refattn gmm_{which} features")
+        return Target(fn, framework, f"gmm-{which}", f"linear attention on refattn gmm_{which} features")
     return target
 
 

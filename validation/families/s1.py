@@ -79,13 +79,14 @@ CONTRACT = RandomAttention(
 
 def _target(framework):
     if framework != "numpy":
-        raise UsageError(f"target refattn --as s1: the built-in family targets take NumPy arrays; got --framework "
-                         f"{framework}")
+        raise UsageError(f"target refattn --as s1 --kind attention: NumPy only (the causal path of "
+                             f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
+                             f"autograd cannot differentiate); got --framework {framework}")
     from refattn.rpe import S1Params, s1_attention
 
     def fn(q, k, v, positions, freqs, alpha, beta, omega, causal):
         return s1_attention(q, k, v, positions, S1Params(freqs, alpha, beta), omega=omega, causal=causal)
-    return Target(fn, "numpy", "s1", "refattn.rpe.s1_attention (FAVOR+, positive features)")
+    return Target(fn, framework, "s1", "refattn.rpe.s1_attention (FAVOR+, positive features)")
 
 
 FAMILIES = {"s1": Family("s1", {"attention": CONTRACT}, {"attention": _target}, {"attention": ATTENTION_CHECKS})}

@@ -122,11 +122,11 @@ CONTRACT = AttentionContract("s2", "fn(q, v, w, k) -> out (..., L, d_v)", ("q", 
 
 
 def _target(framework):
-    if framework != "numpy":
-        raise UsageError(f"target refattn --as s2: the built-in family targets take NumPy arrays; got --framework "
+    if framework not in ("numpy", "torch"):
+        raise UsageError(f"target refattn --as s2: the built-in family targets run refattn's array-API core on NumPy or torch arrays; got --framework "
                          f"{framework}")
     from refattn.rpe import s2_attention
-    return Target(lambda q, v, w, k: s2_attention(q, v, w, k=k), "numpy", "s2", "refattn.rpe.s2_attention")
+    return Target(lambda q, v, w, k: s2_attention(q, v, w, k=k), framework, "s2", "refattn.rpe.s2_attention")
 
 
 FAMILIES = {"s2": Family("s2", {"attention": CONTRACT}, {"attention": _target},
