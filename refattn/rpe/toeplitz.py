@@ -1,44 +1,66 @@
 r"""Exact 1-D relative positional encoding for kernelized attention by FFT Toeplitz products.
 
 An RPE mask N(i - j) enters softmax attention additively, ``softmax(N + q k^T / sqrt(d))``, i.e. it multiplies
-the kernel by ``exp(N(i - j))``. With features whose inner products give (or estimate) the kernel, the attention
-matrix becomes ``C * (phi_q phi_k^T)`` with the Toeplitz matrix ``C_ij = c(i - j)`` (Luo et al. 2021; FLT
-Eq. (2) with the mask exponentiated). Writing ``U_j = phi_k_j^T [v_j, 1]`` (one channel per pair (feature a,
-value column e)),
+the kernel by ``exp(N(i - j))``. With features whose inner products give (or estimate) the kernel, the
+attention matrix becomes ``C * (phi_q phi_k^T)`` with the Toeplitz matrix ``C_ij = c(i - j)`` (Luo et al.
+2021; FLT Eq. (2) with the mask exponentiated). Writing ``U_j = phi_k_j^T [v_j, 1]`` (one channel per pair
+(feature a, value column e)),
 
     numer_i = sum_a phi_q_ia  sum_j c(i - j) U_j,ae     (last column e = d_v: the normaliser z_i)
     y_i     = numer_i[:d_v] / z_i
 
-and ``sum_j c(i - j) U_j`` is a convolution along the sequence for each of the ``m (d_v + 1)`` channels: an FFT
-of size N >= 2L - 1 (the next power of two) gives it in O(m d_v L log L) instead of O(L^2 (m + d_v)).
+and ``sum_j c(i - j) U_j`` is a convolution along the sequence for each of the ``m (d_v + 1)`` channels: a
+real FFT of size N >= 2L - 1 gives it in O(m d_v L log L) instead of O(L^2 (m + d_v)).
 
 Coefficient layout (the issue's convention): ``coeffs[..., i - j + L - 1] = c(i - j)`` for i - j in
 [-(L - 1), L - 1], so ``coeffs`` has 2L - 1 entries; ``coeffs = exp(N)`` for a mask N. In causal mode the
 entries with i - j < 0 (``coeffs[..., :L - 1]``) are ignored (treated as 0) and get zero gradient.
 
-**Memory bound.** Channels are processed in chunks of ``ca`` features (all ``d_v + 1`` value columns of each):
-the temporaries of one chunk are real/complex arrays of ``B N ca (d_v + 1)`` entries (B = product of the
-leading axes), and ``ca`` is the largest value with ``B N ca (d_v + 1) <= chunk_elements`` (at least 1). Extra
-memory is therefore ``O(max(chunk_elements, B N (d_v + 1)) + B L (m + d_v))``: about 4 temporaries of
-``chunk_elements`` complex/real entries (default 2**21, i.e. ~32 MiB each in complex128) plus the accumulators;
-the full ``(..., N, m, d_v + 1)`` spectrum is never formed unless it fits in one chunk.
+**Two implementations, one result.**
+
+* *NumPy/SciPy fast path* (NumPy arrays; the NumPy edge of this module, :func:`_numer_numpy_scipy` and
+  :func:`_grads_numpy_scipy`): ``scipy.fft.rfft``/``irfft`` along the contiguous last axis of a
+  ``(ca, d_v + 1, N)`` block (``ca`` features of one head and all their value columns in one call, the
+  sequence zero-padded in place), ``workers`` threads, N = ``scipy.fft.next_fast_len(2L - 1, real=True)``.
+* *Array-API path* (every other namespace: array_api_strict, CuPy, ...): ``xp.fft.rfft``/``irfft`` along the
+  sequence axis of ``(..., L, ca, d_v + 1)`` blocks, N the next power of two.
+
+**Memory bound.** Channels are processed in chunks of ``ca`` features (all ``d_v + 1`` value columns of each).
+NumPy path: one head at a time, ``ca`` the largest value with ``N ca (d_v + 1) <= chunk_elements`` (at least
+1); about 3 temporaries of ``N ca (d_v + 1)`` real/complex entries (default ``chunk_elements = 2**21``: 8 MiB
+in float32 for the real block, 16 MiB for its spectrum). Array-API path: the chunk spans the batch,
+``B N ca (d_v + 1) <= chunk_elements`` (B = product of the leading axes). Either way the extra memory is
+``O(max(chunk_elements, B N (d_v + 1)) + B L (m + d_v))`` and the full ``(..., N, m, d_v + 1)`` spectrum is
+never formed unless it fits in one chunk.
 
 **Crossover.** The FFT path costs ~``5 B m (d_v + 1) N log2 N`` flops against ``2 B L^2 (m + d_v)`` for the
-dense path (:func:`toeplitz_attention_dense`), and its constant is large; ``benchmarks/rpe.py`` measures the L
-where it starts to win (see BENCHMARKS.md).
+dense path (:func:`toeplitz_attention_dense`); ``benchmarks/rpe.py`` measures the L where it starts to win
+(BENCHMARKS.md, Toeplitz section).
 
 **Causality and rounding.** In causal mode the FFT still mixes every position in floating point: the output
 for a prefix changes at the rounding level (~eps times the size of the whole sum) when later tokens change.
 Use the dense path or chunked linear attention where bitwise prefix stability matters.
 
-Axes: ``...`` batch and heads, ``L`` positions, ``m`` feature width, ``d_v`` value width, ``N`` FFT size.
+Axes: ``...`` batch and heads, ``L`` positions, ``m`` feature width, ``d_v`` value width, ``e = d_v + 1``,
+``N`` FFT size, ``F = N // 2 + 1`` frequencies.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
-from .._xp import check_choice, check_finite, check_positive_int, check_shape, device_of, namespace, sum_to_shape
+import array_api_compat
+
+from .._xp import (
+    check_choice,
+    check_finite,
+    check_positive_int,
+    check_shape,
+    device_of,
+    namespace,
+    sum_to_shape,
+)
 
 __all__ = [
     "toeplitz_attention",
@@ -52,7 +74,7 @@ __all__ = [
 
 Array = Any
 
-#: Entries of one chunk's temporaries (B N ca (d_v + 1)); 2**21 complex128 = 32 MiB.
+#: Entries of one chunk's temporaries (see the module docstring); 2**21 float32 = 8 MiB.
 DEFAULT_CHUNK_ELEMENTS = 2**21
 
 
@@ -67,6 +89,7 @@ class ToeplitzAttentionCache(NamedTuple):
     causal: bool
     n_fft: int
     chunk: int          # features per chunk (ca)
+    workers: int | None  # SciPy FFT threads (NumPy path)
 
 
 class ToeplitzAttentionGrads(NamedTuple):
@@ -96,7 +119,7 @@ def _wrapped_kernel(coeffs, L, n_fft, *, xp):
     return xp.concat([coeffs[..., L - 1:], pad, coeffs[..., :L - 1]], axis=-1)    # (*c, N)
 
 
-def _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive):
+def _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive, workers=None):
     xp = namespace(phi_q, phi_k, v, coeffs, names=("phi_q", "phi_k", "v", "coeffs"))
     sizes = check_shape("phi_q", phi_q, "..., L, m")
     check_shape("phi_k", phi_k, "..., L, m", sizes)
@@ -104,10 +127,10 @@ def _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive):
     L = phi_q.shape[-2]
     batch = tuple(phi_q.shape[:-2])
     if coeffs.ndim < 1 or coeffs.shape[-1] != 2 * L - 1:
-        raise ValueError(f"coeffs: expected shape (..., 2L - 1) = (..., {2 * L - 1}) with L = {L} (from phi_q); "
-                         f"got {tuple(coeffs.shape)}")
+        raise ValueError(f"coeffs: expected shape (..., 2L - 1) = (..., {2 * L - 1}) with L = {L} "
+                         f"(from phi_q); got {tuple(coeffs.shape)}")
     cb = tuple(coeffs.shape[:-1])
-    if len(cb) > len(batch) or any(c not in (1, b) for c, b in zip(cb[::-1], batch[::-1])):
+    if len(cb) > len(batch) or any(c not in (1, b) for c, b in zip(cb[::-1], batch[::-1], strict=False)):
         raise ValueError(f"coeffs: leading axes {cb} must broadcast to the batch axes {batch} of phi_q "
                          f"(shape (..., 2L - 1)); got {tuple(coeffs.shape)}")
     for name, a in (("phi_q", phi_q), ("phi_k", phi_k), ("v", v), ("coeffs", coeffs)):
@@ -116,30 +139,15 @@ def _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive):
         raise TypeError(f"causal: expected a bool; got {causal!r}")
     chunk_elements = check_positive_int(chunk_elements, "chunk_elements")
     check_choice(on_nonpositive, "on_nonpositive", ("raise", "ignore"))
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers == 0):
+        raise ValueError(f"workers: expected None or a nonzero int (SciPy's convention: negative counts "
+                         f"from the number of CPUs); got {workers!r}")
     return xp, chunk_elements
 
 
 def _augment(v, *, xp):
     ones = xp.ones(tuple(v.shape[:-1]) + (1,), dtype=v.dtype, device=device_of(v))
     return xp.concat([v, ones], axis=-1)                                           # (..., L, d_v + 1)
-
-
-def _conv(x, h_hat, L, n_fft, *, xp, adjoint=False):
-    """Toeplitz product along axis -3 of ``x: (..., L, ca, e)``: ``out_i = sum_j c(i - j) x_j`` (or the
-    adjoint ``out_j = sum_i c(i - j) x_i`` with the conjugate spectrum). ``h_hat: (*c, N//2 + 1)``."""
-    xs = xp.fft.rfft(x, n=n_fft, axis=-3)                                          # (..., N/2+1, ca, e)
-    hh = xp.reshape(h_hat, tuple(h_hat.shape) + (1, 1))                            # (*c, N/2+1, 1, 1)
-    if adjoint:
-        hh = xp.conj(hh)
-    out = xp.fft.irfft(xs * hh, n=n_fft, axis=-3)                                  # (..., N, ca, e)
-    return out[..., :L, :, :]                                                      # (..., L, ca, e)
-
-
-def _chunk_features(batch, n_fft, m, e, chunk_elements):
-    b = 1
-    for s in batch:
-        b *= s
-    return max(1, min(m, chunk_elements // max(1, b * n_fft * e)))
 
 
 def _check_normaliser(z, on_nonpositive, *, xp):
@@ -153,12 +161,141 @@ def _check_normaliser(z, on_nonpositive, *, xp):
                 "Pass on_nonpositive='ignore' to get the output as computed")
 
 
+# ----------------------------------------------------------------------------------------------------------
+# array-API path: xp.fft along the sequence axis of (..., L, ca, e) blocks
+
+
+def _chunk_features_batched(batch, n_fft, m, e, chunk_elements):
+    b = math.prod(batch)
+    return max(1, min(m, chunk_elements // max(1, b * n_fft * e)))
+
+
+def _numer_generic(phi_q, phi_k, v_aug, h_hat, n_fft, ca, *, xp):
+    """``numer = [sum_j c(i - j) (phi_q_i . phi_k_j) v_aug_j]_i``: ``(..., L, e)`` (array-API namespaces)."""
+    L, m, e = phi_q.shape[-2], phi_q.shape[-1], v_aug.shape[-1]
+    hh = xp.reshape(h_hat, tuple(h_hat.shape) + (1, 1))                            # (*c, F, 1, 1)
+    numer = xp.zeros(tuple(phi_q.shape[:-2]) + (L, e), dtype=v_aug.dtype, device=device_of(v_aug))
+    for a0 in range(0, m, ca):
+        a1 = min(m, a0 + ca)
+        U = xp.expand_dims(phi_k[..., a0:a1], axis=-1) * xp.expand_dims(v_aug, axis=-2)  # (..., L, ca, e)
+        # (., L, ca, e)
+        T = xp.fft.irfft(xp.fft.rfft(U, n=n_fft, axis=-3) * hh, n=n_fft, axis=-3)[..., :L, :, :]
+        numer = numer + xp.sum(xp.expand_dims(phi_q[..., a0:a1], axis=-1) * T, axis=-2)  # (..., L, e)
+    return numer
+
+
+def _grads_generic(g, c, *, xp):
+    """``(dphi_q, dphi_k, dv_aug, corr_hat)`` for the cotangent ``g: (..., L, e)`` of numer (array-API)."""
+    L, m, N = c.phi_q.shape[-2], c.phi_q.shape[-1], c.n_fft
+    hh = xp.reshape(c.h_hat, tuple(c.h_hat.shape) + (1, 1))                        # (*c, F, 1, 1)
+    dq_parts, dk_parts = [], []
+    dv_aug = xp.zeros_like(c.v_aug)                                                # (..., L, e)
+    corr_hat = None                                                                # (..., F) complex
+    for a0 in range(0, m, c.chunk):
+        a1 = min(m, a0 + c.chunk)
+        pk = xp.expand_dims(c.phi_k[..., a0:a1], axis=-1)                          # (..., L, ca, 1)
+        U = pk * xp.expand_dims(c.v_aug, axis=-2)                                  # (..., L, ca, e)
+        U_hat = xp.fft.rfft(U, n=N, axis=-3)                                       # (..., F, ca, e)
+        T = xp.fft.irfft(U_hat * hh, n=N, axis=-3)[..., :L, :, :]                 # (..., L, ca, e) recomputed
+        dq_parts.append(xp.sum(T * xp.expand_dims(g, axis=-2), axis=-1))           # (..., L, ca)
+        dT = xp.expand_dims(c.phi_q[..., a0:a1], axis=-1) * xp.expand_dims(g, axis=-2)  # (..., L, ca, e)
+        dT_hat = xp.fft.rfft(dT, n=N, axis=-3)                                     # (..., F, ca, e)
+        dU = xp.fft.irfft(dT_hat * xp.conj(hh), n=N, axis=-3)[..., :L, :, :]       # (..., L, ca, e) C^T dT
+        dk_parts.append(xp.sum(dU * xp.expand_dims(c.v_aug, axis=-2), axis=-1))    # (..., L, ca)
+        dv_aug = dv_aug + xp.sum(dU * pk, axis=-2)                                 # (..., L, e)
+        part = xp.sum(xp.sum(dT_hat * xp.conj(U_hat), axis=-1), axis=-1)           # (..., F)
+        corr_hat = part if corr_hat is None else corr_hat + part
+    cat = dq_parts[0] if len(dq_parts) == 1 else xp.concat(dq_parts, axis=-1)      # (..., L, m)
+    cat_k = dk_parts[0] if len(dk_parts) == 1 else xp.concat(dk_parts, axis=-1)    # (..., L, m)
+    return cat, cat_k, dv_aug, corr_hat
+
+
+# ----------------------------------------------------------------------------------------------------------
+# NumPy/SciPy fast path (NumPy edge): scipy.fft along the contiguous last axis of (ca, e, N) blocks, per head
+
+
+def _heads(x, batch, tail):
+    """NumPy view/broadcast of `x` as ``(B, *tail)`` over the flattened batch axes."""
+    import numpy as np
+
+    return np.broadcast_to(x, batch + tail).reshape((-1,) + tail)
+
+
+def _numer_numpy_scipy(phi_q, phi_k, v_aug, h_hat, n_fft, ca, workers):
+    """NumPy/SciPy version of :func:`_numer_generic` (same result to rounding), one head at a time."""
+    import numpy as np
+    import scipy.fft as sfft
+
+    batch, (L, m), e = tuple(phi_q.shape[:-2]), phi_q.shape[-2:], v_aug.shape[-1]
+    F = n_fft // 2 + 1
+    pq, pk = _heads(phi_q, batch, (L, m)), _heads(phi_k, batch, (L, m))           # (B, L, m)
+    va = _heads(v_aug, batch, (L, e))                                              # (B, L, e)
+    hh = _heads(h_hat, batch, (F,))                                                # (B, F) complex
+    numer = np.empty((pq.shape[0], e, L), dtype=v_aug.dtype)                       # (B, e, L)
+    U = np.zeros((ca, e, n_fft), dtype=v_aug.dtype)                                # (ca, e, N) zero tail kept
+    for b in range(pq.shape[0]):
+        # contiguous transposes: the outer products below then stream along L (strided reads cost 10x here)
+        vT, qT, kT = (np.ascontiguousarray(x[b].T) for x in (va, pq, pk))          # (e, L), (m, L), (m, L)
+        acc = numer[b]                                                             # (e, L)
+        acc[...] = 0
+        for a0 in range(0, m, ca):
+            n = min(m, a0 + ca) - a0
+            np.multiply(kT[a0:a0 + n, None, :], vT, out=U[:n, :, :L])              # (n, e, L) U_j,ae
+            U_hat = sfft.rfft(U[:n], axis=-1, workers=workers)                     # (n, e, F)
+            U_hat *= hh[b]                                                         # Toeplitz = circular conv
+            T = sfft.irfft(U_hat, n=n_fft, axis=-1, workers=workers, overwrite_x=True)  # (n, e, N)
+            for a in range(n):
+                acc += T[a, :, :L] * qT[a0 + a]                                  # (e, L) sum_a phi_q_ia T_aei
+    return np.swapaxes(numer, -1, -2).reshape(batch + (L, e))                      # (..., L, e)
+
+
+def _grads_numpy_scipy(g, c):
+    """NumPy/SciPy version of :func:`_grads_generic`, one head at a time."""
+    import numpy as np
+    import scipy.fft as sfft
+
+    batch, (L, m), e = tuple(c.phi_q.shape[:-2]), c.phi_q.shape[-2:], c.v_aug.shape[-1]
+    N, F, ca, w = c.n_fft, c.n_fft // 2 + 1, c.chunk, c.workers
+    pq, pk = _heads(c.phi_q, batch, (L, m)), _heads(c.phi_k, batch, (L, m))       # (B, L, m)
+    va, gg = _heads(c.v_aug, batch, (L, e)), _heads(g, batch, (L, e))              # (B, L, e)
+    hh = _heads(c.h_hat, batch, (F,))                                              # (B, F)
+    B, dt = pq.shape[0], c.v_aug.dtype
+    dq, dk = np.empty((B, m, L), dtype=dt), np.empty((B, m, L), dtype=dt)          # (B, m, L)
+    dva = np.zeros((B, e, L), dtype=dt)                                            # (B, e, L)
+    corr_hat = np.zeros((B, F), dtype=hh.dtype)                                    # (B, F)
+    U, dT = np.zeros((ca, e, N), dtype=dt), np.zeros((ca, e, N), dtype=dt)         # (ca, e, N) zero tails
+    for b in range(B):
+        vT, gT, qT, kT = (np.ascontiguousarray(x[b].T) for x in (va, gg, pq, pk))  # (e|m, L) contiguous
+        for a0 in range(0, m, ca):
+            n = min(m, a0 + ca) - a0
+            np.multiply(kT[a0:a0 + n, None, :], vT, out=U[:n, :, :L])              # (n, e, L)
+            np.multiply(qT[a0:a0 + n, None, :], gT, out=dT[:n, :, :L])             # (n, e, L) dT = phi_q g
+            U_hat = sfft.rfft(U[:n], axis=-1, workers=w)                           # (n, e, F)
+            dT_hat = sfft.rfft(dT[:n], axis=-1, workers=w)                         # (n, e, F)
+            corr_hat[b] += np.einsum("aef,aef->f", dT_hat, U_hat.conj())           # (F,) sum over channels
+            U_hat *= hh[b]
+            T = sfft.irfft(U_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) recomputed
+            dT_hat *= hh[b].conj()                                               # adjoint: conjugate spectrum
+            dU = sfft.irfft(dT_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) C^T dT
+            dq[b, a0:a0 + n] = np.einsum("aei,ei->ai", T, gT)                      # sum_e g_ie T_aei
+            dk[b, a0:a0 + n] = np.einsum("aei,ei->ai", dU, vT)                     # sum_e dU_aej v_aug_je
+            dva[b] += np.einsum("aej,aj->ej", dU, kT[a0:a0 + n])                   # sum_a dU_aej phi_k_ja
+    def back(x, k):                                                                # (B, k, L) -> (..., L, k)
+        return np.swapaxes(x, -1, -2).reshape(batch + (L, k))
+
+    return back(dq, m), back(dk, m), back(dva, e), corr_hat.reshape(batch + (F,))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the pair
+
+
 def toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, *, causal=False, chunk_elements=DEFAULT_CHUNK_ELEMENTS,
-                           on_nonpositive="raise"):
+                           on_nonpositive="raise", workers=None):
     r"""Kernelized attention with a multiplicative Toeplitz RPE, by FFT, and the cache for the backward.
 
     ``y_i = sum_j c(i - j) (phi_q_i . phi_k_j) v_j / sum_j c(i - j) (phi_q_i . phi_k_j)``, sums over all j
-    (bidirectional) or j <= i (causal); ``c(t) = coeffs[..., t + L - 1]`` (= exp(N(t)) for an additive mask N).
+    (bidirectional) or j <= i (causal); ``c(t) = coeffs[..., t + L - 1]`` (= exp(N(t)) for a mask N).
 
     Parameters
     ----------
@@ -177,98 +314,93 @@ def toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, *, causal=False, chunk_eleme
         Memory knob: entries of one chunk's temporaries (see the module docstring for the bound).
     on_nonpositive : {"raise", "ignore"}
         What to do with a non-positive normaliser.
+    workers : int or None
+        Threads for ``scipy.fft`` on the NumPy path (None: SciPy's default, 1 unless set by
+        ``scipy.fft.set_workers``; negative: counted back from the number of CPUs). Ignored by other
+        namespaces.
 
     Returns
     -------
     y : (..., L, d_v) array
     cache : ToeplitzAttentionCache
     """
-    xp, chunk_elements = _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive)
+    xp, chunk_elements = _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive, workers)
     L, m, d_v = phi_q.shape[-2], phi_q.shape[-1], v.shape[-1]
-    batch = tuple(phi_q.shape[:-2])
-    n_fft = _next_pow2(2 * L - 1)
+    e = d_v + 1
     c_eff = _causal_coeffs(coeffs, L, xp=xp) if causal else coeffs                 # (*c, 2L - 1)
-    h_hat = xp.fft.rfft(_wrapped_kernel(c_eff, L, n_fft, xp=xp), axis=-1)          # (*c, N/2 + 1)
-    v_aug = _augment(v, xp=xp)                                                     # (..., L, e), e = d_v + 1
-    ca = _chunk_features(batch, n_fft, m, d_v + 1, chunk_elements)
-    numer = xp.zeros(batch + (L, d_v + 1), dtype=v.dtype, device=device_of(v))
-    for a0 in range(0, m, ca):
-        a1 = min(m, a0 + ca)
-        U = xp.expand_dims(phi_k[..., a0:a1], axis=-1) * xp.expand_dims(v_aug, axis=-2)  # (..., L, ca, e)
-        T = _conv(U, h_hat, L, n_fft, xp=xp)                                       # (..., L, ca, e)
-        numer = numer + xp.sum(xp.expand_dims(phi_q[..., a0:a1], axis=-1) * T, axis=-2)  # (..., L, e)
+    v_aug = _augment(v, xp=xp)                                                     # (..., L, e)
+    if array_api_compat.is_numpy_array(phi_q):                                     # NumPy/SciPy fast path
+        import scipy.fft as sfft
+
+        n_fft = sfft.next_fast_len(2 * L - 1, real=True)
+        h_hat = sfft.rfft(_wrapped_kernel(c_eff, L, n_fft, xp=xp), axis=-1)        # (*c, F)
+        ca = max(1, min(m, chunk_elements // (n_fft * e)))
+        numer = _numer_numpy_scipy(phi_q, phi_k, v_aug, h_hat, n_fft, ca, workers)  # (..., L, e)
+    else:                                                                          # array-API path
+        n_fft = _next_pow2(2 * L - 1)
+        h_hat = xp.fft.rfft(_wrapped_kernel(c_eff, L, n_fft, xp=xp), axis=-1)      # (*c, F)
+        ca = _chunk_features_batched(tuple(phi_q.shape[:-2]), n_fft, m, e, chunk_elements)
+        numer = _numer_generic(phi_q, phi_k, v_aug, h_hat, n_fft, ca, xp=xp)      # (..., L, e)
     z = numer[..., d_v:]                                                           # (..., L, 1)
     _check_normaliser(z, on_nonpositive, xp=xp)
     y = numer[..., :d_v] / z                                                       # (..., L, d_v)
-    return y, ToeplitzAttentionCache(phi_q, phi_k, v_aug, coeffs, h_hat, z, y, causal, n_fft, ca)
+    return y, ToeplitzAttentionCache(phi_q, phi_k, v_aug, coeffs, h_hat, z, y, causal, n_fft, ca, workers)
 
 
 def toeplitz_attention_bwd(dy, cache: ToeplitzAttentionCache) -> ToeplitzAttentionGrads:
     r"""Gradients of :func:`toeplitz_attention` for `phi_q`, `phi_k`, `v` and `coeffs`.
 
-    With ``g = [dy / z, -sum(dy * y) / z]`` (cotangent of ``numer``) and ``dT_i = phi_q_i^T g_i`` per channel:
-    ``dphi_q_ia = sum_e g_ie T_iae`` (T recomputed), ``dU = C^T dT`` (the adjoint Toeplitz product: the conjugate
-    spectrum), ``dphi_k_ja = sum_e dU_jae v_aug_je``, ``dv_aug_je = sum_a dU_jae phi_k_ja``, and
-    ``dc(t) = sum_{i - j = t} sum_ae dT_iae U_jae``, a cross-correlation summed over channels in the frequency
-    domain (``sum_ch FFT(dT) conj(FFT(U))``); zero for t < 0 in causal mode.
+    With ``g = [dy / z, -sum(dy * y) / z]`` (cotangent of ``numer``) and ``dT_i = phi_q_i^T g_i`` per
+    channel: ``dphi_q_ia = sum_e g_ie T_iae`` (T recomputed), ``dU = C^T dT`` (the adjoint Toeplitz product:
+    the conjugate spectrum), ``dphi_k_ja = sum_e dU_jae v_aug_je``, ``dv_aug_je = sum_a dU_jae phi_k_ja``, and
+    ``dc(t) = sum_{i - j = t} sum_ae dT_iae U_jae``, a cross-correlation summed over channels in the
+    frequency domain (``sum_ch FFT(dT) conj(FFT(U))``); zero for t < 0 in causal mode.
     """
     c = cache
     xp = namespace(dy, c.phi_q, names=("dy", "cache.phi_q"))
     check_shape("dy", dy, "..., L, d_v", check_shape("y", c.y, "..., L, d_v"))
-    L, m = c.phi_q.shape[-2], c.phi_q.shape[-1]
+    L, N = c.phi_q.shape[-2], c.n_fft
     d_v = dy.shape[-1]
-    N = c.n_fft
     dnumer = dy / c.z                                                              # (..., L, d_v)
     dz = -xp.sum(dnumer * c.y, axis=-1, keepdims=True)                             # (..., L, 1)
     g = xp.concat([dnumer, dz], axis=-1)                                           # (..., L, e)
-    dq_parts, dk_parts = [], []
-    dv_aug = xp.zeros_like(c.v_aug)                                                # (..., L, e)
-    corr_hat = None                                                                # (..., N/2 + 1) complex
-    for a0 in range(0, m, c.chunk):
-        a1 = min(m, a0 + c.chunk)
-        pk = xp.expand_dims(c.phi_k[..., a0:a1], axis=-1)                          # (..., L, ca, 1)
-        U = pk * xp.expand_dims(c.v_aug, axis=-2)                                  # (..., L, ca, e)
-        U_hat = xp.fft.rfft(U, n=N, axis=-3)                                       # (..., N/2+1, ca, e)
-        hh = xp.reshape(c.h_hat, tuple(c.h_hat.shape) + (1, 1))                    # (*c, N/2+1, 1, 1)
-        T = xp.fft.irfft(U_hat * hh, n=N, axis=-3)[..., :L, :, :]                  # (..., L, ca, e) recomputed
-        dq_parts.append(xp.sum(T * xp.expand_dims(g, axis=-2), axis=-1))           # (..., L, ca)
-        dT = xp.expand_dims(c.phi_q[..., a0:a1], axis=-1) * xp.expand_dims(g, axis=-2)  # (..., L, ca, e)
-        dT_hat = xp.fft.rfft(dT, n=N, axis=-3)                                     # (..., N/2+1, ca, e)
-        dU = xp.fft.irfft(dT_hat * xp.conj(hh), n=N, axis=-3)[..., :L, :, :]       # (..., L, ca, e) C^T dT
-        dk_parts.append(xp.sum(dU * xp.expand_dims(c.v_aug, axis=-2), axis=-1))    # (..., L, ca)
-        dv_aug = dv_aug + xp.sum(dU * pk, axis=-2)                                 # (..., L, e)
-        part = xp.sum(xp.sum(dT_hat * xp.conj(U_hat), axis=-1), axis=-1)           # (..., N/2+1)
-        corr_hat = part if corr_hat is None else corr_hat + part
-    r = xp.fft.irfft(corr_hat, n=N, axis=-1)                                       # (..., N) r_t, t mod N
-    dc = xp.concat([r[..., N - (L - 1):], r[..., :L]], axis=-1)                    # (..., 2L - 1) t = -(L-1)..L-1
+    if array_api_compat.is_numpy_array(c.phi_q):                                   # NumPy/SciPy fast path
+        import scipy.fft as sfft
+
+        dphi_q, dphi_k, dv_aug, corr_hat = _grads_numpy_scipy(g, c)
+        r = sfft.irfft(corr_hat, n=N, axis=-1, workers=c.workers)                 # (..., N) r_t, t mod N
+    else:
+        dphi_q, dphi_k, dv_aug, corr_hat = _grads_generic(g, c, xp=xp)
+        r = xp.fft.irfft(corr_hat, n=N, axis=-1)                                   # (..., N) r_t, t mod N
+    dc = xp.concat([r[..., N - (L - 1):], r[..., :L]], axis=-1)                   # (..., 2L - 1) t = 1-L..L-1
     if c.causal:
         dc = _causal_coeffs(dc, L, xp=xp)
     dcoeffs = sum_to_shape(dc, tuple(c.coeffs.shape), xp=xp)                       # (*c, 2L - 1)
-    cat = (lambda xs: xs[0] if len(xs) == 1 else xp.concat(xs, axis=-1))
-    return ToeplitzAttentionGrads(phi_q=cat(dq_parts), phi_k=cat(dk_parts), v=dv_aug[..., :d_v], coeffs=dcoeffs)
+    return ToeplitzAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], coeffs=dcoeffs)
 
 
 def toeplitz_attention(phi_q, phi_k, v, coeffs, *, causal=False, chunk_elements=DEFAULT_CHUNK_ELEMENTS,
-                       on_nonpositive="raise"):
+                       on_nonpositive="raise", workers=None):
     r"""Kernelized attention with the multiplicative Toeplitz RPE ``c(i - j)``, by FFT in O(m d_v L log L).
 
     See :func:`toeplitz_attention_fwd`. Shapes: ``phi_q, phi_k: (..., L, m)``, ``v: (..., L, d_v)``,
     ``coeffs: (*c, 2L - 1)``; returns ``(..., L, d_v)``.
     """
     return toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, causal=causal, chunk_elements=chunk_elements,
-                                  on_nonpositive=on_nonpositive)[0]
+                                  on_nonpositive=on_nonpositive, workers=workers)[0]
 
 
 def toeplitz_matrix(coeffs, L):
     r"""The dense Toeplitz matrix ``C_ij = coeffs[..., i - j + L - 1]``: ``(*c, 2L - 1) -> (*c, L, L)``.
 
-    ``toeplitz_matrix(N_coeffs, L)`` is also the additive mask ``N`` for ``softmax_attention(mask_add=N)`` when
-    given the mask values instead of their exponentials.
+    ``toeplitz_matrix(N_coeffs, L)`` is also the additive mask ``N`` for ``softmax_attention(mask_add=N)``
+    when given the mask values instead of their exponentials.
     """
     xp = namespace(coeffs, names=("coeffs",))
     L = check_positive_int(L, "L")
     if coeffs.ndim < 1 or coeffs.shape[-1] != 2 * L - 1:
-        raise ValueError(f"coeffs: expected shape (..., 2L - 1) = (..., {2 * L - 1}); got {tuple(coeffs.shape)}")
+        raise ValueError(f"coeffs: expected shape (..., 2L - 1) = (..., {2 * L - 1}); "
+                         f"got {tuple(coeffs.shape)}")
     r = xp.arange(L, device=device_of(coeffs))
     idx = xp.reshape(xp.expand_dims(r, axis=1) - xp.expand_dims(r, axis=0) + (L - 1), (L * L,))  # (L L,)
     flat = xp.take(coeffs, idx, axis=-1)                                           # (*c, L L)
@@ -276,7 +408,7 @@ def toeplitz_matrix(coeffs, L):
 
 
 def toeplitz_attention_dense(phi_q, phi_k, v, coeffs, *, causal=False):
-    r"""Quadratic reference: ``A = C * (phi_q phi_k^T)`` (lower-triangular part when causal), ``y = A v / A 1``.
+    r"""Quadratic reference: ``A = C * (phi_q phi_k^T)`` (lower triangle when causal), ``y = A v / A 1``.
 
     Shapes as :func:`toeplitz_attention`. O(L^2) memory: for tests, benchmarks and short sequences.
     """

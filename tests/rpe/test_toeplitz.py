@@ -123,6 +123,38 @@ def test_gradient_check_catches_a_wrong_backward(rng):
                   wrt=("coeffs",))
 
 
+def test_numpy_scipy_path_and_array_api_path_agree_forward_and_backward(rng):
+    """The NumPy/SciPy fast path (scipy.fft, N = next_fast_len) and the array-API path (xp.fft, N a power of
+    two, taken by array_api_strict) give the same output and the same gradients, at a length where their FFT
+    sizes differ (L = 13: N = 25 and 32), with several feature chunks and SciPy threads."""
+    xps = pytest.importorskip("array_api_strict")
+    phi_q, phi_k, v, coeffs = _inputs(rng, np, (2, 3), 13, 5, 3, (3,))
+    dy = rng.standard_normal((2, 3, 13, 3))
+    for causal in (False, True):
+        y_np, c_np = toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, causal=causal, chunk_elements=60,
+                                            workers=2)
+        args = [xps.asarray(a) for a in (phi_q, phi_k, v, coeffs)]
+        y_st, c_st = toeplitz_attention_fwd(*args, causal=causal, chunk_elements=60 * 4)
+        assert (c_np.n_fft, c_st.n_fft) == (25, 32)
+        assert c_np.chunk < 5, "several feature chunks on the NumPy path"
+        np.testing.assert_allclose(y_np, to_numpy(y_st), rtol=1e-12, atol=1e-13)
+        g_np = toeplitz_attention_bwd(dy, c_np)
+        g_st = toeplitz_attention_bwd(xps.asarray(dy), c_st)
+        for name in ToeplitzAttentionGrads._fields:
+            np.testing.assert_allclose(getattr(g_np, name), to_numpy(getattr(g_st, name)), rtol=1e-10,
+                                       atol=1e-12, err_msg=f"{name} (causal={causal})")
+
+
+def test_workers_gives_the_same_result_and_is_checked(rng):
+    phi_q, phi_k, v, coeffs = _inputs(rng, np, (2,), 9, 4, 3, ())
+    y1 = toeplitz_attention(phi_q, phi_k, v, coeffs, workers=1)
+    y2 = toeplitz_attention(phi_q, phi_k, v, coeffs, workers=2)
+    np.testing.assert_allclose(y1, y2, rtol=1e-13, atol=1e-14)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="workers: expected None or a nonzero int"):
+            toeplitz_attention(phi_q, phi_k, v, coeffs, workers=bad)
+
+
 def test_bad_inputs(xp, rng):
     phi_q, phi_k, v, coeffs = _inputs(rng, xp, (2,), 5, 3, 2, ())
     with pytest.raises(ValueError, match=r"coeffs: expected shape \(\.\.\., 2L - 1\) = \(\.\.\., 9\)"):
