@@ -34,6 +34,7 @@ __all__ = [
     "check_nonneg_int",
     "device_of",
     "sum_to_shape",
+    "cumulative_max",
 ]
 
 
@@ -235,6 +236,43 @@ def sum_to_shape(x: Any, shape: tuple, *, xp: Any) -> Any:
     if axes:
         x = xp.sum(x, axis=axes, keepdims=True)
     return x
+
+
+def cumulative_max(x: Any, *, axis: int = -2, xp: Any) -> Any:
+    """Running maximum of `x` along `axis` (``out[i] = max_{j <= i} x[j]``); same shape and dtype.
+
+    The standard has ``cumulative_sum`` but no running maximum. NumPy arrays use ``numpy.maximum.accumulate``
+    (one pass); other namespaces a blocked scan with ``xp.maximum``: blocks of ``B = ceil(sqrt(n))`` rows, a
+    running maximum inside each block (B slice updates), then the blocks' carries (another B), so about two
+    passes over the data and 2 sqrt(n) small operations.
+    """
+    if array_api_compat.is_numpy_array(x):
+        import numpy as np
+
+        return np.maximum.accumulate(x, axis=axis)
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    if n <= 1:
+        return x
+    x = xp.moveaxis(x, axis, 0) if axis != 0 else x
+    B = max(1, int(n ** 0.5 + 0.999))
+    nb = -(-n // B)
+    pad = nb * B - n
+    if pad:
+        fill = xp.full((pad,) + tuple(x.shape[1:]), -float("inf"), dtype=x.dtype, device=device_of(x))
+        x = xp.concat([x, fill], axis=0)
+    blocks = xp.reshape(x, (nb, B) + tuple(x.shape[1:]))                            # (nb, B, ...)
+    rows = [blocks[:, 0, ...]]
+    for t in range(1, B):  # running max in each block
+        rows.append(xp.maximum(rows[-1], blocks[:, t, ...]))
+    inner = xp.stack(rows, axis=1)                                                  # (nb, B, ...)
+    carry = [rows[-1][0, ...]]
+    for b in range(1, nb):  # block-end maxima, carried
+        carry.append(xp.maximum(carry[-1], rows[-1][b, ...]))
+    prev = xp.stack([xp.full_like(carry[0], -float("inf"))] + carry[:-1], axis=0)   # (nb, ...) before block b
+    out = xp.maximum(inner, xp.expand_dims(prev, axis=1))                           # (nb, B, ...)
+    out = xp.reshape(out, (nb * B,) + tuple(out.shape[2:]))[:n, ...]
+    return xp.moveaxis(out, 0, axis) if axis != 0 else out
 
 
 def _contract_rows_reference(a: Any, b: Any) -> Any:

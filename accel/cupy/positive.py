@@ -37,13 +37,15 @@ SUPPORTED = {
 }
 
 
-def positive_features_stable(x, omega):
+def positive_features_stable(x, omega, k_log_scale=None):
     """``(phi, log_scale)`` of the stabilised positive map (signature of the reference).
 
     Parameters
     ----------
     x : (..., L, d) cupy.ndarray
     omega : (m, d) cupy.ndarray
+    k_log_scale : (..., 1, m) or (..., L, m) cupy.ndarray, optional
+        A key frame, added in place to the GEMM's output before the kernel takes the row maximum.
 
     Returns
     -------
@@ -59,6 +61,9 @@ def positive_features_stable(x, omega):
     m, d = omega.shape
     x2 = x.reshape(-1, d)                                                # (N, d), N = prod(...) L
     u = x2 @ omega.T                                                     # (N, m) fresh array, overwritten
+    if k_log_scale is not None:
+        k_log_scale = as_cupy("k_log_scale", k_log_scale, dts, kernel=kern, like=x)
+        u.reshape(tuple(x.shape[:-1]) + (m,))[...] += k_log_scale         # (..., L, m) fold the key frame
     N = x2.shape[0]
     log_scale = cupy.empty(N, dtype=x.dtype)                             # (N,)
     if N:

@@ -38,6 +38,7 @@ def _primitives():
         "linear_attention.causal_fwd": causal.causal_fwd,
         "linear_attention.causal_bwd": causal.causal_bwd,
         "positive_features_stable": positive.positive_features_stable,
+        "positive_key_features_stable": positive.positive_key_features_stable,
         "fwht": fwht.fwht,
         "s2_window_sums": s2.s2_window_sums,
     }

@@ -35,11 +35,13 @@ from numba import njit, prange
 
 from ._common import FASTMATH, as_numpy
 
-__all__ = ["SUPPORTED", "positive_features_stable"]
+__all__ = ["SUPPORTED", "positive_features_stable", "positive_key_features_stable"]
 
 SUPPORTED = {
     "positive_features_stable": {"backends": ("numpy",), "dtypes": ("float32", "float64"),
                                  "primitive": "positive_features_stable"},
+    "positive_key_features_stable": {"backends": ("numpy",), "dtypes": ("float32", "float64"),
+                                     "primitive": "positive_key_features_stable"},
 }
 
 
@@ -64,13 +66,15 @@ def _shift_rows(u, x, half_log_m, log_scale):  # pragma: no cover - compiled
         log_scale[n] = mx - half * ss - half_log_m
 
 
-def positive_features_stable(x, omega):
+def positive_features_stable(x, omega, k_log_scale=None):
     """``(phi, log_scale)`` of the stabilised positive map (signature of the reference).
 
     Parameters
     ----------
     x : (..., L, d) ndarray
     omega : (m, d) ndarray
+    k_log_scale : (..., 1, m) or (..., L, m) ndarray, optional
+        A key frame folded into the exponent before the row maximum (added in place to the GEMM's output).
 
     Returns
     -------
@@ -86,7 +90,77 @@ def positive_features_stable(x, omega):
     m, d = omega.shape
     x2 = x.reshape(-1, d)                                                # (N, d), N = prod(...) L
     u = x2 @ omega.T                                                     # (N, m) fresh array, overwritten
+    if k_log_scale is not None:
+        k_log_scale = as_numpy("k_log_scale", k_log_scale, dts, kernel=kern, like=x)
+        u.reshape(x.shape[:-1] + (m,))[...] += k_log_scale                # (..., L, m) fold the key frame
     log_scale = np.empty(x2.shape[0], dtype=x.dtype)                     # (N,)
     _shift_rows(u, x2, x.dtype.type(0.5 * math.log(m)), log_scale)
     np.exp(u, out=u)                                                     # (N, m) in (0, 1], in place (SIMD)
     return u.reshape(x.shape[:-1] + (m,)), log_scale.reshape(x.shape[:-1])
+
+
+@njit(parallel=True, cache=True, fastmath=FASTMATH)
+def _key_frames(u, x, half_log_m, causal, frame):  # pragma: no cover - compiled
+    """In place on ``u: (B, L, m)``: ``l = u - |x|^2/2``, ``u <- l - P`` with ``P`` the column maximum of ``l``
+    (``frame: (B, 1, m)``) or its prefix maximum (``frame: (B, L, m)``); ``frame = P - log(m)/2``. Parallel over
+    (batch, block of 64 features)."""
+    B, L, m = u.shape
+    d = x.shape[2]
+    half = u.dtype.type(0.5)
+    nfb = (m + 63) // 64
+    for job in prange(B * nfb):
+        b = job // nfb
+        f0 = (job % nfb) * 64
+        f1 = min(m, f0 + 64)
+        P = np.full(f1 - f0, -np.inf, dtype=u.dtype)                     # running / column maximum
+        for i in range(L):
+            ss = u.dtype.type(0)
+            for t in range(d):
+                ss += x[b, i, t] * x[b, i, t]
+            for f in range(f0, f1):
+                ell = u[b, i, f] - half * ss
+                u[b, i, f] = ell
+                if ell > P[f - f0]:
+                    P[f - f0] = ell
+                if causal:
+                    u[b, i, f] = ell - P[f - f0]                         # prefix-only: P over j <= i
+                    frame[b, i, f] = P[f - f0] - half_log_m
+        if not causal:
+            for i in range(L):
+                for f in range(f0, f1):
+                    u[b, i, f] -= P[f - f0]
+            for f in range(f0, f1):
+                frame[b, 0, f] = P[f - f0] - half_log_m
+
+
+def positive_key_features_stable(x, omega, causal):
+    """``(phi, k_log_scale)`` of the keys' map with per-feature frames (signature of the reference
+    ``refattn.features.positive._key_features_reference``): one GEMM, one fused pass for the frames, NumPy's
+    in-place SIMD ``exp``.
+
+    Parameters
+    ----------
+    x : (..., L, d) ndarray
+    omega : (m, d) ndarray
+    causal : bool
+
+    Returns
+    -------
+    phi : (..., L, m) ndarray
+    k_log_scale : (..., 1, m) or (..., L, m) ndarray
+    """
+    kern = "positive_key_features_stable"
+    dts = SUPPORTED[kern]["dtypes"]
+    x = as_numpy("x", x, dts, kernel=kern)
+    omega = as_numpy("omega", omega, dts, kernel=kern, like=x)
+    if omega.ndim != 2 or x.ndim < 2 or omega.shape[1] != x.shape[-1]:
+        raise ValueError(f"omega: expected shape (m, d) with d = {x.shape[-1]} (from x); got {omega.shape}")
+    m, d = omega.shape
+    L = x.shape[-2]
+    lead = x.shape[:-2]
+    x3 = x.reshape(-1, L, d)                                             # (B, L, d)
+    u = (x3.reshape(-1, d) @ omega.T).reshape(x3.shape[0], L, m)         # (B, L, m) fresh, overwritten
+    frame = np.empty((x3.shape[0], L if causal else 1, m), dtype=x.dtype)
+    _key_frames(u, x3, x.dtype.type(0.5 * math.log(m)), bool(causal), frame)
+    np.exp(u, out=u)                                                     # (B, L, m) in (0, 1]
+    return u.reshape(lead + (L, m)), frame.reshape(lead + frame.shape[1:])

@@ -43,11 +43,15 @@ __all__ = ["favor_attention", "favor_attention_fwd", "favor_attention_bwd", "Fav
 
 Array = Any
 
-#: feature map name -> (stable fwd, stable bwd); each fwd returns ((phi, log_scale), cache).
+#: feature map name -> (query map fwd, bwd, key map fwd, bwd). Positive and hyperbolic keys get per-feature frames
+#: (``*_key_features_stable``, issue 22) that are folded into the query map (``k_log_scale=``); trig keys keep
+#: their row log-scale ``|k|^2/2`` (key map ``None``: the query map serves both).
 FAVOR_FEATURES = {
-    "positive": (_pos.positive_features_stable_fwd, _pos.positive_features_stable_bwd),
-    "hyperbolic": (_pos.hyperbolic_features_stable_fwd, _pos.hyperbolic_features_stable_bwd),
-    "trig": (_trig.softmax_trig_features_stable_fwd, _trig.softmax_trig_features_stable_bwd),
+    "positive": (_pos.positive_features_stable_fwd, _pos.positive_features_stable_bwd,
+                 _pos.positive_key_features_stable_fwd, _pos.positive_key_features_stable_bwd),
+    "hyperbolic": (_pos.hyperbolic_features_stable_fwd, _pos.hyperbolic_features_stable_bwd,
+                   _pos.hyperbolic_key_features_stable_fwd, _pos.hyperbolic_key_features_stable_bwd),
+    "trig": (_trig.softmax_trig_features_stable_fwd, _trig.softmax_trig_features_stable_bwd, None, None),
 }
 
 
@@ -111,12 +115,26 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
     check_choice(features, "features", tuple(FAVOR_FEATURES))
     for name, a in (("q", q), ("k", k), ("v", v)):
         check_finite(name, a, xp=xp)
-    fwd, _ = FAVOR_FEATURES[features]
+    q_fwd, _, k_fwd, _ = FAVOR_FEATURES[features]
     scale = float(q.shape[-1]) ** -0.25
-    (phi_q, _q_log_scale), q_cache = fwd(q * scale, omega)                        # (..., L, m'); log-scale dropped
-    (phi_k, k_log_scale), k_cache = fwd(k * scale, omega)                         # (..., L, m'), (..., L)
-    y, attn_cache = linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_log_scale,
-                                         chunk_size=chunk_size, on_nonpositive=on_nonpositive)  # (..., L, d_v)
+    if k_fwd is None:                                                             # trig: row log-scales
+        (phi_q, _q_log_scale), q_cache = q_fwd(q * scale, omega)                  # (..., L, m'); log-scale dropped
+        (phi_k, k_log_scale), k_cache = q_fwd(k * scale, omega)                   # (..., L, m'), (..., L)
+    else:                                                                         # per-feature key frames
+        (phi_k, frame), k_cache = k_fwd(k * scale, omega, causal=causal)          # (..., L, m'), (..., 1|L, m')
+        (phi_q, _q_log_scale), q_cache = q_fwd(q * scale, omega, k_log_scale=frame)   # frame folded in
+        k_log_scale = frame if causal else None                                   # bidirectional: it cancels
+    try:
+        y, attn_cache = linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_log_scale,
+                                             # (..., L, d_v)
+                                             chunk_size=chunk_size, on_nonpositive=on_nonpositive)
+    except ValueError as exc:
+        if "underflowed" not in str(exc):
+            raise
+        qn = float(xp.max(xp.linalg.vector_norm(q, axis=-1))) * scale
+        kn = float(xp.max(xp.linalg.vector_norm(k, axis=-1))) * scale
+        raise ValueError(f"favor_attention (features={features!r}, {q.dtype}, largest |q'| = {qn:.3g}, "
+                         f"|k'| = {kn:.3g} after the d^-1/4 scaling): {exc}") from exc
     return y, FavorAttentionCache(q_cache, k_cache, attn_cache, scale, features)
 
 
@@ -136,10 +154,14 @@ def favor_attention_bwd(dy, cache: FavorAttentionCache, *, omega_grad=True) -> F
         request). A model whose omega is drawn, not learned, asks for none (``refattn.nn.kinds.favor``).
     """
     c = cache
-    _, bwd = FAVOR_FEATURES[c.features]
+    _, q_bwd, _, k_bwd = FAVOR_FEATURES[c.features]
     ga = linear_attention_bwd(dy, c.attn_cache)
-    gq = bwd((ga.phi_q, None), c.q_cache, omega_grad=omega_grad)                 # query log-scale was dropped
-    gk = bwd((ga.phi_k, ga.k_log_scale), c.k_cache, omega_grad=omega_grad)
+    gq = q_bwd((ga.phi_q, None), c.q_cache, omega_grad=omega_grad)               # query log-scale was dropped
+    if k_bwd is None:
+        gk = q_bwd((ga.phi_k, ga.k_log_scale), c.k_cache, omega_grad=omega_grad)
+    else:                                                                         # the frame feeds both sides
+        dframe = gq.k_log_scale if ga.k_log_scale is None else gq.k_log_scale + ga.k_log_scale
+        gk = k_bwd((ga.phi_k, dframe), c.k_cache, omega_grad=omega_grad)
     domega = gq.omega + gk.omega if omega_grad else None                          # (m, d)
     return FavorAttentionGrads(q=gq.x * c.scale, k=gk.x * c.scale, v=ga.v, omega=domega)
 

@@ -31,6 +31,10 @@ from typing import Any, NamedTuple
 
 from .. import _dispatch
 from .._xp import check_choice, check_finite, check_positive_int, check_shape, contract_rows, device_of, namespace
+from ._causal import (_bcast2, _causal_bwd_reference, _causal_frames_bwd_reference,
+                      _causal_frames_fwd_reference, _causal_fwd_reference)
+from ._normaliser import augment as _augment
+from ._normaliser import check_normaliser, name_nonfinite
 
 __all__ = [
     "linear_attention",
@@ -53,8 +57,8 @@ class LinearAttentionCache(NamedTuple):
     phi_q: Array        # (..., L, m)
     phi_k: Array        # (..., L, m)
     v_aug: Array        # (..., L, d_v + 1)  [v, 1]
-    k_log_scale: Array  # (..., L) or None
-    M: Array            # bidirectional: (..., 1) max of k_log_scale; causal: (..., L) prefix maxima; or None
+    k_log_scale: Array  # (..., L) row log-scales, (..., L, m) per-feature frames, or None
+    M: Array            # row scales: (..., 1) max (bidirectional), (..., L) prefix maxima (causal); else None
     kv: Array           # bidirectional: (..., m, d_v + 1) = phi_k^T (w v_aug); causal: None
     z: Array            # (..., L, 1)  normaliser (relative to exp(M))
     y: Array            # (..., L, d_v) output
@@ -66,7 +70,7 @@ class LinearAttentionGrads(NamedTuple):
     phi_q: Array        # (..., L, m)
     phi_k: Array        # (..., L, m)
     v: Array            # (..., L, d_v)
-    k_log_scale: Array  # (..., L), or None when no k_log_scale was given
+    k_log_scale: Array  # (..., L) or (..., L, m) like k_log_scale, or None when none was given
 
 
 class LinearAttentionState(NamedTuple):
@@ -74,7 +78,8 @@ class LinearAttentionState(NamedTuple):
 
     S: Array  # (..., m, d_v)  sum_{j<=t} exp(s_j - M) phi_k_j^T v_j
     z: Array  # (..., m)       sum_{j<=t} exp(s_j - M) phi_k_j
-    M: Array  # (...)          running maximum of the key log-scales (-inf before the first step)
+    # (...) running maximum of row log-scales, or (..., m) the current per-feature frame (-inf at first)
+    M: Array
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -86,180 +91,22 @@ def _validate(phi_q, phi_k, v, k_log_scale, causal, chunk_size, on_nonpositive):
     sizes = check_shape("phi_q", phi_q, "..., L, m")
     check_shape("phi_k", phi_k, "..., L, m", sizes)
     check_shape("v", v, "..., L, d_v", sizes)
-    if k_log_scale is not None:
-        check_shape("k_log_scale", k_log_scale, "..., L", sizes)
-        check_finite("k_log_scale", k_log_scale, xp=xp)
     if not isinstance(causal, bool):
         raise TypeError(f"causal: expected a bool; got {causal!r}")
+    if k_log_scale is not None:
+        if k_log_scale.ndim == phi_k.ndim:
+            check_shape("k_log_scale", k_log_scale, "..., L, m", sizes)
+            if not causal:
+                raise ValueError(
+                    "k_log_scale: per-feature frames of shape (..., L, m) are for causal=True; in bidirectional "
+                    "attention one frame (..., 1, m) cancels between the query and key features: fold it into "
+                    "phi_q (positive_features_stable(q, omega, k_log_scale=...)) and pass none here")
+        else:
+            check_shape("k_log_scale", k_log_scale, "..., L", sizes)
+        check_finite("k_log_scale", k_log_scale, xp=xp)
     chunk_size = check_positive_int(chunk_size, "chunk_size")
     check_choice(on_nonpositive, "on_nonpositive", ("raise", "ignore"))
     return xp, chunk_size
-
-
-def _name_nonfinite(xp, **arrays):
-    """Called only after a non-finite normaliser or output: find and name the offending input."""
-    for name, a in arrays.items():
-        if a is not None:
-            check_finite(name, a, xp=xp)
-    raise ValueError(
-        "linear_attention: the normaliser or output is not finite although every input is: the features "
-        "overflow in the products; pass row-stabilised features with k_log_scale (design.md trap 3)"
-    )
-
-
-def _check_normaliser(z, on_nonpositive, *, xp, inputs):
-    if not bool(xp.all(xp.isfinite(z))):
-        _name_nonfinite(xp, **inputs)
-    if on_nonpositive == "raise":
-        bad = z <= 0
-        if bool(xp.any(bad)):
-            count = int(xp.sum(xp.astype(bad, xp.int64)))
-            zmin = float(xp.min(z))
-            raise ValueError(
-                f"linear_attention: {count} non-positive normaliser(s) phi_q . sum_j phi_k_j (minimum {zmin:.3e}); "
-                "trig features can give these (design.md trap 4). Pass on_nonpositive='ignore' to get the "
-                "output as computed"
-            )
-
-
-def _augment(v, *, xp):
-    ones = xp.ones(tuple(v.shape[:-1]) + (1,), dtype=v.dtype, device=device_of(v))
-    return xp.concat([v, ones], axis=-1)                                          # (..., L, d_v + 1)
-
-
-def _bcast2(x, *, xp):
-    """(...,) -> (..., 1, 1) (expand_dims takes one axis in the 2024.12 standard)."""
-    return xp.reshape(x, tuple(x.shape) + (1, 1))
-
-
-def _tril_mask(c, *, xp, device):
-    r = xp.arange(c, device=device)
-    return xp.expand_dims(r, axis=1) >= xp.expand_dims(r, axis=0)                 # (c, c) j <= i
-
-
-# ----------------------------------------------------------------------------------------------------------
-# causal primitives (the hot loop; accel may replace these through the dispatch point)
-
-
-def _chunk_weights(s_c, Mp, *, xp, tril):
-    """Prefix maxima and intra-chunk weights for one chunk.
-
-    Returns ``Mi: (..., c)`` with Mi = max(Mp, max_{a<=j<=i} s_j) and ``E: (..., c, c)`` with
-    E_ij = exp(s_j - Mi) for j <= i and 0 above the diagonal.
-    """
-    neg_inf = xp.asarray(-float("inf"), dtype=s_c.dtype, device=device_of(s_c))
-    zero = xp.asarray(0.0, dtype=s_c.dtype, device=device_of(s_c))
-    s_row = xp.expand_dims(s_c, axis=-2)                                          # (..., 1, c)
-    Mi = xp.maximum(xp.max(xp.where(tril, s_row, neg_inf), axis=-1), xp.expand_dims(Mp, axis=-1))  # (..., c)
-    diff = s_row - xp.expand_dims(Mi, axis=-1)                                    # (..., c, c) s_j - M_i
-    E = xp.where(tril, xp.exp(xp.where(tril, diff, zero)), zero)                  # (..., c, c) <= 1
-    return Mi, E
-
-
-def _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
-    """Causal numerator and normaliser by chunked prefix sums.
-
-    Parameters: ``phi_q, phi_k: (..., L, m)``, ``v_aug: (..., L, d_v + 1)``, ``s: (..., L)`` or None,
-    ``chunk_size: int``. Returns ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser) and
-    ``M: (..., L)`` prefix maxima of `s` (None when `s` is None). Extra memory O(L d_v + m d_v + C^2).
-    """
-    xp = namespace(phi_q, phi_k, v_aug)
-    L, m = phi_q.shape[-2], phi_q.shape[-1]
-    batch = tuple(phi_q.shape[:-2])
-    dev = device_of(phi_q)
-    S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)   # (..., m, d_v + 1) state
-    Mp = xp.full(batch, -float("inf"), dtype=phi_q.dtype, device=dev) if s is not None else None
-    # outputs are written chunk by chunk into preallocated arrays (concatenating hundreds of chunks along the
-    # L axis costs as much as the GEMMs at L = 16384)
-    numer = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)          # (..., L, d_v + 1)
-    M = xp.empty(tuple(s.shape), dtype=s.dtype, device=dev) if s is not None else None   # (..., L)
-    for a in range(0, L, chunk_size):
-        b = min(L, a + chunk_size)
-        pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
-        tril = _tril_mask(b - a, xp=xp, device=dev)
-        A = pq @ xp.matrix_transpose(pk)                                          # (..., c, c) phi_q_i . phi_k_j
-        if s is None:
-            A = xp.where(tril, A, xp.zeros_like(A))
-            numer[..., a:b, :] = A @ ua + pq @ S                                  # (..., c, d_v + 1)
-            S = S + xp.matrix_transpose(pk) @ ua                                  # (..., m, d_v + 1)
-        else:
-            s_c = s[..., a:b]                                                     # (..., c)
-            Mi, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
-            inter = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1) * (pq @ S)
-            numer[..., a:b, :] = (A * E) @ ua + inter                             # (..., c, d_v + 1)
-            Mn = Mi[..., -1]                                                      # (...,) max over the prefix
-            w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mn, axis=-1)), axis=-1)  # (..., c, 1)
-            S = _bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
-            Mp = Mn
-            M[..., a:b] = Mi
-    return numer, M
-
-
-def _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M, chunk_size):
-    """Backward of :func:`_causal_fwd_reference` given ``g = d numer_aug: (..., L, d_v + 1)``.
-
-    Two sweeps, each holding one (m, d_v + 1) state: a forward sweep recomputes the prefix state for
-    ``dphi_q`` (and does every intra-chunk term); a reverse sweep accumulates
-    ``G_c = sum_{i after chunk c} exp(R_c - M_i) phi_q_i^T g_i`` (R_c = M at the end of chunk c) for the
-    inter-chunk terms of ``dphi_k`` and ``dv_aug``. No state is recovered by subtraction (that cancels
-    catastrophically when later chunks dominate), and no (L, m, d_v) stack is formed.
-
-    Returns ``dphi_q, dphi_k: (..., L, m)``, ``dv_aug: (..., L, d_v + 1)``.
-    """
-    xp = namespace(g, phi_q, phi_k, v_aug)
-    L, m = phi_q.shape[-2], phi_q.shape[-1]
-    batch = tuple(phi_q.shape[:-2])
-    dev = device_of(phi_q)
-    starts = list(range(0, L, chunk_size))
-    S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)
-    Mp = xp.full(batch, -float("inf"), dtype=phi_q.dtype, device=dev) if s is not None else None
-    dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
-    dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
-    dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
-    for a in starts:                                                              # forward sweep
-        b = min(L, a + chunk_size)
-        pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
-        tril = _tril_mask(b - a, xp=xp, device=dev)
-        A = pq @ xp.matrix_transpose(pk)                                          # (..., c, c)
-        Bm = gc @ xp.matrix_transpose(ua)                                         # (..., c, c) g_i . v_aug_j
-        if s is None:
-            zero = xp.zeros_like(A)
-            AE, Bm = xp.where(tril, A, zero), xp.where(tril, Bm, zero)
-            dphi_q[..., a:b, :] = Bm @ pk + gc @ xp.matrix_transpose(S)           # (..., c, m)
-            S = S + xp.matrix_transpose(pk) @ ua
-        else:
-            s_c = s[..., a:b]
-            Mi = M[..., a:b]
-            _, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
-            AE, Bm = A * E, Bm * E
-            decay = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1)   # (..., c, 1)
-            dphi_q[..., a:b, :] = Bm @ pk + decay * (gc @ xp.matrix_transpose(S))
-            Mn = Mi[..., -1]
-            w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mn, axis=-1)), axis=-1)
-            S = _bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
-            Mp = Mn
-        dphi_k[..., a:b, :] = xp.matrix_transpose(Bm) @ pq                        # (..., c, m) intra part
-        dv_aug[..., a:b, :] = xp.matrix_transpose(AE) @ gc                        # (..., c, d_v + 1)
-    G = xp.zeros_like(S)                                                          # (..., m, d_v + 1)
-    for idx in range(len(starts) - 1, -1, -1):                                    # reverse sweep
-        a = starts[idx]
-        b = min(L, a + chunk_size)
-        pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
-        if s is None:
-            dphi_k[..., a:b, :] += ua @ xp.matrix_transpose(G)                    # inter-chunk parts
-            dv_aug[..., a:b, :] += pk @ G
-            G = G + xp.matrix_transpose(pq) @ gc
-        else:
-            s_c, Mi = s[..., a:b], M[..., a:b]
-            R = Mi[..., -1]                                                       # (...,) M at chunk end
-            w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(R, axis=-1)), axis=-1)   # (..., c, 1) <= 1
-            dphi_k[..., a:b, :] += (w * ua) @ xp.matrix_transpose(G)
-            dv_aug[..., a:b, :] += w * (pk @ G)
-            if idx > 0:
-                R_prev = M[..., a - 1]                                            # M at the previous chunk end
-                rq = xp.expand_dims(xp.exp(xp.expand_dims(R_prev, axis=-1) - Mi), axis=-1)  # (..., c, 1) <= 1
-                G = _bcast2(xp.exp(R_prev - R), xp=xp) * G + xp.matrix_transpose(rq * pq) @ gc
-    return dphi_q, dphi_k, dv_aug
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -284,9 +131,20 @@ def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chu
         Values.
     causal : bool
         Prefix sums (j <= i) instead of full sums.
-    k_log_scale : (..., L) array, optional
-        Key row log-scales: the keys' true features are ``phi_k * exp(k_log_scale)[..., None]``, combined with a
-        running maximum (over all positions, or over the prefix in causal mode) so that they are never formed.
+    k_log_scale : (..., L) or (..., L, m) array, optional
+        Key scales, in one of two forms (design.md trap 3, issue 22).
+
+        * ``(..., L)``, **row log-scales**: the keys' true features are ``phi_k * exp(k_log_scale)[..., None]``,
+          combined with a running maximum (over all positions, or over the prefix in causal mode) so that they
+          are never formed. Any feature map (trig ones included); in float32 positive features of large inputs
+          can underflow this way (a query's dominant feature may sit where every key's row scale is small).
+        * ``(..., L, m)``, **per-feature frames** (``causal=True`` only): nondecreasing along L (prefix maxima,
+          from :func:`~refattn.features.positive.positive_key_features_stable`), key j's feature f is
+          ``phi_k_jf exp(s_jf)`` and ``phi_q`` is given in the reciprocal frame of its own position (folded in
+          by ``positive_features_stable(q, omega, k_log_scale=...)``), so the weight of (i, j, f) is
+          ``phi_q_if phi_k_jf exp(s_jf - s_if)``. Chunks whose frames spread by at most ``SPREAD_LIMIT`` use the
+          chunk's frame (GEMMs); others the exact per-position weights (module ``_causal``). Bidirectional
+          attention needs no frame: one ``(..., 1, m)`` frame cancels between query and key features.
     chunk_size : int
         Causal chunk length C (rows). Memory O(L m + m d_v + C^2); ignored when ``causal=False``.
     on_nonpositive : {"raise", "ignore"}
@@ -312,14 +170,17 @@ def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chu
         numer = phi_q @ kv                                                        # (..., L, d_v + 1)
     else:
         kv = None
-        impl = _dispatch.kernel_for("linear_attention.causal_fwd") or _causal_fwd_reference
-        numer, M = impl(phi_q, phi_k, v_aug, s, chunk_size)
+        if s is not None and s.ndim == phi_k.ndim:                                # per-feature frames
+            impl = _dispatch.kernel_for("linear_attention.causal_frames_fwd") or _causal_frames_fwd_reference
+            numer, M = impl(phi_q, phi_k, v_aug, s, chunk_size), None
+        else:
+            impl = _dispatch.kernel_for("linear_attention.causal_fwd") or _causal_fwd_reference
+            numer, M = impl(phi_q, phi_k, v_aug, s, chunk_size)
     z = numer[..., d_v:]                                                          # (..., L, 1)
-    _check_normaliser(z, on_nonpositive, xp=xp,
-                      inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": s})
+    check_normaliser(z, on_nonpositive, xp=xp, inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": s})
     y = numer[..., :d_v] / z                                                      # (..., L, d_v)
     if not bool(xp.all(xp.isfinite(y))):
-        _name_nonfinite(xp, phi_q=phi_q, phi_k=phi_k, v=v, k_log_scale=s)
+        name_nonfinite(xp, phi_q=phi_q, phi_k=phi_k, v=v, k_log_scale=s)
     return y, LinearAttentionCache(phi_q, phi_k, v_aug, s, M, kv, z, y, causal, chunk_size)
 
 
@@ -355,6 +216,11 @@ def linear_attention_bwd(dy, cache: LinearAttentionCache) -> LinearAttentionGrad
             w = xp.expand_dims(xp.exp(s - c.M), axis=-1)                          # (..., L, 1) recomputed
             dphi_k = (w * c.v_aug) @ xp.matrix_transpose(dkv)
             dv_aug = w * (c.phi_k @ dkv)
+    elif s is not None and s.ndim == c.phi_k.ndim:                                # per-feature frames
+        impl = _dispatch.kernel_for("linear_attention.causal_frames_bwd") or _causal_frames_bwd_reference
+        dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.chunk_size)
+        ds = c.phi_k * dphi_k - c.phi_q * dphi_q                                  # (..., L, m)
+        return LinearAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], k_log_scale=ds)
     else:
         impl = _dispatch.kernel_for("linear_attention.causal_bwd") or _causal_bwd_reference
         dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.M, c.chunk_size)
@@ -385,8 +251,9 @@ def linear_attention_step(state, phi_q_t, phi_k_t, v_t, k_log_scale_t=None, *, o
         ``None`` before the first step.
     phi_q_t, phi_k_t : (..., m) array
     v_t : (..., d_v) array
-    k_log_scale_t : (...) array, optional
-        Log-scale of this key (0 when omitted).
+    k_log_scale_t : (...) or (..., m) array, optional
+        Row log-scale of this key (0 when omitted), or its per-feature frame (the prefix maximum at step t, as
+        ``k_log_scale[..., t, :]`` of the causal call; ``phi_q_t`` then in the reciprocal frame).
 
     Returns
     -------
@@ -402,28 +269,36 @@ def linear_attention_step(state, phi_q_t, phi_k_t, v_t, k_log_scale_t=None, *, o
     dev = device_of(phi_q_t)
     if k_log_scale_t is None:
         k_log_scale_t = xp.zeros(batch, dtype=phi_q_t.dtype, device=dev)
-    check_shape("k_log_scale_t", k_log_scale_t, "...", sizes)
+    frames = k_log_scale_t.ndim == phi_k_t.ndim                                   # per-feature frame (..., m)
+    check_shape("k_log_scale_t", k_log_scale_t, "..., m" if frames else "...", sizes)
     check_finite("k_log_scale_t", k_log_scale_t, xp=xp)
     m, d_v = phi_q_t.shape[-1], v_t.shape[-1]
     if state is None:
         state = LinearAttentionState(
             S=xp.zeros(batch + (m, d_v), dtype=phi_q_t.dtype, device=dev),
             z=xp.zeros(batch + (m,), dtype=phi_q_t.dtype, device=dev),
-            M=xp.full(batch, -float("inf"), dtype=phi_q_t.dtype, device=dev),
+            M=xp.full(batch + ((m,) if frames else ()), -float("inf"), dtype=phi_q_t.dtype, device=dev),
         )
     else:
         namespace(state.S, phi_q_t, names=("state.S", "phi_q_t"))
         check_shape("state.S", state.S, "..., m, d_v", sizes)
         check_shape("state.z", state.z, "..., m", sizes)
-        check_shape("state.M", state.M, "...", sizes)
-    M_new = xp.maximum(state.M, k_log_scale_t)                                    # (...)
-    decay = xp.exp(state.M - M_new)                                               # (...) <= 1
-    w = xp.exp(k_log_scale_t - M_new)                                             # (...) <= 1
-    S = _bcast2(decay, xp=xp) * state.S + _bcast2(w, xp=xp) * (
-        xp.expand_dims(phi_k_t, axis=-1) * xp.expand_dims(v_t, axis=-2))          # (..., m, d_v)
-    z = xp.expand_dims(decay, axis=-1) * state.z + xp.expand_dims(w, axis=-1) * phi_k_t   # (..., m)
+        check_shape("state.M", state.M, "..., m" if frames else "...", sizes)
+    if frames:
+        # the frame of step t is at least every earlier one (prefix maxima); phi_k_t is in it already
+        decay = xp.exp(state.M - k_log_scale_t)                                   # (..., m) <= 1
+        S = xp.expand_dims(decay, axis=-1) * state.S + (
+            xp.expand_dims(phi_k_t, axis=-1) * xp.expand_dims(v_t, axis=-2))      # (..., m, d_v)
+        z = decay * state.z + phi_k_t                                             # (..., m)
+        M_new = k_log_scale_t
+    else:
+        M_new = xp.maximum(state.M, k_log_scale_t)                                # (...)
+        decay = xp.exp(state.M - M_new)                                           # (...) <= 1
+        w = xp.exp(k_log_scale_t - M_new)                                         # (...) <= 1
+        S = _bcast2(decay, xp=xp) * state.S + _bcast2(w, xp=xp) * (
+            xp.expand_dims(phi_k_t, axis=-1) * xp.expand_dims(v_t, axis=-2))      # (..., m, d_v)
+        z = xp.expand_dims(decay, axis=-1) * state.z + xp.expand_dims(w, axis=-1) * phi_k_t   # (..., m)
     numer = xp.squeeze(xp.expand_dims(phi_q_t, axis=-2) @ S, axis=-2)             # (..., d_v)
     denom = xp.sum(phi_q_t * z, axis=-1, keepdims=True)                           # (..., 1)
-    _check_normaliser(denom, on_nonpositive, xp=xp,
-                      inputs={"phi_q_t": phi_q_t, "phi_k_t": phi_k_t, "v_t": v_t})
+    check_normaliser(denom, on_nonpositive, xp=xp, inputs={"phi_q_t": phi_q_t, "phi_k_t": phi_k_t, "v_t": v_t})
     return numer / denom, LinearAttentionState(S=S, z=z, M=M_new)

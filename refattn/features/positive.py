@@ -50,7 +50,7 @@ import math
 from typing import Any, NamedTuple
 
 from .. import _dispatch
-from .._xp import check_shape, device_of, namespace
+from .._xp import check_finite, check_shape, cumulative_max, device_of, namespace
 from ._projection import check_x_omega, project, project_bwd, sq_norm_half
 
 __all__ = [
@@ -59,7 +59,9 @@ __all__ = [
     "gaussian_positive_features", "gaussian_positive_features_fwd", "gaussian_positive_features_bwd",
     "hyperbolic_features", "hyperbolic_features_fwd", "hyperbolic_features_bwd",
     "hyperbolic_features_stable", "hyperbolic_features_stable_fwd", "hyperbolic_features_stable_bwd",
-    "PositiveFeaturesCache", "PositiveFeaturesGrads", "HyperbolicFeaturesCache",
+    "positive_key_features_stable", "positive_key_features_stable_fwd", "positive_key_features_stable_bwd",
+    "hyperbolic_key_features_stable", "hyperbolic_key_features_stable_fwd", "hyperbolic_key_features_stable_bwd",
+    "PositiveFeaturesCache", "PositiveFeaturesGrads", "HyperbolicFeaturesCache", "KeyFeaturesCache",
 ]
 
 Array = Any
@@ -70,11 +72,20 @@ class PositiveFeaturesCache(NamedTuple):
     omega: Array   # (m, d)
     phi: Array     # (..., L, m) the returned features (stable maps: exp(u - max_row u))
     offset: float  # c in the exponent u - c |x|^2: 1/2 (softmax), 1 (KL Eq. 9); 1/2 for the stable map
+    frame: Array = None  # (..., 1|L, m) key frame folded into a stable query map, or None
 
 
 class PositiveFeaturesGrads(NamedTuple):
     x: Array       # (..., L, d)
+    omega: Array   # (m, d), or None when not requested
+    k_log_scale: Array = None  # (..., 1|L, m): only for a stable map with a folded key frame
+
+
+class KeyFeaturesCache(NamedTuple):
+    x: Array       # (..., L, d)
     omega: Array   # (m, d)
+    phi: Array     # (..., L, m) exp(l - P), exactly 1 where l attains its (prefix) maximum
+    causal: bool   # prefix maxima (True) or maxima over all positions
 
 
 class HyperbolicFeaturesCache(NamedTuple):
@@ -88,7 +99,7 @@ class HyperbolicFeaturesCache(NamedTuple):
 def _raw_fwd(x, omega, offset):
     xp, m = check_x_omega(x, omega)
     u = project(x, omega, xp=xp)                                                  # (..., L, m) x omega^T
-    shift = 2.0 * offset * sq_norm_half(x, xp=xp) + 0.5 * math.log(m)             # (..., L) c|x|^2 + log sqrt(m)
+    shift = 2.0 * offset * sq_norm_half(x, xp=xp) + 0.5 * math.log(m)  # (..., L) c|x|^2 + log sqrt(m)
     phi = xp.exp(u - xp.expand_dims(shift, axis=-1))                              # (..., L, m)
     return phi, PositiveFeaturesCache(x, omega, phi, offset)
 
@@ -174,17 +185,20 @@ def gaussian_positive_features(x, omega):
 # stabilised positive map (the fused hot primitive)
 
 
-def _positive_features_stable_reference(x, omega):
+def _positive_features_stable_reference(x, omega, k_log_scale=None):
     r"""The fused positive map with its row stabiliser (reference for the ``"positive_features_stable"``
     dispatch point; inputs already validated).
 
-    ``x: (..., L, d)``, ``omega: (m, d)`` -> ``phi: (..., L, m) = exp(u - max_row u)``,
-    ``log_scale: (..., L) = max_row u - |x|^2/2 - log(m)/2`` with ``u = x omega^T``. Elementwise work after the
-    GEMM: one max pass, one in-place subtraction, one exp.
+    ``x: (..., L, d)``, ``omega: (m, d)``, ``k_log_scale: (..., 1, m)``, ``(..., L, m)`` or None (0) ->
+    ``phi: (..., L, m) = exp(u' - max_row u')``, ``log_scale: (..., L) = max_row u' - |x|^2/2 - log(m)/2`` with
+    ``u' = x omega^T + k_log_scale``. Elementwise work after the GEMM: (one add,) one max pass, one in-place
+    subtraction, one exp.
     """
     xp = namespace(x, omega)
     m = omega.shape[0]
     u = project(x, omega, xp=xp)                                                  # (..., L, m) fresh array
+    if k_log_scale is not None:
+        u += k_log_scale                                                          # (..., L, m) fold the frame
     M = xp.max(u, axis=-1, keepdims=True)                                         # (..., L, 1) row max
     u -= M                                                                        # in place: (..., L, m) <= 0
     phi = xp.exp(u)                                                               # (..., L, m) in (0, 1]
@@ -192,7 +206,24 @@ def _positive_features_stable_reference(x, omega):
     return phi, log_scale
 
 
-def positive_features_stable_fwd(x, omega):
+def _check_frame(k_log_scale, x, m, *, xp, name="k_log_scale"):
+    """A key frame for a query map: ``(..., 1, m)`` or ``(..., L, m)`` with x's batch axes, finite."""
+    sizes = check_shape("x", x, "..., L, d")
+    check_shape(name, k_log_scale, "..., F, m", {"...": sizes["..."], "m": (m, "omega")})
+    if k_log_scale.shape[-2] not in (1, x.shape[-2]):
+        raise ValueError(f"{name}: expected shape (..., 1, m) (one frame) or (..., L, m) with L = "
+                         f"{x.shape[-2]} (from x); got {tuple(k_log_scale.shape)}")
+    check_finite(name, k_log_scale, xp=xp)
+
+
+def _stable_fwd(x, omega, k_log_scale):
+    """Unchecked core of :func:`positive_features_stable_fwd` (inputs validated by the caller)."""
+    impl = _dispatch.kernel_for("positive_features_stable") or _positive_features_stable_reference
+    phi, log_scale = impl(x, omega, k_log_scale)
+    return (phi, log_scale), PositiveFeaturesCache(x, omega, phi, 0.5, k_log_scale)
+
+
+def positive_features_stable_fwd(x, omega, *, k_log_scale=None):
     r"""Row-stabilised positive random features ``(phi, log_scale)`` (FAVOR+), and the cache.
 
     ``phi * exp(log_scale)[..., None] == positive_features(x, omega)``, the unbiased estimator of
@@ -200,9 +231,14 @@ def positive_features_stable_fwd(x, omega):
 
         phi = exp(u - max_row u) in (0, 1],    log_scale = max_row u - |x|^2/2 - log(m)/2,    u = x omega^T.
 
-    (The ``1/sqrt(m)`` lives in ``log_scale``.) When a kernel is registered for the dispatch point
-    ``"positive_features_stable"`` (``accel.use(...)``), it computes ``(phi, log_scale)`` instead of
-    :func:`_positive_features_stable_reference`, with the same signature and outputs.
+    (The ``1/sqrt(m)`` lives in ``log_scale``.) **Queries in the keys' frame.** With ``k_log_scale`` (the
+    per-feature key frame returned by :func:`positive_key_features_stable`) the frame is folded into the
+    exponent before the row maximum is taken, ``u = x omega^T + k_log_scale``, so that
+    ``phi * exp(log_scale[..., None] - k_log_scale) == positive_features(x, omega)``: every (query, feature)
+    term is represented relative to its own key feature's scale, and the product with the keys' features never
+    underflows for the feature that dominates a query's kernel sum (issue 22). When a kernel is registered for
+    the dispatch point ``"positive_features_stable"`` (``accel.use(...)``), it computes ``(phi, log_scale)``
+    instead of :func:`_positive_features_stable_reference`, with the same signature and outputs.
 
     Parameters
     ----------
@@ -210,17 +246,21 @@ def positive_features_stable_fwd(x, omega):
         Queries or keys (already scaled).
     omega : (m, d) array
         Projections, same namespace and dtype.
+    k_log_scale : (..., 1, m) or (..., L, m) array, optional
+        A key frame to fold in (queries of FAVOR+; see :func:`positive_key_features_stable`).
 
     Returns
     -------
     (phi, log_scale) : ((..., L, m), (..., L)) arrays
-        For keys pass ``log_scale`` as ``linear_attention(..., k_log_scale=...)``; for queries drop it.
+        Without a frame, for keys pass ``log_scale`` as ``linear_attention(..., k_log_scale=...)`` (row
+        scales); for queries drop it (it cancels in the row normalisation).
     cache : PositiveFeaturesCache
     """
     xp, m = check_x_omega(x, omega)
-    impl = _dispatch.kernel_for("positive_features_stable") or _positive_features_stable_reference
-    phi, log_scale = impl(x, omega)
-    return (phi, log_scale), PositiveFeaturesCache(x, omega, phi, 0.5)
+    if k_log_scale is not None:
+        namespace(x, k_log_scale, names=("x", "k_log_scale"))
+        _check_frame(k_log_scale, x, m, xp=xp)
+    return _stable_fwd(x, omega, k_log_scale)
 
 
 def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache, *,
@@ -230,8 +270,9 @@ def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache, *,
     ``dlog_scale`` may be ``None`` (queries: their log-scale is dropped because it cancels). With
     ``g = dphi * phi``, ``a`` the (first) argmax of each row and ``e_a`` its one-hot vector, the exponent's
     cotangent is ``du = g + e_a (dlog_scale - sum_m g)`` (the row maximum moves phi and log_scale in opposite
-    directions), then ``dx = du omega - dlog_scale x``, ``domega = du^T x``. The argmax is recomputed from
-    ``phi`` (its entry is exactly 1). ``omega_grad=False``: ``domega`` is not computed (``None``).
+    directions), then ``dx = du omega - dlog_scale x``, ``domega = du^T x`` and, with a folded frame,
+    ``dk_log_scale = du`` summed to the frame's shape. The argmax is recomputed from ``phi`` (its entry is
+    exactly 1). ``omega_grad=False``: ``domega`` is not computed (``None``).
     """
     dphi, dls = dout
     c = cache
@@ -240,6 +281,11 @@ def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache, *,
     check_shape("dphi", dphi, "..., L, m", sizes)
     if dls is not None:
         check_shape("dlog_scale", dls, "..., L", sizes)
+    return _stable_bwd(dphi, dls, c, omega_grad=omega_grad, xp=xp)
+
+
+def _stable_bwd(dphi, dls, c, *, omega_grad, xp):
+    """Unchecked core of :func:`positive_features_stable_bwd`."""
     m = c.phi.shape[-1]
     g = dphi * c.phi                                                              # (..., L, m)
     a = xp.argmax(c.phi, axis=-1, keepdims=True)                                  # (..., L, 1) row argmax
@@ -251,13 +297,135 @@ def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache, *,
     dx, domega = project_bwd(du, c.x, c.omega, xp=xp, omega_grad=omega_grad)
     if dls is not None:
         dx = dx - xp.expand_dims(dls, axis=-1) * c.x                              # d(-|x|^2/2) = -x
+    dframe = None
+    if c.frame is not None:
+        dframe = du if c.frame.shape[-2] == du.shape[-2] else xp.sum(du, axis=-2, keepdims=True)
+    return PositiveFeaturesGrads(x=dx, omega=domega, k_log_scale=dframe)
+
+
+def positive_features_stable(x, omega, *, k_log_scale=None):
+    r"""``(phi, log_scale)``: :func:`positive_features` as ``phi * exp(log_scale)``, never overflowing.
+    ``x: (..., L, d)``, ``omega: (m, d)`` -> ``((..., L, m), (..., L))``; ``k_log_scale`` folds a key frame in
+    (see :func:`positive_features_stable_fwd`)."""
+    return positive_features_stable_fwd(x, omega, k_log_scale=k_log_scale)[0]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# keys with per-feature frames (issue 22): every feature column carries its own scale
+
+
+def _key_features_reference(x, omega, causal):
+    r"""Keys' positive features in per-feature frames (reference for ``"positive_key_features_stable"``;
+    inputs already validated).
+
+    ``x: (..., L, d)``, ``omega: (m, d)`` -> ``phi: (..., L, m) = exp(l - P)`` and
+    ``k_log_scale = P - log(m)/2`` with ``l = x omega^T - |x|^2/2``: ``P: (..., 1, m)`` is the maximum of
+    ``l`` over the positions (bidirectional), ``(..., L, m)`` its running maximum over the prefix (causal).
+    """
+    xp = namespace(x, omega)
+    m = omega.shape[0]
+    ell = project(x, omega, xp=xp)                                                # (..., L, m) fresh array
+    ell -= xp.expand_dims(sq_norm_half(x, xp=xp), axis=-1)                        # l = u - |x|^2/2
+    if causal:
+        P = cumulative_max(ell, axis=-2, xp=xp)                                   # (..., L, m) prefix maxima
+    else:
+        P = xp.max(ell, axis=-2, keepdims=True)                                   # (..., 1, m) column maxima
+    ell -= P                                                                      # in place: <= 0
+    return xp.exp(ell), P - 0.5 * math.log(m)                                    # (..., L, m) in (0, 1]
+
+
+def _key_fwd(x, omega, causal):
+    """Unchecked core of :func:`positive_key_features_stable_fwd`."""
+    impl = _dispatch.kernel_for("positive_key_features_stable") or _key_features_reference
+    phi, k_log_scale = impl(x, omega, causal)
+    return (phi, k_log_scale), KeyFeaturesCache(x, omega, phi, causal)
+
+
+def positive_key_features_stable_fwd(x, omega, *, causal=False):
+    r"""Keys' positive random features with a **per-feature** stabiliser ``(phi, k_log_scale)``, and the cache.
+
+    ``phi * exp(k_log_scale) == positive_features(x, omega)`` (Choromanski et al. Lemma 1) with
+
+        phi = exp(l - P) in (0, 1],    k_log_scale = P - log(m)/2,    l = x omega^T - |x|^2/2,
+
+    where ``P`` is, per feature, the maximum of ``l`` over all positions (``causal=False``: shape
+    ``(..., 1, m)``) or over the prefix ``j <= i`` (``causal=True``: ``(..., L, m)``, so no later key sets the
+    scale of an earlier one: design.md trap 3). Every feature column holds its largest key at exactly 1, so a
+    query whose kernel sum is dominated by one feature meets that feature's keys at full precision; a per-row
+    key scale cannot do that (issue 22: float32 FAVOR+ at ``|q'| = |k'| = 60``). Fold ``k_log_scale`` into the
+    queries with ``positive_features_stable(q, omega, k_log_scale=...)``; causal attention then takes it as
+    ``linear_attention(..., causal=True, k_log_scale=...)``, bidirectional attention needs nothing more (the
+    frame cancels between the query and key features).
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Keys (already scaled).
+    omega : (m, d) array
+        Projections, same namespace and dtype.
+    causal : bool
+        Prefix maxima instead of maxima over all positions.
+
+    Returns
+    -------
+    (phi, k_log_scale) : ((..., L, m), (..., 1, m) or (..., L, m)) arrays
+    cache : KeyFeaturesCache
+    """
+    xp, m = check_x_omega(x, omega)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: expected a bool; got {causal!r}")
+    return _key_fwd(x, omega, causal)
+
+
+def positive_key_features_stable_bwd(dout, cache: KeyFeaturesCache, *, omega_grad=True) -> PositiveFeaturesGrads:
+    r"""Gradients of :func:`positive_key_features_stable` from ``(dphi, dk_log_scale)``.
+
+    With ``g = dphi * phi`` the cotangent of ``l`` is ``g`` plus, at each maximiser, what its maximum carries:
+    ``dP - g`` (``phi = exp(l - P)`` and ``k_log_scale = P - log(m)/2``). Bidirectional: the column argmax
+    receives ``sum_L (dP - g)``. Causal: position i's ``dP_i - g_i`` goes to the last position ``a(i) <= i``
+    where the running maximum was attained (segment sums, from a reverse cumulative sum and the next maximiser's
+    index). ``dk_log_scale`` may be ``None`` (zero). Then ``dx = dl omega - sum_m(dl) x``, ``domega = dl^T x``
+    (not computed with ``omega_grad=False``).
+    """
+    dphi, dP = dout
+    c = cache
+    xp = namespace(dphi, c.phi, dP, names=("dphi", "cache.phi", "dk_log_scale"))
+    sizes = check_shape("phi", c.phi, "..., L, m")
+    check_shape("dphi", dphi, "..., L, m", sizes)
+    if dP is not None:
+        check_shape("dk_log_scale", dP, "..., L, m" if c.causal else "..., 1, m", dict(sizes))
+    g = dphi * c.phi                                                              # (..., L, m)
+    L = c.phi.shape[-2]
+    dev = device_of(c.phi)
+    if not c.causal:
+        r = -xp.sum(g, axis=-2, keepdims=True)                                    # (..., 1, m) at the maxima
+        if dP is not None:
+            r = r + dP
+        a = xp.argmax(c.phi, axis=-2, keepdims=True)                              # (..., 1, m) column argmax
+        pos = xp.reshape(xp.arange(L, device=dev), (L, 1))                        # (L, 1)
+        dl = g + xp.astype(pos == a, g.dtype) * r                                 # (..., L, m)
+    else:
+        r = -g if dP is None else dP - g                                          # (..., L, m) at the maxima
+        mark = c.phi == 1                                                         # (..., L, m) l_j = P_j
+        B = xp.flip(xp.cumulative_sum(xp.flip(r, axis=-2), axis=-2), axis=-2)  # (..., L, m) sum_{i >= j} r_i
+        idx = xp.reshape(xp.astype(xp.arange(L, device=dev), g.dtype), (L, 1))    # (L, 1) positions
+        nxt = xp.where(mark, idx, xp.asarray(float(L), dtype=g.dtype, device=dev))  # (..., L, m)
+        nxt = -xp.flip(cumulative_max(-xp.flip(nxt, axis=-2), axis=-2, xp=xp), axis=-2)  # min over i >= j
+        shape = tuple(g.shape[:-2]) + (1, g.shape[-1])
+        fill_L = xp.full(shape, float(L), dtype=g.dtype, device=dev)
+        nxt = xp.concat([nxt[..., 1:, :], fill_L], axis=-2)                      # first maximiser after j
+        B_ext = xp.concat([B, xp.zeros(shape, dtype=g.dtype, device=dev)], axis=-2)   # (..., L + 1, m)
+        Bn = xp.take_along_axis(B_ext, xp.astype(nxt, xp.int64), axis=-2)        # (..., L, m)
+        dl = g + xp.where(mark, B - Bn, xp.zeros_like(g))                        # segment sums at maximisers
+    dx, domega = project_bwd(dl, c.x, c.omega, xp=xp, omega_grad=omega_grad)
+    dx = dx - xp.sum(dl, axis=-1, keepdims=True) * c.x                            # d(-|x|^2/2) = -x
     return PositiveFeaturesGrads(x=dx, omega=domega)
 
 
-def positive_features_stable(x, omega):
-    r"""``(phi, log_scale)``: :func:`positive_features` as ``phi * exp(log_scale)``, never overflowing.
-    ``x: (..., L, d)``, ``omega: (m, d)`` -> ``((..., L, m), (..., L))``."""
-    return positive_features_stable_fwd(x, omega)[0]
+def positive_key_features_stable(x, omega, *, causal=False):
+    r"""Keys' ``(phi, k_log_scale)`` with per-feature frames; see :func:`positive_key_features_stable_fwd`.
+    ``x: (..., L, d)``, ``omega: (m, d)`` -> ``((..., L, m), (..., 1 or L, m))``."""
+    return positive_key_features_stable_fwd(x, omega, causal=causal)[0]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -306,11 +474,15 @@ def hyperbolic_features(x, omega):
     return hyperbolic_features_fwd(x, omega)[0]
 
 
-def hyperbolic_features_stable_fwd(x, omega):
+def hyperbolic_features_stable_fwd(x, omega, *, k_log_scale=None):
     r"""Row-stabilised hyperbolic features ``(phi, log_scale)``: :func:`positive_features_stable` on
-    ``[omega; -omega]`` (width 2m; ``phi * exp(log_scale)[..., None] == hyperbolic_features(x, omega)``)."""
-    xp, _ = check_x_omega(x, omega)
-    out, cache = positive_features_stable_fwd(x, _antithetic(omega, xp=xp))
+    ``[omega; -omega]`` (width 2m; ``phi * exp(log_scale)[..., None] == hyperbolic_features(x, omega)``).
+    ``k_log_scale: (..., 1|L, 2m)`` folds a key frame in (from :func:`hyperbolic_key_features_stable`)."""
+    xp, m = check_x_omega(x, omega)
+    if k_log_scale is not None:
+        namespace(x, k_log_scale, names=("x", "k_log_scale"))
+        _check_frame(k_log_scale, x, 2 * m, xp=xp)
+    out, cache = _stable_fwd(x, _antithetic(omega, xp=xp), k_log_scale)
     return out, HyperbolicFeaturesCache(cache)
 
 
@@ -319,9 +491,32 @@ def hyperbolic_features_stable_bwd(dout, cache: HyperbolicFeaturesCache, *,
     r"""Gradients of :func:`hyperbolic_features_stable` from ``(dphi, dlog_scale)`` (``dlog_scale`` may be
     None; ``omega_grad=False``: ``domega`` not computed, ``None``)."""
     g = positive_features_stable_bwd(dout, cache.inner, omega_grad=omega_grad)
+    return PositiveFeaturesGrads(x=g.x, omega=_antithetic_grad(g.omega, cache.inner.omega.shape[0] // 2),
+                                 k_log_scale=g.k_log_scale)
+
+
+def hyperbolic_features_stable(x, omega, *, k_log_scale=None):
+    r"""``(phi, log_scale)`` of the hyperbolic map, ``((..., L, 2m), (..., L))``."""
+    return hyperbolic_features_stable_fwd(x, omega, k_log_scale=k_log_scale)[0]
+
+
+def hyperbolic_key_features_stable_fwd(x, omega, *, causal=False):
+    r"""Keys' hyperbolic features with per-feature frames: :func:`positive_key_features_stable` on
+    ``[omega; -omega]``; ``((..., L, 2m), (..., 1|L, 2m))`` and the cache."""
+    xp, _ = check_x_omega(x, omega)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: expected a bool; got {causal!r}")
+    out, cache = _key_fwd(x, _antithetic(omega, xp=xp), causal)
+    return out, HyperbolicFeaturesCache(cache)
+
+
+def hyperbolic_key_features_stable_bwd(dout, cache: HyperbolicFeaturesCache, *,
+                                       omega_grad=True) -> PositiveFeaturesGrads:
+    r"""Gradients of :func:`hyperbolic_key_features_stable` from ``(dphi, dk_log_scale)``."""
+    g = positive_key_features_stable_bwd(dout, cache.inner, omega_grad=omega_grad)
     return PositiveFeaturesGrads(x=g.x, omega=_antithetic_grad(g.omega, cache.inner.omega.shape[0] // 2))
 
 
-def hyperbolic_features_stable(x, omega):
-    r"""``(phi, log_scale)`` of the hyperbolic map, ``((..., L, 2m), (..., L))``."""
-    return hyperbolic_features_stable_fwd(x, omega)[0]
+def hyperbolic_key_features_stable(x, omega, *, causal=False):
+    r"""Keys' ``(phi, k_log_scale)`` of the hyperbolic map with per-feature frames."""
+    return hyperbolic_key_features_stable_fwd(x, omega, causal=causal)[0]

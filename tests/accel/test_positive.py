@@ -15,6 +15,7 @@ from accel.numba import positive  # noqa: E402
 from refattn import _dispatch  # noqa: E402
 from refattn.attention.favor import favor_attention_bwd, favor_attention_fwd  # noqa: E402
 from refattn.features.positive import (  # noqa: E402
+    _key_features_reference,
     _positive_features_stable_reference,
     positive_features_stable_bwd,
     positive_features_stable_fwd,
@@ -39,6 +40,35 @@ def test_kernel_equals_reference(rng, dtype, shape, m):
     assert_close(phi1, phi0, rtol=TOL[dtype], atol=TOL[dtype])
     assert_close(ls1, ls0, rtol=TOL[dtype], atol=TOL[dtype] * float(np.max(np.abs(ls0))))
     np.testing.assert_array_equal(np.max(phi1, axis=-1), 1.0)          # each row's maximum is exactly 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
+@pytest.mark.parametrize("frame_rows", ["one", "per_position"])
+def test_kernel_with_folded_frame_equals_reference(rng, dtype, shape, frame_rows):
+    m = 70
+    x = (2.0 * rng.standard_normal(shape)).astype(dtype)
+    omega = rng.standard_normal((m, shape[-1])).astype(dtype)
+    rows = 1 if frame_rows == "one" else shape[-2]
+    frame = (30.0 * rng.standard_normal(shape[:-2] + (rows, m))).astype(dtype)
+    phi1, ls1 = positive.positive_features_stable(x, omega, frame)
+    phi0, ls0 = _positive_features_stable_reference(x, omega, frame)
+    assert_close(phi1, phi0, rtol=TOL[dtype], atol=TOL[dtype])
+    assert_close(ls1, ls0, rtol=TOL[dtype], atol=TOL[dtype] * float(np.max(np.abs(ls0))))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(7, 8), (2, 3, 13, 16)], ids=["noBatch", "batchHeads"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("m", [1, 70, 130])
+def test_key_kernel_equals_reference(rng, dtype, shape, causal, m):
+    x = (2.0 * rng.standard_normal(shape)).astype(dtype)
+    omega = rng.standard_normal((m, shape[-1])).astype(dtype)
+    phi1, fr1 = positive.positive_key_features_stable(x, omega, causal)
+    phi0, fr0 = _key_features_reference(x, omega, causal)
+    assert phi1.shape == phi0.shape and fr1.shape == fr0.shape
+    assert_close(phi1, phi0, rtol=TOL[dtype], atol=TOL[dtype])
+    assert_close(fr1, fr0, rtol=TOL[dtype], atol=TOL[dtype] * float(np.max(np.abs(fr0))))
 
 
 def test_large_norm_inputs_stay_finite():
@@ -94,19 +124,19 @@ def test_favor_gradcheck_under_numba(rng, causal):
 
 
 def test_gradcheck_catches_wrong_feature_kernel(rng, monkeypatch):
-    """Must-fail: a feature kernel whose log-scale is off by 1e-4 breaks the FAVOR+ gradient check (the backward
-    is the reference's; the forward no longer matches it)."""
+    """Must-fail: a key-feature kernel whose features are off by a factor exp(1e-3 x_0) breaks the FAVOR+ gradient
+    check (the backward is the reference's; the forward no longer matches it)."""
     from accel.numba import PRIMITIVES
 
     with accel.use("numba"):
         pass
-    real = positive.positive_features_stable
+    real = positive.positive_key_features_stable
 
-    def broken(x, omega):
-        phi, ls = real(x, omega)
-        return phi, ls * 1.0001 + 1e-3 * x[..., 0]
+    def broken(x, omega, causal):
+        phi, frame = real(x, omega, causal)
+        return phi * np.exp(1e-3 * x[..., :1]), frame
 
-    monkeypatch.setitem(PRIMITIVES, "positive_features_stable", broken)
+    monkeypatch.setitem(PRIMITIVES, "positive_key_features_stable", broken)
     args = dict(q=rng.standard_normal((1, 9, 4)), k=rng.standard_normal((1, 9, 4)),
                 v=rng.standard_normal((1, 9, 2)), omega=rng.standard_normal((6, 4)))
     with accel.use("numba"):

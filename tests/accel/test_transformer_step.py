@@ -51,9 +51,10 @@ def test_training_step_under_numba_equals_reference(att, dtype, tol):
             loss1, g1, p1 = _step(params, ids, labels, feats, cfg)
         finally:
             _dispatch.kernel_for = real
-    assert "linear_attention.causal_fwd" in calls and "linear_attention.causal_bwd" in calls
-    if att["kind"] == "favor":
-        assert "positive_features_stable" in calls
+    if att["kind"] == "favor":                  # per-feature key frames (issue 22): fused key and query maps
+        assert "positive_key_features_stable" in calls and "positive_features_stable" in calls
+    else:                                       # row-scaled causal scan
+        assert "linear_attention.causal_fwd" in calls and "linear_attention.causal_bwd" in calls
     np.testing.assert_allclose(float(loss1), float(loss0), rtol=tol)
     l1, l0 = tree_leaves(g1), tree_leaves(g0)
     assert len(l1) == len(l0) > 0

@@ -80,9 +80,9 @@ def test_dispatch_point_is_used():
     x, w = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
     calls = []
 
-    def fake(x_, w_):
+    def fake(x_, w_, frame_=None):
         calls.append(1)
-        phi, ls = _positive_features_stable_reference(x_, w_)
+        phi, ls = _positive_features_stable_reference(x_, w_, frame_)
         return phi * 0.5, ls
 
     _dispatch.register("test-features-fake", "positive_features_stable", fake)

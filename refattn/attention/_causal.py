@@ -1,0 +1,361 @@
+r"""Causal linear attention's chunked prefix sums: the hot primitives behind ``linear_attention(causal=True)``.
+
+Two kinds of key scaling (design.md trap 3; issue 22):
+
+**Row log-scales** ``s: (..., L)`` (:func:`_causal_fwd_reference`, :func:`_causal_bwd_reference`): key j's true
+features are ``phi_k_j exp(s_j)``, combined with the running maximum ``M_i = max_{j<=i} s_j`` (per position,
+also inside a chunk).
+
+**Per-feature frames** ``s: (..., L, m)`` (:func:`_causal_frames_fwd_reference`,
+:func:`_causal_frames_bwd_reference`), nondecreasing along L (prefix maxima): key j's feature f is given as
+``phi_k_jf`` relative to ``exp(s_jf)`` and query i's as ``phi_q_if`` relative to ``exp(-s_if)``, so
+
+    numer_i = sum_{j<=i} sum_f phi_q_if phi_k_jf exp(s_jf - s_if) v_aug_j        (every factor exp(.) <= 1).
+
+A chunk ``[a, b)`` is computed in the chunk's end frame ``E = s_{b-1}``: ``Qc = phi_q exp(E - s)`` (>= 1),
+``Kc = phi_k exp(s - E)`` (<= 1) and ``numer = tril(Qc Kc^T) v_aug + Qc S`` with the state ``S`` rescaled into
+the same frame, all GEMMs. That is exact algebra, but it lets a later key of the chunk set the frame of an
+earlier query; it is safe only while ``Qc`` stays bounded, so it runs when the chunk's **spread**
+``max_f (s_{b-1,f} - s_{a,f})`` is at most :data:`SPREAD_LIMIT` (``Qc <= e^20``; every term that matters keeps
+at least ``e^-20`` of the float32 range). A chunk with a larger spread (a key that raises a feature's maximum
+by more than e^20 inside the chunk) takes the exact path: the weights ``exp(s_jf - s_if)`` per (i, j, f),
+O(C^2 m) exponentials for that chunk, computed in row blocks to bound memory. Both paths give the same result
+up to rounding; the frames of a prefix never depend on later positions (prefix-only), and the normaliser is at
+least 1 for every query in exact arithmetic (the query's largest feature meets its own key maximum), so it does
+not underflow.
+
+Axes: ``...`` batch and heads, ``L`` positions, ``m`` features, ``d_v + 1`` augmented value width, ``C`` chunk.
+"""
+
+from __future__ import annotations
+
+from .._xp import device_of, namespace
+
+#: Largest spread of the frames inside a chunk for which the chunk-level frame is used (see the module docstring).
+SPREAD_LIMIT = 20.0
+
+#: Elements of the (rows, C, m) exact-path weight block computed at once (bounds its memory).
+_EXACT_BLOCK_ELEMENTS = 1 << 22
+
+
+def _bcast2(x, *, xp):
+    """(...,) -> (..., 1, 1) (expand_dims takes one axis in the 2024.12 standard)."""
+    return xp.reshape(x, tuple(x.shape) + (1, 1))
+
+
+def _tril_mask(c, *, xp, device):
+    r = xp.arange(c, device=device)
+    return xp.expand_dims(r, axis=1) >= xp.expand_dims(r, axis=0)                 # (c, c) j <= i
+
+
+def _chunk_weights(s_c, Mp, *, xp, tril):
+    """Prefix maxima and intra-chunk weights for one chunk.
+
+    Returns ``Mi: (..., c)`` with Mi = max(Mp, max_{a<=j<=i} s_j) and ``E: (..., c, c)`` with
+    E_ij = exp(s_j - Mi) for j <= i and 0 above the diagonal.
+    """
+    neg_inf = xp.asarray(-float("inf"), dtype=s_c.dtype, device=device_of(s_c))
+    zero = xp.asarray(0.0, dtype=s_c.dtype, device=device_of(s_c))
+    s_row = xp.expand_dims(s_c, axis=-2)                                          # (..., 1, c)
+    Mi = xp.maximum(xp.max(xp.where(tril, s_row, neg_inf), axis=-1), xp.expand_dims(Mp, axis=-1))  # (..., c)
+    diff = s_row - xp.expand_dims(Mi, axis=-1)                                    # (..., c, c) s_j - M_i
+    E = xp.where(tril, xp.exp(xp.where(tril, diff, zero)), zero)                  # (..., c, c) <= 1
+    return Mi, E
+
+
+def _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
+    """Causal numerator and normaliser by chunked prefix sums.
+
+    Parameters: ``phi_q, phi_k: (..., L, m)``, ``v_aug: (..., L, d_v + 1)``, ``s: (..., L)`` or None,
+    ``chunk_size: int``. Returns ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser) and
+    ``M: (..., L)`` prefix maxima of `s` (None when `s` is None). Extra memory O(L d_v + m d_v + C^2).
+    """
+    xp = namespace(phi_q, phi_k, v_aug)
+    L, m = phi_q.shape[-2], phi_q.shape[-1]
+    batch = tuple(phi_q.shape[:-2])
+    dev = device_of(phi_q)
+    S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)   # (..., m, d_v + 1) state
+    Mp = xp.full(batch, -float("inf"), dtype=phi_q.dtype, device=dev) if s is not None else None
+    # outputs are written chunk by chunk into preallocated arrays (concatenating hundreds of chunks along the
+    # L axis costs as much as the GEMMs at L = 16384)
+    numer = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)          # (..., L, d_v + 1)
+    M = xp.empty(tuple(s.shape), dtype=s.dtype, device=dev) if s is not None else None   # (..., L)
+    for a in range(0, L, chunk_size):
+        b = min(L, a + chunk_size)
+        pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
+        tril = _tril_mask(b - a, xp=xp, device=dev)
+        A = pq @ xp.matrix_transpose(pk)  # (..., c, c) phi_q_i . phi_k_j
+        if s is None:
+            A = xp.where(tril, A, xp.zeros_like(A))
+            numer[..., a:b, :] = A @ ua + pq @ S                                  # (..., c, d_v + 1)
+            S = S + xp.matrix_transpose(pk) @ ua                                  # (..., m, d_v + 1)
+        else:
+            s_c = s[..., a:b]                                                     # (..., c)
+            Mi, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
+            inter = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1) * (pq @ S)
+            numer[..., a:b, :] = (A * E) @ ua + inter                             # (..., c, d_v + 1)
+            Mn = Mi[..., -1]                                                      # (...,) max over the prefix
+            w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mn, axis=-1)), axis=-1)  # (..., c, 1)
+            S = _bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
+            Mp = Mn
+            M[..., a:b] = Mi
+    return numer, M
+
+
+def _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M, chunk_size):
+    """Backward of :func:`_causal_fwd_reference` given ``g = d numer_aug: (..., L, d_v + 1)``.
+
+    Two sweeps, each holding one (m, d_v + 1) state: a forward sweep recomputes the prefix state for
+    ``dphi_q`` (and does every intra-chunk term); a reverse sweep accumulates
+    ``G_c = sum_{i after chunk c} exp(R_c - M_i) phi_q_i^T g_i`` (R_c = M at the end of chunk c) for the
+    inter-chunk terms of ``dphi_k`` and ``dv_aug``. No state is recovered by subtraction (that cancels
+    catastrophically when later chunks dominate), and no (L, m, d_v) stack is formed.
+
+    Returns ``dphi_q, dphi_k: (..., L, m)``, ``dv_aug: (..., L, d_v + 1)``.
+    """
+    xp = namespace(g, phi_q, phi_k, v_aug)
+    L, m = phi_q.shape[-2], phi_q.shape[-1]
+    batch = tuple(phi_q.shape[:-2])
+    dev = device_of(phi_q)
+    starts = list(range(0, L, chunk_size))
+    S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)
+    Mp = xp.full(batch, -float("inf"), dtype=phi_q.dtype, device=dev) if s is not None else None
+    dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
+    dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
+    dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
+    for a in starts:                                                              # forward sweep
+        b = min(L, a + chunk_size)
+        pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
+        tril = _tril_mask(b - a, xp=xp, device=dev)
+        A = pq @ xp.matrix_transpose(pk)                                          # (..., c, c)
+        Bm = gc @ xp.matrix_transpose(ua)                                         # (..., c, c) g_i . v_aug_j
+        if s is None:
+            zero = xp.zeros_like(A)
+            AE, Bm = xp.where(tril, A, zero), xp.where(tril, Bm, zero)
+            dphi_q[..., a:b, :] = Bm @ pk + gc @ xp.matrix_transpose(S)           # (..., c, m)
+            S = S + xp.matrix_transpose(pk) @ ua
+        else:
+            s_c = s[..., a:b]
+            Mi = M[..., a:b]
+            _, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
+            AE, Bm = A * E, Bm * E
+            decay = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1)   # (..., c, 1)
+            dphi_q[..., a:b, :] = Bm @ pk + decay * (gc @ xp.matrix_transpose(S))
+            Mn = Mi[..., -1]
+            w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mn, axis=-1)), axis=-1)
+            S = _bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
+            Mp = Mn
+        dphi_k[..., a:b, :] = xp.matrix_transpose(Bm) @ pq                        # (..., c, m) intra part
+        dv_aug[..., a:b, :] = xp.matrix_transpose(AE) @ gc                        # (..., c, d_v + 1)
+    G = xp.zeros_like(S)                                                          # (..., m, d_v + 1)
+    for idx in range(len(starts) - 1, -1, -1):                                    # reverse sweep
+        a = starts[idx]
+        b = min(L, a + chunk_size)
+        pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
+        if s is None:
+            dphi_k[..., a:b, :] += ua @ xp.matrix_transpose(G)                    # inter-chunk parts
+            dv_aug[..., a:b, :] += pk @ G
+            G = G + xp.matrix_transpose(pq) @ gc
+        else:
+            s_c, Mi = s[..., a:b], M[..., a:b]
+            R = Mi[..., -1]                                                       # (...,) M at chunk end
+            w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(R, axis=-1)), axis=-1)   # (..., c, 1) <= 1
+            dphi_k[..., a:b, :] += (w * ua) @ xp.matrix_transpose(G)
+            dv_aug[..., a:b, :] += w * (pk @ G)
+            if idx > 0:
+                R_prev = M[..., a - 1]  # M at the previous chunk end
+                rq = xp.expand_dims(xp.exp(xp.expand_dims(R_prev, axis=-1) - Mi), axis=-1)  # (..., c, 1) <= 1
+                G = _bcast2(xp.exp(R_prev - R), xp=xp) * G + xp.matrix_transpose(rq * pq) @ gc
+    return dphi_q, dphi_k, dv_aug
+
+
+# ----------------------------------------------------------------------------------------------------------
+# per-feature frames
+
+
+def _host_bools(x, *, xp):
+    """A small boolean array as a Python list (one transfer)."""
+    try:
+        import numpy as np
+
+        return [bool(b) for b in np.asarray(x).tolist()]
+    # noqa: BLE001 - a namespace NumPy cannot read (e.g. a device array): element by element
+    except Exception:
+        return [bool(x[i]) for i in range(x.shape[0])]
+
+
+def _chunk_plan(s, chunk_size, *, xp):
+    """Chunk starts and, per chunk, whether its spread is within :data:`SPREAD_LIMIT` (one reduction)."""
+    L = s.shape[-2]
+    starts = list(range(0, L, chunk_size))
+    ends = [min(L, a + chunk_size) - 1 for a in starts]
+    first = s[..., ::chunk_size, :]  # (..., n, m) s at chunk starts
+    if chunk_size <= L:
+        last = s[..., chunk_size - 1::chunk_size, :]                              # (..., n or n-1, m)
+        if len(ends) > last.shape[-2]:
+            last = xp.concat([last, s[..., L - 1:, :]], axis=-2)                  # the partial last chunk
+    else:
+        last = s[..., L - 1:, :]                                                  # one partial chunk
+    spread = last - first                                                         # (..., n, m) >= 0
+    spread = xp.reshape(xp.moveaxis(spread, -2, 0), (len(starts), -1))            # (n, batch * m)
+    cheap = _host_bools(xp.max(spread, axis=1) <= SPREAD_LIMIT, xp=xp)
+    return starts, cheap
+
+
+def _exact_weights(pq, pk, sc, *, xp, tril):
+    """``W_ij = sum_f pq_if pk_jf exp(s_jf - s_if)`` for j <= i (0 above the diagonal): ``(..., c, c)``."""
+    c, m = pq.shape[-2], pq.shape[-1]
+    batch = 1
+    for n in pq.shape[:-2]:
+        batch *= n
+    rows = max(1, min(c, _EXACT_BLOCK_ELEMENTS // max(1, batch * c * m)))
+    neg_inf = xp.asarray(-float("inf"), dtype=pq.dtype, device=device_of(pq))
+    blocks = []
+    for r0 in range(0, c, rows):
+        r1 = min(c, r0 + rows)
+        diff = xp.expand_dims(sc, axis=-3) - xp.expand_dims(sc[..., r0:r1, :], axis=-2)   # (..., r, c, m)
+        mask = xp.expand_dims(tril[r0:r1, :], axis=-1)                            # (r, c, 1) j <= i
+        E = xp.exp(xp.where(mask, diff, neg_inf))                                 # (..., r, c, m) <= 1
+        Wb = (E * xp.expand_dims(pk, axis=-3)) @ xp.expand_dims(pq[..., r0:r1, :], axis=-1)   # (..., r, c, 1)
+        blocks.append(Wb[..., 0])
+    return blocks[0] if len(blocks) == 1 else xp.concat(blocks, axis=-2)          # (..., c, c)
+
+
+def _exact_weights_bwd(dW, pq, pk, sc, *, xp, tril):
+    """Cotangents of :func:`_exact_weights`: ``dpq_if = sum_j dW_ij pk_jf E_ijf``, ``dpk_jf = sum_i dW_ij
+    pq_if E_ijf``."""
+    c, m = pq.shape[-2], pq.shape[-1]
+    batch = 1
+    for n in pq.shape[:-2]:
+        batch *= n
+    rows = max(1, min(c, _EXACT_BLOCK_ELEMENTS // max(1, batch * c * m)))
+    neg_inf = xp.asarray(-float("inf"), dtype=pq.dtype, device=device_of(pq))
+    dpq_blocks = []
+    dpk = xp.zeros_like(pk)
+    for r0 in range(0, c, rows):
+        r1 = min(c, r0 + rows)
+        diff = xp.expand_dims(sc, axis=-3) - xp.expand_dims(sc[..., r0:r1, :], axis=-2)   # (..., r, c, m)
+        mask = xp.expand_dims(tril[r0:r1, :], axis=-1)
+        E = xp.exp(xp.where(mask, diff, neg_inf))                                 # (..., r, c, m)
+        dWE = E * xp.expand_dims(dW[..., r0:r1, :], axis=-1)                      # (..., r, c, m) dW_ij E_ijf
+        dpq_blocks.append(xp.sum(dWE * xp.expand_dims(pk, axis=-3), axis=-2))     # (..., r, m)
+        dpk = dpk + xp.sum(dWE * xp.expand_dims(pq[..., r0:r1, :], axis=-2), axis=-3)   # (..., c, m)
+    dpq = dpq_blocks[0] if len(dpq_blocks) == 1 else xp.concat(dpq_blocks, axis=-2)
+    return dpq, dpk
+
+
+def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
+    """Causal numerator and normaliser with per-feature frames ``s: (..., L, m)`` (nondecreasing along L).
+
+    Parameters: ``phi_q, phi_k: (..., L, m)``, ``v_aug: (..., L, d_v + 1)``, ``s: (..., L, m)``,
+    ``chunk_size: int``. Returns ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser). Extra memory
+    O(L d_v + m d_v + C m), plus O(C^2 m) in a chunk that takes the exact path.
+    """
+    xp = namespace(phi_q, phi_k, v_aug, s)
+    L, m = phi_q.shape[-2], phi_q.shape[-1]
+    batch = tuple(phi_q.shape[:-2])
+    dev = device_of(phi_q)
+    S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)  # (..., m, d_v + 1) frame Pprev
+    Pprev = None                                                                  # (..., m) frame of S
+    numer = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)          # (..., L, d_v + 1)
+    starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
+    for a, ok in zip(starts, cheap, strict=True):
+        b = min(L, a + chunk_size)
+        pq, pk, ua, sc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], s[..., a:b, :]
+        tril = _tril_mask(b - a, xp=xp, device=dev)
+        E_end = sc[..., -1:, :]  # (..., 1, m) chunk end frame
+        Kc = pk * xp.exp(sc - E_end)                                              # (..., c, m) <= 1
+        decay = None if Pprev is None else xp.matrix_transpose(xp.exp(Pprev - E_end))   # (..., m, 1) <= 1
+        if ok:
+            Qc = pq * xp.exp(E_end - sc)  # (..., c, m) <= e^SPREAD_LIMIT
+            A = Qc @ xp.matrix_transpose(Kc)                                      # (..., c, c)
+            numer_c = xp.where(tril, A, xp.zeros_like(A)) @ ua                    # (..., c, d_v + 1) intra
+            if decay is not None:
+                S = decay * S                                                     # frame E_end
+                numer_c = numer_c + Qc @ S                                        # inter
+        else:
+            numer_c = _exact_weights(pq, pk, sc, xp=xp, tril=tril) @ ua           # (..., c, d_v + 1) intra
+            if decay is not None:  # each query in its own frame
+                numer_c = numer_c + (pq * xp.exp(Pprev - sc)) @ S                 # (..., c, m) factors <= 1
+                S = decay * S
+        numer[..., a:b, :] = numer_c
+        S = S + xp.matrix_transpose(Kc) @ ua  # (..., m, d_v + 1) frame E_end
+        Pprev = E_end
+    return numer
+
+
+def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size):
+    """Backward of :func:`_causal_frames_fwd_reference` given ``g = d numer_aug: (..., L, d_v + 1)``.
+
+    A forward sweep recomputes the state for ``dphi_q``; a reverse sweep carries the state's cotangent ``G``
+    (in each chunk's end frame) for the inter-chunk terms of ``dphi_k`` and ``dv_aug``. Chunks take the same
+    path (chunk frame or exact) as in the forward. Returns ``dphi_q, dphi_k: (..., L, m)``,
+    ``dv_aug: (..., L, d_v + 1)``; the frames' cotangent is ``phi_k dphi_k - phi_q dphi_q`` (formed by the
+    caller: the output depends on s only through the differences ``s_j - s_i``).
+    """
+    xp = namespace(g, phi_q, phi_k, v_aug, s)
+    L, m = phi_q.shape[-2], phi_q.shape[-1]
+    batch = tuple(phi_q.shape[:-2])
+    dev = device_of(phi_q)
+    starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
+    dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
+    dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
+    dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
+
+    def chunk(a):
+        b = min(L, a + chunk_size)
+        sc = s[..., a:b, :]
+        E_end = sc[..., -1:, :]                                                   # (..., 1, m)
+        Kc = phi_k[..., a:b, :] * xp.exp(sc - E_end)                              # (..., c, m) <= 1
+        Pprev = None if a == 0 else s[..., a - 1:a, :]                            # (..., 1, m)
+        decay = None if Pprev is None else xp.matrix_transpose(xp.exp(Pprev - E_end))   # (..., m, 1)
+        gc, ua = g[..., a:b, :], v_aug[..., a:b, :]
+        tril = _tril_mask(b - a, xp=xp, device=dev)
+        Bm = gc @ xp.matrix_transpose(ua)                                         # (..., c, c) g_i . v_aug_j
+        Bm = xp.where(tril, Bm, xp.zeros_like(Bm))
+        return b, sc, E_end, Kc, Pprev, decay, gc, ua, tril, Bm
+
+    S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)
+    for a, ok in zip(starts, cheap, strict=True):                                 # forward sweep: dphi_q
+        b, sc, E_end, Kc, Pprev, decay, gc, ua, tril, Bm = chunk(a)
+        pq = phi_q[..., a:b, :]
+        if ok:
+            up = xp.exp(E_end - sc)  # (..., c, m) <= e^SPREAD_LIMIT
+            dQc = Bm @ Kc                                                         # (..., c, m)
+            if decay is not None:
+                S = decay * S
+                dQc = dQc + gc @ xp.matrix_transpose(S)
+            dphi_q[..., a:b, :] = dQc * up
+        else:
+            dpq, _ = _exact_weights_bwd(Bm, pq, phi_k[..., a:b, :], sc, xp=xp, tril=tril)
+            if decay is not None:
+                dpq = dpq + (gc @ xp.matrix_transpose(S)) * xp.exp(Pprev - sc)
+                S = decay * S
+            dphi_q[..., a:b, :] = dpq
+        S = S + xp.matrix_transpose(Kc) @ ua
+    G = xp.zeros_like(S)                                                          # (..., m, d_v + 1)
+    for idx in range(len(starts) - 1, -1, -1):  # reverse sweep: dphi_k, dv_aug
+        a, ok = starts[idx], cheap[idx]
+        b, sc, E_end, Kc, Pprev, decay, gc, ua, tril, Bm = chunk(a)
+        pq = phi_q[..., a:b, :]
+        dKc = ua @ xp.matrix_transpose(G)                                         # (..., c, m) via the state
+        dua = Kc @ G                                                              # (..., c, d_v + 1)
+        if ok:
+            Qc = pq * xp.exp(E_end - sc)
+            A = Qc @ xp.matrix_transpose(Kc)
+            A = xp.where(tril, A, xp.zeros_like(A))                               # (..., c, c)
+            dKc = dKc + xp.matrix_transpose(Bm) @ Qc
+            dua = dua + xp.matrix_transpose(A) @ gc
+            dphi_k[..., a:b, :] = dKc * xp.exp(sc - E_end)
+            if decay is not None:
+                G = decay * (G + xp.matrix_transpose(Qc) @ gc)
+        else:
+            pk = phi_k[..., a:b, :]
+            W = _exact_weights(pq, pk, sc, xp=xp, tril=tril)
+            dua = dua + xp.matrix_transpose(W) @ gc
+            _, dpk = _exact_weights_bwd(Bm, pq, pk, sc, xp=xp, tril=tril)
+            dphi_k[..., a:b, :] = dKc * xp.exp(sc - E_end) + dpk
+            if decay is not None:
+                G = decay * G + xp.matrix_transpose(pq * xp.exp(Pprev - sc)) @ gc
+        dv_aug[..., a:b, :] = dua
+    return dphi_q, dphi_k, dv_aug
