@@ -1,9 +1,10 @@
-"""Shared fixtures: array namespaces (NumPy, array_api_strict, CuPy with a device), dtypes, seeds, BLAS threads.
+"""Shared fixtures: array namespaces (NumPy, array_api_strict, torch, CuPy with a device), dtypes, seeds,
+BLAS threads.
 
 * ``xp``: every core test runs under NumPy (through array-api-compat) and ``array_api_strict`` pinned to the
-  standard version the core targets (``ARRAY_API_VERSION``), under torch (CPU tensors, through array-api-compat)
-  when it imports, and under CuPy when it imports and a device exists. What cannot work under torch is listed in
-  ``TORCH_KNOWN_FAILURES`` (expected failures, with the reason).
+  standard version the core targets (``ARRAY_API_VERSION``), under torch (CPU tensors, through
+  array-api-compat) when it imports, and under CuPy when it imports and a device exists. What cannot work
+  under torch is listed in ``TORCH_KNOWN_FAILURES`` (expected failures, with the reason).
 * ``dtype``: float64 (the reference) and float32 -- only for tests that request it.
 * ``seed``: 0 by default; ``REFATTN_TEST_SEEDS=all`` runs 0..19 (every statistical test must pass for each).
 * BLAS threads are pinned with threadpoolctl (1 per process by default, ``REFATTN_BLAS_THREADS`` overrides):
@@ -49,8 +50,8 @@ def _backends():
 
 #: test function name -> why it cannot pass on torch tensors (marked xfail for the torch parameter only)
 TORCH_KNOWN_FAILURES = {
-    "test_mse": "mse_bwd divides by x.size, an attribute in the array API standard but a method on torch.Tensor "
-                "(array_api_compat.size(x) is the portable spelling)",
+    "test_mse": "mse_bwd divides by x.size, an attribute in the array API standard but a method on "
+                "torch.Tensor (array_api_compat.size(x) is the portable spelling)",
 }
 
 

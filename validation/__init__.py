@@ -1,6 +1,7 @@
 """NumPy-only edge: validation helpers (assertions, gradient checks, Monte Carlo statistics) and cross-checks.
 
-The test suite and ``paper_checks`` import these; a user cross-checking their own implementation imports them too.
+The test suite and ``paper_checks`` import these; a user cross-checking their own implementation imports them
+too.
 """
 
 from .assertions import assert_close

@@ -1,12 +1,13 @@
 """``python -m validation``: cross-check an implementation against refattn, or write the findings table.
 
-    python -m validation check TARGET --kind draw|features|attention [--as FAMILY] [--framework numpy|torch|jax]
+    python -m validation check TARGET --kind draw|features|attention [--as FAMILY] [--framework
+    numpy|torch|jax]
                                [--dtype float32|float64] [--seed N] [--quick] [--json PATH]
     python -m validation report [--out PATH] [--quick]
 
 TARGET is ``module:callable``, ``path/to/file.py:callable`` or a built-in target (``refattn``,
-``performer-pytorch``, ``sklearn-rbf``). Every argument is validated before anything runs. Exit status: 0 every
-check passed, 1 a check failed, 2 a usage or import error (one line per bad argument, naming it).
+``performer-pytorch``, ``sklearn-rbf``). Every argument is validated before anything runs. Exit status: 0
+every check passed, 1 a check failed, 2 a usage or import error (one line per bad argument, naming it).
 """
 
 from __future__ import annotations
@@ -41,11 +42,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--kind", required=True, choices=KINDS)
     c.add_argument("--as", dest="family", default=None, metavar="FAMILY",
                    help="the refattn family the target implements (listed below)")
-    c.add_argument("--framework", default=None, help="numpy | torch | jax (default: numpy, or the target's own)")
+    c.add_argument("--framework", default=None, help="numpy | torch | jax (default: numpy, or the target's "
+                                                     "own)")
     c.add_argument("--dtype", default="float64", choices=("float32", "float64"))
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--quick", action="store_true", help="smaller Monte Carlo sizes (<= 15 s)")
-    c.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON (the parent directory "
+    c.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON (the parent "
+                                                                "directory "
                    "must exist)")
     r = sub.add_parser("report", help="run every built-in target and write the markdown findings table")
     r.add_argument("--out", default=None, metavar="PATH", help="write the markdown here (default: stdout)")
@@ -55,8 +58,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def output_path_problem(flag: str, path: str) -> str | None:
-    """Why `path` cannot be written (parent missing or not writable, a directory), or None. Creates no directory;
-    a probe file that did not exist before is removed again."""
+    """Why `path` cannot be written (parent missing or not writable, a directory), or None. Creates no
+    directory; a probe file that did not exist before is removed again."""
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         return f"{flag} {path}: the directory {parent} does not exist (it is not created)"
@@ -80,7 +83,8 @@ def argument_problems(args) -> list[str]:
         bad.append(f"--seed: expected a non-negative integer; got {args.seed}")
     if args.command == "check":
         if args.framework is not None and args.framework not in FRAMEWORKS:
-            bad.append(f"--framework: unknown framework {args.framework!r}; expected one of {sorted(FRAMEWORKS)}")
+            bad.append(f"--framework: unknown framework {args.framework!r}; expected one of "
+                       f"{sorted(FRAMEWORKS)}")
         bad += validate_options(args.kind, args.dtype, args.family, None)
         out = ("--json", args.json)
     else:
@@ -110,8 +114,16 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print(md)
             return 0
-        rep = check(args.target, kind=args.kind, framework=args.framework, family=args.family, dtype=args.dtype,
-                    seed=args.seed, quick=args.quick, name=args.target)
+        rep = check(
+            args.target,
+            kind=args.kind,
+            framework=args.framework,
+            family=args.family,
+            dtype=args.dtype,
+            seed=args.seed,
+            quick=args.quick,
+            name=args.target,
+        )
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -49,7 +49,8 @@ def assert_close(actual: Any, expected: Any, *, rtol: float | None = None, atol:
     if rtol is None:
         rtol = default_rtol(a.dtype)
     if not np.array_equal(np.isfinite(a), np.isfinite(e)):
-        raise AssertionError(f"{tag}non-finite entries differ: {np.sum(~np.isfinite(a))} vs {np.sum(~np.isfinite(e))}")
+        raise AssertionError(f"{tag}non-finite entries differ: {np.sum(~np.isfinite(a))} vs "
+                             f"{np.sum(~np.isfinite(e))}")
     fin = np.isfinite(e)
     err = np.where(fin, np.abs(a - e), 0.0)
     tol = atol + rtol * np.abs(np.where(fin, e, 0.0))

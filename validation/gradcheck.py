@@ -2,10 +2,10 @@
 
 :func:`check_vjp` tests a pair ``fwd(**args) -> (y, cache)``, ``bwd(dy, cache) -> grads`` the way JAX's
 ``check_vjp`` does: for a random cotangent c and random directions t, the directional derivative
-``<c, (f(x + eps t) - f(x - eps t)) / (2 eps)>`` must equal ``<t, vjp(c)>``. Directions perturb one argument at
-a time (and then all together), so a failure names the argument whose gradient is wrong. Gradient fields are
-looked up by the argument's name (``grads.phi_q`` for ``phi_q``); nested parameter containers (dicts, tuples,
-NamedTuples) are walked leaf by leaf.
+``<c, (f(x + eps t) - f(x - eps t)) / (2 eps)>`` must equal ``<t, vjp(c)>``. Directions perturb one argument
+at a time (and then all together), so a failure names the argument whose gradient is wrong. Gradient fields
+are looked up by the argument's name (``grads.phi_q`` for ``phi_q``); nested parameter containers (dicts,
+tuples, NamedTuples) are walked leaf by leaf.
 
 A container argument (a parameter dict) is also checked leaf by leaf, so that a wrong gradient of a small
 leaf (mixture logits beside large weight matrices) cannot hide inside the container's summed tolerance.
@@ -36,7 +36,7 @@ def _is_float_array(x: Any) -> bool:
 
 
 def float_leaves(tree: Any) -> list[tuple[str, Any]]:
-    """``[(path, leaf)]`` for every real floating array leaf of a nested container (``refattn.tree`` paths)."""
+    """``[(path, leaf)]`` for every real floating array leaf of a nested container (refattn.tree paths)."""
     return [(p, leaf) for p, leaf in tree_paths(tree) if _is_float_array(leaf)]
 
 
@@ -64,13 +64,25 @@ def _random_like(tree: Any, rng: np.random.Generator) -> Any:
     for path, leaf in float_leaves(tree):
         xp = array_api_compat.array_namespace(leaf)
         draw = rng.standard_normal(tuple(leaf.shape))
-        tree = tree_replace(tree, path, xp.asarray(draw, dtype=leaf.dtype, device=array_api_compat.device(leaf)))
+        tree = tree_replace(
+            tree, path, xp.asarray(draw, dtype=leaf.dtype, device=array_api_compat.device(leaf))
+        )
     return tree
 
 
-def check_vjp(fwd: Callable[..., Any], bwd: Callable[[Any, Any], Any], args: dict, *, kwargs: dict | None = None,
-              wrt: tuple[str, ...] | None = None, seed: int = 0, n_directions: int = 3, eps: float = 1e-6,
-              rtol: float = 1e-6, output: Callable[[Any], Any] | None = None) -> dict[str, float]:
+def check_vjp(
+    fwd: Callable[..., Any],
+    bwd: Callable[[Any, Any], Any],
+    args: dict,
+    *,
+    kwargs: dict | None = None,
+    wrt: tuple[str, ...] | None = None,
+    seed: int = 0,
+    n_directions: int = 3,
+    eps: float = 1e-6,
+    rtol: float = 1e-6,
+    output: Callable[[Any], Any] | None = None,
+) -> dict[str, float]:
     """Check ``bwd`` against central differences of ``fwd`` for every real floating argument in `wrt`.
 
     Parameters

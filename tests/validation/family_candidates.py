@@ -1,6 +1,6 @@
-"""Candidates for the papers' families, written from the contracts' docstrings as an outside user would (no refattn
-import), generic over NumPy and torch through array-api-compat; and planted defects, each a known way to get a
-family wrong (flagged by name in test_families.py).
+"""Candidates for the papers' families, written from the contracts' docstrings as an outside user would (no
+refattn import), generic over NumPy and torch through array-api-compat; and planted defects, each a known way
+to get a family wrong (flagged by name in test_families.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _softmax(z, xp):
 def _gmm_omega(noise, mu, S, transpose=False):
     xp = _xp(noise, mu, S)
     St = xp.permute_dims(S, (0, 2, 1))
-    return mu[:, None, :] + noise @ (S if transpose else St)                   # (C, Mc, d): S_c n (row form n S^T)
+    return mu[:, None, :] + noise @ (S if transpose else St)              # (C, Mc, d): S_c n (row form n S^T)
 
 
 def _gmm_scale(logits, Mc, xp, weighted=True):
@@ -54,7 +54,7 @@ def gmm_prf(x, noise, logits, mu, S, *, offset=1.0):
     return xp.exp(u) * (_gmm_scale(logits, Mc, xp) / math.sqrt(C * Mc))
 
 
-def gmm_rks_transposed_S(x, noise, logits, mu, S):
+def gmm_rks_transposed_s(x, noise, logits, mu, S):
     """omega = mu + S^T n: covariance S^T S, the paper's Theorem 3 statement read literally."""
     return gmm_rks(x, noise, logits, mu, S, transpose=True)
 
@@ -109,12 +109,12 @@ def fastfood_prf(x, S, G, B, perm, **kw):
     return xp.exp(u - xp.sum(x * x, axis=-1, keepdims=True)) / math.sqrt(u.shape[-1])
 
 
-def fastfood_rks_no_S(x, S, G, B, perm):
+def fastfood_rks_no_s(x, S, G, B, perm):
     """FastFood without the chi-law S (basic FastFood): rows of a block share one norm."""
     return fastfood_rks(x, S, G, B, perm, use_S=False)
 
 
-def fastfood_prf_normalised_H(x, S, G, B, perm):
+def fastfood_prf_normalised_h(x, S, G, B, perm):
     """Orthonormal H / sqrt(D) in both transforms where the contract has the unnormalised one."""
     return fastfood_prf(x, S, G, B, perm, normalised_H=True)
 
@@ -131,7 +131,7 @@ def _generator(noise, params, state, *, use_running=True, out_tanh=True):
         z = h @ params["W"][i] + params["b"][i]
         if use_running:
             mean, var = state["mean"][i], state["var"][i]
-        else:                                                                   # batch statistics (training mode)
+        else:                                                               # batch statistics (training mode)
             mean, var = xp.mean(z, axis=0), xp.var(z, axis=0)
         z = params["gamma"][i] * (z - mean) / xp.sqrt(var + 1e-5) + params["beta"][i]
         h = xp.where(z > 0, z, 0.01 * z)
@@ -149,7 +149,9 @@ def generative_rks(x, noise, params, state, **kw):
 def generative_prf(x, noise, params, state, **kw):
     xp = _xp(x, noise)
     om = _generator(noise, params, state, **kw)
-    return xp.exp(x @ xp.matrix_transpose(om) - xp.sum(x * x, axis=-1, keepdims=True)) / math.sqrt(om.shape[0])
+    return xp.exp(x @ xp.matrix_transpose(om) - xp.sum(x * x, axis=-1, keepdims=True)) / math.sqrt(
+        om.shape[0]
+    )
 
 
 def generative_rks_batch_stats(x, noise, params, state):
@@ -241,7 +243,7 @@ generative_prf_attention = _feature_attention(generative_prf)
 
 
 def gmm_prf_attention_global_max(q, k, v, noise, logits, mu, S, causal):
-    """Keys stabilised by one maximum over *all* positions plus an additive eps: leaks the future when causal."""
+    """Keys stabilised by one maximum over *all* positions plus an additive eps: leaks the future (causal)."""
     xp = _xp(q, noise)
     C, Mc, d = noise.shape
     om = xp.reshape(_gmm_omega(noise, mu, S), (C * Mc, d))
@@ -265,7 +267,7 @@ def s1_attention(q, k, v, positions, freqs, alpha, beta, omega, causal, *, paper
     th = positions[:, None] * freqs[0]                                          # (L, S)
     s, c = xp.sin(th), xp.cos(th)
     al, be = alpha[0], beta[0]
-    if paper_transpose:                                                         # W_q*^T: the column-vector reading
+    if paper_transpose:                                                    # W_q*^T: the column-vector reading
         Qp = xp.stack([al * s + be * c, -be * s + al * c], axis=-1)
     else:
         Qp = xp.stack([al * s - be * c, be * s + al * c], axis=-1)              # (L, S, 2) = [s c] W_q*

@@ -1,8 +1,8 @@
-"""Candidates for the cross-checks: planted defects (each must be flagged by its named check) and careful, correct
-reimplementations (each must pass every check).
+"""Candidates for the cross-checks: planted defects (each must be flagged by its named check) and careful,
+correct reimplementations (each must pass every check).
 
-NumPy candidates use refattn's pieces where the defect is elsewhere; torch candidates are written from the formulas
-(torch is optional: they are defined only when it imports). Also usable from the command line, e.g.
+NumPy candidates use refattn's pieces where the defect is elsewhere; torch candidates are written from the
+formulas (torch is optional: they are defined only when it imports). Also usable from the command line, e.g.
 ``python -m validation check tests/validation/planted.py:upcast_favor --kind attention``.
 """
 
@@ -25,7 +25,7 @@ EPS = 1e-4
 
 
 def qr_no_sign(seed, m, d):
-    """Non-Haar ORF: Householder QR of a Gaussian matrix WITHOUT the sign(diag R) correction, chi(d) row norms."""
+    """Non-Haar ORF: Householder QR of a Gaussian matrix WITHOUT the sign(diag R) correction, chi(d) norms."""
     rng = np.random.default_rng(seed)
     blocks = [np.linalg.qr(rng.standard_normal((d, d)))[0].T for _ in range(-(-m // d))]
     rows = np.concatenate(blocks)[:m]                                                   # (m, d) unit rows
@@ -33,8 +33,10 @@ def qr_no_sign(seed, m, d):
 
 
 def separate_qk_favor(q, k, v, omega, causal):
-    """Separate q/k draws: queries use omega, keys a second projection drawn here (seeded by omega's bytes)."""
-    omega_k = draw_gaussian(np.random.default_rng(zlib.crc32(omega.tobytes())), *omega.shape, dtype=omega.dtype)
+    """Separate q/k draws: queries use omega, keys a second projection drawn here (seeded by omega)."""
+    omega_k = draw_gaussian(
+        np.random.default_rng(zlib.crc32(omega.tobytes())), *omega.shape, dtype=omega.dtype
+    )
     s = q.shape[-1] ** -0.25
     phi_q, _ = positive_features_stable(q * s, omega)
     phi_k, ls_k = positive_features_stable(k * s, omega_k)
@@ -47,30 +49,31 @@ def _global_max_favor(q, k, v, omega, causal, eps):
     uq = (q * s) @ omega.T - 0.5 * np.sum((q * s) ** 2, -1, keepdims=True)           # (..., L, m)
     uk = (k * s) @ omega.T - 0.5 * np.sum((k * s) ** 2, -1, keepdims=True)           # (..., L, m)
     phi_q = (np.exp(uq - uq.max(-1, keepdims=True)) + eps) / math.sqrt(m)            # per-row max: fine
-    phi_k = (np.exp(uk - uk.max((-1, -2), keepdims=True)) + eps) / math.sqrt(m)      # max over ALL keys: leaks
+    phi_k = (np.exp(uk - uk.max((-1, -2), keepdims=True)) + eps) / math.sqrt(m)     # max over ALL keys: leaks
     if not causal:
         kv = np.swapaxes(phi_k, -1, -2) @ v                                           # (..., m, d_v)
         return (phi_q @ kv) / (phi_q @ phi_k.sum(-2)[..., None])
-    S = np.cumsum(phi_k[..., :, :, None] * v[..., :, None, :], axis=-3)               # (..., L, m, d_v) prefix states
+    S = np.cumsum(phi_k[..., :, :, None] * v[..., :, None, :], axis=-3)       # (..., L, m, d_v) prefix states
     z = np.cumsum(phi_k, axis=-2)                                                     # (..., L, m)
-    with np.errstate(invalid="ignore", divide="ignore"):                              # 0/0 once features underflow
+    with np.errstate(invalid="ignore", divide="ignore"):                         # 0/0 once features underflow
         return np.einsum("...lm,...lmd->...ld", phi_q, S) / np.sum(phi_q * z, -1, keepdims=True)
 
 
 def global_max_eps_favor(q, k, v, omega, causal):
-    """Causal leak through an additive epsilon: keys stabilised by one maximum over all positions, plus eps."""
+    """Causal leak through an additive epsilon: keys stabilised by one maximum over all positions + eps."""
     return _global_max_favor(q, k, v, omega, causal, EPS)
 
 
 def global_max_favor(q, k, v, omega, causal):
-    """The same global key maximum without epsilon: leaks through underflow (a later key's larger exponent pushes
-    the earlier keys' features to zero)."""
+    """The same global key maximum without epsilon: leaks through underflow (a later key's larger exponent
+    pushes the earlier keys' features to zero)."""
     return _global_max_favor(q, k, v, omega, causal, 0.0)
 
 
 def unstabilised_favor(q, k, v, omega, causal):
-    """No stabiliser at all: raw exp(x omega^T - |x|^2/2) features and prefix sums. It cannot leak (each output
-    uses only its prefix), but keys far below the largest exponent underflow to zero features: 0/0 outputs."""
+    """No stabiliser at all: raw exp(x omega^T - |x|^2/2) features and prefix sums. It cannot leak (each
+    output uses only its prefix), but keys far below the largest exponent underflow to zero features: 0/0
+    outputs."""
     s = q.shape[-1] ** -0.25
     phi_q = np.exp((q * s) @ omega.T - 0.5 * np.sum((q * s) ** 2, -1, keepdims=True))   # (..., L, m)
     phi_k = np.exp((k * s) @ omega.T - 0.5 * np.sum((k * s) ** 2, -1, keepdims=True))   # (..., L, m)
@@ -94,8 +97,8 @@ def upcast_favor(q, k, v, omega, causal):
 
 
 def wrong_offset_features(x, omega):
-    """Wrong feature offset: exp(x omega^T - |x|^2) / sqrt(m) presented as the positive (softmax) map; it is the
-    KL Eq. (9) map, which estimates the Gaussian kernel (design.md trap 1)."""
+    """Wrong feature offset: exp(x omega^T - |x|^2) / sqrt(m) presented as the positive (softmax) map; it is
+    the KL Eq. (9) map, which estimates the Gaussian kernel (design.md trap 1)."""
     return np.exp(x @ omega.T - np.sum(x * x, -1, keepdims=True)) / math.sqrt(omega.shape[0])
 
 
@@ -124,7 +127,7 @@ if torch is not None:
         for _ in range(-(-m // d)):
             Q, R = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))
             s = torch.sign(torch.diagonal(R))
-            blocks.append((Q * torch.where(s == 0, torch.ones_like(s), s)).T)             # rows = columns of Q diag(s)
+            blocks.append((Q * torch.where(s == 0, torch.ones_like(s), s)).T)    # rows = columns of Q diag(s)
         rows = torch.cat(blocks)[:m]
         norms = torch.randn(m, d, generator=g, dtype=torch.float64).norm(dim=-1)        # chi(d)
         return rows * norms[:, None]
@@ -135,18 +138,18 @@ if torch is not None:
         return torch.exp(u) / math.sqrt(omega.shape[0])
 
     def torch_favor(q, k, v, omega, causal):
-        """FAVOR+ written carefully in torch: query features stabilised per row, keys by a log-scale combined with
-        the maximum over the prefix j <= i (causal) or over all keys; quadratic in L for clarity."""
+        """FAVOR+ written carefully in torch: query features stabilised per row, keys by a log-scale combined
+        with the maximum over the prefix j <= i (causal) or over all keys; quadratic in L for clarity."""
         s = q.shape[-1] ** -0.25
         uq = (q * s) @ omega.T                                                            # (..., L, m)
         uk = (k * s) @ omega.T                                                            # (..., L, m)
         phi_q = torch.exp(uq - uq.amax(-1, keepdim=True))                                 # row factor cancels
         mk = uk.amax(-1, keepdim=True)                                                    # (..., L, 1)
         phi_k = torch.exp(uk - mk)
-        ls = mk[..., 0] - 0.5 * ((k * s) ** 2).sum(-1)                                     # (..., L) key log-scale
+        ls = mk[..., 0] - 0.5 * ((k * s) ** 2).sum(-1)                                # (..., L) key log-scale
         L = q.shape[-2]
         if causal:
-            M = torch.cummax(ls, dim=-1).values                                           # (..., L) prefix max
+            M = torch.cummax(ls, dim=-1).values                                          # (..., L) prefix max
             mask = torch.ones(L, L, dtype=torch.bool).tril()
         else:
             M = ls.amax(-1, keepdim=True).expand_as(ls)
@@ -168,7 +171,7 @@ if torch is not None:
                 args = [t.detach().requires_grad_(True) for t in ctx.saved_tensors]
                 y = torch_favor(*args, ctx.causal)
                 g = torch.autograd.grad(y, args, dy)
-            return g[0], g[1], 1.05 * g[2], g[3], None                                    # planted: dv off by 5 %
+            return g[0], g[1], 1.05 * g[2], g[3], None                                # planted: dv off by 5 %
 
     def wrong_grad_favor(q, k, v, omega, causal):
         """Correct forward (torch_favor), custom backward with the value gradient 5 % too large."""

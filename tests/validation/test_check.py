@@ -1,5 +1,6 @@
-"""validation.check: correct candidates pass every check, each planted defect is flagged by its named check, the
-statistical checks keep their false-alarm rate over seeds, and bad input is a UsageError naming the problem."""
+"""validation.check: correct candidates pass every check, each planted defect is flagged by its named check,
+the statistical checks keep their false-alarm rate over seeds, and bad input is a UsageError naming the
+problem."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ import pytest
 from validation import UsageError, check
 from validation.checks import CHECKS, KIND_CHECKS
 
-from . import planted as P
+from . import planted as pl
 
 
 def _assert_all_pass(rep):
     assert [c.name for c in rep.checks] == list(KIND_CHECKS[rep.kind])
     for c in rep.checks:
         assert c.name in CHECKS
-        assert c.passed is not False, f"{rep.target} {rep.kind}: {c.name} failed: {c.figure} > {c.threshold}: {c.detail}"
+        assert c.passed is not False, (
+            f"{rep.target} {rep.kind}: {c.name} failed: {c.figure} > {c.threshold}: {c.detail}"
+        )
     assert rep.passed and rep.exit_code == 0
 
 
@@ -43,12 +46,12 @@ def test_refattn_torch_adapter_passes_every_check(kind):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_careful_torch_reimplementation_passes_every_check(dtype):
     pytest.importorskip("torch")
-    for fn, kind, fam in ((P.torch_draw, "draw", None), (P.torch_positive_features, "features", "positive"),
-                          (P.torch_favor, "attention", None)):
+    for fn, kind, fam in ((pl.torch_draw, "draw", None), (pl.torch_positive_features, "features", "positive"),
+                          (pl.torch_favor, "attention", None)):
         rep = check(fn, kind=kind, framework="torch", family=fam, dtype=dtype, quick=True)
         _assert_all_pass(rep)
         if kind != "draw":
-            assert rep["gradients"].passed is True         # torch autograd agrees with refattn's manual backward
+            assert rep["gradients"].passed is True      # torch autograd agrees with refattn's manual backward
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -56,14 +59,30 @@ def test_careful_torch_reimplementation_passes_every_check(dtype):
 
 
 PLANTED = [
-    ("non-Haar QR", P.qr_no_sign, "draw", "numpy", None, "float64", "haar"),
-    ("non-Haar QR biases PRF", P.qr_no_sign, "draw", "numpy", None, "float64", "unbiased"),
-    ("separate q/k draws", P.separate_qk_favor, "attention", "numpy", None, "float64", "same_features"),
-    ("global key max + eps, causal", P.global_max_eps_favor, "attention", "numpy", None, "float64", "prefix_invariance"),
-    ("global key max, underflow", P.global_max_favor, "attention", "numpy", None, "float32", "prefix_invariance"),
-    ("missing d^-1/4", P.no_scale_favor, "attention", "numpy", None, "float64", "kernel"),
-    ("float64 upcast", P.upcast_favor, "attention", "numpy", None, "float32", "dtype"),
-    ("wrong feature offset", P.wrong_offset_features, "features", "numpy", "positive", "float64", "kernel"),
+    ("non-Haar QR", pl.qr_no_sign, "draw", "numpy", None, "float64", "haar"),
+    ("non-Haar QR biases PRF", pl.qr_no_sign, "draw", "numpy", None, "float64", "unbiased"),
+    ("separate q/k draws", pl.separate_qk_favor, "attention", "numpy", None, "float64", "same_features"),
+    (
+        "global key max + eps, causal",
+        pl.global_max_eps_favor,
+        "attention",
+        "numpy",
+        None,
+        "float64",
+        "prefix_invariance",
+    ),
+    (
+        "global key max, underflow",
+        pl.global_max_favor,
+        "attention",
+        "numpy",
+        None,
+        "float32",
+        "prefix_invariance",
+    ),
+    ("missing d^-1/4", pl.no_scale_favor, "attention", "numpy", None, "float64", "kernel"),
+    ("float64 upcast", pl.upcast_favor, "attention", "numpy", None, "float32", "dtype"),
+    ("wrong feature offset", pl.wrong_offset_features, "features", "numpy", "positive", "float64", "kernel"),
     ("wrong custom gradient", "wrong_grad_favor", "attention", "torch", None, "float64", "gradients"),
 ]
 
@@ -72,7 +91,7 @@ PLANTED = [
 def test_planted_defect_is_flagged_by_its_check(label, fn, kind, fw, fam, dtype, name):
     if fw == "torch":
         pytest.importorskip("torch")
-        fn = getattr(P, fn)
+        fn = getattr(pl, fn)
     rep = check(fn, kind=kind, framework=fw, family=fam, dtype=dtype, quick=True, checks=(name,))
     c = rep[name]
     assert c.passed is False, f"{label} not flagged by {name}: {c.figure} vs {c.threshold}: {c.detail}"
@@ -81,31 +100,35 @@ def test_planted_defect_is_flagged_by_its_check(label, fn, kind, fw, fam, dtype,
 
 def test_planted_defects_pass_the_checks_they_do_not_break():
     """The flags are specific: the upcast candidate has correct values, the leaking one a correct limit."""
-    rep = check(P.upcast_favor, kind="attention", quick=True, checks=("values", "prefix_invariance"))
+    rep = check(pl.upcast_favor, kind="attention", quick=True, checks=("values", "prefix_invariance"))
     assert rep.passed
-    rep = check(P.global_max_eps_favor, kind="attention", quick=True, checks=("same_features", "kernel", "dtype"))
+    rep = check(
+        pl.global_max_eps_favor, kind="attention", quick=True, checks=("same_features", "kernel", "dtype")
+    )
     assert rep.passed
-    rep = check(P.wrong_offset_features, kind="features", family="gaussian-positive", quick=True,
+    rep = check(pl.wrong_offset_features, kind="features", family="gaussian-positive", quick=True,
                 checks=("values", "kernel"))
-    assert rep.passed                                      # the same map is right under its true name (KL Eq. 9)
+    assert rep.passed                                   # the same map is right under its true name (KL Eq. 9)
 
 
 def test_underflow_without_a_leak_is_unstable_not_a_leak():
     """An unstabilised causal map underflows to 0/0 on the underflow probe in both runs: stability fails, and
     prefix_invariance (which compares where both runs are finite) does not call it a leak."""
-    rep = check(P.unstabilised_favor, kind="attention", dtype="float32", quick=True,
+    rep = check(pl.unstabilised_favor, kind="attention", dtype="float32", quick=True,
                 checks=("prefix_invariance", "stability"))
     assert rep["stability"].passed is False and rep["stability"].figure > 0
     assert rep["prefix_invariance"].passed is not False, rep["prefix_invariance"].detail
     assert "non-finite in both runs" in rep["prefix_invariance"].detail
-    rep = check(P.global_max_favor, kind="attention", dtype="float32", quick=True, checks=("prefix_invariance",))
+    rep = check(
+        pl.global_max_favor, kind="attention", dtype="float32", quick=True, checks=("prefix_invariance",)
+    )
     assert rep["prefix_invariance"].passed is False and "a leak" in rep["prefix_invariance"].detail
 
 
 def test_kernel_names_what_a_feature_map_estimates():
-    rep = check(P.wrong_offset_features, kind="features", quick=True, checks=("kernel",))
+    rep = check(pl.wrong_offset_features, kind="features", quick=True, checks=("kernel",))
     assert rep.passed and "unbiased for gaussian" in rep["kernel"].detail
-    rep = check(P.no_scale_favor, kind="attention", quick=True, checks=("kernel",))
+    rep = check(pl.no_scale_favor, kind="attention", quick=True, checks=("kernel",))
     assert "closest to softmax-unscaled" in rep["kernel"].detail
 
 
@@ -113,8 +136,14 @@ def test_kernel_names_what_a_feature_map_estimates():
 # false-alarm rate: a correct candidate passes the statistical checks at >= 19 of 20 seeds
 
 
-@pytest.mark.parametrize("kind, checks", [("draw", ("haar", "unbiased")), ("features", ("kernel", "unbiased")),
-                                          ("attention", ("kernel", "same_features"))])
+@pytest.mark.parametrize(
+    "kind, checks",
+    [
+        ("draw", ("haar", "unbiased")),
+        ("features", ("kernel", "unbiased")),
+        ("attention", ("kernel", "same_features")),
+    ],
+)
 def test_statistical_checks_pass_refattn_at_19_of_20_seeds(kind, checks):
     passed = [check("refattn", kind=kind, seed=s, quick=True, checks=checks).passed for s in range(20)]
     assert sum(passed) >= 19, f"{kind}: passed at {sum(passed)} of 20 seeds: {passed}"
@@ -133,22 +162,22 @@ def test_statistical_checks_state_their_false_alarm_probability():
 
 def test_unknown_kind_framework_family_check():
     with pytest.raises(UsageError, match="kind: unknown kind 'attn'"):
-        check(P.upcast_favor, kind="attn")
+        check(pl.upcast_favor, kind="attn")
     with pytest.raises(UsageError, match="framework: unknown framework 'tensorflow'"):
-        check(P.upcast_favor, kind="attention", framework="tensorflow")
+        check(pl.upcast_favor, kind="attention", framework="tensorflow")
     with pytest.raises(UsageError, match="unknown family"):
-        check(P.wrong_offset_features, kind="features", family="softmax")
+        check(pl.wrong_offset_features, kind="features", family="softmax")
     with pytest.raises(UsageError, match="unknown check"):
-        check(P.upcast_favor, kind="attention", checks=("speed",))
+        check(pl.upcast_favor, kind="attention", checks=("speed",))
     with pytest.raises(UsageError, match="dtype"):
-        check(P.upcast_favor, kind="attention", dtype="float16")
+        check(pl.upcast_favor, kind="attention", dtype="float16")
 
 
 def test_wrong_signature_and_wrong_shape():
     with pytest.raises(UsageError, match=r"signature \(q, k, v\) does not fit the attention contract"):
-        check(P.wrong_signature, kind="attention")
+        check(pl.wrong_signature, kind="attention")
     with pytest.raises(UsageError, match=r"returned shape \(2, 3, 4, 16\).*expects \(2, 3, 5, 16\)"):
-        check(P.wrong_shape_favor, kind="attention")
+        check(pl.wrong_shape_favor, kind="attention")
     with pytest.raises(UsageError, match=r"returned shape \(16, 16\).*expects \(32, 16\)"):
         check(lambda seed, m, d: np.eye(d), kind="draw")
     with pytest.raises(UsageError, match="raised ZeroDivisionError on a probe call"):
@@ -175,6 +204,6 @@ def test_jax_framework_skips_cleanly_when_absent():
         import jax  # noqa: F401
     except ImportError:
         with pytest.raises(UsageError, match="framework 'jax': the package 'jax' is not installed"):
-            check(P.upcast_favor, kind="attention", framework="jax")
+            check(pl.upcast_favor, kind="attention", framework="jax")
     else:  # pragma: no cover - JAX is not installed in this environment
         pytest.skip("JAX installed: covered by test_crosscheck.py")

@@ -1,4 +1,4 @@
-"""``python -m validation`` in a subprocess: exit codes 0 / 1 / 2, the JSON schema, messages instead of tracebacks."""
+"""``python -m validation`` in a subprocess: exit codes 0/1/2, the JSON schema, messages, not tracebacks."""
 
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def test_exit_1_for_a_planted_defect(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("check", "no_such_module_xyz:f", "--kind", "draw"), "importing 'no_such_module_xyz' failed"),
-    (("check", "tests/validation/planted.py:wrong_signature", "--kind", "attention"), "does not fit the attention"),
+    (("check", "tests/validation/planted.py:wrong_signature", "--kind", "attention"), "does not fit the "
+                                                                                      "attention"),
     (("check", "tests/validation/planted.py:wrong_shape_favor", "--kind", "attention"), "returned shape"),
     (("check", "refattn", "--kind", "kernels"), "invalid choice: 'kernels'"),
     (("check", "tests/validation/planted.py:upcast_favor", "--kind", "attention", "--framework", "mxnet"),
@@ -85,12 +86,22 @@ def test_every_bad_argument_gets_its_own_line():
             "--json", "/proc/x.json")
     assert p.returncode == 2 and "Traceback" not in p.stderr
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
-    assert [ln.split()[1].rstrip(":") for ln in lines] == ["--seed", "--framework", "--as", "--json"], p.stderr
+    assert [ln.split()[1].rstrip(":") for ln in lines] == ["--seed", "--framework", "--as", "--json"], (
+        p.stderr
+    )
 
 
 def test_help_lists_the_families_with_their_contracts():
     p = run("check", "--help")
     assert p.returncode == 0
-    for fam in ("gmm-rks", "gmm-prf", "fastfood-rks", "fastfood-prf", "generative-rks", "generative-prf", "flt"):
+    for fam in (
+        "gmm-rks",
+        "gmm-prf",
+        "fastfood-rks",
+        "fastfood-prf",
+        "generative-rks",
+        "generative-prf",
+        "flt",
+    ):
         assert fam in p.stdout
     assert "fn(x, noise, logits, mu, S)" in p.stdout and "fn(pos, xi, w) -> (N1, N2)" in p.stdout

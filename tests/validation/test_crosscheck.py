@@ -1,5 +1,6 @@
-"""Built-in targets: performer-pytorch's known defects reproduce (or the table would say otherwise), scikit-learn's
-RBFSampler estimates the Gaussian kernel, the framework adapters convert and differentiate, JAX skips cleanly."""
+"""Built-in targets: performer-pytorch's known defects reproduce (or the table would say otherwise),
+scikit-learn's RBFSampler estimates the Gaussian kernel, the framework adapters convert and differentiate,
+JAX skips cleanly."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ def test_performer_pytorch_draw_is_not_haar(pp):
 
 
 def test_performer_pytorch_attention_defects(pp):
-    rep = check("performer-pytorch", kind="attention", quick=True, checks=("values", "prefix_invariance", "kernel"))
+    rep = check(
+        "performer-pytorch", kind="attention", quick=True, checks=("values", "prefix_invariance", "kernel")
+    )
     assert rep["values"].passed is False            # the eps terms
     assert rep["prefix_invariance"].passed is False # global key max + eps leaks the future
     assert rep["kernel"].passed is True             # ... but it does estimate softmax attention

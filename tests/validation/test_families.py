@@ -1,5 +1,6 @@
-"""The papers' families (``--as gmm-rks`` ...): refattn passes its own contracts, an outside candidate written from
-the contract passes (NumPy; torch with gradients), and each planted defect is flagged by the named check."""
+"""The papers' families (``--as gmm-rks`` ...): refattn passes its own contracts, an outside candidate
+written from the contract passes (NumPy; torch with gradients), and each planted defect is flagged by the
+named check."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ CANDIDATES = {"gmm-rks": fc.gmm_rks, "gmm-prf": fc.gmm_prf, "fastfood-rks": fc.f
 
 def _all_pass(rep):
     for c in rep.checks:
-        assert c.passed is not False, f"{rep.target} as {rep.family}: {c.name} failed: {c.figure} > {c.threshold}: " \
-                                      f"{c.detail}"
+        assert c.passed is not False, (
+            f"{rep.target} as {rep.family}: {c.name} failed: {c.figure} > {c.threshold}: {c.detail}"
+        )
     assert rep.passed
 
 
@@ -49,12 +51,12 @@ def test_outside_torch_candidate_passes_with_gradients(family):
 
 
 PLANTED = [
-    ("transposed S", fc.gmm_rks_transposed_S, "gmm-rks", "values"),
-    ("transposed S biases the kernel", fc.gmm_rks_transposed_S, "gmm-rks", "kernel"),
+    ("transposed S", fc.gmm_rks_transposed_s, "gmm-rks", "values"),
+    ("transposed S biases the kernel", fc.gmm_rks_transposed_s, "gmm-rks", "kernel"),
     ("missing sqrt(C pi_c)", fc.gmm_rks_no_weight, "gmm-rks", "kernel"),
     ("PRF offset |x|^2/2", fc.gmm_prf_half_offset, "gmm-prf", "kernel"),
-    ("FastFood without the chi-law S", fc.fastfood_rks_no_S, "fastfood-rks", "values"),
-    ("FastFood with an orthonormal H", fc.fastfood_prf_normalised_H, "fastfood-prf", "kernel"),
+    ("FastFood without the chi-law S", fc.fastfood_rks_no_s, "fastfood-rks", "values"),
+    ("FastFood with an orthonormal H", fc.fastfood_prf_normalised_h, "fastfood-prf", "kernel"),
     ("generator batch statistics at evaluation", fc.generative_rks_batch_stats, "generative-rks", "values"),
     ("generator without tanh", fc.generative_prf_no_tanh, "generative-prf", "kernel"),
     ("FLT angular frequencies", fc.flt_angular, "flt", "kernel"),

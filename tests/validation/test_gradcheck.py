@@ -30,7 +30,9 @@ def pair_bwd(dy, cache):
 
 @pytest.fixture
 def args(rng):
-    return dict(x=rng.standard_normal((5, 3)), params={"W": rng.standard_normal((3, 4)), "b": rng.standard_normal(4)})
+    return dict(
+        x=rng.standard_normal((5, 3)), params={"W": rng.standard_normal((3, 4)), "b": rng.standard_normal(4)}
+    )
 
 
 def test_passes_on_correct_pair(args):
@@ -49,7 +51,9 @@ def test_catches_wrong_gradient(args, which, factor):
         p[which] = p[which] * factor
         return g._replace(params=p)
 
-    with pytest.raises(AssertionError, match="gradient for " + ("x" if which == "x" else f"params\\['{which}'\\]")):
+    with pytest.raises(
+        AssertionError, match="gradient for " + ("x" if which == "x" else f"params\\['{which}'\\]")
+    ):
         check_vjp(pair_fwd, bad, args)
 
 

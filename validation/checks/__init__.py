@@ -1,8 +1,8 @@
 r"""Cross-check any implementation against refattn: values, gradients, bias, known defects.
 
 ``check(fn, kind=..., framework=..., family=...)`` runs the named checks on a candidate and returns a
-:class:`Report`; ``python -m validation check TARGET --kind KIND [--as FAMILY]`` does the same from the command
-line. One module per named check (``values``, ``gradients``, ``kernel``, ``unbiased``, ``haar``,
+:class:`Report`; ``python -m validation check TARGET --kind KIND [--as FAMILY]`` does the same from the
+command line. One module per named check (``values``, ``gradients``, ``kernel``, ``unbiased``, ``haar``,
 ``prefix_invariance`` with ``stability``, ``same_features``, ``dtype``), the shared context in
 :mod:`~validation.checks.context`, the runner in :mod:`~validation.checks.runner`.
 
@@ -29,5 +29,19 @@ from .context import ALPHA
 from .report import CheckResult, Report
 from .runner import CHECKS, KIND_CHECKS, KINDS, check, known_families, resolve_target, validate_options
 
-__all__ = ["check", "Report", "CheckResult", "UsageError", "CHECKS", "KINDS", "KIND_CHECKS", "FEATURE_FAMILIES",
-           "ATTENTION_FAMILIES", "FAMILIES", "resolve_target", "known_families", "validate_options", "ALPHA"]
+__all__ = [
+    "check",
+    "Report",
+    "CheckResult",
+    "UsageError",
+    "CHECKS",
+    "KINDS",
+    "KIND_CHECKS",
+    "FEATURE_FAMILIES",
+    "ATTENTION_FAMILIES",
+    "FAMILIES",
+    "resolve_target",
+    "known_families",
+    "validate_options",
+    "ALPHA",
+]

@@ -1,8 +1,9 @@
 """The state one run of checks shares: the candidate, its framework, sizes, seeded generators, and the calls.
 
-Every check receives a :class:`Ctx`. ``ctx.call(*args)`` calls the candidate with NumPy arrays converted to its
-framework and returns NumPy (``raw=True`` keeps the framework's array, for the dtype check). ``ctx.rng(*key)``
-is a generator seeded from the run's seed and a label, so each check draws the same inputs whatever ran before.
+Every check receives a :class:`Ctx`. ``ctx.call(*args)`` calls the candidate with NumPy arrays converted to
+its framework and returns NumPy (``raw=True`` keeps the framework's array, for the dtype check).
+``ctx.rng(*key)`` is a generator seeded from the run's seed and a label, so each check draws the same inputs
+whatever ran before.
 """
 
 from __future__ import annotations
@@ -19,8 +20,23 @@ import scipy.stats
 from ..assertions import default_rtol
 from ..crosscheck import Framework, UsageError
 
-__all__ = ["ALPHA", "Sizes", "SIZES", "QUICK", "Ctx", "CONTRACT", "combine", "gradfn", "check_signature", "probe",
-           "tol", "zcrit", "kernel_points", "mc_z", "convert"]
+__all__ = [
+    "ALPHA",
+    "Sizes",
+    "SIZES",
+    "QUICK",
+    "Ctx",
+    "CONTRACT",
+    "combine",
+    "gradfn",
+    "check_signature",
+    "probe",
+    "tol",
+    "zcrit",
+    "kernel_points",
+    "mc_z",
+    "convert",
+]
 
 #: false-alarm probability of each statistical check (haar, unbiased, kernel)
 ALPHA = 1e-3
@@ -42,25 +58,26 @@ QUICK = Sizes(n_draws=400, n_kernel=300, n_attn=4)
 
 
 def tol(dtype) -> float:
-    """Tolerance of the exact comparisons: ``4 sqrt(eps(dtype))`` (:func:`validation.assertions.default_rtol`)."""
+    """Tolerance of the exact comparisons: ``4 sqrt(eps(dtype))`` (``validation.assertions.default_rtol``)."""
     return default_rtol(np.dtype(dtype).name)
 
 
 def zcrit(n_tests: int, alpha: float = ALPHA) -> float:
-    """Two-sided normal critical value for `n_tests` z-scores at family-wise false-alarm `alpha` (Bonferroni)."""
+    """Two-sided normal critical value for `n_tests` z-scores at family-wise false alarm `alpha`."""
     return float(scipy.stats.norm.isf(alpha / (2 * n_tests)))
 
 
 def mc_z(mt) -> float:
-    """The figure of a ``validation.montecarlo.mean_test`` result: its max |z| over positive-SE entries, or inf when
-    a zero-SE entry misses its exact comparison or a mean is not finite (``mt.passed`` is ``figure <= n_se``)."""
+    """The figure of a ``validation.montecarlo.mean_test`` result: its max |z| over positive-SE entries, or
+    inf when a zero-SE entry misses its exact comparison or a mean is not finite (``mt.passed`` is ``figure
+    <= n_se``)."""
     if not np.all(np.isfinite(mt.mean)) or (not mt.passed and mt.z <= mt.n_se):
         return math.inf                        # a non-finite mean, or a zero-SE entry off its exact value
     return float(mt.z)
 
 
 class Ctx:
-    """One run: candidate `fn` in `fw`'s arrays, its kind, claimed family (name and spec), dtype, seed, sizes."""
+    """One run: candidate `fn` in `fw`'s arrays, its kind, claimed family (name, spec), dtype, seed, sizes."""
 
     def __init__(self, fn, fw: Framework, kind, family, dtype, seed, sizes, name, spec=None):
         self.fn, self.fw, self.kind, self.family = fn, fw, kind, family
@@ -79,7 +96,7 @@ class Ctx:
         return draw_gaussian(rng, m, self.s.d, dtype=dtype or self.dtype)
 
     def call(self, *args, raw=False):
-        """The candidate on `args` (NumPy arrays converted to its framework; other values passed as they are)."""
+        """The candidate on `args` (NumPy arrays converted to its framework; other values passed as given)."""
         fw = self.fw
         conv = [convert(fw, a) for a in args]
         out = combine(self.fn(*conv), self.kind)
@@ -89,7 +106,7 @@ class Ctx:
 
 
 def convert(fw: Framework, a: Any) -> Any:
-    """NumPy arrays (also inside dicts and lists) as arrays of the candidate's framework; other values as given."""
+    """NumPy arrays (also in dicts and lists) as the candidate framework's arrays; other values as given."""
     if isinstance(a, np.ndarray):
         return fw.asarray(a)
     if isinstance(a, dict):
@@ -104,7 +121,11 @@ def combine(out, kind):
     if kind == "features" and isinstance(out, tuple) and len(out) == 2:
         import array_api_compat
         phi, ls = out
-        if array_api_compat.is_array_api_obj(phi) and array_api_compat.is_array_api_obj(ls) and ls.ndim == phi.ndim - 1:
+        if (
+            array_api_compat.is_array_api_obj(phi)
+            and array_api_compat.is_array_api_obj(ls)
+            and ls.ndim == phi.ndim - 1
+        ):
             xp = array_api_compat.array_namespace(phi)
             return phi * xp.exp(ls)[..., None]
     return out
@@ -136,7 +157,7 @@ def check_signature(fn, kind, name, spec=None):
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
-        return                                                       # builtins without a signature: try calling
+        return                                                     # builtins without a signature: try calling
     try:
         sig.bind(*range(n))
     except TypeError as e:
@@ -144,7 +165,7 @@ def check_signature(fn, kind, name, spec=None):
 
 
 def probe(ctx: Ctx):
-    """One call with small inputs: the candidate must run and return the contract's shape (else UsageError)."""
+    """One call with small inputs: the candidate must run and return the contract's shape (or UsageError)."""
     d, rng = ctx.s.d, ctx.rng("probe")
     text, _ = contract(ctx.kind, ctx.spec)
     try:
@@ -171,7 +192,8 @@ def probe(ctx: Ctx):
         raise UsageError(f"{ctx.name}: raised {type(e).__name__} on a probe call of the {ctx.kind} contract "
                          f"{text}: {e}") from None
     if not ok:
-        raise UsageError(f"{ctx.name}: returned shape {tuple(out.shape)} on the probe call; the {ctx.kind} contract "
+        raise UsageError(f"{ctx.name}: returned shape {tuple(out.shape)} on the probe call; the {ctx.kind} "
+                         f"contract "
                          f"{text} expects {want}")
 
 
@@ -185,7 +207,7 @@ def kernel_points(d: int, rng: np.random.Generator, r: float) -> dict[str, np.nd
 
 
 def feature_estimates(ctx: Ctx, X: np.ndarray, draw: Callable, n: int, m: int) -> np.ndarray:
-    """(n, P, P) kernel estimates phi(X) phi(X)^T from n calls of the candidate, omegas from `draw(rng, m)`."""
+    """(n, P, P) kernel estimates phi(X) phi(X)^T from n calls of the candidate, omegas `draw(rng, m)`."""
     rng = ctx.rng("features-draws", str(X.shape), str(n))
     Xc = X.astype(ctx.dtype)[None, None]                                                   # (1, 1, P, d)
     est = np.empty((n, X.shape[0], X.shape[0]))

@@ -18,7 +18,9 @@ def run(ctx: Ctx) -> CheckResult:
         if ctx.spec is not None:
             out = ctx.spec.dtype_call(ctx, rng, dt)
         elif ctx.kind == "features":
-            out = ctx.call(ctx.normal(rng, 1, 2, 4, d, scale=0.5, dtype=dt), ctx.omega(rng, 8, dtype=dt), raw=True)
+            out = ctx.call(
+                ctx.normal(rng, 1, 2, 4, d, scale=0.5, dtype=dt), ctx.omega(rng, 8, dtype=dt), raw=True
+            )
         else:
             q, k, v = (ctx.normal(rng, 1, 2, 4, d, scale=0.5, dtype=dt) for _ in range(3))
             out = ctx.call(q, k, v, ctx.omega(rng, 8, dtype=dt), True, raw=True)

@@ -1,8 +1,9 @@
 """``gradients``: (autograd frameworks) the candidate's gradients equal refattn's manual backward.
 
-figure = max over arguments of ``|g - g_ref| / |g_ref|`` (Frobenius), threshold ``4 sqrt(eps)``. In float64 the
-detail also says whether the candidate's gradient is the derivative of its own forward: the candidate's VJP is
-handed to :func:`validation.gradcheck.check_vjp` (central differences, the project's one implementation).
+figure = max over arguments of ``|g - g_ref| / |g_ref|`` (Frobenius), threshold ``4 sqrt(eps)``. In float64
+the detail also says whether the candidate's gradient is the derivative of its own forward: the candidate's
+VJP is handed to :func:`validation.gradcheck.check_vjp` (central differences, the project's one
+implementation).
 """
 
 from __future__ import annotations
@@ -20,32 +21,43 @@ from .report import CheckResult, skip
 __all__ = ["run", "self_consistency", "compare"]
 
 
-def self_consistency(ctx: Ctx, fn: Callable, names: list[str], args: list[np.ndarray], extra: tuple = ()) -> str:
-    """The candidate's VJP (autograd) against central differences of its own forward, by ``check_vjp``: the worst
-    relative error, or the disagreement it found (float64 only)."""
+def self_consistency(
+    ctx: Ctx, fn: Callable, names: list[str], args: list[np.ndarray], extra: tuple = ()
+) -> str:
+    """The candidate's VJP (autograd) against central differences of its own forward, by ``check_vjp``: the
+    worst relative error, or the disagreement it found (float64 only)."""
     def fwd(**a):
         return ctx.fw.to_numpy(fn(*(ctx.fw.asarray(a[n]) for n in names), *extra)).astype(np.float64), None
 
     def bwd(c, _cache):
         _, g = ctx.fw.vjp(fn, [np.asarray(a, dtype=np.float64) for a in args], c, *extra)
-        return dict(zip(names, g))
+        return dict(zip(names, g, strict=True))
     try:
-        worst = check_vjp(fwd, bwd, {n: np.asarray(a, dtype=np.float64) for n, a in zip(names, args)},
-                          seed=ctx.seed, n_directions=1)
+        worst = check_vjp(
+            fwd,
+            bwd,
+            {n: np.asarray(a, dtype=np.float64) for n, a in zip(names, args, strict=True)},
+            seed=ctx.seed,
+            n_directions=1,
+        )
     except AssertionError as e:
         return f"DISAGREES ({e})"
     return f"{max(worst.values()):.1e}"
 
 
 def compare(names, g, r, label="") -> tuple[float, str, str | None]:
-    """``(worst relative error, where, message if a gradient is missing)`` of candidate grads `g` vs refs `r`."""
+    """``(worst relative error, where, message if a gradient is missing)``: candidate `g` vs refs `r`."""
     worst, where = 0.0, ""
-    for n, gi, ri in zip(names, g, r):
+    for n, gi, ri in zip(names, g, r, strict=True):
         if ri is None:
             continue
         ri = np.asarray(ri, dtype=np.float64)
         if gi is None:
-            return math.inf, f"{n}{label}", f"no gradient for {n}{label} (the candidate does not differentiate it)"
+            return (
+                math.inf,
+                f"{n}{label}",
+                f"no gradient for {n}{label} (the candidate does not differentiate it)",
+            )
         e = float(np.linalg.norm(np.asarray(gi, dtype=np.float64) - ri) / max(np.linalg.norm(ri), 1e-300))
         if not math.isfinite(e) or e > worst:
             worst, where = (math.inf if not math.isfinite(e) else e), f"{n}{label}"
@@ -70,7 +82,10 @@ def run(ctx: Ctx) -> CheckResult:
         names = ["q", "k", "v", "omega"]
         args = [ctx.normal(rng, 2, 2, 12, d, scale=0.7) for _ in range(3)] + [ctx.omega(rng, 32)]
         gref = favor_ref(ctx.family or "positive")[1]
-        cases = [((c,), (lambda cot, c=c: gref(*(a.astype(np.float64) for a in args), c, cot))) for c in (False, True)]
+        cases = [
+            ((c,), (lambda cot, c=c: gref(*(a.astype(np.float64) for a in args), c, cot)))
+            for c in (False, True)
+        ]
     worst, where, fd_notes = 0.0, "", []
     for extra, ref in cases:
         y = ctx.call(*args, *extra).astype(np.float64)
@@ -87,8 +102,11 @@ def run(ctx: Ctx) -> CheckResult:
             worst, where = w, at
         if ctx.dtype == np.float64:
             fd_notes.append(self_consistency(ctx, gfn, names, args, extra) + label)
-    detail = (f"max |g - g_ref| / |g_ref| over {', '.join(names)} (worst: {where}) against refattn's manual backward"
+    detail = (f"max |g - g_ref| / |g_ref| over {', '.join(names)} (worst: {where}) against refattn's manual "
+              f"backward"
               f"{' (' + ctx.family + ')' if ctx.family else ''}")
     if fd_notes:
-        detail += f"; the candidate's gradient vs central differences of its own forward: {', '.join(fd_notes)}"
+        detail += (
+            f"; the candidate's gradient vs central differences of its own forward: {', '.join(fd_notes)}"
+        )
     return CheckResult("gradients", worst <= t, worst, t, detail)

@@ -2,8 +2,8 @@
 
 Haar-orthogonal (and iid Gaussian) rows have ``E[sqrt(d) u_ij] = 0`` with variance 1 for every coordinate, so
 ``validation.montecarlo.mean_test`` over n draws gives one z-score per (row, coordinate); QR without the
-``sign(diag R)`` correction fixes the sign of ``u_00`` and fails. Block orthogonality and the row-norm law (chi(d)
-by a KS test, or constant) are reported.
+``sign(diag R)`` correction fixes the sign of ``u_00`` and fails. Block orthogonality and the row-norm law
+(chi(d) by a KS test, or constant) are reported.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def run(ctx: Ctx) -> CheckResult:
     norms = np.linalg.norm(W, axis=-1)                                                    # (n, m)
     U = W / norms[..., None]
     zc = zcrit(m * d)
-    mt = mean_test(math.sqrt(d) * U, 0.0, n_se=zc)                                        # z per (row, coordinate)
+    mt = mean_test(math.sqrt(d) * U, 0.0, n_se=zc)                                   # z per (row, coordinate)
     zmax = mc_z(mt)
     z = np.abs(mt.mean) / np.where(mt.se > 0, mt.se, np.inf)
     i, j = np.unravel_index(int(np.argmax(z)), z.shape)
@@ -52,5 +52,6 @@ def run(ctx: Ctx) -> CheckResult:
         law = f"row norms {'consistent with' if p > ALPHA else 'NOT'} chi({d}) (KS p = {p:.2g})"
     return CheckResult("haar", zmax <= zc, zmax, zc,
                        f"max |z| of mean(sqrt(d) u_ij) over {m}x{d} coordinates (worst ({i}, {j}), mean "
-                       f"u_ij {float(np.mean(U[:, i, j])):+.3f}); {n} draws of ({m}, {d}); {kind}; {law}; false alarm "
+                       f"u_ij {float(np.mean(U[:, i, j])):+.3f}); {n} draws of ({m}, {d}); {kind}; {law}; "
+                       f"false alarm "
                        f"{ALPHA:g}")

@@ -1,11 +1,11 @@
 """``kernel``: which kernel the candidate estimates, and that it is unbiased for it (design.md trap 1).
 
-features: the mean of ``phi(q) . phi(k)`` over iid Gaussian omegas on 10 pairs of points is tested against each
-kernel of :data:`validation.families.favor.KERNELS` (``validation.montecarlo.mean_test``, Bonferroni critical
-z at false alarm ``ALPHA``); a family claimed with ``--as`` must be unbiased for its own kernel.
-attention: which attention the candidate's output converges to (softmax with the ``d^{-1/2}`` scale, without it,
-Gaussian-kernel attention, or uniform averaging), and that its error is at most twice refattn's on the same
-omegas. A family contract delegates to its spec (closed-form kernel of the family).
+features: the mean of ``phi(q) . phi(k)`` over iid Gaussian omegas on 10 pairs of points is tested against
+each kernel of :data:`validation.families.favor.KERNELS` (``validation.montecarlo.mean_test``, Bonferroni
+critical z at false alarm ``ALPHA``); a family claimed with ``--as`` must be unbiased for its own kernel.
+attention: which attention the candidate's output converges to (softmax with the ``d^{-1/2}`` scale, without
+it, Gaussian-kernel attention, or uniform averaging), and that its error is at most twice refattn's on the
+same omegas. A family contract delegates to its spec (closed-form kernel of the family).
 """
 
 from __future__ import annotations
@@ -63,14 +63,15 @@ def _features(ctx: Ctx) -> CheckResult:
     else:
         passed, fig = bool(consistent), min(zs.values())
     return CheckResult("kernel", passed, fig, zc,
-                       f"{head} ({listing}; {ctx.s.n_kernel} iid Gaussian omegas, m = {ctx.s.m_kernel}, {len(pairs)} "
+                       f"{head} ({listing}; {ctx.s.n_kernel} iid Gaussian omegas, m = {ctx.s.m_kernel}, "
+                       f"{len(pairs)} "
                        f"pairs of points with |x| = 0.8, d = {d}; false alarm {ALPHA:g})")
 
 
 def attention_inputs(ctx: Ctx):
     rng = ctx.rng("attention-limit")
     d, L = ctx.s.d, ctx.s.L_attn
-    q, k = (ctx.normal(rng, 1, 2, L, d, scale=0.5) for _ in range(2))              # |q|^2 ~ 4: FAVOR+ is accurate
+    q, k = (ctx.normal(rng, 1, 2, L, d, scale=0.5) for _ in range(2))          # |q|^2 ~ 4: FAVOR+ is accurate
     v = ctx.normal(rng, 1, 2, L, d)
     return rng, q, k, v
 
@@ -116,6 +117,7 @@ def _attention(ctx: Ctx) -> CheckResult:
     passed = best == "softmax-scaled" and errs["softmax-scaled"] <= thr
     listing = ", ".join(f"{k} {e:.3f}" for k, e in sorted(errs.items(), key=lambda kv: kv[1]))
     return CheckResult("kernel", passed, errs["softmax-scaled"], thr,
-                       f"the output averaged over {ctx.s.n_attn} omegas (m = {ctx.s.m_attn}, L = {ctx.s.L_attn}) is "
+                       f"the output averaged over {ctx.s.n_attn} omegas (m = {ctx.s.m_attn}, L = "
+                       f"{ctx.s.L_attn}) is "
                        f"closest to {best} attention; RMS error / RMS spread of softmax: {listing}; refattn "
                        f"favor_attention on the same omegas: {e_ref:.3f} (threshold 2x that)")

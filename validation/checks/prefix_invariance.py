@@ -1,16 +1,19 @@
-"""``prefix_invariance`` and ``stability``: (attention, causal) the future does not leak, and outputs are finite.
+"""``prefix_invariance`` and ``stability``: (attention, causal) the future does not leak, and outputs are
+finite.
 
-Two probes, each 24 prefix tokens + 8 appended ones, run causally on the full sequence and on the prefix alone:
+Two probes, each 24 prefix tokens + 8 appended ones, run causally on the full sequence and on the prefix
+alone:
 
-* *aligned later keys*: the appended keys are aligned with the largest rows of omega, so their exponent is above
-  every earlier key's (a global key maximum leaks through an additive epsilon);
+* *aligned later keys*: the appended keys are aligned with the largest rows of omega, so their exponent is
+  above every earlier key's (a global key maximum leaks through an additive epsilon);
 * *underflow gap*: after large-norm prefix keys, an exponent gap beyond the dtype's underflow range (the leak
   without epsilon: a later key's larger exponent pushes the earlier keys' features to zero).
 
-``prefix_invariance`` compares the two runs where both are finite: figure = max ``|out_prefix(full) - out(prefix
-alone)| / max |out|``, and a position that is finite in one run but not in the other is a leak (figure inf).
-Non-finite outputs that are the *same* in both runs do not depend on the future: they are reported by
-``stability`` (figure = the fraction of non-finite outputs over both probes, threshold 0), not as a leak.
+``prefix_invariance`` compares the two runs where both are finite: figure = max ``|out_prefix(full) -
+out(prefix alone)| / max |out|``, and a position that is finite in one run but not in the other is a leak
+(figure inf). Non-finite outputs that are the *same* in both runs do not depend on the future: they are
+reported by ``stability`` (figure = the fraction of non-finite outputs over both probes, threshold 0), not as
+a leak.
 """
 
 from __future__ import annotations
@@ -37,14 +40,15 @@ def prefix_probe(ctx: Ctx, rng, om, underflow: bool):
     om64 = om.astype(np.float64)
     norms = np.linalg.norm(om64, axis=-1)
     rows = np.argsort(-norms)[:L1]
-    k[0, 0, L0:] = s4 * om64[rows]                                   # k' = d^-1/4 k = omega_r: exponent |omega_r|^2/2
+    k[0, 0, L0:] = s4 * om64[rows]                           # k' = d^-1/4 k = omega_r: exponent |omega_r|^2/2
     top = float(np.max(0.5 * norms[rows] ** 2))
     gap = None
     if underflow:
-        target = -(-math.log(float(np.finfo(ctx.dtype).smallest_subnormal)) + 20.0)   # exponents this far below
+        # exponents this far below
+        target = -(-math.log(float(np.finfo(ctx.dtype).smallest_subnormal)) + 20.0)
         u = rng.standard_normal((L0, d))
         u /= np.linalg.norm(u, axis=-1, keepdims=True)
-        a = np.max(u @ om64.T, axis=-1)                                                  # (L0,) max_r omega_r.u
+        a = np.max(u @ om64.T, axis=-1)                                                # (L0,) max_r omega_r.u
         # exponent of a prefix key k' = R u is R a - R^2/2: the larger root of R^2/2 - R a + c = 0
         c = top - (-target)                                                              # wanted max exponent
         R = a + np.sqrt(np.maximum(a * a - 2 * c, 0.0))
@@ -91,7 +95,8 @@ def run(ctx: Ctx) -> CheckResult:
                                                                     else "") + ")")
         if np.any(fin_f != fin_p):
             res.append(math.inf)
-            notes.append(f"{label}{' ' + where if where else ''}: {int(np.sum(fin_f != fin_p))} prefix outputs finite in one run and not "
+            notes.append(f"{label}{' ' + where if where else ''}: {int(np.sum(fin_f != fin_p))} prefix "
+                         f"outputs finite in one run and not "
                          f"in the other (the appended tokens change them: a leak)")
             continue
         both = fin_f & fin_p
@@ -101,14 +106,21 @@ def run(ctx: Ctx) -> CheckResult:
         scale = float(np.max(np.abs(pre[both])))
         err = float(np.max(np.abs(full[both] - pre[both])) / scale) if scale > 0 else 0.0
         res.append(err)
-        extra = "" if np.all(both) else f", {int(np.sum(~both))} entries non-finite in both runs (see stability)"
+        extra = (
+            "" if np.all(both) else f", {int(np.sum(~both))} entries non-finite in both runs (see stability)"
+        )
         notes.append(f"{label}{' ' + where if where else ''}: {err:.2e}{extra}")
     if not res:
         return skip("prefix_invariance", "; ".join(notes))
     fig = max(res)
-    what = ctx.spec.prefix_text if ctx.spec is not None else "appended keys aligned with the largest rows of omega"
+    what = (
+        ctx.spec.prefix_text
+        if ctx.spec is not None
+        else "appended keys aligned with the largest rows of omega"
+    )
     return CheckResult("prefix_invariance", fig <= t, fig, t,
-                       f"max |out_prefix(full) - out(prefix alone)| / max |out| for 24 prefix tokens + 8 appended; {what}; "
+                       f"max |out_prefix(full) - out(prefix alone)| / max |out| for 24 prefix tokens + 8 "
+                       f"appended; {what}; "
                        + "; ".join(notes))
 
 
@@ -126,5 +138,6 @@ def run_stability(ctx: Ctx) -> CheckResult:
         notes.append(f"{label}: {n} non-finite of {full.size + pre.size}")
     frac = bad / max(total, 1)
     return CheckResult("stability", bad == 0, frac, 0.0,
-                       "fraction of non-finite causal outputs on the prefix probes (large exponents, an underflow "
+                       "fraction of non-finite causal outputs on the prefix probes (large exponents, an "
+                       "underflow "
                        "gap): " + "; ".join(notes))

@@ -20,32 +20,58 @@ from .report import CheckResult, Report
 __all__ = ["check", "resolve_target", "KINDS", "CHECKS", "KIND_CHECKS", "RUNNERS"]
 
 KINDS = ("draw", "features", "attention")
-CHECKS = ("values", "gradients", "kernel", "unbiased", "haar", "prefix_invariance", "stability", "same_features",
-          "dtype")
+CHECKS = (
+    "values",
+    "gradients",
+    "kernel",
+    "unbiased",
+    "haar",
+    "prefix_invariance",
+    "stability",
+    "same_features",
+    "dtype",
+)
 #: which checks apply to which kind (omega contract; a family spec lists its own)
 KIND_CHECKS = {
     "draw": ("haar", "unbiased"),
     "features": ("values", "gradients", "kernel", "unbiased", "dtype"),
-    "attention": ("values", "gradients", "kernel", "same_features", "prefix_invariance", "stability", "dtype"),
+    "attention": (
+        "values",
+        "gradients",
+        "kernel",
+        "same_features",
+        "prefix_invariance",
+        "stability",
+        "dtype",
+    ),
 }
 #: check name -> its function (one module per named check)
 RUNNERS: dict[str, Callable[[Ctx], CheckResult]] = {
-    "values": values.run, "gradients": gradients.run, "kernel": kernel.run, "unbiased": unbiased.run,
-    "haar": haar.run, "prefix_invariance": prefix_invariance.run, "stability": prefix_invariance.run_stability,
-    "same_features": same_features.run, "dtype": dtype.run,
+    "values": values.run,
+    "gradients": gradients.run,
+    "kernel": kernel.run,
+    "unbiased": unbiased.run,
+    "haar": haar.run,
+    "prefix_invariance": prefix_invariance.run,
+    "stability": prefix_invariance.run_stability,
+    "same_features": same_features.run,
+    "dtype": dtype.run,
 }
 
 
 def resolve_target(spec: str, kind: str, framework: str | None = None,
                    family: str | None = None) -> tuple[Callable, str, str | None, str]:
-    """``(fn, framework, family, note)`` for a TARGET: a built-in name, ``module:callable`` or ``file.py:callable``."""
+    """``(fn, framework, family, note)`` for a TARGET: a built-in name, ``module:callable`` or
+    ``file.py:callable``."""
     if spec in BUILTIN_TARGETS:
         t = builtin_target(spec, kind, framework, family)
         if framework is not None and framework != t.framework:
-            raise UsageError(f"target {spec}: its {kind} callable takes {t.framework} arrays; got --framework {framework}")
+            raise UsageError(f"target {spec}: its {kind} callable takes {t.framework} arrays; got "
+                             f"--framework {framework}")
         return t.fn, t.framework, t.family, t.note
     if ":" not in spec:
-        raise UsageError(f"TARGET {spec!r}: expected module:callable, path/to/file.py:callable or a built-in target "
+        raise UsageError(f"TARGET {spec!r}: expected module:callable, path/to/file.py:callable or a built-in "
+                         f"target "
                          f"({', '.join(BUILTIN_TARGETS)})")
     mod_name, _, attr = spec.rpartition(":")
     try:
@@ -106,11 +132,11 @@ def check(fn: Callable[..., Any] | str, *, kind: str, framework: str | None = No
     framework : {"numpy", "torch", "jax"}, optional
         The candidate's array framework (default: numpy, or the built-in target's own).
     family : str, optional
-        The refattn map the candidate claims (``--as``): the omega contract's ``positive``, ``positive-scaled``,
-        ``hyperbolic``, ``gaussian-positive``, ``trig``, ``softmax-trig`` (attention ``positive``,
-        ``hyperbolic``, ``trig``; default positive), or one of the papers' families with its own contract
-        (:data:`validation.families.FAMILIES`: ``gmm-rks``, ``gmm-prf``, ``fastfood-rks``, ``fastfood-prf``,
-        ``generative-rks``, ``generative-prf``, ``s1``, ``s2``, ``flt``).
+        The refattn map the candidate claims (``--as``): the omega contract's ``positive``,
+        ``positive-scaled``, ``hyperbolic``, ``gaussian-positive``, ``trig``, ``softmax-trig`` (attention
+        ``positive``, ``hyperbolic``, ``trig``; default positive), or one of the papers' families with its
+        own contract (:data:`validation.families.FAMILIES`: ``gmm-rks``, ``gmm-prf``, ``fastfood-rks``,
+        ``fastfood-prf``, ``generative-rks``, ``generative-prf``, ``s1``, ``s2``, ``flt``).
     dtype : {"float32", "float64"}
         Input dtype of the checks (``dtype`` always tries both).
     seed : int
@@ -129,8 +155,8 @@ def check(fn: Callable[..., Any] | str, *, kind: str, framework: str | None = No
     Raises
     ------
     UsageError
-        (a ``ValueError``) unknown kind/framework/family/dtype/check, a target that does not import, a candidate
-        with the wrong signature, one that raises on the probe call or returns the wrong shape.
+        (a ``ValueError``) unknown kind/framework/family/dtype/check, a target that does not import, a
+        candidate with the wrong signature, one that raises on the probe call or returns the wrong shape.
     """
     t0 = time.perf_counter()
     problems = validate_options(kind, dtype, family, checks)

@@ -1,8 +1,8 @@
 """``unbiased``: the estimate is unbiased along a coordinate axis, the all-ones direction and two random ones.
 
 draw: over many of the candidate's own draws, refattn's positive-feature estimate of ``exp(q.k)`` is unbiased
-(design.md trap 2: non-Haar orthogonal draws bias it, direction-dependently); features: the candidate's estimate
-of its kernel is unbiased along those directions under Haar-orthogonal draws. z-scores by
+(design.md trap 2: non-Haar orthogonal draws bias it, direction-dependently); features: the candidate's
+estimate of its kernel is unbiased along those directions under Haar-orthogonal draws. z-scores by
 ``validation.montecarlo.mean_test`` (standard error from the replicates), Bonferroni critical z.
 """
 
@@ -33,14 +33,15 @@ def _draw(ctx: Ctx) -> CheckResult:
     zs, biases = {}, {}
     target = float(np.exp(r * r))
     for name, x in pts.items():
-        phi = positive_features(x[None, :], W.reshape(n * m, d)).reshape(n, m) * np.sqrt(n)   # (n, m) per draw
-        est = np.sum(phi * phi, axis=-1)                                                       # (n,) of exp(|x|^2)
+        phi = positive_features(x[None, :], W.reshape(n * m, d)).reshape(n, m) * np.sqrt(n)  # (n, m) per draw
+        est = np.sum(phi * phi, axis=-1)                                                  # (n,) of exp(|x|^2)
         zs[name] = mc_z(mean_test(est, target, n_se=zc))
         biases[name] = float(est.mean()) / target - 1
     worst = max(zs, key=zs.get)
     listing = ", ".join(f"{k} z={zs[k]:.1f} (rel. bias {biases[k]:+.2%})" for k in pts)
     return CheckResult("unbiased", zs[worst] <= zc, zs[worst], zc,
-                       f"refattn positive_features on the candidate's draws, estimate of exp(|x|^2) at |x| = {r}: "
+                       f"refattn positive_features on the candidate's draws, estimate of exp(|x|^2) at |x| = "
+                       f"{r}: "
                        f"{listing}; {n} draws of ({m}, {d}); false alarm {ALPHA:g}")
 
 
@@ -68,6 +69,8 @@ def _features(ctx: Ctx) -> CheckResult:
     wname = f"{names[worst % P]} ({'q = k' if worst < P else 'k = -q/2'})"
     fig = mc_z(mt)
     return CheckResult("unbiased", fig <= zc, fig, zc,
-                       f"estimate of {kern} [{KERNELS[kern][0]}] under Haar-orthogonal draws (refattn draw_orthogonal,"
-                       f" m = {ctx.s.m_kernel}), |q| = {r} along e1, all-ones, 2 random directions, k = q and k = -q/2;"
+                       f"estimate of {kern} [{KERNELS[kern][0]}] under Haar-orthogonal draws (refattn "
+                       f"draw_orthogonal,"
+                       f" m = {ctx.s.m_kernel}), |q| = {r} along e1, all-ones, 2 random directions, k = q "
+                       f"and k = -q/2;"
                        f" worst {wname}; {ctx.s.n_kernel} draws; false alarm {ALPHA:g}")

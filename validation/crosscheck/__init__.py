@@ -1,9 +1,10 @@
 """NumPy-only edge: framework adapters and built-in targets for :func:`validation.check`.
 
 A candidate implementation takes and returns arrays of its own framework (NumPy, PyTorch or JAX). The checks
-work in NumPy: a :class:`Framework` converts NumPy inputs to the candidate's arrays, its outputs back, and (for
-autograd frameworks) computes vector-Jacobian products of the candidate. Optional frameworks are imported only
-when asked for; when one is missing the adapter says so (``available() is False``) instead of failing at import.
+work in NumPy: a :class:`Framework` converts NumPy inputs to the candidate's arrays, its outputs back, and
+(for autograd frameworks) computes vector-Jacobian products of the candidate. Optional frameworks are
+imported only when asked for; when one is missing the adapter says so (``available() is False``) instead of
+failing at import.
 
 Built-in targets (``python -m validation check NAME``): ``refattn`` (the self-check, every kind),
 ``performer-pytorch`` (:mod:`validation.crosscheck.performer_pytorch`), ``sklearn-rbf``
@@ -33,7 +34,7 @@ def dtype_name(dt: Any) -> str:
 
 
 class Framework:
-    """Conversion between NumPy and a candidate's arrays, and (when ``autograd``) its vector-Jacobian products."""
+    """Conversion between NumPy and a candidate's arrays, and (``autograd``) its vector-Jacobian products."""
 
     name = "numpy"
     autograd = False
@@ -84,7 +85,7 @@ FRAMEWORKS: dict[str, Callable[[], Framework]] = {"numpy": NumpyFramework, "torc
 
 
 def get_framework(name: str) -> Framework:
-    """The adapter for `name` (``numpy``, ``torch``, ``jax``); :class:`UsageError` when unknown or not installed."""
+    """The adapter for `name` (``numpy``, ``torch``, ``jax``); UsageError if unknown or not installed."""
     if name not in FRAMEWORKS:
         raise UsageError(f"framework: unknown framework {name!r}; expected one of {sorted(FRAMEWORKS)}")
     fw = FRAMEWORKS[name]()

@@ -1,5 +1,6 @@
 """JAX adapter: conversions and ``jax.vjp`` gradients. JAX is optional: when it is not installed,
-``JaxFramework().available()`` is False and ``--framework jax`` exits with status 2 naming the missing package."""
+``JaxFramework().available()`` is False and ``--framework jax`` exits with status 2 naming the missing
+package."""
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
-"""The built-in ``performer-pytorch`` target (optional ``crosscheck`` extra): lucidrains' performer-pytorch in the
-candidate contracts, adapted without changing what it computes.
+"""The built-in ``performer-pytorch`` target (optional ``crosscheck`` extra): lucidrains' performer-pytorch
+in the candidate contracts, adapted without changing what it computes.
 
-* ``draw``: ``gaussian_orthogonal_random_matrix(m, d)`` (its default ``scaling=0``: chi-distributed row norms) after
-  ``torch.manual_seed(seed)``, inside ``torch.random.fork_rng`` (the global torch RNG is left as it was).
-* ``features``: ``softmax_kernel(x, projection_matrix=omega, is_query=False)``, its key map, with the stabilising
-  factor it divides out multiplied back: it returns ``m^{-1/2} (exp(u - |x'|^2/2 - M) + eps)`` with
-  ``x' = d^{-1/4} x``, ``u = x' omega^T`` and ``M`` the maximum of ``u`` over all positions and features
+* ``draw``: ``gaussian_orthogonal_random_matrix(m, d)`` (its default ``scaling=0``: chi-distributed row
+  norms) after ``torch.manual_seed(seed)``, inside ``torch.random.fork_rng`` (the global torch RNG is left as
+  it was).
+* ``features``: ``softmax_kernel(x, projection_matrix=omega, is_query=False)``, its key map, with the
+  stabilising factor it divides out multiplied back: it returns ``m^{-1/2} (exp(u - |x'|^2/2 - M) + eps)``
+  with ``x' = d^{-1/4} x``, ``u = x' omega^T`` and ``M`` the maximum of ``u`` over all positions and features
   (``amax(dim=(-1, -2))``); the adapter returns that times ``exp(M)``, i.e. ``m^{-1/2} (exp(u - |x'|^2/2) +
   eps exp(M))``. The factor ``exp(-M)`` is one number per call and cancels in attention; the additive ``eps``
   (1e-4 by default) does not. Family: ``positive-scaled`` (the d^{-1/4} is applied inside).
@@ -79,12 +80,14 @@ def attention(q, k, v, omega, causal):
 
 def target(kind: str, framework: str | None) -> Target:
     if not available():
-        raise UsageError("target performer-pytorch: needs torch and performer-pytorch, which are not installed "
+        raise UsageError("target performer-pytorch: needs torch and performer-pytorch, which are not "
+                         "installed "
                          "(pip install 'refattn[crosscheck]')")
     if framework not in (None, "torch"):
         raise UsageError(f"target performer-pytorch takes torch tensors; got --framework {framework}")
     if kind == "draw":
-        return Target(draw, "torch", None, "gaussian_orthogonal_random_matrix(m, d) after torch.manual_seed(seed)")
+        return Target(draw, "torch", None, "gaussian_orthogonal_random_matrix(m, d) after "
+                                           "torch.manual_seed(seed)")
     if kind == "features":
         return Target(features, "torch", "positive-scaled",
                       "softmax_kernel(x, projection_matrix=omega, is_query=False) * exp(its global key max)")
@@ -93,9 +96,10 @@ def target(kind: str, framework: str | None) -> Target:
 
 
 def eps_effect(L: int = 1024, d: int = 64, m: int = 256, seed: int = 0, scale: float = 1.0) -> dict:
-    """Relative RMS error ``|y - y_exact| / |y_exact|`` of performer-pytorch's defaults and of the same computation
-    with ``eps = 0``, on the same omega (its own draw) and inputs (q, k entries N(0, scale^2), v N(0, 1), float64, B = 1, H = 2), for
-    the bidirectional and the causal (non-CUDA) paths; refattn's FAVOR+ on the same omega for comparison."""
+    """Relative RMS error ``|y - y_exact| / |y_exact|`` of performer-pytorch's defaults and of the same
+    computation with ``eps = 0``, on the same omega (its own draw) and inputs (q, k entries N(0, scale^2), v
+    N(0, 1), float64, B = 1, H = 2), for the bidirectional and the causal (non-CUDA) paths; refattn's FAVOR+
+    on the same omega for comparison."""
     import torch
     from refattn.attention import favor_attention, softmax_attention
     pp = _pp()

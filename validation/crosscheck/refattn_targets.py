@@ -26,7 +26,8 @@ def target(kind: str, framework: str | None, family: str | None = None) -> Targe
     framework = framework or "numpy"
     if kind == "draw":
         if framework != "numpy":
-            raise UsageError(f"target refattn, kind draw: draws are NumPy-only (refattn.random); got --framework "
+            raise UsageError(f"target refattn, kind draw: draws are NumPy-only (refattn.random); got "
+                             f"--framework "
                              f"{framework}")
         return Target(_draw, "numpy", None, "refattn.random.draw_orthogonal(default_rng(seed), m, d)")
     if framework == "numpy":
@@ -39,8 +40,10 @@ def target(kind: str, framework: str | None, family: str | None = None) -> Targe
         if kind == "features":
             f = refattn_function(positive_features_fwd, positive_features_bwd, ("x", "omega"))
             return Target(f, "torch", "positive", "refattn positive_features on tensors, manual backward")
-        fs = {c: refattn_function(favor_attention_fwd, favor_attention_bwd, ("q", "k", "v", "omega"), causal=c)
-              for c in (False, True)}
+        fs = {
+            c: refattn_function(favor_attention_fwd, favor_attention_bwd, ("q", "k", "v", "omega"), causal=c)
+            for c in (False, True)
+        }
         return Target(lambda q, k, v, omega, causal: fs[bool(causal)](q, k, v, omega), "torch", "positive",
                       "refattn favor_attention on tensors, manual backward")
     raise UsageError(f"target refattn: --framework {framework} is not supported (numpy or torch)")

@@ -1,10 +1,11 @@
-"""PyTorch adapter (optional ``crosscheck`` extra): conversions, autograd VJPs, and refattn as a torch function.
+"""PyTorch adapter (optional ``crosscheck`` extra): conversions, autograd VJPs, and refattn as a torch
+function.
 
 :class:`TorchFramework` converts NumPy inputs to CPU tensors of the same dtype, outputs back, and computes a
-candidate's gradients with ``torch.autograd``. :func:`refattn_function` turns a refattn forward/backward pair into a
-``torch.autograd.Function``: the forward runs refattn's array-API core on the tensors themselves (through
-array-api-compat), the backward is refattn's manual backward -- this is how refattn is cross-checked "through the
-torch adapter" (``python -m validation check refattn --framework torch``).
+candidate's gradients with ``torch.autograd``. :func:`refattn_function` turns a refattn forward/backward pair
+into a ``torch.autograd.Function``: the forward runs refattn's array-API core on the tensors themselves
+(through array-api-compat), the backward is refattn's manual backward -- this is how refattn is cross-checked
+"through the torch adapter" (``python -m validation check refattn --framework torch``).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def refattn_function(fwd: Callable[..., Any], bwd: Callable[[Any, Any], Any], na
     class _Fn(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *tensors):
-            y, cache = fwd(**dict(zip(names, tensors)), **static)
+            y, cache = fwd(**dict(zip(names, tensors, strict=True)), **static)
             ctx.cache = cache
             return y
 

@@ -1,12 +1,12 @@
 """Attention contracts of the randomised families: ``fn(q, k, v, *draws, causal) -> out (..., L, d_v)``.
 
-The candidate receives the same draws as refattn (its feature family's, or S1's / FLT's) and a ``causal`` flag.
-Checks: ``values`` (bidirectional and causal, max |out - ref| / max |ref| <= 4 sqrt(eps)), ``gradients`` (q, k, v
-and every learnable draw against refattn's manual backward; draws without a refattn gradient by central
-differences of the candidate's own forward), ``kernel`` (the output averaged over fresh draws approaches the
-exact attention of the family's closed-form kernel at least half as well as refattn's does on the same draws),
-``prefix_invariance`` and ``stability`` (causal: 24 prefix tokens + 8 appended whose keys have the largest
-exponents the family allows), ``dtype``.
+The candidate receives the same draws as refattn (its feature family's, or S1's / FLT's) and a ``causal``
+flag. Checks: ``values`` (bidirectional and causal, max |out - ref| / max |ref| <= 4 sqrt(eps)),
+``gradients`` (q, k, v and every learnable draw against refattn's manual backward; draws without a refattn
+gradient by central differences of the candidate's own forward), ``kernel`` (the output averaged over fresh
+draws approaches the exact attention of the family's closed-form kernel at least half as well as refattn's
+does on the same draws), ``prefix_invariance`` and ``stability`` (causal: 24 prefix tokens + 8 appended
+whose keys have the largest exponents the family allows), ``dtype``.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ L0, L1 = 24, 8
 
 
 def _f64(args):
-    return tree_map(lambda v: v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v, args)
+    return tree_map(
+        lambda v: v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v, args
+    )
 
 
 @dataclasses.dataclass
@@ -41,10 +43,11 @@ class RandomAttention:
     draw: Callable[..., dict]                        # draw(rng, d, dtype) -> {name: draw}
     redraw: Callable[..., dict]                      # fresh Monte Carlo draws, parameters kept
     ref: Callable[..., np.ndarray]                   # ref(q, k, v, args, causal) -> out (float64)
-    ref_vjp: Callable[..., dict]                     # ref_vjp(q, k, v, args, causal, dy) -> {name: grad | None}
+    ref_vjp: Callable[..., dict]                   # ref_vjp(q, k, v, args, causal, dy) -> {name: grad | None}
     learnable: tuple[str, ...]
     limit: Callable[..., np.ndarray] | None          # limit(q, k, v, args) -> exact bidirectional attention
-    leak_keys: Callable[..., np.ndarray] | None      # leak_keys(rng, args, n, d) -> keys with the largest exponents
+    # leak_keys(rng, args, n, d) -> keys with the largest exponents
+    leak_keys: Callable[..., np.ndarray] | None
     scale: float = 0.5                               # input scale (|x| ~ scale)
     d_input: Callable[[int], int] = lambda d: d
     prefix_text: str = "appended keys with the family's largest exponents"
@@ -98,8 +101,10 @@ class RandomAttention:
                             else math.inf)
         err = max(errs.values())
         return CheckResult("values", err <= t, err, t,
-                           f"max |out - ref| / max |ref| against refattn {self.family} attention on the same draws "
-                           f"({', '.join(self.draw_names)}): bidirectional {errs[False]:.2e}, causal {errs[True]:.2e}")
+                           f"max |out - ref| / max |ref| against refattn {self.family} attention on the same "
+                           f"draws "
+                           f"({', '.join(self.draw_names)}): bidirectional {errs[False]:.2e}, causal "
+                           f"{errs[True]:.2e}")
 
     def gradients(self, ctx: Ctx) -> CheckResult:
         t, rng, d = tol(ctx.dtype), ctx.rng("gradients", self.family), self.d_input(ctx.s.d)
@@ -123,7 +128,9 @@ class RandomAttention:
             try:
                 _, grads = ctx.fw.vjp(g, diff_args, cot.astype(ctx.dtype), *extra)
             except Exception as e:  # noqa: BLE001
-                return CheckResult("gradients", False, math.inf, t, f"autograd raised {type(e).__name__}: {e}")
+                return CheckResult(
+                    "gradients", False, math.inf, t, f"autograd raised {type(e).__name__}: {e}"
+                )
             r = self.ref_vjp(*(a.astype(np.float64) for a in (q, k, v)), _f64(args), causal, cot)
             refs = [r.get(n) for n in ("q", "k", "v")] + [_leaf(r.get(n), p) for n, p in leaves]
             label = " causal" if causal else " bidirectional"
@@ -138,10 +145,13 @@ class RandomAttention:
                 if fd.startswith("DISAGREES") and any(x is None for x in refs):
                     worst, where = math.inf, f"central differences{label}"
         unref = [n for n, x in zip(names, refs, strict=True) if x is None]
-        detail = (f"max |g - g_ref| / |g_ref| over {_short(names)} (worst: {where}) against refattn's manual backward"
+        detail = (f"max |g - g_ref| / |g_ref| over {_short(names)} (worst: {where}) against refattn's manual "
+                  f"backward"
                   + (f"; {', '.join(unref)} by central differences only" if unref else ""))
         if notes:
-            detail += "; the candidate's gradient vs central differences of its own forward: " + ", ".join(notes)
+            detail += "; the candidate's gradient vs central differences of its own forward: " + ", ".join(
+                notes
+            )
         return CheckResult("gradients", worst <= t, worst, t, detail)
 
     def kernel(self, ctx: Ctx) -> CheckResult:
@@ -164,7 +174,8 @@ class RandomAttention:
         e, e_ref = rel(np.mean(Y, 0)), rel(np.mean(R, 0))
         thr = 2 * e_ref + 10 * tol(ctx.dtype)
         return CheckResult("kernel", e <= thr, e, thr,
-                           f"the output averaged over {len(Y)} draws against exact attention with the closed-form "
+                           f"the output averaged over {len(Y)} draws against exact attention with the "
+                           f"closed-form "
                            f"kernel (RMS error / RMS spread): {e:.3f}; refattn on the same draws {e_ref:.3f} "
                            f"(threshold 2x that)")
 
@@ -181,8 +192,13 @@ class RandomAttention:
                 with np.errstate(all="ignore"):
                     full = self._call(ctx, q.astype(dt), k.astype(dt), v.astype(dt), args, True)
                     pre = self._call(ctx, *(x[..., :L0, :].astype(dt) for x in (q, k, v)), args, True)
-                out.append((label, (full.astype(np.float64)[0, 0, :L0], pre.astype(np.float64)[0, 0], None, None),
-                            None))
+                out.append(
+                    (
+                        label,
+                        (full.astype(np.float64)[0, 0, :L0], pre.astype(np.float64)[0, 0], None, None),
+                        None,
+                    )
+                )
             except Exception as e:  # noqa: BLE001
                 out.append((label, None, e))
         return out
@@ -200,9 +216,9 @@ def _short(names):
 
 def feature_attention(fc: Any, pair: tuple[Callable, Callable], *, limit_kernel: Callable | None,
                       leak_keys: Callable | None, signature: str) -> RandomAttention:
-    """The attention contract of a feature family: ``out = phi(q) (phi(k)^T v) / phi(q) (phi(k)^T 1)`` (causal:
-    prefix sums) with the family's map ``phi`` on q and k *as given* (no d^{-1/4} scaling: the attention of the
-    family's own kernel), refattn's linear attention as the reference."""
+    """The attention contract of a feature family: ``out = phi(q) (phi(k)^T v) / phi(q) (phi(k)^T 1)``
+    (causal: prefix sums) with the family's map ``phi`` on q and k *as given* (no d^{-1/4} scaling: the
+    attention of the family's own kernel), refattn's linear attention as the reference."""
     from refattn.attention.linear import linear_attention_bwd, linear_attention_fwd
     fwd, bwd = pair
     draw_names = fc.arg_names[1:]
@@ -232,10 +248,20 @@ def feature_attention(fc: Any, pair: tuple[Callable, Callable], *, limit_kernel:
         return fc.draw(rng, d, dtype)
 
     return RandomAttention(
-        family=fc.family, signature=signature, draw_names=draw_names, draw=draw, redraw=fc.redraw, ref=ref,
-        ref_vjp=ref_vjp, learnable=fc.learnable, limit=None if limit_kernel is None else limit,
-        leak_keys=leak_keys, d_input=fc.d_input,
-        scale=0.5, prefix_text="appended keys at the largest exponents of the draws" if leak_keys else "random keys")
+        family=fc.family,
+        signature=signature,
+        draw_names=draw_names,
+        draw=draw,
+        redraw=fc.redraw,
+        ref=ref,
+        ref_vjp=ref_vjp,
+        learnable=fc.learnable,
+        limit=None if limit_kernel is None else limit,
+        leak_keys=leak_keys,
+        d_input=fc.d_input,
+        scale=0.5,
+        prefix_text="appended keys at the largest exponents of the draws" if leak_keys else "random keys",
+    )
 
 
 def attend(fq, fk, v, causal):
@@ -248,8 +274,8 @@ def attend(fq, fk, v, causal):
 
 
 def half_rows(omega_fn: Callable) -> Callable:
-    """``leak_keys`` for a PRF map: ``omega_r / 2`` for the rows of largest norm, where ``x . omega_r - |x|^2``
-    peaks (exponent ``|omega_r|^2 / 4``, above every other key's)."""
+    """``leak_keys`` for a PRF map: ``omega_r / 2`` for the rows of largest norm, where ``x . omega_r -
+    |x|^2`` peaks (exponent ``|omega_r|^2 / 4``, above every other key's)."""
     def keys(rng, args, n, d):
         om = np.asarray(omega_fn(args))[:, :d]                                  # (M, d)
         rows = np.argsort(-np.linalg.norm(om, axis=-1))[:n]

@@ -1,19 +1,21 @@
-"""The contract of a family: what the candidate receives, refattn's computation on the same draws, and the checks.
+"""The contract of a family: what the candidate receives, refattn's computation on the same draws, and the
+checks.
 
 A *feature* family hands the candidate ``fn(x, *draws)`` and reads its output as a kernel estimate:
 ``phi(X) . phi(Y)`` (or ``A(X) . B(Y)`` for a bilinear pair ``(A, B)`` such as FLT's ``(N1, N2)``). The checks
 compare these estimates, never the raw feature columns, so the candidate may order or pair its features as it
-likes (cosines then sines, or interleaved): only the kernel estimate and its gradients are part of the contract.
+likes (cosines then sines, or interleaved): only the kernel estimate and its gradients are part of the
+contract.
 
 * ``values``: ``est(X, Y)`` equals refattn's on the same inputs and draws: max |est - ref| / max |ref| <=
   ``4 sqrt(eps(dtype))``.
 * ``gradients``: the gradient of ``<C, est(X, Y)>`` for the inputs and every learnable draw equals refattn's
-  manual backward; or, for a family whose refattn backward is taken with respect to other parameters (FLT), the
-  candidate's gradient equals central differences of its own forward (``validation.gradcheck.check_vjp``) --
-  with ``values`` that makes it the derivative of refattn's map.
-* ``kernel``: the mean of ``est(x_i, x_j)`` over fresh draws (parameters fixed) equals the family's closed form
-  (``validation.montecarlo.mean_test``, Bonferroni critical z at ``ALPHA``), or, where there is no closed form
-  (generative spectra), refattn's estimate on independent draws (two-sample, paired by replicate).
+  manual backward; or, for a family whose refattn backward is taken with respect to other parameters (FLT),
+  the candidate's gradient equals central differences of its own forward (``validation.gradcheck.check_vjp``)
+  -- with ``values`` that makes it the derivative of refattn's map.
+* ``kernel``: the mean of ``est(x_i, x_j)`` over fresh draws (parameters fixed) equals the family's closed
+  form (``validation.montecarlo.mean_test``, Bonferroni critical z at ``ALPHA``), or, where there is no
+  closed form (generative spectra), refattn's estimate on independent draws (two-sample, paired by replicate).
 * ``dtype``: float32 in, float32 out; float64 in, float64 out.
 """
 
@@ -36,8 +38,8 @@ __all__ = ["FeatureContract", "Family", "gram", "symmetric_vjp", "FEATURE_CHECKS
 
 
 def symmetric_vjp(fwd: Callable, bwd: Callable, learnable: tuple[str, ...]) -> Callable:
-    """``ref_vjp`` of a symmetric map from refattn's pair: ``fwd(x, args) -> (phi, cache)``, ``bwd(dphi, cache) ->
-    {"x": ..., name: ...}``; the gradient of ``<C, phi(X) phi(Y)^T>``."""
+    """``ref_vjp`` of a symmetric map from refattn's pair: ``fwd(x, args) -> (phi, cache)``, ``bwd(dphi,
+    cache) -> {"x": ..., name: ...}``; the gradient of ``<C, phi(X) phi(Y)^T>``."""
     def vjp(X, Y, args, C):
         pX, cX = fwd(X, args)
         pY, cY = fwd(Y, args)
@@ -126,8 +128,10 @@ class FeatureContract:
         scale = float(np.max(np.abs(ref)))
         err = float(np.max(np.abs(est - ref)) / scale) if np.all(np.isfinite(est)) else math.inf
         return CheckResult("values", err <= t, err, t,
-                           f"max |est - ref| / max |ref| of the kernel estimate {self._est_text()} against refattn "
-                           f"{self.family} on the same draws ({', '.join(self.arg_names[1:])}), x (2, 2, 6|5, {d})")
+                           f"max |est - ref| / max |ref| of the kernel estimate {self._est_text()} against "
+                           f"refattn "
+                           f"{self.family} on the same draws ({', '.join(self.arg_names[1:])}), x (2, 2, "
+                           f"6|5, {d})")
 
     def _est_text(self):
         return "A(X) B(Y)^T" if self.bilinear else "phi(X) phi(Y)^T"
@@ -172,20 +176,24 @@ class FeatureContract:
             worst, where, missing = compare(names, grads, refs)
             if missing:
                 return CheckResult("gradients", False, math.inf, t, missing)
-            detail = (f"max |g - g_ref| / |g_ref| of <C, {self._est_text()}> over {_names_text(names)} (worst: "
+            detail = (f"max |g - g_ref| / |g_ref| of <C, {self._est_text()}> over {_names_text(names)} "
+                      f"(worst: "
                       f"{where}) against refattn's manual backward ({self.family})")
             if ctx.dtype == np.float64:
                 detail += ("; the candidate's gradient vs central differences of its own forward: "
                            + self_consistency(ctx, g, names, diff_args, extra))
             return CheckResult("gradients", worst <= t, worst, t, detail)
         if ctx.dtype != np.float64:
-            return CheckResult("gradients", None, None, None, "skipped: the central-difference comparison runs in "
+            return CheckResult("gradients", None, None, None, "skipped: the central-difference comparison "
+                                                              "runs in "
                                "float64 (--dtype float64)")
         note = self_consistency(ctx, g, names, diff_args, extra)
         ok = not note.startswith("DISAGREES")
         return CheckResult("gradients", ok, 0.0 if ok else math.inf, 1e-6,
-                           f"the candidate's gradient of <C, {self._est_text()}> for {_names_text(names)} vs central "
-                           f"differences of its own forward (validation.gradcheck.check_vjp, rtol 1e-6): {note}; with "
+                           f"the candidate's gradient of <C, {self._est_text()}> for {_names_text(names)} vs "
+                           f"central "
+                           f"differences of its own forward (validation.gradcheck.check_vjp, rtol 1e-6): "
+                           f"{note}; with "
                            f"values passing this is the derivative of refattn's {self.family} map")
 
     def kernel(self, ctx: Ctx) -> CheckResult:
@@ -216,9 +224,14 @@ class FeatureContract:
             mt = mean_test(est - ref, 0.0, n_se=zc, atol=100 * eps * scale, se_floor=10 * eps * scale)
             what = "refattn's estimate on independent draws (no closed form: two-sample z)"
         fig = mc_z(mt)
-        return CheckResult("kernel", fig <= zc, fig, zc,
-                           f"mean of the candidate's kernel estimate over {n} fresh draws against {what}, "
-                           f"{len(iu[0])} pairs of 8 points ({mt.zero_se_count} exact); false alarm {ALPHA:g}")
+        return CheckResult(
+            "kernel",
+            fig <= zc,
+            fig,
+            zc,
+            f"mean of the candidate's kernel estimate over {n} fresh draws against {what}, "
+            f"{len(iu[0])} pairs of 8 points ({mt.zero_se_count} exact); false alarm {ALPHA:g}",
+        )
 
 
 def _leaf(tree, path):
@@ -232,7 +245,9 @@ def _names_text(names):
 
 
 def _f64(args: dict) -> dict:
-    return tree_map(lambda v: v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v, args)
+    return tree_map(
+        lambda v: v.astype(np.float64) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v, args
+    )
 
 
 @dataclasses.dataclass
@@ -257,7 +272,9 @@ class Family:
     def refattn_target(self, kind: str, framework: str):
         from ..crosscheck import UsageError
         if kind not in self.targets:
-            raise UsageError(f"target refattn --as {self.name}: no {kind} contract (kinds: {', '.join(self.targets)})")
+            raise UsageError(
+                f"target refattn --as {self.name}: no {kind} contract (kinds: {', '.join(self.targets)})"
+            )
         return self.targets[kind](framework)
 
 

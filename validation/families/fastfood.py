@@ -7,9 +7,10 @@ Convention (refattn.features.fastfood): d is zero-padded to D, the next power of
 
     V_b = (1 / sqrt(D)) diag(S_b) H diag(G_b) Pi_b H diag(B_b)
 
-with H the *unnormalised* Sylvester Walsh-Hadamard matrix (entries +-1), ``Pi_b z = z[perm_b]`` and the bandwidth
-sigma = 1; ``u = x_pad V^T``. ``S`` is part of the draw: ``S_ii = s_i / ||G_b||_F`` with ``s_i ~ chi(D)``, so
-every row of V is exactly N(0, I) (a map that ignores S gives rows that share one norm per block).
+with H the *unnormalised* Sylvester Walsh-Hadamard matrix (entries +-1), ``Pi_b z = z[perm_b]`` and the
+bandwidth sigma = 1; ``u = x_pad V^T``. ``S`` is part of the draw: ``S_ii = s_i / ||G_b||_F`` with ``s_i ~
+chi(D)``, so every row of V is exactly N(0, I) (a map that ignores S gives rows that share one norm per
+block).
 
 * ``fastfood-rks``: ``[cos u, sin u] / sqrt(M)``; estimates ``exp(-|q - k|^2 / 2)``;
 * ``fastfood-prf``: ``exp(u - |x|^2) / sqrt(M)`` (Eq. 9's offset); estimates
@@ -63,9 +64,13 @@ def _inputs(scale):
 
 
 def _contract(which):
-    from refattn.features import fastfood as F
-    fwd, bwd = getattr(F, f"fastfood_{which}_features_fwd"), getattr(F, f"fastfood_{which}_features_bwd")
-    kern = getattr(F, f"fastfood_{which}_kernel")
+    from refattn.features import fastfood as fastfood_mod
+
+    fwd, bwd = (
+        getattr(fastfood_mod, f"fastfood_{which}_features_fwd"),
+        getattr(fastfood_mod, f"fastfood_{which}_features_bwd"),
+    )
+    kern = getattr(fastfood_mod, f"fastfood_{which}_kernel")
 
     def ref(x, args):
         phi = fwd(x, _params(args))[0]
@@ -85,14 +90,15 @@ def _contract(which):
 
 def _target(which):
     def target(framework):
-        from refattn.features import fastfood as F
+        from refattn.features import fastfood as fastfood_mod
         if framework not in ("numpy", "torch"):
-            raise UsageError(f"target refattn --as fastfood-{which}: the built-in family targets take NumPy arrays; "
+            raise UsageError(f"target refattn --as fastfood-{which}: the built-in family targets take NumPy "
+                             f"arrays; "
                              f"got --framework {framework}")
-        f = getattr(F, f"fastfood_{which}_features")
+        f = getattr(fastfood_mod, f"fastfood_{which}_features")
 
         def fn(x, S, G, B, perm):
-            return f(x, F.FastFoodParams(S, G, B, perm))
+            return f(x, fastfood_mod.FastFoodParams(S, G, B, perm))
         return Target(fn, framework, f"fastfood-{which}", f"refattn.features.fastfood_{which}_features")
     return target
 
@@ -100,7 +106,7 @@ def _target(which):
 def _omega(args):
     from refattn.features.fastfood import fastfood_matrix
     D = args["S"].shape[1]
-    return fastfood_matrix(_params(args), D)                                  # (M, D): rows on the padded width
+    return fastfood_matrix(_params(args), D)                                # (M, D): rows on the padded width
 
 
 def _attention(which):
@@ -112,17 +118,23 @@ def _attention(which):
 
 def _att_target(which):
     def target(framework):
-        from refattn.features import fastfood as F
+        from refattn.features import fastfood as fastfood_mod
         if framework != "numpy":
-            raise UsageError(f"target refattn --as fastfood-{which} --kind attention: NumPy only (the causal path of "
+            raise UsageError(f"target refattn --as fastfood-{which} --kind attention: NumPy only (the causal "
+                             f"path of "
                              f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
                              f"autograd cannot differentiate); got --framework {framework}")
-        f = F.fastfood_prf_features_stable if which == "prf" else F.fastfood_rks_features
+        f = (
+            fastfood_mod.fastfood_prf_features_stable
+            if which == "prf"
+            else fastfood_mod.fastfood_rks_features
+        )
 
         def fn(q, k, v, S, G, B, perm, causal):
-            p = F.FastFoodParams(S, G, B, perm)
+            p = fastfood_mod.FastFoodParams(S, G, B, perm)
             return attend(f(q, p), f(k, p), v, causal)
-        return Target(fn, framework, f"fastfood-{which}", f"linear attention on refattn fastfood_{which} features")
+        return Target(fn, framework, f"fastfood-{which}", f"linear attention on refattn fastfood_{which} "
+                                                          f"features")
     return target
 
 

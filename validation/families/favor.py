@@ -67,7 +67,9 @@ def favor_ref(family):
         return favor_attention(q, k, v, omega, causal=causal, features=family, on_nonpositive="ignore")
 
     def grads(q, k, v, omega, causal, c):
-        y, cache = favor_attention_fwd(q, k, v, omega, causal=causal, features=family, on_nonpositive="ignore")
+        y, cache = favor_attention_fwd(
+            q, k, v, omega, causal=causal, features=family, on_nonpositive="ignore"
+        )
         g = favor_attention_bwd(c, cache)
         return [g.q, g.k, g.v, g.omega]
     return ref, grads

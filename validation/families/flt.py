@@ -1,15 +1,17 @@
-r"""FLT features (Choromanski et al., FourierLearner-Transformers, Theorem 4.1, real form): the candidate's contract.
+r"""FLT features (Choromanski et al., FourierLearner-Transformers, Theorem 4.1, real form): the candidate's
+contract.
 
 ``fn(pos (..., L, D), xi (r, D), w (r,)) -> (N1 (..., L, m'), N2 (..., L, m'))``
 
 with ``N1(pos) N2(pos')^T`` an unbiased estimate of the RPE mask ``f(r_i - r_j)``. The candidate receives the
 frequencies ``xi`` -- *frequencies* in cycles per unit of position, the phase is ``a = 2 pi pos . xi`` (not
-angular frequencies ``pos . xi``) -- and the importance weights ``w = g(xi) / p(xi)`` (g the Fourier transform of
-f with ``f(Delta) = int g(xi) exp(2 pi i Delta . xi) dxi``, p the proposal density), and averages the r terms
+angular frequencies ``pos . xi``) -- and the importance weights ``w = g(xi) / p(xi)`` (g the Fourier
+transform of f with ``f(Delta) = int g(xi) exp(2 pi i Delta . xi) dxi``, p the proposal density), and
+averages the r terms
 with weight ``1/r`` each (not ``1/t`` for the t-th term, the printed Eqs. 14-15). For a real, even f (real g):
 ``N1 = [cos a, sin a] sqrt(|w| / r)``, ``N2 = sign(w) [cos a, sin a] sqrt(|w| / r)``; any other split with the
-same product is accepted. Here f is the Gaussian kernel ``1.5 exp(-Delta^2 / (2 * 2^2))`` in D = 1, the proposal
-a Gaussian 1.3 times wider than its spectral density, r = 32; positions are real numbers in [0, 6).
+same product is accepted. Here f is the Gaussian kernel ``1.5 exp(-Delta^2 / (2 * 2^2))`` in D = 1, the
+proposal a Gaussian 1.3 times wider than its spectral density, r = 32; positions are real numbers in [0, 6).
 """
 
 from __future__ import annotations
@@ -77,7 +79,8 @@ CONTRACT = FeatureContract(
 
 def _target(framework):
     if framework not in ("numpy", "torch"):
-        raise UsageError(f"target refattn --as flt: the built-in family targets run refattn's array-API core on NumPy or torch arrays; got --framework "
+        raise UsageError(f"target refattn --as flt: the built-in family targets run refattn's array-API core "
+                         f"on NumPy or torch arrays; got --framework "
                          f"{framework}")
 
     def fn(pos, xi, w):
@@ -94,12 +97,13 @@ def _target(framework):
 # ----------------------------------------------------------------------------------------------------------
 # attention: Algorithm 1
 
-ATTENTION_DOC = r"""FLT attention (Algorithm 1), ``fn(q, k, v (..., L, d), pos (L, 1), xi (r, 1), w (r,), omega (m, 2r + d),
-causal) -> out``: ``Q_hat = [N1, q d^{-1/4}]``, ``K_hat = [N2, k d^{-1/4}]`` with the real features of the
-``features`` contract in the column order ``N1 = [cos a, sin a] sqrt(|w| / r)``, ``N2 = sign(w) [cos a, sin a]
-sqrt(|w| / r)`` (a = 2 pi pos xi^T: omega's columns depend on this order), FAVOR+ positive features
-``exp(omega x - |x|^2 / 2) / sqrt(m)`` of both with the same omega, then linear attention (causal: prefix sums).
-Estimates ``softmax(q k^T / sqrt(d) + N) v`` with the RPE mask N; positions are ``arange(L)``."""
+ATTENTION_DOC = r"""FLT attention (Algorithm 1), ``fn(q, k, v (..., L, d), pos (L, 1), xi (r, 1), w (r,),
+omega (m, 2r + d), causal) -> out``: ``Q_hat = [N1, q d^{-1/4}]``, ``K_hat = [N2, k d^{-1/4}]`` with the real
+features of the ``features`` contract in the column order ``N1 = [cos a, sin a] sqrt(|w| / r)``, ``N2 =
+sign(w) [cos a, sin a] sqrt(|w| / r)`` (a = 2 pi pos xi^T: omega's columns depend on this order), FAVOR+
+positive features ``exp(omega x - |x|^2 / 2) / sqrt(m)`` of both with the same omega, then linear attention
+(causal: prefix sums). Estimates ``softmax(q k^T / sqrt(d) + N) v`` with the RPE mask N; positions are
+``arange(L)``."""
 
 M_ATT = 64
 
@@ -128,10 +132,11 @@ def _att_ref(q, k, v, args, causal):
 def _att_vjp(q, k, v, args, causal, dy):
     from refattn.rpe import flt_attention_bwd, flt_attention_fwd
     spec, prop = _spectrum(np.float64)
-    _, cache = flt_attention_fwd(q, k, v, args["pos"], args["eps"].astype(np.float64), spec, prop, args["omega"],
-                                 causal=causal)
+    _, cache = flt_attention_fwd(
+        q, k, v, args["pos"], args["eps"].astype(np.float64), spec, prop, args["omega"], causal=causal
+    )
     g = flt_attention_bwd(dy, cache)
-    return {"q": g.q, "k": g.k, "v": g.v}                       # xi, w: by central differences (see gradients)
+    return {"q": g.q, "k": g.k, "v": g.v}                      # xi, w: by central differences (see gradients)
 
 
 def _att_limit(q, k, v, args):
@@ -142,10 +147,21 @@ def _att_limit(q, k, v, args):
 
 
 ATTENTION = RandomAttention(
-    family="flt", signature="fn(q, k, v, pos, xi, w, omega, causal) -> out (..., L, d_v)",
-    draw_names=("pos", "xi", "w", "omega"), draw=_att_draw, redraw=_att_redraw, ref=_att_ref, ref_vjp=_att_vjp,
-    learnable=("xi", "w"), limit=_att_limit, leak_keys=None, scale=2.0, positions="pos",
-    pos_shape=lambda L: (L, 1), prefix_text="random keys")
+    family="flt",
+    signature="fn(q, k, v, pos, xi, w, omega, causal) -> out (..., L, d_v)",
+    draw_names=("pos", "xi", "w", "omega"),
+    draw=_att_draw,
+    redraw=_att_redraw,
+    ref=_att_ref,
+    ref_vjp=_att_vjp,
+    learnable=("xi", "w"),
+    limit=_att_limit,
+    leak_keys=None,
+    scale=2.0,
+    positions="pos",
+    pos_shape=lambda L: (L, 1),
+    prefix_text="random keys",
+)
 
 
 def _att_target(framework):

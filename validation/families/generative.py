@@ -8,14 +8,14 @@ The generator (evaluation mode: batch norm uses the running statistics, so the M
     bn_l(z) = gamma_l (z - mean_l) / sqrt(var_l + 1e-5) + beta_l,   leaky_relu slope 0.01
 
 with ``params = {"W": [W_1..W_5] (d_in, d_out), "b": [b_1..b_5], "gamma": [4], "beta": [4]}`` (right
-multiplication: ``h W``) and ``state = {"mean": [4], "var": [4]}`` (not learned). Here d = d_noise = width = 16,
-M = 32.
+multiplication: ``h W``) and ``state = {"mean": [4], "var": [4]}`` (not learned). Here d = d_noise = width =
+16, M = 32.
 
 * ``generative-rks``: ``[cos(x omega^T), sin(x omega^T)] / sqrt(M)`` (Eq. 8);
 * ``generative-prf``: ``exp(x omega^T - |x|^2) / sqrt(M)`` (Eq. 11 with Eq. 9's offset).
 
-The kernels (``E_n cos(g(n)^T (q - k))``; ``E_n exp(g(n)^T (q + k)) exp(-|q|^2 - |k|^2)``) have no closed form:
-``kernel`` compares the candidate's mean with refattn's estimate on independent draws.
+The kernels (``E_n cos(g(n)^T (q - k))``; ``E_n exp(g(n)^T (q + k)) exp(-|q|^2 - |k|^2)``) have no closed
+form: ``kernel`` compares the candidate's mean with refattn's estimate on independent draws.
 """
 
 from __future__ import annotations
@@ -38,10 +38,13 @@ def _draw(rng, d, dtype):
     from refattn.random import init_generator
     p, _ = init_generator(rng, d)
     n = len(p.norms)
-    params = {"W": [h.W for h in p.hidden] + [p.out.W], "b": [0.1 * rng.standard_normal(h.b.shape) for h in p.hidden]
-              + [0.1 * rng.standard_normal(p.out.b.shape)],
-              "gamma": [1.0 + 0.2 * rng.standard_normal(b.gamma.shape) for b in p.norms],
-              "beta": [0.1 * rng.standard_normal(b.beta.shape) for b in p.norms]}
+    params = {
+        "W": [h.W for h in p.hidden] + [p.out.W],
+        "b": [0.1 * rng.standard_normal(h.b.shape) for h in p.hidden]
+        + [0.1 * rng.standard_normal(p.out.b.shape)],
+        "gamma": [1.0 + 0.2 * rng.standard_normal(b.gamma.shape) for b in p.norms],
+        "beta": [0.1 * rng.standard_normal(b.beta.shape) for b in p.norms],
+    }
     state = {"mean": [0.1 * rng.standard_normal(p.norms[i].gamma.shape) for i in range(n)],
              "var": [rng.uniform(0.5, 2.0, p.norms[i].gamma.shape) for i in range(n)]}
     tree = {"noise": rng.standard_normal((M, d)), "params": params, "state": state}
@@ -73,13 +76,21 @@ def _refattn_params(params, state):
 
 def _grads_dict(gp):
     n = len(gp.norms)
-    return {"W": [gp.hidden[i].W for i in range(n)] + [gp.out.W], "b": [gp.hidden[i].b for i in range(n)] + [gp.out.b],
-            "gamma": [b.gamma for b in gp.norms], "beta": [b.beta for b in gp.norms]}
+    return {
+        "W": [gp.hidden[i].W for i in range(n)] + [gp.out.W],
+        "b": [gp.hidden[i].b for i in range(n)] + [gp.out.b],
+        "gamma": [b.gamma for b in gp.norms],
+        "beta": [b.beta for b in gp.norms],
+    }
 
 
 def _contract(which):
-    from refattn.features import generative as G
-    fwd, bwd = getattr(G, f"generative_{which}_features_fwd"), getattr(G, f"generative_{which}_features_bwd")
+    from refattn.features import generative as generative_mod
+
+    fwd, bwd = (
+        getattr(generative_mod, f"generative_{which}_features_fwd"),
+        getattr(generative_mod, f"generative_{which}_features_bwd"),
+    )
 
     def pair_fwd(x, args):
         gp, gs = _refattn_params(args["params"], args["state"])
@@ -99,18 +110,28 @@ def _contract(which):
     def inputs(rng, shape, d):
         return (0.8 if which == "rks" else 0.5) * rng.standard_normal(shape + (d,)) / math.sqrt(d)
     return FeatureContract(
-        family=f"generative-{which}", signature="fn(x, noise, params, state) -> phi (..., L, m')",
-        arg_names=("x", "noise", "params", "state"), convention=__doc__, draw=_draw, redraw=_redraw, ref=ref,
-        ref_vjp=symmetric_vjp(pair_fwd, pair_bwd, ("params",)), kernel_fn=None, learnable=("params",), inputs=inputs)
+        family=f"generative-{which}",
+        signature="fn(x, noise, params, state) -> phi (..., L, m')",
+        arg_names=("x", "noise", "params", "state"),
+        convention=__doc__,
+        draw=_draw,
+        redraw=_redraw,
+        ref=ref,
+        ref_vjp=symmetric_vjp(pair_fwd, pair_bwd, ("params",)),
+        kernel_fn=None,
+        learnable=("params",),
+        inputs=inputs,
+    )
 
 
 def _target(which):
     def target(framework):
-        from refattn.features import generative as G
+        from refattn.features import generative as generative_mod
         if framework not in ("numpy", "torch"):
-            raise UsageError(f"target refattn --as generative-{which}: the built-in family targets take NumPy "
+            raise UsageError(f"target refattn --as generative-{which}: the built-in family targets take "
+                             f"NumPy "
                              f"arrays; got --framework {framework}")
-        f = getattr(G, f"generative_{which}_features")
+        f = getattr(generative_mod, f"generative_{which}_features")
 
         def fn(x, noise, params, state):
             gp, gs = _refattn_params(params, state)
@@ -135,12 +156,17 @@ def _attention(which):
 
 def _att_target(which):
     def target(framework):
-        from refattn.features import generative as G
+        from refattn.features import generative as generative_mod
         if framework != "numpy":
-            raise UsageError(f"target refattn --as generative-{which} --kind attention: NumPy only (the causal path of "
+            raise UsageError(f"target refattn --as generative-{which} --kind attention: NumPy only (the "
+                             f"causal path of "
                              f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
                              f"autograd cannot differentiate); got --framework {framework}")
-        f = G.generative_prf_features_stable if which == "prf" else G.generative_rks_features
+        f = (
+            generative_mod.generative_prf_features_stable
+            if which == "prf"
+            else generative_mod.generative_rks_features
+        )
 
         def fn(q, k, v, noise, params, state, causal):
             gp, gs = _refattn_params(params, state)
@@ -148,11 +174,17 @@ def _att_target(which):
             if which == "prf":
                 return attend(tuple(fq[:2]), tuple(fk[:2]), v, causal)         # (phi, log_scale, state)
             return attend(fq.phi, fk.phi, v, causal)
-        return Target(fn, framework, f"generative-{which}", f"linear attention on refattn generative_{which} features")
+        return Target(fn, framework, f"generative-{which}", f"linear attention on refattn generative_{which} "
+                                                            f"features")
     return target
 
 
-FAMILIES = {f"generative-{w}": Family(f"generative-{w}", {"features": _contract(w), "attention": _attention(w)},
-                                      {"features": _target(w), "attention": _att_target(w)},
-                                      {"features": FEATURE_CHECKS, "attention": ATTENTION_CHECKS})
-            for w in ("rks", "prf")}
+FAMILIES = {
+    f"generative-{w}": Family(
+        f"generative-{w}",
+        {"features": _contract(w), "attention": _attention(w)},
+        {"features": _target(w), "attention": _att_target(w)},
+        {"features": FEATURE_CHECKS, "attention": ATTENTION_CHECKS},
+    )
+    for w in ("rks", "prf")
+}

@@ -4,13 +4,13 @@ r"""GMM-RKS and GMM-PRF (Chowdhury et al., KL-Transformer, Eqs. 3-5, 9-10): the 
 
 Convention (refattn.features.gmm): ``pi = softmax(logits)``; ``Sigma_c = S_c S_c^T``; the frequencies are
 ``omega_cj = mu_c + S_c noise_cj`` (M = C Mc of them, component-major); component c's features are scaled by
-``sqrt(C pi_c)`` and all by ``1 / sqrt(M)`` (deterministic assignment, M/C per component, so that the weights get
-gradients). Frequencies, not angular frequencies: the phase is ``x . omega``.
+``sqrt(C pi_c)`` and all by ``1 / sqrt(M)`` (deterministic assignment, M/C per component, so that the weights
+get gradients). Frequencies, not angular frequencies: the phase is ``x . omega``.
 
 * ``gmm-rks``: ``[cos(x omega^T), sin(x omega^T)] * sqrt(C pi_c) / sqrt(M)``; estimates
   ``sum_c pi_c exp(-|S_c^T p|^2 / 2) cos(mu_c^T p)``, p = q - k (Eq. 4);
-* ``gmm-prf``: ``exp(x omega^T - |x|^2) * sqrt(C pi_c) / sqrt(M)`` (Eq. 9's offset |x|^2, not |x|^2/2); estimates
-  ``sum_c pi_c exp(-|q|^2 - |k|^2 + mu_c^T o + |S_c^T o|^2 / 2)``, o = q + k. A stabilised pair
+* ``gmm-prf``: ``exp(x omega^T - |x|^2) * sqrt(C pi_c) / sqrt(M)`` (Eq. 9's offset |x|^2, not |x|^2/2);
+  estimates ``sum_c pi_c exp(-|q|^2 - |k|^2 + mu_c^T o + |S_c^T o|^2 / 2)``, o = q + k. A stabilised pair
   ``(phi, log_scale)`` is read as ``phi * exp(log_scale)``.
 """
 
@@ -33,9 +33,13 @@ _PAIRS: dict = {}
 
 def _draw(mu_scale):
     def draw(rng, d, dtype):
-        S = 0.5 * np.eye(d) + 0.4 * rng.standard_normal((C, d, d)) / math.sqrt(d)       # not symmetric
-        args = {"logits": 0.5 * rng.standard_normal(C), "mu": mu_scale * rng.standard_normal((C, d)) / math.sqrt(d),
-                "S": S, "noise": rng.standard_normal((C, MC, d))}
+        S = 0.5 * np.eye(d) + 0.4 * rng.standard_normal((C, d, d)) / math.sqrt(d)  # not symmetric
+        args = {
+            "logits": 0.5 * rng.standard_normal(C),
+            "mu": mu_scale * rng.standard_normal((C, d)) / math.sqrt(d),
+            "S": S,
+            "noise": rng.standard_normal((C, MC, d)),
+        }
         return {k: v.astype(dtype) for k, v in args.items()}
     return draw
 
@@ -57,9 +61,9 @@ def _inputs(scale):
 
 
 def _contract(which):
-    from refattn.features import gmm as G
-    fwd, bwd = getattr(G, f"gmm_{which}_features_fwd"), getattr(G, f"gmm_{which}_features_bwd")
-    kern = getattr(G, f"gmm_{which}_kernel")
+    from refattn.features import gmm as gmm_mod
+    fwd, bwd = getattr(gmm_mod, f"gmm_{which}_features_fwd"), getattr(gmm_mod, f"gmm_{which}_features_bwd")
+    kern = getattr(gmm_mod, f"gmm_{which}_kernel")
 
     def ref(x, args):
         phi = fwd(x, args["noise"], _params(args))[0]
@@ -85,14 +89,15 @@ def _contract(which):
 
 def _target(which):
     def target(framework):
-        from refattn.features import gmm as G
+        from refattn.features import gmm as gmm_mod
         if framework not in ("numpy", "torch"):
-            raise UsageError(f"target refattn --as gmm-{which}: the built-in family targets run refattn's array-API core on NumPy or torch arrays; got "
+            raise UsageError(f"target refattn --as gmm-{which}: the built-in family targets run refattn's "
+                             f"array-API core on NumPy or torch arrays; got "
                              f"--framework {framework}")
-        f = getattr(G, f"gmm_{which}_features")
+        f = getattr(gmm_mod, f"gmm_{which}_features")
 
         def fn(x, noise, logits, mu, S):
-            return f(x, noise, G.GMMParams(logits, mu, S))
+            return f(x, noise, gmm_mod.GMMParams(logits, mu, S))
         return Target(fn, framework, f"gmm-{which}", f"refattn.features.gmm_{which}_features")
     return target
 
@@ -111,20 +116,27 @@ def _attention(which):
 
 def _att_target(which):
     def target(framework):
-        from refattn.features import gmm as G
+        from refattn.features import gmm as gmm_mod
         if framework != "numpy":
-            raise UsageError(f"target refattn --as gmm-{which} --kind attention: NumPy only (the causal path of "
+            raise UsageError(f"target refattn --as gmm-{which} --kind attention: NumPy only (the causal path "
+                             f"of "
                              f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
                              f"autograd cannot differentiate); got --framework {framework}")
-        f = G.gmm_prf_features_stable if which == "prf" else G.gmm_rks_features
+        f = gmm_mod.gmm_prf_features_stable if which == "prf" else gmm_mod.gmm_rks_features
 
         def fn(q, k, v, noise, logits, mu, S, causal):
-            p = G.GMMParams(logits, mu, S)
+            p = gmm_mod.GMMParams(logits, mu, S)
             return attend(f(q, noise, p), f(k, noise, p), v, causal)
         return Target(fn, framework, f"gmm-{which}", f"linear attention on refattn gmm_{which} features")
     return target
 
 
-FAMILIES = {f"gmm-{w}": Family(f"gmm-{w}", {"features": _contract(w), "attention": _attention(w)},
-                               {"features": _target(w), "attention": _att_target(w)},
-                               {"features": FEATURE_CHECKS, "attention": ATTENTION_CHECKS}) for w in ("rks", "prf")}
+FAMILIES = {
+    f"gmm-{w}": Family(
+        f"gmm-{w}",
+        {"features": _contract(w), "attention": _attention(w)},
+        {"features": _target(w), "attention": _att_target(w)},
+        {"features": FEATURE_CHECKS, "attention": ATTENTION_CHECKS},
+    )
+    for w in ("rks", "prf")
+}

@@ -1,4 +1,5 @@
-r"""Horn et al. Strategy 1 (rotation-constrained sinusoids concatenated to q and k), FAVOR+: the candidate's contract.
+r"""Horn et al. Strategy 1 (rotation-constrained sinusoids concatenated to q and k), FAVOR+: the candidate's
+contract.
 
 ``fn(q, k, v (..., L, d), positions (L,), freqs (1, S), alpha (1, S), beta (1, S), omega (m, d + 2S), causal)
 -> out (..., L, d_v)``
@@ -7,12 +8,12 @@ Convention (refattn.rpe.s1_rotation, one position axis): with ``theta_s = positi
 
     K_p = [sin theta_s, cos theta_s]_s,   Q_p = [alpha_s sin - beta_s cos, beta_s sin + alpha_s cos]_s
 
-(blocks ordered by lengthscale, [sin, cos] within a block: ``Q_p = K_p W_q*`` in the row-vector convention, so that
-``Q_p(z) . K_p(z') = sum_s alpha_s cos(freqs_s (z - z')) + beta_s sin(freqs_s (z - z'))``); ``Q = [q, Q_p]``,
-``K = [k, K_p]`` (width d + 2S) go into FAVOR+: positive features ``exp(omega x - |x|^2 / 2) / sqrt(m)`` of
-``(d + 2S)^{-1/4} Q`` and of ``(d + 2S)^{-1/4} K`` with the same omega (stabilise as you like: the checks compare
-outputs), then linear attention, causal by prefix sums. It estimates softmax attention of ``Q K^T / sqrt(d + 2S)``
-(exact S1). positions are ``arange(L)`` in every call.
+(blocks ordered by lengthscale, [sin, cos] within a block: ``Q_p = K_p W_q*`` in the row-vector convention,
+so that ``Q_p(z) . K_p(z') = sum_s alpha_s cos(freqs_s (z - z')) + beta_s sin(freqs_s (z - z'))``); ``Q = [q,
+Q_p]``, ``K = [k, K_p]`` (width d + 2S) go into FAVOR+: positive features ``exp(omega x - |x|^2 / 2) /
+sqrt(m)`` of ``(d + 2S)^{-1/4} Q`` and of ``(d + 2S)^{-1/4} K`` with the same omega (stabilise as you like:
+the checks compare outputs), then linear attention, causal by prefix sums. It estimates softmax attention of
+``Q K^T / sqrt(d + 2S)`` (exact S1). positions are ``arange(L)`` in every call.
 """
 
 from __future__ import annotations
@@ -56,7 +57,14 @@ def _ref_vjp(q, k, v, args, causal, dy):
     from refattn.rpe import s1_attention_bwd, s1_attention_fwd
     _, cache = s1_attention_fwd(q, k, v, args["positions"], _params(args), omega=args["omega"], causal=causal)
     g = s1_attention_bwd(dy, cache)
-    return {"q": g.q, "k": g.k, "v": g.v, "freqs": g.params.freqs, "alpha": g.params.alpha, "beta": g.params.beta}
+    return {
+        "q": g.q,
+        "k": g.k,
+        "v": g.v,
+        "freqs": g.params.freqs,
+        "alpha": g.params.alpha,
+        "beta": g.params.beta,
+    }
 
 
 def _limit(q, k, v, args):
@@ -71,10 +79,20 @@ def _leak_keys(rng, args, n, d):
 
 
 CONTRACT = RandomAttention(
-    family="s1", signature="fn(q, k, v, positions, freqs, alpha, beta, omega, causal) -> out (..., L, d_v)",
-    draw_names=("positions", "freqs", "alpha", "beta", "omega"), draw=_draw, redraw=_redraw, ref=_ref,
-    ref_vjp=_ref_vjp, learnable=("freqs", "alpha", "beta"), limit=_limit, leak_keys=_leak_keys, scale=0.7 * 4.0,
-    positions="positions", prefix_text="appended keys aligned with the largest rows of omega")
+    family="s1",
+    signature="fn(q, k, v, positions, freqs, alpha, beta, omega, causal) -> out (..., L, d_v)",
+    draw_names=("positions", "freqs", "alpha", "beta", "omega"),
+    draw=_draw,
+    redraw=_redraw,
+    ref=_ref,
+    ref_vjp=_ref_vjp,
+    learnable=("freqs", "alpha", "beta"),
+    limit=_limit,
+    leak_keys=_leak_keys,
+    scale=0.7 * 4.0,
+    positions="positions",
+    prefix_text="appended keys aligned with the largest rows of omega",
+)
 
 
 def _target(framework):
@@ -89,4 +107,6 @@ def _target(framework):
     return Target(fn, framework, "s1", "refattn.rpe.s1_attention (FAVOR+, positive features)")
 
 
-FAMILIES = {"s1": Family("s1", {"attention": CONTRACT}, {"attention": _target}, {"attention": ATTENTION_CHECKS})}
+FAMILIES = {
+    "s1": Family("s1", {"attention": CONTRACT}, {"attention": _target}, {"attention": ATTENTION_CHECKS})
+}

@@ -5,8 +5,8 @@ r"""Horn et al. Strategy 2 (clipped relative-position keys), signed 1-D distance
     out_i = sum_j exp(q_i . w[clip(j - i, k)] / sqrt(d)) v_j / sum_j exp(q_i . w[clip(j - i, k)] / sqrt(d)),
     clip(x, k) = max(-k, min(k, x)),   row r + k of w holds w_r (r = -k..k)
 
-(exact softmax kernel; refattn.rpe.s2_attention with ``grid=None, omega=None``). Signed distances have *two* far
-regions, j - i >= k and j - i <= -k (design.md trap 8): the paper's one-sided O(L k^2) formula is for
+(exact softmax kernel; refattn.rpe.s2_attention with ``grid=None, omega=None``). Signed distances have *two*
+far regions, j - i >= k and j - i <= -k (design.md trap 8): the paper's one-sided O(L k^2) formula is for
 non-negative (Manhattan) distances. No causal mode. Checks: values (L = 20 > 2k, k = 3), gradients for q, v, w
 (refattn's manual backward), dtype.
 """
@@ -61,7 +61,8 @@ class AttentionContract:
         y = self._call(ctx, args).astype(np.float64)
         ref = self.ref(_f64(args))
         err = float(np.max(np.abs(y - ref)) / np.max(np.abs(ref))) if np.all(np.isfinite(y)) else math.inf
-        return CheckResult("values", err <= t, err, t, f"max |out - ref| / max |ref| against refattn {self.family} on "
+        return CheckResult("values", err <= t, err, t, f"max |out - ref| / max |ref| against refattn "
+                                                       f"{self.family} on "
                            f"the same inputs ({', '.join(self.arg_names)})")
 
     def kernel(self, ctx: Ctx) -> CheckResult:                    # exact: nothing to estimate
@@ -88,9 +89,13 @@ class AttentionContract:
         worst, where, missing = compare(names, grads, [r[n] for n in names])
         if missing:
             return CheckResult("gradients", False, math.inf, t, missing)
-        detail = f"max |g - g_ref| / |g_ref| over {', '.join(names)} (worst: {where}) against refattn's backward"
+        detail = (
+            f"max |g - g_ref| / |g_ref| over {', '.join(names)} (worst: {where}) against refattn's backward"
+        )
         if ctx.dtype == np.float64:
-            detail += "; vs central differences of its own forward: " + self_consistency(ctx, g, names, diff_args, extra)
+            detail += "; vs central differences of its own forward: " + self_consistency(
+                ctx, g, names, diff_args, extra
+            )
         return CheckResult("gradients", worst <= t, worst, t, detail)
 
 
@@ -117,13 +122,15 @@ def _ref_vjp(args, dy):
     return {"q": g.q, "v": g.v, "w": g.w}
 
 
-CONTRACT = AttentionContract("s2", "fn(q, v, w, k) -> out (..., L, d_v)", ("q", "v", "w", "k"), ("q", "v", "w"),
-                             _draw, _ref, _ref_vjp)
+CONTRACT = AttentionContract(
+    "s2", "fn(q, v, w, k) -> out (..., L, d_v)", ("q", "v", "w", "k"), ("q", "v", "w"), _draw, _ref, _ref_vjp
+)
 
 
 def _target(framework):
     if framework not in ("numpy", "torch"):
-        raise UsageError(f"target refattn --as s2: the built-in family targets run refattn's array-API core on NumPy or torch arrays; got --framework "
+        raise UsageError(f"target refattn --as s2: the built-in family targets run refattn's array-API core "
+                         f"on NumPy or torch arrays; got --framework "
                          f"{framework}")
     from refattn.rpe import s2_attention
     return Target(lambda q, v, w, k: s2_attention(q, v, w, k=k), framework, "s2", "refattn.rpe.s2_attention")
