@@ -13,13 +13,17 @@ stays O(L m + m d_v): the (L, m, d_v) stack of prefix states is never formed (de
 The normaliser is fused into the value product as an extra column of ones, ``v_aug = [v, 1]``, so one GEMM
 gives numerator and denominator together.
 
-**Key log-scales.** Positive random features overflow unless stabilised (design.md trap 3). A key row may
-arrive as ``phi_k_j * exp(s_j)`` with ``s = k_log_scale``: the raw product is never formed. The sums are
-carried relative to a running maximum M of s: over all positions in bidirectional mode, over the *prefix*
-j <= i in causal mode (M_i = max_{j<=i} s_j, per position, also inside a chunk), with the accumulated state
-rescaled by exp(M_old - M_new) when the maximum grows. The output is exactly invariant to M (it scales
-numerator and denominator alike), so M only controls rounding and underflow; in causal mode it depends on
-the prefix alone, so the output for a prefix never depends on later tokens, even through underflow.
+**Key log-scales.** Positive random features overflow unless stabilised (design.md trap 3). Two forms:
+
+* row log-scales ``s: (..., L)``: a key row arrives as ``phi_k_j * exp(s_j)`` (the raw product is never
+  formed); the sums are carried relative to a running maximum M of s, over all positions in bidirectional mode,
+  over the *prefix* j <= i in causal mode (M_i = max_{j<=i} s_j, per position, also inside a chunk), with the
+  accumulated state rescaled by exp(M_old - M_new) when the maximum grows. The output is exactly invariant to M,
+  and in causal mode M depends on the prefix alone.
+* per-feature frames ``s: (..., L, m)`` (causal; issue 22): every feature column of the keys has its own scale
+  (its prefix maximum), and ``phi_q`` arrives in the reciprocal frame of its own position; the weight of
+  (i, j, f) is ``phi_q_if phi_k_jf exp(s_jf - s_if) <= phi_q_if phi_k_jf``. This keeps float32 accurate where a
+  row scale underflows (module ``_causal`` has the chunk algorithm and its guard).
 
 Axes: ``...`` batch and heads, ``L`` positions, ``m`` feature width (m' of the issues: m for positive maps, 2m
 for trig ones), ``d_v`` value width.
