@@ -105,3 +105,13 @@ def test_help_lists_the_families_with_their_contracts():
     ):
         assert fam in p.stdout
     assert "fn(x, noise, logits, mu, S)" in p.stdout and "fn(pos, xi, w) -> (N1, N2)" in p.stdout
+
+
+def test_report_writes_the_table(monkeypatch):
+    """``python -m validation report`` end to end on one small run (the full run takes ~30 s)."""
+    from validation.crosscheck import report
+
+    monkeypatch.setattr(report, "RUNS", [("refattn", "features", None)])
+    monkeypatch.setattr(report, "KNOWN", [])
+    md = report.write_report(quick=True)
+    assert "| refattn | features | `values` | pass |" in md and "| refattn | features | `dtype` | pass |" in md

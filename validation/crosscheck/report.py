@@ -78,7 +78,7 @@ def _cell(s: str) -> str:
 
 
 def write_report(*, quick: bool = False, seed: int = 0, progress: TextIO | None = None) -> str:
-    from ..check import check
+    from ..checks import check
     from .performer_pytorch import available, eps_effect
     reports, missing = {}, []
     for target, kind, fw in RUNS:
