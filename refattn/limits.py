@@ -1,0 +1,87 @@
+"""The allocation bound: a request for more memory than a documented, configurable limit fails before it
+allocates.
+
+A reference library is run on inputs people did not write themselves (a checkpoint from elsewhere, a config
+from a paper's appendix). A size that is a typo (``vocab_size=10**9``) should fail at once with a message that
+names the argument and the size, not after minutes of swapping or with NumPy's ``Unable to allocate 745 GiB``.
+
+    >>> import refattn
+    >>> refattn.limits.get_max_bytes() == 4 * 2**30          # the default: 4 GiB per request
+    True
+    >>> with refattn.limits.max_bytes(2**20):                # a scoped bound (thread- and task-local)
+    ...     refattn.limits.check_nbytes(10**7, "vocab_size * d_model * 8")
+    Traceback (most recent call last):
+    ...
+    MemoryError: vocab_size * d_model * 8: this request needs 10000000 bytes (9.5 MiB), above ...
+
+The bound is per request (one array or one structure allocated at once), not a budget over a process. It is a
+``contextvars.ContextVar``: :func:`set_max_bytes` sets it for the current context, :func:`max_bytes` for a
+``with`` block. The environment variable ``REFATTN_MAX_BYTES`` sets the default at import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from typing import Iterator
+
+__all__ = ["DEFAULT_MAX_BYTES", "get_max_bytes", "set_max_bytes", "max_bytes", "check_nbytes"]
+
+DEFAULT_MAX_BYTES = 4 * 2**30
+
+
+def _parse(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value), 0) if isinstance(value, str) else value
+        except ValueError:
+            raise ValueError(f"{name}: expected a positive integer number of bytes; got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name}: expected a positive integer number of bytes; got {value!r}")
+    return value
+
+
+_DEFAULT = _parse(os.environ.get("REFATTN_MAX_BYTES", DEFAULT_MAX_BYTES), "REFATTN_MAX_BYTES")
+_MAX: contextvars.ContextVar[int] = contextvars.ContextVar("refattn_max_bytes", default=_DEFAULT)  # noqa: B039
+
+
+def _human(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.2g} {unit}" if n / size < 10 else f"{n / size:.0f} {unit}"
+    return f"{n} B"
+
+
+def get_max_bytes() -> int:
+    """The current bound in bytes (per allocation request)."""
+    return _MAX.get()
+
+
+def set_max_bytes(n: int) -> int:
+    """Set the bound for the current context; returns the previous value. ``n``: a positive int (bytes)."""
+    previous = _MAX.get()
+    _MAX.set(_parse(n, "n"))
+    return previous
+
+
+@contextlib.contextmanager
+def max_bytes(n: int) -> Iterator[int]:
+    """``with max_bytes(n):`` -- the bound is `n` bytes inside the block and restored after it."""
+    token = _MAX.set(_parse(n, "n"))
+    try:
+        yield n
+    finally:
+        _MAX.reset(token)
+
+
+def check_nbytes(nbytes: int, what: str) -> None:
+    """Raise ``MemoryError`` naming `what` when a request of `nbytes` exceeds the bound; otherwise return.
+
+    `what` names the argument(s) that set the size, as the user passed them (``"config['vocab_size']"``)."""
+    limit = _MAX.get()
+    if nbytes > limit:
+        raise MemoryError(
+            f"{what}: this request needs {int(nbytes)} bytes ({_human(int(nbytes))}), above refattn's bound "
+            f"of {limit} bytes ({_human(limit)}); raise it with refattn.limits.set_max_bytes(n) or the "
+            f"REFATTN_MAX_BYTES environment variable")
