@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["type_name", "check_array", "check_same", "flatten_leading"]
+__all__ = ["type_name", "check_array", "check_same", "flatten_leading", "positive_projection", "register_backend"]
 
 
 def type_name(x: Any) -> str:
@@ -52,3 +52,31 @@ def flatten_leading(name: str, x: Any, core_ndim: int, *, kernel: str) -> tuple[
     for size in lead:
         n *= size
     return x.reshape((n,) + tuple(x.shape[x.ndim - core_ndim:])), lead
+
+
+def positive_projection(x: Any, omega: Any, k_log_scale: Any, *, as_array, dtypes: tuple[str, ...], kernel: str):
+    """The part every backend's fused positive-feature kernel shares: check the arrays (``as_array`` is the
+    backend's :func:`check_array` wrapper), flatten ``x`` to ``(N, d)``, one GEMM ``u = x omega^T`` and the key
+    frame folded in place. Returns ``(x, x2, u, m)`` with ``u: (N, m)`` fresh (the kernel may overwrite it)."""
+    x = as_array("x", x, dtypes, kernel=kernel)
+    omega = as_array("omega", omega, dtypes, kernel=kernel, like=x)
+    if omega.ndim != 2 or x.ndim < 1 or omega.shape[1] != x.shape[-1]:
+        raise ValueError(f"omega: expected shape (m, d) with d = {x.shape[-1]} (from x); got {omega.shape}")
+    m, d = omega.shape
+    x2 = x.reshape(-1, d)                                                # (N, d), N = prod(...) L
+    u = x2 @ omega.T                                                     # (N, m) fresh array
+    if k_log_scale is not None:
+        k_log_scale = as_array("k_log_scale", k_log_scale, dtypes, kernel=kernel, like=x)
+        u.reshape(tuple(x.shape[:-1]) + (m,))[...] += k_log_scale         # (..., L, m) fold the key frame
+    return x, x2, u, m
+
+
+def register_backend(backend: str, cache: dict, build) -> None:
+    """Register a backend's kernels with ``refattn._dispatch`` (idempotent): ``cache`` (the backend's
+    ``PRIMITIVES`` dict) is filled from ``build()`` -> ``{primitive: kernel}`` on first use."""
+    from refattn import _dispatch
+
+    if not cache:
+        cache.update(build())
+    for prim, fn in cache.items():
+        _dispatch.register(backend, prim, fn)

@@ -39,7 +39,11 @@ from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 import accel  # noqa: E402
 import refattn  # noqa: E402
 from refattn.attention.favor import favor_attention_fwd  # noqa: E402
-from refattn.attention.linear import DEFAULT_CHUNK_SIZE, _causal_bwd_reference, _causal_fwd_reference  # noqa: E402
+from refattn._dispatch import reference  # noqa: E402
+from refattn.attention.linear import DEFAULT_CHUNK_SIZE  # noqa: E402
+
+_causal_fwd_reference = reference("linear_attention.causal_fwd")
+_causal_bwd_reference = reference("linear_attention.causal_bwd")
 
 
 def timeit(fn, *, repeat):
@@ -129,7 +133,7 @@ def bench_favor(args, H, d, m, d_v):
 
 def bench_fwht(args):
     from accel.numba.fwht import fwht
-    from refattn.features.fastfood import _fwht_reference
+    _fwht_reference = reference("fwht")
 
     xp = refattn._xp.namespace(np.empty(0))
     print(f"\n## FWHT on {args.fwht_rows} rows (x H along the last axis)")

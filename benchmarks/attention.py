@@ -1,12 +1,15 @@
 """Benchmark: exact vs linear (bidirectional, causal) attention, forward and backward, against same-run GEMMs.
 
     python benchmarks/attention.py [--quick] [--threads N] [--dtypes float32,float64] [--L 1024,4096,16384]
-                                   [--chunks 32,64,128,256]
+                                   [--chunks 32,64,128,256] [--only main,chunks,frames]
 
 Prints, for H = 8 heads, d = 64, m' = 256 features, d_v = 64: the time of each pass (median of repeats), the
 ratios causal/bidirectional, backward/forward, the L-scaling time(4L)/time(L), and the achieved fraction of
 the same-run GEMM time of the products each pass needs. Features are given (drawn once), so this measures
-attention alone. Also sweeps the causal chunk size (the default's justification).
+attention alone. Also sweeps the causal chunk size (the default's justification), and (``frames``) measures the
+cost of the causal key scalings in one run: none, row log-scales ``(..., L)`` (FAVOR+ before issue 22) and
+per-feature frames ``(..., L, m)`` (issue 22), the latter on realistic frames (prefix maxima of FAVOR+ keys,
+every chunk within the spread limit) and with every chunk forced onto the exact path.
 """
 
 from __future__ import annotations
@@ -50,7 +53,9 @@ def main():
     ap.add_argument("--L", default=None)
     ap.add_argument("--chunks", default="32,64,128,256")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--only", default="main,chunks,frames")
     args = ap.parse_args()
+    only = set(args.only.split(","))
     from threadpoolctl import threadpool_info, threadpool_limits
 
     H, d, m, d_v = 8, 64, 256, 64
@@ -65,7 +70,7 @@ def main():
     print(f"# H={H} d={d} m'={m} d_v={d_v}; times in ms, median of {repeat}")
     rng = np.random.default_rng(0)
     results = {}
-    for dt_name in args.dtypes.split(","):
+    for dt_name in (args.dtypes.split(",") if "main" in only else []):
         dt = np.dtype(dt_name)
         print(f"\n## {dt_name}")
         print(f"{'L':>6} {'exact':>9} {'exact_bwd':>9} {'gemm':>8} {'bidir':>8} {'bidir/gemm':>10} {'causal':>8} "
@@ -102,6 +107,10 @@ def main():
             print(f"L-scaling {b}/{a} (x{b // a}): bidir {rb['bi'] / ra['bi']:.2f}, causal {rb['ca'] / ra['ca']:.2f}, "
                   f"bidir bwd {rb['bi_b'] / ra['bi_b']:.2f}, causal bwd {rb['ca_b'] / ra['ca_b']:.2f}")
 
+    if "frames" in only:
+        frames_section(args, H, d, m, d_v, repeat)
+    if "chunks" not in only:
+        return
     print("\n## causal chunk-size sweep (float32, L = %d): causal fwd / bidirectional fwd, causal bwd / causal fwd"
           % (1024 if args.quick else 4096))
     L = 1024 if args.quick else 4096
@@ -121,6 +130,55 @@ def main():
               f"with k_log_scale: causal/bidir {t_cs / t_bi:5.2f}")
     if limits is not None:
         limits.unregister() if hasattr(limits, "unregister") else None
+
+
+def frames_section(args, H, d, m, d_v, repeat):
+    """Causal forward/backward cost of the key scalings (issue 22), features given, in one run."""
+    from refattn.attention import _causal
+    from refattn.features.positive import positive_features_stable, positive_key_features_stable
+    from refattn.random import draw_gaussian
+
+    L = 1024 if args.quick else 4096
+    rng = np.random.default_rng(1)
+    for dt_name in args.dtypes.split(","):
+        dt = np.dtype(dt_name)
+        omega = draw_gaussian(rng, m, d).astype(dt)
+        q = (rng.standard_normal((1, H, L, d)) * d ** -0.25).astype(dt)      # q' = d^{-1/4} q, q ~ N(0, I)
+        k = (rng.standard_normal((1, H, L, d)) * d ** -0.25).astype(dt)
+        v = rng.standard_normal((1, H, L, d_v)).astype(dt)
+        dy = rng.standard_normal((1, H, L, d_v)).astype(dt)
+        phi_q_row, _ = positive_features_stable(q, omega)                     # FAVOR+ before issue 22
+        phi_k_row, s_row = positive_features_stable(k, omega)
+        phi_k, frame = positive_key_features_stable(k, omega, causal=True)    # issue 22
+        phi_q, _ = positive_features_stable(q, omega, k_log_scale=frame)
+        cheap = _causal._chunk_plan(frame, 32, xp=__import__("array_api_compat").array_namespace(frame))[1]
+        cases = {
+            "no scale": (phi_q_row, phi_k_row, None),
+            "row log-scales (..., L)": (phi_q_row, phi_k_row, s_row),
+            "per-feature frames (..., L, m)": (phi_q, phi_k, frame),
+        }
+        print(f"\n## causal key scaling, {dt_name}, H={H}, L={L}, m'={m}, d_v={d_v} (features given; "
+              f"{sum(cheap)}/{len(cheap)} chunks within the spread limit): ms, ratio to the row-scaled pass")
+        t = {}
+        for name, (pq, pk, s) in cases.items():
+            tf = timeit(lambda: linear_attention_fwd(pq, pk, v, causal=True, k_log_scale=s), repeat=repeat)
+            _, c = linear_attention_fwd(pq, pk, v, causal=True, k_log_scale=s)
+            tb = timeit(lambda: linear_attention_bwd(dy, c), repeat=repeat)
+            t[name] = (tf, tb)
+        limit = _causal.SPREAD_LIMIT
+        _causal.SPREAD_LIMIT = -1.0                                           # every chunk on the exact path
+        try:
+            tf = timeit(lambda: linear_attention_fwd(phi_q, phi_k, v, causal=True, k_log_scale=frame),
+                        repeat=max(1, repeat // 2))
+            _, c = linear_attention_fwd(phi_q, phi_k, v, causal=True, k_log_scale=frame)
+            tb = timeit(lambda: linear_attention_bwd(dy, c), repeat=max(1, repeat // 2))
+            t["frames, every chunk exact"] = (tf, tb)
+        finally:
+            _causal.SPREAD_LIMIT = limit
+        base_f, base_b = t["row log-scales (..., L)"]
+        for name, (tf, tb) in t.items():
+            print(f"{name:32s} fwd {1e3 * tf:9.2f} ({tf / base_f:5.2f}x)   bwd {1e3 * tb:9.2f} ({tb / base_b:5.2f}x)"
+                  f"   bwd/fwd {tb / tf:5.2f}")
 
 
 if __name__ == "__main__":

@@ -249,7 +249,9 @@ def micro_profile(L, dt, repeat):
     import cupy
 
     from refattn.attention.linear import linear_attention_fwd
-    from refattn.features.positive import _positive_features_stable_reference
+    from refattn._dispatch import reference
+
+    _positive_features_stable_reference = reference("positive_features_stable")
 
     q, k, v, omega, dy = make_inputs(L, dt)
     N = H * L

@@ -1,21 +1,33 @@
-"""The one dispatch point through which ``accel`` swaps in kernels for named hot primitives.
+"""The one dispatch point through which ``accel`` swaps in kernels for named hot primitives, and the registry of
+those primitives with their reference implementations.
 
-The core never imports ``accel``. A backend registers implementations with :func:`register`; the core asks
-:func:`kernel_for` at each hot primitive and gets ``None`` (run the reference) unless a backend has been switched
-in for the current context with :func:`use_backend` (``accel.use(...)`` wraps it). The active backend is a
-``contextvars.ContextVar``: per thread and per asyncio task, nestable, restored on exit and on error.
+**Registry.** :data:`PRIMITIVES` names every hot primitive; the module that owns a primitive's reference attaches
+it with :func:`define` when it is imported (``import refattn`` imports them all). :func:`reference` returns a
+reference by name (benchmarks and the accel tests use it instead of private imports), :func:`primitives` the
+whole ``{name: reference}`` table, and every function here raises ``ValueError`` on a name that is not in the
+registry: a misspelled primitive never silently means "run the reference".
 
-Named hot primitives (their signatures are those of the reference functions named):
+**Dispatch.** A backend registers implementations with :func:`register`; the core asks :func:`implementation`
+(the active backend's kernel, else the reference) or :func:`kernel_for` (the kernel, or ``None``) at each hot
+primitive. The active backend is switched in for the current context with :func:`use_backend`
+(``accel.use(...)`` wraps it): a ``contextvars.ContextVar``, per thread and per asyncio task, nestable, restored
+on exit and on error. The core never imports ``accel``.
 
-=================================  ===========================================================================
-``"linear_attention.causal_fwd"``  :func:`refattn.attention.linear._causal_fwd_reference`
-``"linear_attention.causal_bwd"``  :func:`refattn.attention.linear._causal_bwd_reference`
-``"positive_features_stable"``     the fused positive-feature map with its row stabiliser (features issue)
-``"fwht"``                         the fast Walsh-Hadamard transform (KL spectra issue)
-``"s2_window_sums"``               S2's window sums (Horn RPE issue)
-``"contract_rows"``                :func:`refattn._xp._contract_rows_reference`: ``a^T b`` over a long row
-                                   axis (linear attention's ``phi_k^T [v, 1]``, a projection's ``du^T x``)
-=================================  ===========================================================================
+================================== ===========================================================================
+primitive                          reference (signature of every kernel registered for it)
+================================== ===========================================================================
+``linear_attention.causal_fwd``    ``refattn.attention._causal._causal_fwd_reference`` (row log-scales)
+``linear_attention.causal_bwd``    ``refattn.attention._causal._causal_bwd_reference``
+``linear_attention.causal_frames_  ``refattn.attention._causal._causal_frames_fwd_reference`` (per-feature
+fwd``                              key frames, issue 22)
+``linear_attention.causal_frames_  ``refattn.attention._causal._causal_frames_bwd_reference``
+bwd``
+``positive_features_stable``       ``refattn.features.positive._positive_features_stable_reference``
+``positive_key_features_stable``   ``refattn.features.positive._key_features_reference``
+``fwht``                           ``refattn.features.fastfood._fwht_reference``
+``s2_window_sums``                 ``refattn.rpe.s2_clipped._class_sums_reference``
+``contract_rows``                  ``refattn._xp._contract_rows_reference``: ``a^T b`` over a long row axis
+================================== ===========================================================================
 """
 
 from __future__ import annotations
@@ -24,15 +36,62 @@ import contextlib
 import contextvars
 from typing import Any, Callable, Iterator
 
-__all__ = ["register", "kernel_for", "active_backend", "use_backend", "registered"]
+__all__ = ["PRIMITIVES", "define", "reference", "primitives", "register", "kernel_for", "implementation",
+           "active_backend", "use_backend", "registered"]
+
+#: Every hot primitive: name -> where its reference lives (documentation; the function is attached by :func:`define`).
+PRIMITIVES: dict[str, str] = {
+    "linear_attention.causal_fwd": "refattn.attention._causal._causal_fwd_reference",
+    "linear_attention.causal_bwd": "refattn.attention._causal._causal_bwd_reference",
+    "linear_attention.causal_frames_fwd": "refattn.attention._causal._causal_frames_fwd_reference",
+    "linear_attention.causal_frames_bwd": "refattn.attention._causal._causal_frames_bwd_reference",
+    "positive_features_stable": "refattn.features.positive._positive_features_stable_reference",
+    "positive_key_features_stable": "refattn.features.positive._key_features_reference",
+    "fwht": "refattn.features.fastfood._fwht_reference",
+    "s2_window_sums": "refattn.rpe.s2_clipped._class_sums_reference",
+    "contract_rows": "refattn._xp._contract_rows_reference",
+}
 
 _active: contextvars.ContextVar[str | None] = contextvars.ContextVar("refattn_backend", default=None)
+_references: dict[str, Callable[..., Any]] = {}
 _registry: dict[tuple[str, str], Callable[..., Any]] = {}
 _known_backends: set[str] = set()
 
 
+def _check_name(primitive: str) -> None:
+    if primitive not in PRIMITIVES:
+        raise ValueError(f"primitive: unknown hot primitive {primitive!r}; expected one of {sorted(PRIMITIVES)}")
+
+
+def define(primitive: str, fn: Callable[..., Any] | None = None):
+    """Attach `fn` as the reference of `primitive` (also usable as a decorator: ``@define("fwht")``)."""
+    _check_name(primitive)
+
+    def attach(f: Callable[..., Any]) -> Callable[..., Any]:
+        _references[primitive] = f
+        return f
+
+    return attach if fn is None else attach(fn)
+
+
+def reference(primitive: str) -> Callable[..., Any]:
+    """The reference implementation of `primitive` (``ValueError`` for an unknown name)."""
+    _check_name(primitive)
+    try:
+        return _references[primitive]
+    except KeyError:
+        raise ValueError(f"primitive {primitive!r}: its reference ({PRIMITIVES[primitive]}) is attached when its "
+                         "module is imported; import refattn first") from None
+
+
+def primitives() -> dict[str, Callable[..., Any]]:
+    """``{name: reference}`` for every hot primitive (the table the accel tests iterate over)."""
+    return {name: reference(name) for name in PRIMITIVES}
+
+
 def register(backend: str, primitive: str, fn: Callable[..., Any]) -> None:
-    """Register `fn` as `backend`'s implementation of the hot primitive `primitive`."""
+    """Register `fn` as `backend`'s implementation of the hot primitive `primitive` (a known name)."""
+    _check_name(primitive)
     _known_backends.add(backend)
     _registry[(backend, primitive)] = fn
 
@@ -48,11 +107,18 @@ def active_backend() -> str | None:
 
 
 def kernel_for(primitive: str) -> Callable[..., Any] | None:
-    """The active backend's kernel for `primitive`, or ``None`` when the reference must run."""
+    """The active backend's kernel for `primitive`, or ``None`` when the reference must run (``ValueError`` for
+    a name that is not a hot primitive)."""
+    _check_name(primitive)
     backend = _active.get()
     if backend is None:
         return None
     return _registry.get((backend, primitive))
+
+
+def implementation(primitive: str) -> Callable[..., Any]:
+    """What runs for `primitive` here: the active backend's kernel, else the reference."""
+    return kernel_for(primitive) or reference(primitive)
 
 
 @contextlib.contextmanager

@@ -25,6 +25,8 @@ from typing import Any
 import array_api_compat
 from array_api_compat import array_namespace
 
+from . import _dispatch
+
 __all__ = [
     "namespace",
     "check_shape",
@@ -275,6 +277,7 @@ def cumulative_max(x: Any, *, axis: int = -2, xp: Any) -> Any:
     return xp.moveaxis(out, 0, axis) if axis != 0 else out
 
 
+@_dispatch.define("contract_rows")
 def _contract_rows_reference(a: Any, b: Any) -> Any:
     """``a^T b`` over the row axis: ``a: (..., N, p)``, ``b: (..., N, r)`` -> ``(..., p, r)``."""
     xp = namespace(a, b)
@@ -291,7 +294,4 @@ def contract_rows(a: Any, b: Any) -> Any:
     ``accel.use("cupy")`` swaps in one 2-D GEMM per batch entry (:mod:`accel.cupy.contract`); the reference is
     one matmul.
     """
-    from . import _dispatch
-
-    impl = _dispatch.kernel_for("contract_rows") or _contract_rows_reference
-    return impl(a, b)
+    return _dispatch.implementation("contract_rows")(a, b)

@@ -21,7 +21,7 @@ CuPy (:mod:`accel.cupy.chunk_parallel` is plain array-API code, tested on the CP
 
 from __future__ import annotations
 
-from refattn import _dispatch
+from .._checks import register_backend
 
 __all__ = ["register", "BACKEND", "PRIMITIVES"]
 
@@ -31,16 +31,17 @@ BACKEND = "cupy"
 PRIMITIVES: dict = {}
 
 
+def _primitives() -> dict:
+    from . import causal, contract, positive
+
+    return {
+        "linear_attention.causal_fwd": causal.causal_fwd,
+        "linear_attention.causal_bwd": causal.causal_bwd,
+        "positive_features_stable": positive.positive_features_stable,
+        "contract_rows": contract.contract_rows,
+    }
+
+
 def register() -> None:
     """Register the CuPy kernels with the core's dispatch point (idempotent)."""
-    if not PRIMITIVES:
-        from . import causal, contract, positive
-
-        PRIMITIVES.update({
-            "linear_attention.causal_fwd": causal.causal_fwd,
-            "linear_attention.causal_bwd": causal.causal_bwd,
-            "positive_features_stable": positive.positive_features_stable,
-            "contract_rows": contract.contract_rows,
-        })
-    for prim, fn in PRIMITIVES.items():
-        _dispatch.register(BACKEND, prim, fn)
+    register_backend(BACKEND, PRIMITIVES, _primitives)

@@ -26,6 +26,7 @@ import math
 import cupy
 import numpy as np
 
+from .._checks import positive_projection
 from ._common import as_cupy
 from ._cuda import function, launch_1d
 
@@ -53,17 +54,9 @@ def positive_features_stable(x, omega, k_log_scale=None):
     log_scale : (..., L) cupy.ndarray
     """
     kern = "positive_features_stable"
-    dts = SUPPORTED[kern]["dtypes"]
-    x = as_cupy("x", x, dts, kernel=kern)
-    omega = as_cupy("omega", omega, dts, kernel=kern, like=x)
-    if omega.ndim != 2 or x.ndim < 1 or omega.shape[1] != x.shape[-1]:
-        raise ValueError(f"omega: expected shape (m, d) with d = {x.shape[-1]} (from x); got {omega.shape}")
-    m, d = omega.shape
-    x2 = x.reshape(-1, d)                                                # (N, d), N = prod(...) L
-    u = x2 @ omega.T                                                     # (N, m) fresh array, overwritten
-    if k_log_scale is not None:
-        k_log_scale = as_cupy("k_log_scale", k_log_scale, dts, kernel=kern, like=x)
-        u.reshape(tuple(x.shape[:-1]) + (m,))[...] += k_log_scale         # (..., L, m) fold the key frame
+    x, x2, u, m = positive_projection(x, omega, k_log_scale, as_array=as_cupy, dtypes=SUPPORTED[kern]["dtypes"],
+                                      kernel=kern)
+    d = x2.shape[1]
     N = x2.shape[0]
     log_scale = cupy.empty(N, dtype=x.dtype)                             # (N,)
     if N:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import threading
 
-from refattn import _dispatch
+from .._checks import register_backend
 
 __all__ = ["register", "BACKEND", "PRIMITIVES"]
 
@@ -78,7 +78,4 @@ PRIMITIVES: dict = {}
 
 def register() -> None:
     """Register the numba kernels with the core's dispatch point (idempotent)."""
-    if not PRIMITIVES:
-        PRIMITIVES.update({k: _serialised_unless_safe(f) for k, f in _primitives().items()})
-    for prim, fn in PRIMITIVES.items():
-        _dispatch.register(BACKEND, prim, fn)
+    register_backend(BACKEND, PRIMITIVES, lambda: {k: _serialised_unless_safe(f) for k, f in _primitives().items()})

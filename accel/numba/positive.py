@@ -33,6 +33,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .._checks import positive_projection
 from ._common import FASTMATH, as_numpy
 
 __all__ = ["SUPPORTED", "positive_features_stable", "positive_key_features_stable"]
@@ -82,17 +83,8 @@ def positive_features_stable(x, omega, k_log_scale=None):
     log_scale : (..., L) ndarray
     """
     kern = "positive_features_stable"
-    dts = SUPPORTED[kern]["dtypes"]
-    x = as_numpy("x", x, dts, kernel=kern)
-    omega = as_numpy("omega", omega, dts, kernel=kern, like=x)
-    if omega.ndim != 2 or x.ndim < 1 or omega.shape[1] != x.shape[-1]:
-        raise ValueError(f"omega: expected shape (m, d) with d = {x.shape[-1]} (from x); got {omega.shape}")
-    m, d = omega.shape
-    x2 = x.reshape(-1, d)                                                # (N, d), N = prod(...) L
-    u = x2 @ omega.T                                                     # (N, m) fresh array, overwritten
-    if k_log_scale is not None:
-        k_log_scale = as_numpy("k_log_scale", k_log_scale, dts, kernel=kern, like=x)
-        u.reshape(x.shape[:-1] + (m,))[...] += k_log_scale                # (..., L, m) fold the key frame
+    x, x2, u, m = positive_projection(x, omega, k_log_scale, as_array=as_numpy, dtypes=SUPPORTED[kern]["dtypes"],
+                                      kernel=kern)
     log_scale = np.empty(x2.shape[0], dtype=x.dtype)                     # (N,)
     _shift_rows(u, x2, x.dtype.type(0.5 * math.log(m)), log_scale)
     np.exp(u, out=u)                                                     # (N, m) in (0, 1], in place (SIMD)

@@ -29,6 +29,7 @@ Axes: ``...`` batch and heads, ``L`` positions, ``m`` features, ``d_v + 1`` augm
 
 from __future__ import annotations
 
+from .. import _dispatch
 from .._xp import device_of, namespace
 
 #: Largest spread of the frames inside a chunk for which the chunk-level frame is used (see the module docstring).
@@ -63,6 +64,7 @@ def _chunk_weights(s_c, Mp, *, xp, tril):
     return Mi, E
 
 
+@_dispatch.define("linear_attention.causal_fwd")
 def _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
     """Causal numerator and normaliser by chunked prefix sums.
 
@@ -102,6 +104,7 @@ def _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
     return numer, M
 
 
+@_dispatch.define("linear_attention.causal_bwd")
 def _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M, chunk_size):
     """Backward of :func:`_causal_fwd_reference` given ``g = d numer_aug: (..., L, d_v + 1)``.
 
@@ -244,6 +247,7 @@ def _exact_weights_bwd(dW, pq, pk, sc, *, xp, tril):
     return dpq, dpk
 
 
+@_dispatch.define("linear_attention.causal_frames_fwd")
 def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
     """Causal numerator and normaliser with per-feature frames ``s: (..., L, m)`` (nondecreasing along L).
 
@@ -284,6 +288,7 @@ def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
     return numer
 
 
+@_dispatch.define("linear_attention.causal_frames_bwd")
 def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size):
     """Backward of :func:`_causal_frames_fwd_reference` given ``g = d numer_aug: (..., L, d_v + 1)``.
 

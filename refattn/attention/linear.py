@@ -35,8 +35,7 @@ from typing import Any, NamedTuple
 
 from .. import _dispatch
 from .._xp import check_choice, check_finite, check_positive_int, check_shape, contract_rows, device_of, namespace
-from ._causal import (_bcast2, _causal_bwd_reference, _causal_frames_bwd_reference,
-                      _causal_frames_fwd_reference, _causal_fwd_reference)
+from ._causal import _bcast2
 from ._normaliser import augment as _augment
 from ._normaliser import check_normaliser, name_nonfinite
 
@@ -175,10 +174,10 @@ def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chu
     else:
         kv = None
         if s is not None and s.ndim == phi_k.ndim:                                # per-feature frames
-            impl = _dispatch.kernel_for("linear_attention.causal_frames_fwd") or _causal_frames_fwd_reference
+            impl = _dispatch.implementation("linear_attention.causal_frames_fwd")
             numer, M = impl(phi_q, phi_k, v_aug, s, chunk_size), None
         else:
-            impl = _dispatch.kernel_for("linear_attention.causal_fwd") or _causal_fwd_reference
+            impl = _dispatch.implementation("linear_attention.causal_fwd")
             numer, M = impl(phi_q, phi_k, v_aug, s, chunk_size)
     z = numer[..., d_v:]                                                          # (..., L, 1)
     check_normaliser(z, on_nonpositive, xp=xp, inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": s})
@@ -221,12 +220,12 @@ def linear_attention_bwd(dy, cache: LinearAttentionCache) -> LinearAttentionGrad
             dphi_k = (w * c.v_aug) @ xp.matrix_transpose(dkv)
             dv_aug = w * (c.phi_k @ dkv)
     elif s is not None and s.ndim == c.phi_k.ndim:                                # per-feature frames
-        impl = _dispatch.kernel_for("linear_attention.causal_frames_bwd") or _causal_frames_bwd_reference
+        impl = _dispatch.implementation("linear_attention.causal_frames_bwd")
         dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.chunk_size)
         ds = c.phi_k * dphi_k - c.phi_q * dphi_q                                  # (..., L, m)
         return LinearAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], k_log_scale=ds)
     else:
-        impl = _dispatch.kernel_for("linear_attention.causal_bwd") or _causal_bwd_reference
+        impl = _dispatch.implementation("linear_attention.causal_bwd")
         dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.M, c.chunk_size)
     ds = None if s is None else xp.sum(c.v_aug * dv_aug, axis=-1)                 # (..., L)
     return LinearAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], k_log_scale=ds)

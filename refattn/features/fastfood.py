@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .._dispatch import kernel_for
+from .._dispatch import define, kernel_for
 from .._xp import check_choice, check_finite, check_shape, device_of, namespace
 
 __all__ = [
@@ -78,6 +78,7 @@ def padded_dim(d: int) -> int:
     return 1 << (d - 1).bit_length()
 
 
+@define("fwht")
 def _fwht_reference(x: Array, *, xp: Any) -> Array:
     """``x H`` for the unnormalised Sylvester Hadamard matrix H (D x D), along the last axis, O(D log D)."""
     D = x.shape[-1]

@@ -185,6 +185,7 @@ def gaussian_positive_features(x, omega):
 # stabilised positive map (the fused hot primitive)
 
 
+@_dispatch.define("positive_features_stable")
 def _positive_features_stable_reference(x, omega, k_log_scale=None):
     r"""The fused positive map with its row stabiliser (reference for the ``"positive_features_stable"``
     dispatch point; inputs already validated).
@@ -218,7 +219,7 @@ def _check_frame(k_log_scale, x, m, *, xp, name="k_log_scale"):
 
 def _stable_fwd(x, omega, k_log_scale):
     """Unchecked core of :func:`positive_features_stable_fwd` (inputs validated by the caller)."""
-    impl = _dispatch.kernel_for("positive_features_stable") or _positive_features_stable_reference
+    impl = _dispatch.implementation("positive_features_stable")
     phi, log_scale = impl(x, omega, k_log_scale)
     return (phi, log_scale), PositiveFeaturesCache(x, omega, phi, 0.5, k_log_scale)
 
@@ -314,6 +315,7 @@ def positive_features_stable(x, omega, *, k_log_scale=None):
 # keys with per-feature frames (issue 22): every feature column carries its own scale
 
 
+@_dispatch.define("positive_key_features_stable")
 def _key_features_reference(x, omega, causal):
     r"""Keys' positive features in per-feature frames (reference for ``"positive_key_features_stable"``;
     inputs already validated).
@@ -336,7 +338,7 @@ def _key_features_reference(x, omega, causal):
 
 def _key_fwd(x, omega, causal):
     """Unchecked core of :func:`positive_key_features_stable_fwd`."""
-    impl = _dispatch.kernel_for("positive_key_features_stable") or _key_features_reference
+    impl = _dispatch.implementation("positive_key_features_stable")
     phi, k_log_scale = impl(x, omega, causal)
     return (phi, k_log_scale), KeyFeaturesCache(x, omega, phi, causal)
 

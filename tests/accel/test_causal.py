@@ -17,7 +17,10 @@ import refattn  # noqa: E402
 from accel.numba import PRIMITIVES, causal  # noqa: E402
 from refattn import _dispatch, linear_attention, linear_attention_bwd, linear_attention_fwd  # noqa: E402
 from refattn import linear_attention_step  # noqa: E402
-from refattn.attention.linear import _causal_bwd_reference, _causal_fwd_reference  # noqa: E402
+from refattn._dispatch import reference  # noqa: E402
+
+_causal_fwd_reference = reference("linear_attention.causal_fwd")
+_causal_bwd_reference = reference("linear_attention.causal_bwd")
 from tests.helpers import get_namespace  # noqa: E402
 from validation import assert_close, check_vjp  # noqa: E402
 

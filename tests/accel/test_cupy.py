@@ -13,7 +13,10 @@ import pytest
 
 import accel
 from accel.cupy import chunk_parallel
-from refattn.attention.linear import _causal_bwd_reference, _causal_fwd_reference
+from refattn._dispatch import reference
+
+_causal_fwd_reference = reference("linear_attention.causal_fwd")
+_causal_bwd_reference = reference("linear_attention.causal_bwd")
 from validation import assert_close, check_vjp
 
 # (batch, L, m, e): L = 1, L not a multiple of the chunk, several chunks, one chunk exactly
@@ -147,7 +150,7 @@ def test_positive_kernel_equals_reference(rng, cp, dtype, norm):
     two GEMMs (cuBLAS, NumPy's BLAS) round ``u = x . omega`` differently by at most ``d eps |x| |omega|`` (times
     a safety factor 4), and phi <= 1 moves by at most that much absolutely, as does the log-scale."""
     from accel.cupy import positive
-    from refattn.features.positive import _positive_features_stable_reference
+    _positive_features_stable_reference = reference("positive_features_stable")
 
     x = rng.standard_normal((2, 3, 41, 16))
     x = (norm * x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(dtype)
@@ -317,7 +320,7 @@ def test_clear_errors(rng, cp):
 def test_contract_rows_equals_reference(rng, cp, monkeypatch, dtype, shape, loop_max):
     """Each path (one 2-D GEMM, a loop over batch entries, the split over rows) equals the reference."""
     from accel.cupy import contract
-    from refattn._xp import _contract_rows_reference
+    _contract_rows_reference = reference("contract_rows")
 
     monkeypatch.setattr(contract, "ROWS_PER_SPLIT", 1024)
     monkeypatch.setattr(contract, "LOOP_MAX_BATCH", loop_max)

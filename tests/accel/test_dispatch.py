@@ -39,7 +39,7 @@ def test_use_switches_in_and_restores():
         assert _dispatch.active_backend() == "numba"
         assert _unwrap(_dispatch.kernel_for(FWD)) is causal.causal_fwd
         assert _unwrap(_dispatch.kernel_for("linear_attention.causal_bwd")) is causal.causal_bwd
-        assert _dispatch.kernel_for("no_such_primitive") is None      # everything else stays the reference
+        assert _dispatch.kernel_for("contract_rows") is None          # not a numba kernel: the reference runs
     assert _dispatch.active_backend() is None
     assert _dispatch.kernel_for(FWD) is None
 
@@ -218,3 +218,28 @@ def test_kernels_are_serialised_under_an_unsafe_threading_layer(monkeypatch):
     for t in threads:
         t.join()
     assert overlap[0], "with a thread-safe layer the calls should overlap (no lock)"
+
+
+def test_registry_names_every_primitive_and_rejects_unknown_names():
+    """One registry {name: reference}: a misspelled primitive raises instead of silently running the reference."""
+    table = _dispatch.primitives()
+    assert set(table) == set(_dispatch.PRIMITIVES) and all(callable(f) for f in table.values())
+    for call in (_dispatch.kernel_for, _dispatch.reference, _dispatch.implementation):
+        with pytest.raises(ValueError, match=r"primitive: unknown hot primitive 'linear_attention\.causal_fwdd'"):
+            call("linear_attention.causal_fwdd")
+    with pytest.raises(ValueError, match=r"unknown hot primitive 'fwth'"):
+        _dispatch.register("numba", "fwth", lambda x: x)
+    assert _dispatch.implementation("fwht") is _dispatch.reference("fwht")
+
+
+@pytest.mark.parametrize("backend", ["numba", "cupy"])
+def test_every_registered_kernel_is_a_known_primitive(backend):
+    """Each backend's kernel table names only registry primitives (its register() would raise otherwise), and
+    the primitives it leaves out run the reference inside its scope."""
+    if not accel.available()[backend]:
+        pytest.skip(f"{backend} is not available here")
+    with accel.use(backend):
+        kernels = {p for (b, p) in _dispatch.registered(backend)}
+        assert kernels <= set(_dispatch.PRIMITIVES)
+        for name in set(_dispatch.PRIMITIVES) - kernels:
+            assert _dispatch.implementation(name) is _dispatch.reference(name)

@@ -15,12 +15,14 @@ from accel.numba import positive  # noqa: E402
 from refattn import _dispatch  # noqa: E402
 from refattn.attention.favor import favor_attention_bwd, favor_attention_fwd  # noqa: E402
 from refattn.features.positive import (  # noqa: E402
-    _key_features_reference,
-    _positive_features_stable_reference,
     positive_features_stable_bwd,
     positive_features_stable_fwd,
 )
+from refattn._dispatch import reference  # noqa: E402
 from tests.helpers import get_namespace  # noqa: E402
+
+_key_features_reference = reference("positive_key_features_stable")
+_positive_features_stable_reference = reference("positive_features_stable")
 from validation import assert_close, check_vjp  # noqa: E402
 
 DTYPES = positive.SUPPORTED["positive_features_stable"]["dtypes"]

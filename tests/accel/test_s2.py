@@ -13,7 +13,10 @@ import accel
 from tests.accel.helpers import unwrap as _unwrap  # noqa: E402
 from accel.numba import s2 as ns2  # noqa: E402
 from refattn import _dispatch  # noqa: E402
-from refattn.rpe.s2_clipped import _class_sums_reference, s2_attention_bwd, s2_attention_fwd  # noqa: E402
+from refattn._dispatch import reference  # noqa: E402
+from refattn.rpe.s2_clipped import s2_attention_bwd, s2_attention_fwd  # noqa: E402
+
+_class_sums_reference = reference("s2_window_sums")
 from tests.helpers import get_namespace  # noqa: E402
 from validation import assert_close, check_vjp  # noqa: E402
 

@@ -37,7 +37,8 @@ from refattn import (
     softmax_kernel,
 )
 from refattn import _dispatch
-from refattn.features.positive import _positive_features_stable_reference
+
+_positive_features_stable_reference = _dispatch.reference("positive_features_stable")
 from refattn.random import draw_gaussian
 from refattn.random.performer import _orthogonal_draws
 from tests.features.test_trig import _points, per_draw_kernel
