@@ -196,6 +196,7 @@ def _class_sums_2d(x, k, H, W, *, xp):
     return out
 
 
+@_dispatch.define("s2_window_sums")
 def _class_sums_reference(u, k, grid, *, adjoint=False):
     r"""Class sums of the S2 window trick (reference for the ``"s2_window_sums"`` dispatch point).
 
