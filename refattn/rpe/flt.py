@@ -53,10 +53,11 @@ from .spectra import (
     spectrum_arrays,
     check_proposal,
     check_spectrum,
-    proposal_log_density,
+    check_proposal_shape,
     spectrum_g_bwd,
-    spectrum_g_fwd,
 )
+from .spectra.core import g_fwd_trusted
+from .spectra.proposals import log_density_trusted
 
 __all__ = [
     "flt_frequencies",
@@ -123,21 +124,51 @@ def _validate(pos, eps, spectrum, proposal, allow_truncation):
     return xp
 
 
+def _validate_noise(eps, proposal, spectrum=None):
+    """Check `eps: (r, D)` (finite), the proposal (shapes, finite, scale > 0) and, if given, the spectrum,
+    with one shared D; returns ``(xp, sizes)``."""
+    if not isinstance(proposal, Proposal):
+        raise TypeError(f"proposal: expected a refattn.rpe.spectra.Proposal; got {type(proposal).__name__}")
+    arrays = [] if spectrum is None else spectrum_arrays(spectrum)
+    names = ("eps", "proposal.loc", "proposal.scale") + tuple(f"spectrum.{n}" for n, _ in arrays)
+    xp = namespace(eps, proposal.loc, proposal.scale, *[a for _, a in arrays], names=names)
+    sizes = {} if spectrum is None else check_spectrum(spectrum)
+    check_shape("eps", eps, "r, D", sizes)
+    check_finite("eps", eps, xp=xp)
+    check_proposal_shape(proposal, sizes)
+    if proposal.kind == "uniform" and not bool(xp.all(xp.abs(eps) <= 1)):
+        raise ValueError("eps: the 'uniform' proposal's noise must lie in [-1, 1]^D (draw_flt_noise(..., "
+                         "kind='uniform'))")
+    return xp, sizes
+
+
 def flt_frequencies(eps, proposal):
-    """``xi = loc + scale * eps: (r, D)`` and ``log p(xi) = log p_0(eps) - sum_j log scale_j: (r,)``."""
-    xp = namespace(eps, proposal.loc, proposal.scale, names=("eps", "proposal.loc", "proposal.scale"))
+    """``xi = loc + scale * eps: (r, D)`` and ``log p(xi) = log p_0(eps) - sum_j log scale_j: (r,)``.
+
+    Raises ``ValueError`` naming `eps` or ``proposal.<field>`` for a wrong shape (``eps: (r, D)``, ``loc:
+    (D,)``, ``scale: ()`` or ``(D,)``), non-finite values or a non-positive scale; r = 0 gives empty results.
+    """
+    xp, _ = _validate_noise(eps, proposal)
+    return _frequencies(eps, proposal, xp=xp)
+
+
+def _frequencies(eps, proposal, *, xp):
     D = eps.shape[-1]
     xi = proposal.loc + proposal.scale * eps                                      # (r, D)
     log_scale_sum = xp.sum(xp.log(proposal.scale)) * (D if proposal.scale.ndim == 0 else 1)
-    logp = proposal_log_density(proposal.kind, eps, xp=xp) - log_scale_sum        # (r,)
+    logp = log_density_trusted(proposal.kind, eps, xp=xp) - log_scale_sum         # (r,)
     return xi, logp
 
 
 def flt_importance_weights(eps, spectrum, proposal):
-    """``(w_re, w_im) = g(xi)/p(xi)`` at ``xi = loc + scale * eps`` (``w_im`` None for a real g), ``(r,)``."""
-    xi, logp = flt_frequencies(eps, proposal)
-    (g_re, g_im), _ = spectrum_g_fwd(spectrum, xi)
-    inv_p = namespace(eps).exp(-logp)                                             # (r,) 1/p(xi)
+    """``(w_re, w_im) = g(xi)/p(xi)`` at ``xi = loc + scale * eps`` (``w_im`` None for a real g), ``(r,)``.
+
+    Validates `eps`, `spectrum` and `proposal` as :func:`flt_frequencies` does, with the spectrum's D.
+    """
+    xp, _ = _validate_noise(eps, proposal, spectrum)
+    xi, logp = _frequencies(eps, proposal, xp=xp)
+    (g_re, g_im), _ = g_fwd_trusted(spectrum, xi, xp=xp)
+    inv_p = xp.exp(-logp)                                                         # (r,) 1/p(xi)
     return g_re * inv_p, (None if g_im is None else g_im * inv_p)
 
 
@@ -177,8 +208,8 @@ def flt_features_fwd(pos, eps, spectrum, proposal, *, allow_truncation=False):
     dtype = eps.dtype
     r = eps.shape[0]
     p = xp.astype(pos, dtype)                                                     # (..., L, D)
-    xi, logp = flt_frequencies(eps, proposal)                                     # (r, D), (r,)
-    (g_re, g_im), gcache = spectrum_g_fwd(spectrum, xi)                           # (r,)
+    xi, logp = _frequencies(eps, proposal, xp=xp)                                 # (r, D), (r,)
+    (g_re, g_im), gcache = g_fwd_trusted(spectrum, xi, xp=xp)                     # (r,)
     inv_p = xp.exp(-logp)                                                         # (r,) 1/p(xi)
     w_re = g_re * inv_p                                                           # (r,) importance weights
     w_im = None if g_im is None else g_im * inv_p
@@ -208,7 +239,13 @@ def flt_features_bwd(dN, cache: FLTFeaturesCache) -> FLTFeaturesGrads:
     """
     c = cache
     dN1, dN2 = dN
-    xp = namespace(c.eps, *(x for x in (dN1, dN2) if x is not None))
+    given = [(n, x) for n, x in (("dN[0]", dN1), ("dN[1]", dN2)) if x is not None]
+    xp = namespace(c.eps, *(x for _, x in given), names=("cache.eps",) + tuple(n for n, _ in given))
+    n_shape = tuple(c.cos_a.shape[:-1]) + (2 * c.cos_a.shape[-1],)                # (..., L, 2r)
+    for n, x in given:
+        if tuple(x.shape) != n_shape:
+            raise ValueError(f"{n}: expected shape {n_shape} (the features' shape); got {tuple(x.shape)}")
+        check_finite(n, x, xp=xp)
     r = c.eps.shape[0]
     cos_a, sin_a = c.cos_a, c.sin_a
     batch_axes = tuple(range(cos_a.ndim - 1))                                     # sum over ..., L
@@ -326,6 +363,11 @@ def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=Fa
     sizes = check_shape("q", q, "..., L, d")
     check_shape("k", k, "..., L, d", sizes)
     check_shape("v", v, "..., L, d_v", sizes)
+    if q.shape[-2] < 1 or q.shape[-1] < 1:
+        raise ValueError(f"q: expected shape (..., L, d) with L >= 1 and d >= 1 (the scale is d^(-1/4)); "
+                         f"got {tuple(q.shape)}")
+    check_finite("q", q, xp=xp)                                                   # before the concatenation
+    check_finite("k", k, xp=xp)                                                   # hides their names
     if not isinstance(causal, bool):
         raise TypeError(f"causal: expected a bool; got {causal!r}")
     if pos.ndim < 2 or pos.shape[-2] != q.shape[-2]:
@@ -354,7 +396,8 @@ def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=Fa
 def flt_attention_bwd(dy, cache: FLTAttentionCache) -> FLTAttentionGrads:
     """Backward of :func:`flt_attention_fwd`: gradients of q, k, v, omega, the spectrum and the proposal."""
     c = cache
-    xp = namespace(dy)
+    xp = namespace(dy, names=("dy",))
+    check_finite("dy", dy, xp=xp)
     lg = linear_attention_bwd(dy, c.lcache)
     gq = positive_features_stable_bwd((lg.phi_q, None), c.qcache)
     gk = positive_features_stable_bwd((lg.phi_k, lg.k_log_scale), c.kcache)

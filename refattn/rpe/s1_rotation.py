@@ -163,6 +163,11 @@ def s1_positional_bwd(dout, cache: _PosCache) -> S1PositionalGrads:
     xp = namespace(dQp, dKp, c.sin, names=("dQ_p", "dK_p", "cache"))
     shp = tuple(c.sin.shape)                                                       # (*p, L, A, S)
     L, A, S = shp[-3], shp[-2], shp[-1]
+    for name, a in (("dQ_p", dQp), ("dK_p", dKp)):
+        if a.ndim < 2 or tuple(a.shape[-2:]) != (L, 2 * A * S):
+            raise ValueError(f"{name}: expected shape (..., L, P) = (..., {L}, {2 * A * S}); "
+                             f"got {tuple(a.shape)}")
+        check_finite(name, a, xp=xp)
     g = xp.reshape(dQp, tuple(dQp.shape[:-2]) + (L, A, S, 2))                     # (..., L, A, S, 2)
     gk = xp.reshape(dKp, tuple(dKp.shape[:-2]) + (L, A, S, 2))
     g1, g2 = g[..., 0], g[..., 1]                                                  # (..., L, A, S)
@@ -274,6 +279,8 @@ def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal
     y : (..., L, d_v) array
     cache
     """
+    if q.ndim >= 2 and q.shape[-2] < 1:
+        raise ValueError(f"q: expected shape (..., L, d) with L >= 1 positions; got {tuple(q.shape)}")
     (q_aug, k_aug), ac = s1_augment_fwd(q, k, positions, params)
     if omega is None:
         y, cache = softmax_attention_fwd(q_aug, k_aug, v, causal=causal)
@@ -288,6 +295,7 @@ def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal
 
 def s1_attention_bwd(dy, cache: _AttnCache) -> S1AttentionGrads:
     """Gradients of :func:`s1_attention` for q, k, v, params (freqs, alpha, beta) and omega."""
+    check_finite("dy", dy, xp=namespace(dy, names=("dy",)))
     if cache.exact:
         ga = softmax_attention_bwd(dy, cache.attn_cache)
         domega = None
@@ -318,6 +326,7 @@ def s1_relative_term(delta, params: S1Params):
     """
     xp = _validate_params(params)
     namespace(delta, params.freqs, names=("delta", "params.freqs"))
+    check_finite("delta", delta, xp=xp)
     A = params.freqs.shape[-2]
     if A == 1 and (delta.ndim == 0 or delta.shape[-1] != 1):
         delta = xp.expand_dims(delta, axis=-1)

@@ -278,6 +278,8 @@ def _validate(q, v, w, omega, k, grid):
     xp = namespace(q, v, w, omega, names=("q", "v", "w", "omega"))
     sizes = check_shape("q", q, "..., L, d")
     check_shape("v", v, "..., L, d_v", sizes)
+    if q.shape[-1] < 1:                                                            # the scale is d^(-1/2)
+        raise ValueError(f"q: expected shape (..., L, d) with d >= 1; got {tuple(q.shape)}")
     L = q.shape[-2]
     k, grid, R = _check_geometry(L, k, grid)
     what = (f"(..., 2k + 1, d) = (..., {R}, {q.shape[-1]}) for signed 1-D distances" if grid is None
@@ -346,7 +348,8 @@ def s2_attention_bwd(dy, cache: S2AttentionCache) -> S2AttentionGrads:
     """
     c = cache
     xp = namespace(dy, c.q, names=("dy", "cache.q"))
-    check_shape("dy", dy, "..., L, d_v", check_shape("y", c.y, "..., L, d_v"))
+    check_shape("dy", dy, "..., L, d_v", check_shape("y", c.y, "..., L, d_v", source="the output y"))
+    check_finite("dy", dy, xp=xp)
     d_v = dy.shape[-1]
     dnumer = dy / c.z                                                              # (..., L, d_v)
     dz = -xp.sum(dnumer * c.y, axis=-1, keepdims=True)                             # (..., L, 1)

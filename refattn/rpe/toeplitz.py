@@ -126,6 +126,10 @@ def _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive, w
     check_shape("v", v, "..., L, d_v", sizes)
     L = phi_q.shape[-2]
     batch = tuple(phi_q.shape[:-2])
+    if L < 1 or phi_q.shape[-1] < 1:
+        raise ValueError(f"phi_q: expected shape (..., L, m) with L >= 1 positions (coeffs has 2L - 1 "
+                         f"entries) and m >= 1 features (with none every normaliser is 0); "
+                         f"got {tuple(phi_q.shape)}")
     if coeffs.ndim < 1 or coeffs.shape[-1] != 2 * L - 1:
         raise ValueError(f"coeffs: expected shape (..., 2L - 1) = (..., {2 * L - 1}) with L = {L} "
                          f"(from phi_q); got {tuple(coeffs.shape)}")
@@ -272,14 +276,14 @@ def _grads_numpy_scipy(g, c):
             np.multiply(qT[a0:a0 + n, None, :], gT, out=dT[:n, :, :L])             # (n, e, L) dT = phi_q g
             U_hat = sfft.rfft(U[:n], axis=-1, workers=w)                           # (n, e, F)
             dT_hat = sfft.rfft(dT[:n], axis=-1, workers=w)                         # (n, e, F)
-            corr_hat[b] += np.einsum("aef,aef->f", dT_hat, U_hat.conj())           # (F,) sum over channels
+            corr_hat[b] += (dT_hat * U_hat.conj()).reshape(-1, F).sum(axis=0)     # (F,) sum over channels
             U_hat *= hh[b]
             T = sfft.irfft(U_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) recomputed
             dT_hat *= hh[b].conj()                                               # adjoint: conjugate spectrum
             dU = sfft.irfft(dT_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) C^T dT
-            dq[b, a0:a0 + n] = np.einsum("aei,ei->ai", T, gT)                      # sum_e g_ie T_aei
-            dk[b, a0:a0 + n] = np.einsum("aei,ei->ai", dU, vT)                     # sum_e dU_aej v_aug_je
-            dva[b] += np.einsum("aej,aj->ej", dU, kT[a0:a0 + n])                   # sum_a dU_aej phi_k_ja
+            dq[b, a0:a0 + n] = (T * gT).sum(axis=1)                                # sum_e g_ie T_aei
+            dk[b, a0:a0 + n] = (dU * vT).sum(axis=1)                               # sum_e dU_aej v_aug_je
+            dva[b] += (dU * kT[a0:a0 + n, None, :]).sum(axis=0)                    # sum_a dU_aej phi_k_ja
     def back(x, k):                                                                # (B, k, L) -> (..., L, k)
         return np.swapaxes(x, -1, -2).reshape(batch + (L, k))
 
@@ -358,7 +362,8 @@ def toeplitz_attention_bwd(dy, cache: ToeplitzAttentionCache) -> ToeplitzAttenti
     """
     c = cache
     xp = namespace(dy, c.phi_q, names=("dy", "cache.phi_q"))
-    check_shape("dy", dy, "..., L, d_v", check_shape("y", c.y, "..., L, d_v"))
+    check_shape("dy", dy, "..., L, d_v", check_shape("y", c.y, "..., L, d_v", source="the output y"))
+    check_finite("dy", dy, xp=xp)
     L, N = c.phi_q.shape[-2], c.n_fft
     d_v = dy.shape[-1]
     dnumer = dy / c.z                                                              # (..., L, d_v)
@@ -398,6 +403,7 @@ def toeplitz_matrix(coeffs, L):
     """
     xp = namespace(coeffs, names=("coeffs",))
     L = check_positive_int(L, "L")
+    check_finite("coeffs", coeffs, xp=xp)
     if coeffs.ndim < 1 or coeffs.shape[-1] != 2 * L - 1:
         raise ValueError(f"coeffs: expected shape (..., 2L - 1) = (..., {2 * L - 1}); "
                          f"got {tuple(coeffs.shape)}")

@@ -29,6 +29,7 @@ __all__ = [
     "spectrum_g_bwd",
     "spectrum_f",
     "rpe_mask",
+    "g_fwd_trusted",
 ]
 
 Array = Any
@@ -142,6 +143,12 @@ def spectrum_g_fwd(spectrum, xi):
     sizes = check_spectrum(spectrum)
     check_shape("xi", xi, "r, D", sizes)
     check_finite("xi", xi, xp=xp)
+    return g_fwd_trusted(spectrum, xi, xp=xp)
+
+
+def g_fwd_trusted(spectrum, xi, *, xp):
+    """:func:`spectrum_g_fwd` without the checks, for callers that validated `spectrum` and `xi` themselves
+    (``refattn.rpe.flt``: each input is checked once per public call)."""
     g_re, g_im, parts = family_of(spectrum).g(spectrum, xi, xp=xp)                   # (r,), (r,) or None
     return (g_re, g_im), SpectrumGCache(spectrum, xi, parts, g_re)
 
@@ -150,7 +157,13 @@ def spectrum_g_bwd(dg, cache: SpectrumGCache) -> SpectrumGGrads:
     """Backward of :func:`spectrum_g_fwd`: ``dg = (dg_re, dg_im)`` (``dg_im`` may be None) -> grads of the
     spectrum's parameters (same container type) and of ``xi``."""
     dg_re, dg_im = dg
-    xp = namespace(cache.xi, dg_re)
+    names = ("dg[0]", "cache.xi") + (() if dg_im is None else ("dg[1]",))
+    xp = namespace(dg_re, cache.xi, *(() if dg_im is None else (dg_im,)), names=names)
+    r = cache.xi.shape[0]
+    for name, a in (("dg[0]", dg_re), ("dg[1]", dg_im)):
+        if a is not None:
+            check_shape(name, a, f"{r}")
+            check_finite(name, a, xp=xp)
     dspec, dxi = family_of(cache.spectrum).g_bwd(dg_re, dg_im, cache.spectrum, cache.xi, cache.parts,
                                                  cache.g_re, xp=xp)
     return SpectrumGGrads(dspec, dxi)
@@ -176,6 +189,7 @@ def spectrum_f(spectrum, delta):
     arrays = spectrum_arrays(spectrum)
     names = ("delta",) + tuple(f"spectrum.{n}" for n, _ in arrays)
     xp = namespace(delta, *[a for _, a in arrays], names=names)
+    check_finite("delta", delta, xp=xp)
     return family_of(spectrum).f(spectrum, delta, xp=xp)
 
 
@@ -197,6 +211,8 @@ def rpe_mask(pos, spectrum):
     xp = namespace(pos, *[a for _, a in arrays], names=names, allow_int=("pos",))
     sizes = check_spectrum(spectrum)
     check_shape("pos", pos, "..., L, D", sizes)
+    if xp.isdtype(pos.dtype, "real floating"):
+        check_finite("pos", pos, xp=xp)
     dtype = arrays[0][1].dtype
     p = xp.astype(pos, dtype)
     delta = xp.expand_dims(p, axis=-2) - xp.expand_dims(p, axis=-3)                 # (..., L, L, D) r_i - r_j

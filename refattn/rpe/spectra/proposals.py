@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from ..._xp import check_finite, check_positive_int, check_shape, device_of, namespace
+from ..._xp import check_choice, check_finite, check_positive_int, check_shape, device_of, namespace
 from ._common import TWO_PI, check_positive, iso_const, sq_norm, to_list
 from .core import check_spectrum, family_label, family_of
 
@@ -35,6 +35,7 @@ __all__ = [
     "check_proposal_shape",
     "check_proposal",
     "kernel_proposal",
+    "log_density_trusted",
 ]
 
 Array = Any
@@ -58,8 +59,20 @@ PROPOSAL_KINDS = ("gaussian", "laplace", "cauchy", "mv_cauchy", "uniform")
 
 
 def proposal_log_density(kind: str, eps, *, xp=None):
-    """log p_0(eps) of the standard density of `kind` at ``eps: (r, D)`` -> ``(r,)``."""
-    xp = xp or namespace(eps)
+    """log p_0(eps) of the standard density of `kind` at ``eps: (..., D)`` -> ``(...)``.
+
+    Raises ``ValueError`` for an unknown `kind` or non-finite `eps`, ``TypeError`` for a non-floating `eps`.
+    (`xp` is accepted for compatibility and ignored: the namespace is `eps`'s.)
+    """
+    check_choice(kind, "kind", PROPOSAL_KINDS)
+    xp = namespace(eps, names=("eps",))
+    check_shape("eps", eps, "..., D")
+    check_finite("eps", eps, xp=xp)
+    return log_density_trusted(kind, eps, xp=xp)
+
+
+def log_density_trusted(kind: str, eps, *, xp):
+    """:func:`proposal_log_density` without the checks (for callers that validated `kind` and `eps`)."""
     D = eps.shape[-1]
     if kind == "gaussian":
         return -0.5 * sq_norm(eps, xp=xp) - 0.5 * D * math.log(TWO_PI)
