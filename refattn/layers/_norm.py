@@ -1,11 +1,12 @@
-"""Shared normalisation backward (layer norm and batch norm in training mode differ only in the reduced axes)."""
+"""Shared normalisation backward (layer norm and batch norm in training mode differ only in the reduced
+axes)."""
 
 from __future__ import annotations
 
 
 def normalize_bwd(dxhat, xhat, rstd, axes, *, xp):
-    r"""Gradient through ``xhat = (x - mean(x)) * rstd`` with ``rstd = 1/sqrt(var(x) + eps)`` (biased variance),
-    both statistics over `axes`::
+    r"""Gradient through ``xhat = (x - mean(x)) * rstd`` with ``rstd = 1/sqrt(var(x) + eps)`` (biased
+    variance), both statistics over `axes`::
 
         dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat * xhat))
 

@@ -48,7 +48,7 @@ def _check(x):
     return xp
 
 
-# ---- ReLU -----------------------------------------------------------------------------------------------------
+# ---- ReLU --------------------------------------------------------------------------------------------------
 def relu_fwd(x):
     """``max(x, 0)``; returns ``(y, cache)`` with the cache ``x``."""
     xp = _check(x)
@@ -67,7 +67,7 @@ def relu(x):
     return relu_fwd(x)[0]
 
 
-# ---- LeakyReLU ------------------------------------------------------------------------------------------------
+# ---- LeakyReLU ---------------------------------------------------------------------------------------------
 def leaky_relu_fwd(x, *, negative_slope=0.01):
     """``x`` for x > 0, ``negative_slope * x`` otherwise (torch's default slope 0.01)."""
     xp = _check(x)
@@ -88,7 +88,7 @@ def leaky_relu(x, *, negative_slope=0.01):
     return leaky_relu_fwd(x, negative_slope=negative_slope)[0]
 
 
-# ---- tanh -----------------------------------------------------------------------------------------------------
+# ---- tanh --------------------------------------------------------------------------------------------------
 def tanh_fwd(x):
     """``tanh(x)``; the cache is the output ``y`` (``dy/dx = 1 - y^2``)."""
     xp = _check(x)
@@ -108,9 +108,10 @@ def tanh(x):
     return tanh_fwd(x)[0]
 
 
-# ---- GELU (tanh approximation) --------------------------------------------------------------------------------
+# ---- GELU (tanh approximation) -----------------------------------------------------------------------------
 def gelu_fwd(x):
-    r"""``0.5 x (1 + tanh(c (x + a x^3)))``, ``c = sqrt(2/pi)``, ``a = 0.044715``; cache ``(x, t)`` with t the tanh."""
+    r"""``0.5 x (1 + tanh(c (x + a x^3)))``, ``c = sqrt(2/pi)``, ``a = 0.044715``; cache ``(x, t)`` with t the
+    tanh."""
     xp = _check(x)
     t = xp.tanh(_GELU_C * (x + _GELU_A * x * x * x))                                # (...)
     return 0.5 * x * (1 + t), (x, t)

@@ -97,7 +97,8 @@ def batchnorm_fwd(x, params: BatchNormParams, state: BatchNormState, *, train: b
     N = x2.shape[0]
     if train:
         if N < 2:
-            raise ValueError(f"x: training-mode batch norm needs at least 2 rows; got {N} (shape {tuple(x.shape)})")
+            raise ValueError(f"x: training-mode batch norm needs at least 2 rows; got {N} "
+                             f"(shape {tuple(x.shape)})")
         mean = xp.mean(x2, axis=0, keepdims=True)                                   # (1, d)
         xc = x2 - mean                                                              # (N, d)
         var = xp.mean(xc * xc, axis=0, keepdims=True)                               # (1, d) biased

@@ -43,7 +43,8 @@ def dropout_fwd(x, mask):
         )
     xp = namespace(x, mask, names=("x", "mask"))
     full = tuple(x.shape)
-    ok = mask.ndim <= len(full) and all(m in (1, f) for m, f in zip(tuple(mask.shape)[::-1], full[::-1]))
+    tail = full[len(full) - mask.ndim:] if mask.ndim <= len(full) else ()
+    ok = mask.ndim <= len(full) and all(m in (1, f) for m, f in zip(tuple(mask.shape), tail, strict=True))
     if not ok:
         raise ValueError(f"mask: expected a shape broadcastable to x's {full}; got {tuple(mask.shape)}")
     check_finite("x", x, xp=xp)

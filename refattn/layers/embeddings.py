@@ -2,14 +2,15 @@ r"""Input embeddings as forward/backward pairs: tokens, pixels/patches, absolute
 
 * **Token embedding** ``y = table[ids]``: ``ids: (..., L)`` integer token indices (indices by nature),
   ``table: (V, d)``. Gathered with ``take``; the backward is the scatter-add ``dtable = onehot(ids)^T dy``,
-  written as one GEMM with an ``(N, V)`` one-hot (the standard has no scatter-add; fine for the vocabularies of
-  the reference tasks, O(N V d)).
+  written as one GEMM with an ``(N, V)`` one-hot (the standard has no scatter-add; fine for the vocabularies
+  of the reference tasks, O(N V d)).
 * **Patch embedding** (ViT, Dosovitskiy et al. 2021): ``images: (..., H, W, C)`` cut into non-overlapping
   ``p x p`` patches in row-major order, each flattened to ``p*p*C`` values (order (row in patch, column in
   patch, channel)), then a dense layer: ``(..., (H/p)(W/p), d)``. **Pixel embedding** is ``patch = 1`` (each
   pixel a token; integer intensities can use the token embedding instead).
-* **Absolute position embeddings** ``y = x + P[:L]`` with ``P: (L_max, d)`` either the sinusoid table of Vaswani
-  et al. (2017, Sec. 3.5: ``P[p, 2i] = sin(p / 10000^(2i/d))``, ``P[p, 2i+1] = cos(p / 10000^(2i/d))``),
+* **Absolute position embeddings** ``y = x + P[:L]`` with ``P: (L_max, d)`` either the sinusoid table of
+  Vaswani et al. (2017, Sec. 3.5: ``P[p, 2i] = sin(p / 10000^(2i/d))``,
+  ``P[p, 2i+1] = cos(p / 10000^(2i/d))``),
   which a model keeps fixed, or a learned table (gradient = dy summed over the batch, zero rows past L).
 """
 
@@ -46,7 +47,7 @@ class PositionEmbeddingGrads(NamedTuple):
     table: Array  # (L_max, d)
 
 
-# ---- tokens ---------------------------------------------------------------------------------------------------
+# ---- tokens ------------------------------------------------------------------------------------------------
 def token_embedding_fwd(ids, table):
     r"""``y = table[ids]``: ``ids: (..., L)`` integer in ``[0, V)``, ``table: (V, d)`` -> ``(..., L, d)``."""
     xp = namespace(ids, table, names=("ids", "table"), allow_int=("ids",))
@@ -75,10 +76,10 @@ def token_embedding(ids, table):
     return token_embedding_fwd(ids, table)[0]
 
 
-# ---- patches --------------------------------------------------------------------------------------------------
+# ---- patches -----------------------------------------------------------------------------------------------
 def patchify(images, patch):
-    r"""``(..., H, W, C)`` -> ``(..., (H/p)(W/p), p*p*C)``: non-overlapping patches, row-major (a pure reshape and
-    transpose; its adjoint is :func:`unpatchify`)."""
+    r"""``(..., H, W, C)`` -> ``(..., (H/p)(W/p), p*p*C)``: non-overlapping patches, row-major (a pure reshape
+    and transpose; its adjoint is :func:`unpatchify`)."""
     xp = namespace(images, names=("images",))
     p = check_positive_int(patch, "patch")
     check_shape("images", images, "..., H, W, C")
@@ -101,7 +102,8 @@ def unpatchify(patches, patch, image_shape):
     batch = tuple(patches.shape[:-2])
     nb = len(batch)
     t = xp.reshape(patches, batch + (H // p, W // p, p, p, C))                      # (..., H/p, W/p, p, p, C)
-    t = xp.permute_dims(t, tuple(range(nb)) + (nb, nb + 2, nb + 1, nb + 3, nb + 4))  # (..., H/p, p, W/p, p, C)
+    perm = tuple(range(nb)) + (nb, nb + 2, nb + 1, nb + 3, nb + 4)
+    t = xp.permute_dims(t, perm)                                                    # (..., H/p, p, W/p, p, C)
     return xp.reshape(t, batch + (H, W, C))                                         # (..., H, W, C)
 
 
@@ -140,7 +142,7 @@ def patch_embedding(images, params: DenseParams, *, patch):
     return patch_embedding_fwd(images, params, patch=patch)[0]
 
 
-# ---- absolute positions ---------------------------------------------------------------------------------------
+# ---- absolute positions ------------------------------------------------------------------------------------
 def sinusoid_position_table(L, d, *, like):
     r"""The ``(L, d)`` sinusoid table of Vaswani et al. Sec. 3.5 in `like`'s namespace, dtype and device:
     ``P[p, j] = sin(p w_j)`` for even j, ``cos(p w_j)`` for odd j, ``w_j = 10000^(-2 floor(j/2) / d)``."""

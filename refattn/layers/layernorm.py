@@ -1,6 +1,6 @@
 r"""Layer normalisation over the last axis (Ba et al. 2016), as a forward/backward pair.
 
-    y = gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta        (statistics over the last axis, biased variance)
+    y = gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta     (statistics over the last axis, biased variance)
 
 Axes: ``...`` batch and positions, ``d`` the normalised width. Parameters ``LayerNormParams(gamma: (d,),
 beta: (d,))`` (``refattn.random.init_layernorm(d)``: ones and zeros). ``eps = 1e-5`` as in torch.
@@ -13,7 +13,8 @@ from typing import Any, NamedTuple
 from .._xp import check_finite, check_shape, namespace
 from ._norm import normalize_bwd
 
-__all__ = ["LayerNormParams", "LayerNormCache", "LayerNormGrads", "layernorm", "layernorm_fwd", "layernorm_bwd"]
+__all__ = ["LayerNormParams", "LayerNormCache", "LayerNormGrads", "layernorm", "layernorm_fwd",
+           "layernorm_bwd"]
 
 Array = Any
 

@@ -4,8 +4,8 @@ Both return a scalar (0-d array): the **mean** over rows / entries.
 
 * ``softmax_cross_entropy(logits, labels)``: ``mean_n [logsumexp(logits_n) - logits_n[labels_n]]``; ``logits:
   (..., C)``, ``labels: (...)`` integer class indices in ``[0, C)`` (indices by nature: no gradient field).
-  Gradient ``(softmax(logits) - onehot(labels)) / N``. The one-hot is an ``arange`` comparison (the standard has
-  no fancy indexing).
+  Gradient ``(softmax(logits) - onehot(labels)) / N``. The one-hot is an ``arange`` comparison (the standard
+  has no fancy indexing).
 * ``mse(pred, target)``: ``mean((pred - target)^2)``; gradients for both.
 """
 

@@ -2,9 +2,9 @@
 
 Two plain, JSON-serialisable dicts describe a model: the attention configuration ``{"kind": ..., <options>,
 "redraw_every": None | k}`` (:func:`check_attention_config`; the kinds and their options are declared in
-:mod:`refattn.nn.kinds`) and the transformer configuration (:func:`check_config`). Both checks fill the defaults
-and reject unknown keys, kinds and option values with the list of what is accepted; checkpoints store the
-normalised dicts.
+:mod:`refattn.nn.kinds`) and the transformer configuration (:func:`check_config`). Both checks fill the
+defaults and reject unknown keys, kinds and option values with the list of what is accepted; checkpoints store
+the normalised dicts.
 """
 
 from __future__ import annotations
@@ -19,21 +19,24 @@ def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
     """Validate an attention configuration dict and return it with every default filled in.
 
     Raises ``ValueError`` naming the unknown kind (and the known ones), an unknown option (and the accepted
-    ones) or a bad option value. ``m`` defaults to ``2 * d_head`` for random-feature kinds when `d_head` is given;
-    kind-specific defaults (S2's ``content_heads``) are filled by the kind's own ``check``.
+    ones) or a bad option value. ``m`` defaults to ``2 * d_head`` for random-feature kinds when `d_head` is
+    given; kind-specific defaults (S2's ``content_heads``) are filled by the kind's own ``check``.
     """
     if isinstance(attention, str):
         attention = {"kind": attention}
     if not isinstance(attention, dict) or "kind" not in attention:
-        raise ValueError(f"attention: expected a dict with a 'kind' entry (or a kind name); got {attention!r}")
+        raise ValueError(f"attention: expected a dict with a 'kind' entry (or a kind name); "
+                         f"got {attention!r}")
     kind = attention["kind"]
     if kind not in ATTENTION_KINDS:
-        raise ValueError(f"attention kind: unknown kind {kind!r}; known kinds: {', '.join(sorted(ATTENTION_KINDS))}")
+        known = ", ".join(sorted(ATTENTION_KINDS))
+        raise ValueError(f"attention kind: unknown kind {kind!r}; known kinds: {known}")
     spec = ATTENTION_KINDS[kind]
     allowed = {**spec.options, **COMMON_OPTIONS}
     unknown = sorted(set(attention) - set(allowed) - {"kind"})
     if unknown:
-        raise ValueError(f"attention: unknown option(s) {unknown} for kind {kind!r}; accepted: {sorted(allowed)}")
+        raise ValueError(f"attention: unknown option(s) {unknown} for kind {kind!r}; "
+                         f"accepted: {sorted(allowed)}")
     out = {"kind": kind, **allowed, **{k: v for k, v in attention.items() if k != "kind"}}
     for name, choices in spec.choices.items():
         check_choice(out[name], f"attention.{name}", choices)
@@ -49,7 +52,8 @@ def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
         g = out["grid"]
         if not (isinstance(g, (tuple, list)) and len(g) == 2):
             raise ValueError(f"attention.grid: expected None (1-D positions) or a pair (H, W); got {g!r}")
-        out["grid"] = [check_positive_int(g[0], "attention.grid[0]"), check_positive_int(g[1], "attention.grid[1]")]
+        out["grid"] = [check_positive_int(g[0], "attention.grid[0]"),
+                       check_positive_int(g[1], "attention.grid[1]")]
     if out["redraw_every"] is not None:
         out["redraw_every"] = check_positive_int(out["redraw_every"], "attention.redraw_every")
     if spec.check is not None:
@@ -58,9 +62,11 @@ def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
 
 
 _DEFAULTS = {
-    "task": None, "input": "tokens", "vocab_size": None, "n_classes": None, "patch": None, "image_shape": None,
+    "task": None, "input": "tokens", "vocab_size": None, "n_classes": None, "patch": None,
+    "image_shape": None,
     "d_model": None, "n_heads": None, "n_layers": None, "d_ff": None, "max_len": None, "position": "sinusoid",
     "readout": "mean", "attention": "softmax", "causal": None, "dtype": "float64",
+    "attn_dropout": 0.0, "resid_dropout": 0.0,
 }
 
 
@@ -69,8 +75,11 @@ def check_config(config: dict) -> dict:
 
     Required: ``task`` ("classify" | "lm"), ``d_model``, ``n_heads`` (dividing ``d_model``), ``n_layers``,
     ``max_len``; ``vocab_size`` for token input and for ``lm``; ``n_classes`` for ``classify``; ``patch`` and
-    ``image_shape = (H, W, C)`` for ``input="patches"``. Defaults: ``d_ff = 4 d_model``, ``position="sinusoid"``,
-    ``readout="mean"``, ``attention="softmax"``, ``causal`` = (task == "lm"), ``dtype="float64"``.
+    ``image_shape = (H, W, C)`` for ``input="patches"``. Defaults: ``d_ff = 4 d_model``,
+    ``position="sinusoid"``, ``readout="mean"``, ``attention="softmax"``, ``causal`` = (task == "lm"),
+    ``dtype="float64"``, ``attn_dropout = resid_dropout = 0`` (dropout off; rates in [0, 1), applied only when
+    the caller passes masks
+    drawn by :func:`refattn.nn.init.draw_dropout_masks`).
     """
     if not isinstance(config, dict):
         raise TypeError(f"config: expected a dict; got {type(config).__name__}")
@@ -83,6 +92,11 @@ def check_config(config: dict) -> dict:
     check_choice(c["position"], "config['position']", ("sinusoid", "learned", "none"))
     check_choice(c["readout"], "config['readout']", ("mean", "first"))
     check_choice(c["dtype"], "config['dtype']", ("float64", "float32"))
+    for key in ("attn_dropout", "resid_dropout"):
+        rate = c[key]
+        if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0 <= rate < 1):
+            raise ValueError(f"config['{key}']: expected a dropout probability in [0, 1); got {rate!r}")
+        c[key] = float(rate)
     for key in ("d_model", "n_heads", "n_layers", "max_len"):
         if c[key] is None:
             raise ValueError(f"config['{key}']: required; got nothing")
@@ -119,11 +133,12 @@ def check_config(config: dict) -> dict:
         if n_tokens > c["max_len"]:
             raise ValueError(f"config['max_len']: {c['max_len']} is below the number of patches {n_tokens}")
     att = check_attention_config(c["attention"], d_head=c["d_model"] // c["n_heads"], n_heads=c["n_heads"])
-    if "max_len" in att:                      # kinds with a per-offset table (Toeplitz) size it from the model
+    if "max_len" in att:                     # kinds with a per-offset table (Toeplitz) size it from the model
         if att["max_len"] is None:
             att["max_len"] = c["max_len"]
         elif att["max_len"] != c["max_len"]:
-            raise ValueError(f"config['attention']['max_len']: {att['max_len']} differs from config['max_len'] = "
+            raise ValueError(f"config['attention']['max_len']: {att['max_len']} differs from "
+                             f"config['max_len'] = "
                              f"{c['max_len']}")
     if att.get("grid") is not None and c["input"] == "patches":
         n_tokens = (c["image_shape"][0] // c["patch"]) * (c["image_shape"][1] // c["patch"])

@@ -3,12 +3,12 @@
 Each attention kind (:mod:`refattn.nn.kinds`) declares the arrays it needs as ``{name: Draw(sampler, args)}``:
 its learnable parameters (``kind.params``, drawn once by :func:`init_mha`) and its non-learnable features
 (``kind.features``, drawn per layer and per the redraw policy by :func:`draw_attention_features`). This module
-runs each declaration with the ``refattn.random`` primitive its sampler names (:data:`SAMPLERS`), so randomness
-never enters the core and the kind's two tables are one.
+runs each declaration with the ``refattn.random`` primitive its sampler names (:data:`SAMPLERS`), so
+randomness never enters the core and the kind's two tables are one.
 
 Streams: a declaration with one random entry draws it from the generator it is given; with several, each entry
-gets its own child (``rng.spawn``) in declaration order. :func:`init_transformer` gives one child per component
-(embedding, positions, each block, head), so adding a layer does not change the others' draws.
+gets its own child (``rng.spawn``) in declaration order. :func:`init_transformer` gives one child per
+component (embedding, positions, each block, head), so adding a layer does not change the others' draws.
 """
 
 from __future__ import annotations
@@ -18,18 +18,19 @@ import math
 import numpy as np
 
 from ..features.generative import GeneratorState
-from ..random import (check_dtype_arg, check_rng, draw_fastfood, draw_flt_noise, draw_gaussian, draw_generator_noise,
-                      draw_gmm_noise, draw_orthogonal, init_batchnorm, init_dense, init_embedding, init_generator,
-                      init_gmm, init_layernorm, init_s1_params, rng_for_step)
+from ..random import (check_dtype_arg, check_rng, draw_dropout_mask, draw_fastfood, draw_flt_noise,
+                      draw_gaussian, draw_generator_noise, draw_gmm_noise, draw_orthogonal, init_batchnorm,
+                      init_dense, init_embedding, init_generator, init_gmm, init_layernorm, init_s1_params,
+                      rng_for_step)
 from ..rpe.spectra import GaussianKernel, GaussianMixture, Proposal
 from .config import check_attention_config, check_config
 from .kinds import ATTENTION_KINDS
 
 __all__ = ["SAMPLERS", "draw_declared", "init_mha", "draw_attention_features", "features_for_step",
-           "init_transformer"]
+           "init_transformer", "draw_dropout_masks"]
 
 
-# ---- samplers: Draw.sampler -> (function(rng, *, dtype, **args), whether it consumes randomness) ---------------
+# ---- samplers: Draw.sampler -> (function(rng, *, dtype, **args), whether it consumes randomness) -----------
 def _projection(rng, *, rows, cols, law, dtype):
     draw = draw_orthogonal if law == "orthogonal" else draw_gaussian
     return draw(rng, rows, cols, dtype=dtype)                                     # (m, cols)
@@ -78,8 +79,8 @@ def _flt_noise(rng, *, r, D, dtype):
 def _flt_spectrum(rng, *, family, components, D, dtype):
     if family == "gaussian_mixture":
         T = components
-        return GaussianMixture(w=np.full(T, 1.0 / T, dtype=dtype), mu=(0.1 * rng.standard_normal((T, D))).astype(dtype),
-                               sigma=np.full(T, 0.1, dtype=dtype))
+        mu = (0.1 * rng.standard_normal((T, D))).astype(dtype)                      # (T, D)
+        return GaussianMixture(w=np.full(T, 1.0 / T, dtype=dtype), mu=mu, sigma=np.full(T, 0.1, dtype=dtype))
     return GaussianKernel(C=np.asarray(1.0, dtype=dtype), length=np.asarray(2.0, dtype=dtype))
 
 
@@ -95,7 +96,8 @@ def _flt_proposal(rng, *, family, D, dtype):
 #: mixtures; it is marked random so that the stream layout does not depend on the family.
 SAMPLERS = {
     "projection": (_projection, True), "gmm": (_gmm, True), "gmm_noise": (_gmm_noise, True),
-    "fastfood": (_fastfood, True), "generator": (_generator, True), "generator_noise": (_generator_noise, True),
+    "fastfood": (_fastfood, True), "generator": (_generator, True),
+    "generator_noise": (_generator_noise, True),
     "generator_state": (_generator_state, False), "s1": (_s1, True), "normal": (_normal, True),
     "zeros": (_zeros, False), "flt_noise": (_flt_noise, True), "flt_spectrum": (_flt_spectrum, True),
     "flt_proposal": (_flt_proposal, False),
@@ -105,7 +107,8 @@ SAMPLERS = {
 def draw_declared(rng, declaration: dict, *, dtype) -> dict:
     """Run a kind's declaration ``{name: Draw}``: ``{name: NumPy array or NamedTuple of them}``.
 
-    One random entry draws from `rng` itself; several get one child each (``rng.spawn``), in declaration order.
+    One random entry draws from `rng` itself; several get one child each (``rng.spawn``), in declaration
+    order.
     """
     unknown = sorted({d.sampler for d in declaration.values()} - set(SAMPLERS))
     if unknown:
@@ -147,8 +150,8 @@ def draw_attention_features(rng, config):
 def features_for_step(seed, step, config):
     """The attention features in use at training step `step`, a pure function of ``(seed, step, config)``.
 
-    Policy ``config["attention"]["redraw_every"]``: ``None`` keeps one draw for the whole run, ``k`` redraws every
-    k steps (``1``: every step); see :func:`refattn.random.rng_for_step`.
+    Policy ``config["attention"]["redraw_every"]``: ``None`` keeps one draw for the whole run, ``k`` redraws
+    every k steps (``1``: every step); see :func:`refattn.random.rng_for_step`.
     """
     cfg = check_config(config)
     return draw_attention_features(rng_for_step(seed, step, cfg["attention"]["redraw_every"]), cfg)
@@ -159,8 +162,8 @@ def init_transformer(rng, config):
     NumPy arrays in ``config["dtype"]``.
 
     Streams: one child of `rng` per component (embedding, positions, each block, head), so adding a layer does
-    not change the others' draws. Dense layers Glorot-uniform with zero bias, embeddings ``N(0, 0.02^2)``, layer
-    norms ones/zeros.
+    not change the others' draws. Dense layers Glorot-uniform with zero bias, embeddings ``N(0, 0.02^2)``,
+    layer norms ones/zeros.
     """
     check_rng(rng)
     cfg = check_config(config)
@@ -190,3 +193,33 @@ def init_transformer(rng, config):
     n_out = cfg["n_classes"] if cfg["task"] == "classify" else cfg["vocab_size"]
     params["head"] = init_dense(r_head, D, n_out, dtype=dt)
     return params
+
+
+def draw_dropout_masks(rng, config, batch_shape, L):
+    """Inverted-dropout masks for one forward pass of the model of `config`, or ``None`` when both rates are
+    0.
+
+    One dict per layer (one child stream of `rng` each): ``"attn": (*batch_shape, H, L, d)`` with rate
+    ``config["attn_dropout"]`` and ``"resid_attn"``, ``"resid_ff": (*batch_shape, L, D)`` with rate
+    ``config["resid_dropout"]`` (entries are absent for a zero rate). Pass them as ``transformer_fwd(...,
+    dropout=masks)``; evaluation passes none.
+    """
+    check_rng(rng)
+    cfg = check_config(config)
+    pa, pr = cfg["attn_dropout"], cfg["resid_dropout"]
+    if pa == 0 and pr == 0:
+        return None
+    dt = np.dtype(cfg["dtype"])
+    batch = tuple(int(b) for b in batch_shape)
+    H, D = cfg["n_heads"], cfg["d_model"]
+    out = []
+    for r in rng.spawn(cfg["n_layers"]):
+        ra, r1, r2 = r.spawn(3)
+        masks = {}
+        if pa > 0:
+            masks["attn"] = draw_dropout_mask(ra, batch + (H, L, D // H), pa, dtype=dt)      # (..., H, L, d)
+        if pr > 0:
+            masks["resid_attn"] = draw_dropout_mask(r1, batch + (L, D), pr, dtype=dt)        # (..., L, D)
+            masks["resid_ff"] = draw_dropout_mask(r2, batch + (L, D), pr, dtype=dt)          # (..., L, D)
+        out.append(masks)
+    return out

@@ -5,36 +5,35 @@ r"""Multi-head attention with the attention kind chosen by configuration.
 Axes: ``...`` batch, ``L`` positions, ``D`` model width, ``H`` heads, ``d = D / H`` head width.
 
 **Attention kinds** are declared one per module in :mod:`refattn.nn.kinds` (table
-:data:`refattn.nn.kinds.ATTENTION_KINDS`): each holds its forward and backward on the per-head ``q, k, v: (..., H,
-L, d)``, its options, the arrays it needs drawn (learnable ``attn_params`` and non-learnable ``features``, drawn
-at the NumPy edge by :mod:`refattn.nn.init`) and whether its omega is learned. :func:`mha_fwd` dispatches on
-``attention["kind"]``; adding a kind = one module and one entry in ``kinds/registry.py``.
+:data:`refattn.nn.kinds.ATTENTION_KINDS`): each holds its forward and backward on the per-head
+``q, k, v: (..., H, L, d)``, its options, the arrays it needs drawn (learnable ``attn_params`` and
+non-learnable ``features``, drawn at the NumPy edge by :mod:`refattn.nn.init`) and whether its omega is
+learned. :func:`mha_fwd` dispatches on ``attention["kind"]``; adding a kind = one module and one entry in
+``kinds/registry.py``.
 
-==============  ==========================================================================================
-kind            method (options; module)
-==============  ==========================================================================================
-``softmax``     exact ``softmax(q k^T / sqrt(d)) v`` (:mod:`~refattn.nn.kinds.softmax`)
-``elu``         linear attention with ``elu(x) + 1`` features, Katharopoulos et al. (:mod:`~refattn.nn.kinds.elu`)
-``relu``        linear attention with ``relu(x) + 1e-3`` features (:mod:`~refattn.nn.kinds.relu`)
-``favor``       FAVOR / FAVOR+: ``features`` in {"positive", "hyperbolic", "trig"}, ``m``, ``draw`` in {"iid",
-                "orthogonal"}, ``on_nonpositive`` (trig only); ``omega: (m, d)`` shared by the heads
-                (:mod:`~refattn.nn.kinds.favor`)
+==============  =========================================================================================
+kind            method (options; module ``refattn.nn.kinds.<kind>``)
+==============  =========================================================================================
+``softmax``     exact ``softmax(q k^T / sqrt(d)) v``
+``elu``         linear attention with ``elu(x) + 1`` features (Katharopoulos et al.)
+``relu``        linear attention with ``relu(x) + 1e-3`` features
+``favor``       FAVOR / FAVOR+: ``features`` in {"positive", "hyperbolic", "trig"}, ``m``, ``draw`` in
+                {"iid", "orthogonal"}, ``on_nonpositive`` (trig only); ``omega: (m, d)`` shared by the heads
 ``gmm``         KL-Transformer GMM-PRF / GMM-RKS: ``features`` in {"prf", "rks"}, ``m``, ``components``,
-                ``covariance`` in {"diagonal", "full"}; learnable mixture (:mod:`~refattn.nn.kinds.gmm`)
+                ``covariance`` in {"diagonal", "full"}; learnable mixture
 ``fastfood``    KL-Transformer FastFood-PRF / -RKS: ``features``, ``m``, ``s_law`` in {"chi", "identity"};
-                learnable diagonals S, G, B (:mod:`~refattn.nn.kinds.fastfood`)
+                learnable diagonals S, G, B
 ``generative``  KL-Transformer Generative-PRF / -RKS: ``features``, ``m``; learnable generator MLP
-                (:mod:`~refattn.nn.kinds.generative`)
-``s1``          Horn et al. Strategy 1 (rotations): ``features`` (None: exact; or a FAVOR map), ``m``, ``draw``,
-                ``lengthscales``; learnable frequencies (:mod:`~refattn.nn.kinds.s1`)
-``s2``          Horn et al. Strategy 2 (bidirectional only): ``content_heads`` (default ``H // 2``) content heads
-                beside positional heads with learned clipped relative keys ``w: (H - C, R, d)``; ``clip``,
-                ``grid``, ``features`` (None or "positive") (:mod:`~refattn.nn.kinds.s2`)
-``flt``         FourierLearner-Transformers (Algorithm 1): ``spectrum``, ``components``, ``r``, ``m``, ``draw``,
-                ``grid``; learnable spectrum and proposal (:mod:`~refattn.nn.kinds.flt`)
-``toeplitz``    exact RPE via a learned Toeplitz mask and FFT: ``feature_map`` in {"elu", "positive"}, ``m``,
-                ``draw``, ``max_len``; learnable log-coefficients (:mod:`~refattn.nn.kinds.toeplitz`)
-==============  ==========================================================================================
+``s1``          Horn et al. Strategy 1 (rotations): ``features`` (None: exact; or a FAVOR map), ``m``,
+                ``draw``, ``lengthscales``; learnable frequencies
+``s2``          Horn et al. Strategy 2 (bidirectional only): ``content_heads`` (default ``H // 2``) content
+                heads beside positional heads with learned clipped relative keys ``w: (H - C, R, d)``;
+                ``clip``, ``grid``, ``features`` (None or "positive")
+``flt``         FourierLearner-Transformers (Algorithm 1): ``spectrum``, ``components``, ``r``, ``m``,
+                ``draw``, ``grid``; learnable spectrum and proposal
+``toeplitz``    exact RPE via a learned Toeplitz mask and FFT: ``feature_map`` in {"elu", "positive"},
+                ``m``, ``draw``, ``max_len``; learnable log-coefficients
+==============  =========================================================================================
 
 Every kind supports ``causal`` except ``s2``. The attention configuration is a plain dict ``{"kind": ...,
 <options>, "redraw_every": None | k}`` (JSON-serialisable, stored in checkpoints);
@@ -50,6 +49,7 @@ from typing import Any, NamedTuple
 
 from .._xp import check_positive_int, check_shape, namespace
 from ..layers.dense import dense_bwd, dense_fwd
+from ..layers.dropout import dropout_bwd, dropout_fwd
 from .config import check_attention_config
 from .kinds import ATTENTION_KINDS
 
@@ -58,7 +58,7 @@ __all__ = ["MHACache", "MHAGrads", "mha", "mha_fwd", "mha_bwd", "split_heads", "
 Array = Any
 
 
-# ---- heads ----------------------------------------------------------------------------------------------------
+# ---- heads -------------------------------------------------------------------------------------------------
 def split_heads(x, n_heads, *, xp):
     """``(..., L, D)`` -> ``(..., H, L, D/H)``."""
     *batch, L, D = x.shape
@@ -83,6 +83,7 @@ class MHACache(NamedTuple):
     o_cache: Any
     kind: str
     n_heads: int
+    drop_cache: Any = None   # DropoutCache of the per-head output, when a mask was given
 
 
 class MHAGrads(NamedTuple):
@@ -96,7 +97,8 @@ def _check_params(params, D):
         raise ValueError(f"params: expected a dict with entries 'q', 'k', 'v', 'o' (and 'attn'); got {got}")
 
 
-def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention, causal=False):
+def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention, causal=False,
+            dropout_mask=None):
     r"""Multi-head attention of `x` with the configured attention kind, and the cache for :func:`mha_bwd`.
 
     Parameters
@@ -106,13 +108,18 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
         ``{"q", "k", "v", "o": DenseParams(W: (D, D), b: (D,)), "attn": dict}`` (``attn`` the kind's learnable
         parameters; ``{}`` or absent for kinds that have none).
     features : dict, optional
-        The kind's drawn arrays (``{"omega": (m, d)}`` for FAVOR); from ``refattn.nn.init.draw_attention_features``.
+        The kind's drawn arrays (``{"omega": (m, d)}`` for FAVOR); from
+        ``refattn.nn.init.draw_attention_features``.
     n_heads : int
         H; must divide D.
     attention : dict or str
         Attention configuration (see :func:`refattn.nn.config.check_attention_config`).
     causal : bool
         Position i attends to positions j <= i only.
+    dropout_mask : (..., H, L, d) array, optional
+        Attention dropout: an inverted-dropout mask (:func:`refattn.random.draw_dropout_mask`) applied to the
+        per-head attention output before the output projection (kernelized attention has no probability matrix
+        to drop entries of, so every kind drops the same thing). ``None``: no dropout.
 
     Returns
     -------
@@ -135,27 +142,34 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
     qh, kh, vh = (split_heads(t, n_heads, xp=xp) for t in (q, k, v))                # (..., H, L, d)
     oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=None, causal=bool(causal),
                       options=att)
+    cd = None
+    if dropout_mask is not None:
+        oh, cd = dropout_fwd(oh, dropout_mask)                                      # (..., H, L, d)
     y, co = dense_fwd(merge_heads(oh, xp=xp), params["o"])                          # (..., L, D)
-    return y, MHACache(cq, ck, cv, ca, co, att["kind"], n_heads)
+    return y, MHACache(cq, ck, cv, ca, co, att["kind"], n_heads, cd)
 
 
 def mha_bwd(dy, cache: MHACache) -> MHAGrads:
-    """Gradients of :func:`mha` for `x` and every learnable parameter (the composition of the dense and attention
-    backwards)."""
+    """Gradients of :func:`mha` for `x` and every learnable parameter (the composition of the dense and
+    attention backwards)."""
     c = cache
     xp = namespace(dy, names=("dy",))
     go = dense_bwd(dy, c.o_cache)
     doh = split_heads(go.x, c.n_heads, xp=xp)                                       # (..., H, L, d)
+    if c.drop_cache is not None:
+        doh = dropout_bwd(doh, c.drop_cache).x                                      # (..., H, L, d)
     dqh, dkh, dvh, dattn = ATTENTION_KINDS[c.kind].bwd(doh, c.attn_cache)
     gq = dense_bwd(merge_heads(dqh, xp=xp), c.q_cache)
     gk = dense_bwd(merge_heads(dkh, xp=xp), c.k_cache)
     gv = dense_bwd(merge_heads(dvh, xp=xp), c.v_cache)
     dx = gq.x + gk.x + gv.x                                                         # (..., L, D)
-    return MHAGrads(x=dx, params={"q": gq.params, "k": gk.params, "v": gv.params, "o": go.params, "attn": dattn})
+    grads = {"q": gq.params, "k": gk.params, "v": gv.params, "o": go.params, "attn": dattn}
+    return MHAGrads(x=dx, params=grads)
 
 
-def mha(x, params, features=None, *, n_heads, attention, causal=False):
+def mha(x, params, features=None, *, n_heads, attention, causal=False, dropout_mask=None):
     """Multi-head attention, ``(..., L, D)`` -> ``(..., L, D)`` (see :func:`mha_fwd`)."""
-    return mha_fwd(x, params, features, n_heads=n_heads, attention=attention, causal=causal)[0]
+    return mha_fwd(x, params, features, n_heads=n_heads, attention=attention, causal=causal,
+                   dropout_mask=dropout_mask)[0]
 
 

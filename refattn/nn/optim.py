@@ -1,8 +1,8 @@
 r"""Optimisers as pure functions ``(params, grads, state) -> (params, state)``, and gradient clipping.
 
-`params` and `grads` are trees of the same structure (nested dicts / NamedTuples of arrays; ``None`` leaves are
-skipped). Nothing is mutated: every update returns new arrays and a new state. The step counter lives in the
-state as a Python int (it drives bias correction, and a redraw policy can read it).
+`params` and `grads` are trees of the same structure (nested dicts / NamedTuples of arrays; ``None`` leaves
+are skipped). Nothing is mutated: every update returns new arrays and a new state. The step counter lives in
+the state as a Python int (it drives bias correction, and a redraw policy can read it).
 
 * **SGD** (momentum ``mu``, L2 weight decay ``lambda``, torch convention)::
 
@@ -13,7 +13,8 @@ state as a Python int (it drives bias correction, and a redraw policy can read i
       g = grad + lambda p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
       p = p - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 
-* **AdamW** (Loshchilov & Hutter 2019, Algorithm 2 with schedule multiplier 1, torch ``AdamW``): decoupled decay
+* **AdamW** (Loshchilov & Hutter 2019, Algorithm 2 with schedule multiplier 1, torch ``AdamW``): decoupled
+decay
   ``p = p (1 - lr lambda)`` and then the Adam step without L2.
 
 * :func:`clip_by_global_norm`: ``grads * min(1, max_norm / ||grads||)`` with the norm over all leaves.
@@ -62,7 +63,8 @@ def _zeros_like_tree(params):
 
 
 def _frozen(g, s) -> bool:
-    """A leaf is left unchanged when its gradient is ``None`` (frozen by design) or it has no state (integer)."""
+    """A leaf is left unchanged when its gradient is ``None`` (frozen by design) or it has no state
+    (integer)."""
     return g is None or s is None
 
 
@@ -126,7 +128,8 @@ def _check_adam(lr, beta1, beta2, eps, weight_decay):
     _check_hyper("weight_decay", weight_decay)
 
 
-def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0):
+def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
+                weight_decay=0.0):
     """One Adam step (L2 weight decay added to the gradient); returns ``(new_params, new_state)``.
 
     Leaves whose gradient is ``None`` and integer leaves are returned unchanged.
@@ -137,7 +140,8 @@ def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.
 
 def adamw_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
                  weight_decay=1e-2):
-    """One AdamW step (decoupled weight decay ``p (1 - lr weight_decay)``); returns ``(new_params, new_state)``."""
+    """One AdamW step (decoupled weight decay ``p (1 - lr weight_decay)``); returns
+    ``(new_params, new_state)``."""
     _check_adam(lr, beta1, beta2, eps, weight_decay)
     return _adam(params, grads, state, lr, beta1, beta2, eps, 0.0, weight_decay)
 

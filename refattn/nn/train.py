@@ -1,14 +1,22 @@
-"""NumPy-only edge: the training loop (batches, feature redraws, optimiser steps, periodic evaluation, JSON-lines log).
+"""NumPy-only edge: the training loop (batches, feature redraws, optimiser steps, periodic evaluation,
+JSON-lines log).
 
 Not imported by ``import refattn`` (it may import tqdm). Everything random is a pure function of ``seed``:
 
 * initial parameters: ``init_transformer(default_rng([seed, 0]), config)``;
-* the batch of step t: indices from ``default_rng([seed, 2, t])`` (sampled without replacement);
+* the batch of step t: indices from ``default_rng([seed, 2, t])`` (sampled without replacement); with gradient
+  accumulation over k micro-batches, ``k * batch_size`` indices from that generator, split in k consecutive
+  micro-batches (so ``accumulate=k`` equals one step on the ``k * batch_size`` batch, up to rounding);
 * the attention features of step t: ``features_for_step(seed, t, config)`` (the redraw policy
-  ``config["attention"]["redraw_every"]``),
+  ``config["attention"]["redraw_every"]``);
+* the dropout masks of micro-batch j of step t (when ``config["attn_dropout"]`` or ``config["resid_dropout"]``
+is
+  positive): ``draw_dropout_masks(default_rng([seed, 3, t, j]), ...)``; evaluation runs without dropout;
+* the learning rate of step t: ``learning_rate(t, lr=lr, schedule=schedule)`` (:mod:`refattn.nn.schedules`,
+  a pure function of the step, logged as ``"lr"``),
 
-so two runs with the same arguments produce bitwise identical parameters (single-threaded BLAS; a different BLAS
-thread count can change the last bits of GEMM sums).
+so two runs with the same arguments produce bitwise identical parameters (single-threaded BLAS; a different
+BLAS thread count can change the last bits of GEMM sums).
 
 The step itself is ``loss_and_grads`` (the model's manual backward), optional global-norm clipping, then an
 optimiser from :mod:`refattn.nn.optim` (``"sgd"``, ``"adam"`` or ``"adamw"``).
@@ -25,9 +33,12 @@ import numpy as np
 from ..layers.losses import softmax_cross_entropy
 from ..random import tree_as_xp, tree_to_numpy
 from .config import check_config
-from .init import features_for_step, init_transformer
-from .optim import adam_init, adam_update, adamw_update, clip_by_global_norm, global_norm, sgd_init, sgd_update
+from .init import draw_dropout_masks, features_for_step, init_transformer
+from .optim import (adam_init, adam_update, adamw_update, clip_by_global_norm, global_norm, sgd_init,
+                    sgd_update)
+from .schedules import check_schedule, learning_rate
 from .transformer import loss_and_grads, transformer
+from ..tree import tree_map
 
 __all__ = ["TrainResult", "train", "evaluate"]
 
@@ -51,10 +62,18 @@ def evaluate(params, inputs, labels, features, *, config, like=None) -> dict:
     return {"loss": loss, "accuracy": _accuracy(tree_to_numpy(logits), np.asarray(labels))}
 
 
+def _seq_len(cfg, x):
+    """Number of positions L of a batch: token ids ``(B, L)`` or images cut into patches."""
+    if cfg["input"] == "tokens":
+        return x.shape[-1]
+    H, W, _ = cfg["image_shape"]
+    return (H // cfg["patch"]) * (W // cfg["patch"])
+
+
 def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: int, lr: float = 1e-3,
           optimizer: str = "adamw", weight_decay: float = 0.0, clip_norm: float | None = None,
           eval_data: tuple | None = None, eval_every: int = 0, log_path=None, progress: bool = True,
-          like=None, params=None) -> TrainResult:
+          like=None, params=None, schedule: dict | None = None, accumulate: int = 1) -> TrainResult:
     """Train the model of `config` on ``(inputs, labels)`` (NumPy arrays, first axis = examples).
 
     Parameters
@@ -67,7 +86,13 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
         The one seed of the run (initialisation, batches, feature redraws).
     steps, batch_size : int
     lr, optimizer, weight_decay, clip_norm
-        Optimiser settings; ``clip_norm=None`` disables clipping.
+        Optimiser settings; ``clip_norm=None`` disables clipping. `lr` is the base rate of the schedule.
+    schedule : dict, optional
+        Learning-rate schedule (:func:`refattn.nn.schedules.check_schedule`: linear warm-up, cosine or
+        inverse-sqrt decay); ``None``: constant `lr`.
+    accumulate : int
+        Gradient accumulation: each optimiser step averages the gradients of `accumulate` micro-batches of
+        `batch_size` examples (the loss is a mean, so this equals one batch of ``accumulate * batch_size``).
     eval_data : (inputs, labels), optional
         Evaluated every `eval_every` steps and after the last step.
     log_path : path, optional
@@ -89,18 +114,41 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
         raise ValueError(f"labels: expected {n} examples (inputs.shape[0]); got {labels.shape[0]}")
     if not 0 < batch_size <= n:
         raise ValueError(f"batch_size: expected an integer in [1, {n}]; got {batch_size}")
+    bad_acc = isinstance(accumulate, bool) or not isinstance(accumulate, int)
+    if bad_acc or not 0 < accumulate * batch_size <= n:
+        raise ValueError(f"accumulate: expected an integer >= 1 with accumulate * batch_size <= {n} "
+                         f"examples; "
+                         f"got {accumulate!r}")
+    sched = check_schedule(schedule)
+    learning_rate(0, lr=lr, schedule=sched)                                     # validates lr once
     conv = (lambda t: tree_as_xp(t, like=like)) if like is not None else (lambda t: t)
     if params is None:
         params = init_transformer(np.random.default_rng([int(seed), 0]), cfg)
     params = conv(params)
     state = sgd_init(params) if optimizer == "sgd" else adam_init(params)
 
-    def step_fn(p, g, s):
+    def step_fn(p, g, s, rate):
         if optimizer == "sgd":
-            return sgd_update(p, g, s, lr=lr, weight_decay=weight_decay)
+            return sgd_update(p, g, s, lr=rate, weight_decay=weight_decay)
         if optimizer == "adam":
-            return adam_update(p, g, s, lr=lr, weight_decay=weight_decay)
-        return adamw_update(p, g, s, lr=lr, weight_decay=weight_decay)
+            return adam_update(p, g, s, lr=rate, weight_decay=weight_decay)
+        return adamw_update(p, g, s, lr=rate, weight_decay=weight_decay)
+
+    def micro_grads(t, idx, feats):
+        """Mean loss and gradients over the `accumulate` micro-batches of `idx` (consecutive slices)."""
+        total, acc = 0.0, None
+        for j in range(accumulate):
+            sl = idx[j * batch_size:(j + 1) * batch_size]
+            x, y = inputs[sl], labels[sl]
+            masks = draw_dropout_masks(np.random.default_rng([int(seed), 3, t, j]), cfg, y.shape[:1],
+                                       _seq_len(cfg, x))
+            loss_j, g_j = loss_and_grads(params, conv(x), conv(y), feats, config=cfg,
+                                         dropout=None if masks is None else conv(masks))
+            total += float(loss_j)
+            acc = g_j if acc is None else tree_map(lambda a, b: a + b, acc, g_j)
+        if accumulate == 1:
+            return total, acc
+        return total / accumulate, tree_map(lambda a: a / accumulate, acc)
 
     bar = None
     if progress:
@@ -121,18 +169,19 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
 
     try:
         for t in range(steps):
-            idx = np.random.default_rng([int(seed), 2, t]).choice(n, size=batch_size, replace=False)
+            rng_t = np.random.default_rng([int(seed), 2, t])
+            idx = rng_t.choice(n, size=accumulate * batch_size, replace=False)
             feats = conv(features_for_step(seed, t, cfg))
-            loss, grads = loss_and_grads(params, conv(inputs[idx]), conv(labels[idx]), feats, config=cfg)
-            loss = float(loss)
+            loss, grads = micro_grads(t, idx, feats)
+            rate = learning_rate(t, lr=lr, schedule=sched)
             if not math.isfinite(loss):
                 raise FloatingPointError(f"step {t}: the training loss is not finite ({loss})")
             if clip_norm is not None:
                 grads, gnorm = clip_by_global_norm(grads, clip_norm)
             else:
                 gnorm = global_norm(grads)
-            params, state = step_fn(params, grads, state)
-            record({"step": t, "loss": loss, "grad_norm": gnorm})
+            params, state = step_fn(params, grads, state, rate)
+            record({"step": t, "loss": loss, "grad_norm": gnorm, "lr": rate})
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.4f}")

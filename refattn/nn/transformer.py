@@ -8,13 +8,14 @@ Block (pre-LN, Xiong et al. 2020; GPT-2)::
 Model: input embedding (tokens, or pixels/patches through a dense layer) + absolute positions (sinusoid,
 learned, or none) -> ``n_layers`` blocks -> final layer norm -> head:
 
-* ``task="classify"``: readout ``"mean"`` (mean over positions) or ``"first"`` (position 0), then a dense layer to
+* ``task="classify"``: readout ``"mean"`` (mean over positions) or ``"first"`` (position 0), then a dense
+layer to
   ``n_classes`` logits, ``(..., n_classes)``;
 * ``task="lm"``: causal attention, a dense layer to ``vocab_size`` logits at every position, ``(..., L, V)``
   (position i predicts token i + 1: the caller shifts the labels).
 
-:func:`transformer_bwd` is the composition of the layers' ``_bwd`` functions in reverse order and nothing else.
-Parameters are a nested dict (:func:`refattn.nn.init.init_transformer`)::
+:func:`transformer_bwd` is the composition of the layers' ``_bwd`` functions in reverse order and nothing
+else. Parameters are a nested dict (:func:`refattn.nn.init.init_transformer`)::
 
     {"embed": (V, D) table | DenseParams(W: (p*p*C, D), b), "pos": (max_len, D) (learned positions only),
      "blocks": [{"ln1": LayerNormParams, "attn": {"q","k","v","o": DenseParams, "attn": {...}},
@@ -36,6 +37,7 @@ from typing import Any, NamedTuple
 from .._xp import device_of, namespace
 from ..layers.activations import gelu_bwd, gelu_fwd
 from ..layers.dense import dense_bwd, dense_fwd
+from ..layers.dropout import dropout_bwd, dropout_fwd
 from ..layers.embeddings import (patch_embedding_bwd, patch_embedding_fwd, position_embedding_bwd,
                                  position_embedding_fwd, sinusoid_position_table, token_embedding_bwd,
                                  token_embedding_fwd)
@@ -54,36 +56,53 @@ class TransformerGrads(NamedTuple):
     inputs: Array  # (..., H, W, C) for patch input; None for token input (integer ids)
 
 
-# ---- one block ------------------------------------------------------------------------------------------------
-def block_fwd(x, params: dict, features, *, cfg):
-    """One pre-LN block: ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``. ``x: (..., L, D)`` -> ``(..., L, D)``."""
+# ---- one block ---------------------------------------------------------------------------------------------
+def _drop_fwd(x, mask):
+    return (x, None) if mask is None else dropout_fwd(x, mask)
+
+
+def _drop_bwd(dy, cache):
+    return dy if cache is None else dropout_bwd(dy, cache).x
+
+
+def block_fwd(x, params: dict, features, *, cfg, masks=None):
+    """One pre-LN block: ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``. ``x: (..., L, D)`` ->
+    ``(..., L, D)``.
+
+    `masks` (optional dict of inverted-dropout masks, :func:`refattn.nn.init.draw_dropout_masks`): ``"attn"``
+    ``(..., H, L, d)`` on the per-head attention output, ``"resid_attn"`` and ``"resid_ff"`` ``(..., L, D)``
+    on
+    each sub-layer's output before it is added to the residual stream (Vaswani et al. Sec. 5.4)."""
+    masks = masks or {}
     a, c_ln1 = layernorm_fwd(x, params["ln1"])                                      # (..., L, D)
     a, c_att = mha_fwd(a, params["attn"], features, n_heads=cfg["n_heads"], attention=cfg["attention"],
-                       causal=cfg["causal"])                                        # (..., L, D)
+                       causal=cfg["causal"], dropout_mask=masks.get("attn"))        # (..., L, D)
+    a, c_da = _drop_fwd(a, masks.get("resid_attn"))                                # (..., L, D)
     h = x + a                                                                       # (..., L, D) residual
     f, c_ln2 = layernorm_fwd(h, params["ln2"])                                      # (..., L, D)
     f, c_ff1 = dense_fwd(f, params["ff1"])                                          # (..., L, d_ff)
     f, c_act = gelu_fwd(f)                                                          # (..., L, d_ff)
     f, c_ff2 = dense_fwd(f, params["ff2"])                                          # (..., L, D)
-    return h + f, (c_ln1, c_att, c_ln2, c_ff1, c_act, c_ff2)
+    f, c_df = _drop_fwd(f, masks.get("resid_ff"))                                   # (..., L, D)
+    return h + f, (c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df)
 
 
 def block_bwd(dy, cache):
     """Backward of :func:`block_fwd`: ``(dx, dparams)``."""
-    c_ln1, c_att, c_ln2, c_ff1, c_act, c_ff2 = cache
-    g_ff2 = dense_bwd(dy, c_ff2)
+    c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df = cache
+    g_ff2 = dense_bwd(_drop_bwd(dy, c_df), c_ff2)
     g_act = gelu_bwd(g_ff2.x, c_act)
     g_ff1 = dense_bwd(g_act.x, c_ff1)
     g_ln2 = layernorm_bwd(g_ff1.x, c_ln2)
     dh = dy + g_ln2.x                                                               # (..., L, D) both paths
-    g_att = mha_bwd(dh, c_att)
+    g_att = mha_bwd(_drop_bwd(dh, c_da), c_att)
     g_ln1 = layernorm_bwd(g_att.x, c_ln1)
     dx = dh + g_ln1.x                                                               # (..., L, D)
     return dx, {"ln1": g_ln1.params, "attn": g_att.params, "ln2": g_ln2.params, "ff1": g_ff1.params,
                 "ff2": g_ff2.params}
 
 
-# ---- readout --------------------------------------------------------------------------------------------------
+# ---- readout -----------------------------------------------------------------------------------------------
 def _readout_fwd(h, how, *, xp):
     if how == "mean":
         return xp.mean(h, axis=-2)                                                  # (..., D)
@@ -100,7 +119,7 @@ def _readout_bwd(dr, how, L, *, xp):
     return xp.concat([dr1, zeros], axis=-2)                                         # (..., L, D)
 
 
-# ---- the model ------------------------------------------------------------------------------------------------
+# ---- the model ---------------------------------------------------------------------------------------------
 def _check_features(features, n_layers):
     if features is None:
         return [None] * n_layers
@@ -110,7 +129,16 @@ def _check_features(features, n_layers):
     return list(features)
 
 
-def transformer_fwd(params: dict, inputs, features=None, *, config: dict):
+def _check_masks(dropout, n_layers):
+    if dropout is None:
+        return [None] * n_layers
+    if not isinstance(dropout, (list, tuple)) or len(dropout) != n_layers:
+        got = len(dropout) if isinstance(dropout, (list, tuple)) else type(dropout).__name__
+        raise ValueError(f"dropout: expected a list with one dict of masks per layer ({n_layers}); got {got}")
+    return list(dropout)
+
+
+def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropout=None):
     r"""Forward pass of the configured model, and the cache for :func:`transformer_bwd`.
 
     Parameters
@@ -123,6 +151,10 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict):
         One dict of drawn attention arrays per layer (required for random-feature kinds).
     config : dict
         Model configuration (:func:`check_config`).
+    dropout : list, optional
+        One dict of dropout masks per layer (:func:`refattn.nn.init.draw_dropout_masks`, drawn with an
+        explicit
+        rng at the NumPy edge); ``None`` (the default, and evaluation): no dropout.
 
     Returns
     -------
@@ -131,6 +163,7 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict):
     """
     cfg = check_config(config)
     feats = _check_features(features, cfg["n_layers"])
+    masks = _check_masks(dropout, cfg["n_layers"])
     if len(params.get("blocks", ())) != cfg["n_layers"]:
         raise ValueError(f"params['blocks']: expected {cfg['n_layers']} blocks (config['n_layers']); got "
                          f"{len(params.get('blocks', ()))}")
@@ -146,20 +179,22 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict):
     if cfg["position"] == "learned":
         h, c_pos = position_embedding_fwd(h, params["pos"])                        # (..., L, D)
     elif cfg["position"] == "sinusoid":
-        h, c_pos = position_embedding_fwd(h, sinusoid_position_table(L, cfg["d_model"], like=h))  # fixed table
+        table = sinusoid_position_table(L, cfg["d_model"], like=h)                 # fixed (L, D) table
+        h, c_pos = position_embedding_fwd(h, table)
     c_blocks = []
-    for blk, f in zip(params["blocks"], feats):
-        h, cb = block_fwd(h, blk, f, cfg=cfg)                                       # (..., L, D)
+    for blk, f, mk in zip(params["blocks"], feats, masks, strict=True):
+        h, cb = block_fwd(h, blk, f, cfg=cfg, masks=mk)                             # (..., L, D)
         c_blocks.append(cb)
     h, c_lnf = layernorm_fwd(h, params["ln_f"])                                     # (..., L, D)
     if cfg["task"] == "classify":
         h = _readout_fwd(h, cfg["readout"], xp=xp)                                  # (..., D)
-    logits, c_head = dense_fwd(h, params["head"])                                   # (..., n_out) / (..., L, V)
+    logits, c_head = dense_fwd(h, params["head"])                                 # (..., n_out) / (..., L, V)
     return logits, (cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head)
 
 
 def transformer_bwd(dlogits, cache) -> TransformerGrads:
-    """Gradients for every parameter (and the images for patch input): the layers' backwards in reverse order."""
+    """Gradients for every parameter (and the images for patch input): the layers' backwards in reverse
+    order."""
     cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head = cache
     xp = namespace(dlogits, names=("dlogits",))
     grads: dict = {}
@@ -190,15 +225,15 @@ def transformer_bwd(dlogits, cache) -> TransformerGrads:
     return TransformerGrads(params={k: grads[k] for k in order if k in grads}, inputs=dinputs)
 
 
-def transformer(params, inputs, features=None, *, config):
+def transformer(params, inputs, features=None, *, config, dropout=None):
     """Logits of the configured model (see :func:`transformer_fwd`)."""
-    return transformer_fwd(params, inputs, features, config=config)[0]
+    return transformer_fwd(params, inputs, features, config=config, dropout=dropout)[0]
 
 
-def transformer_loss_fwd(params, inputs, labels, features=None, *, config):
-    """Mean softmax cross-entropy of the model's logits against integer `labels` (``(...)`` for classification,
-    ``(..., L)`` next tokens for the LM). Returns ``(loss: (), cache)``."""
-    logits, c_model = transformer_fwd(params, inputs, features, config=config)
+def transformer_loss_fwd(params, inputs, labels, features=None, *, config, dropout=None):
+    """Mean softmax cross-entropy of the model's logits against integer `labels` (``(...)`` for
+    classification, ``(..., L)`` next tokens for the LM). Returns ``(loss: (), cache)``."""
+    logits, c_model = transformer_fwd(params, inputs, features, config=config, dropout=dropout)
     loss, c_loss = softmax_cross_entropy_fwd(logits, labels)
     return loss, (c_model, c_loss)
 
@@ -209,8 +244,8 @@ def transformer_loss_bwd(dloss, cache) -> TransformerGrads:
     return transformer_bwd(softmax_cross_entropy_bwd(dloss, c_loss).logits, c_model)
 
 
-def loss_and_grads(params, inputs, labels, features=None, *, config):
+def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=None):
     """``(loss, grads)`` with ``grads`` the parameter tree of gradients (the training step's work)."""
-    loss, cache = transformer_loss_fwd(params, inputs, labels, features, config=config)
+    loss, cache = transformer_loss_fwd(params, inputs, labels, features, config=config, dropout=dropout)
     xp = namespace(loss, names=("loss",))
     return loss, transformer_loss_bwd(xp.ones_like(loss), cache).params

@@ -1,6 +1,6 @@
 """NumPy-only edge, shared by every ``refattn.random`` module: the ``rng`` and ``dtype`` argument checks, the
-redraw policy as a pure function of the step, and explicit transfers of draws (single arrays or whole parameter
-trees) to another array library and back.
+redraw policy as a pure function of the step, and explicit transfers of draws (single arrays or whole
+parameter trees) to another array library and back.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ __all__ = ["check_rng", "check_dtype_arg", "as_xp", "rng_for_step", "tree_as_xp"
 
 
 def check_rng(rng: Any, name: str = "rng") -> np.random.Generator:
-    """Return `rng` if it is a ``numpy.random.Generator``; raise ``TypeError`` otherwise (``None`` included)."""
+    """Return `rng` if it is a ``numpy.random.Generator``; raise ``TypeError`` otherwise (``None``
+    included)."""
     if not isinstance(rng, np.random.Generator):
         got = "None" if rng is None else type(rng).__name__
         raise TypeError(
@@ -59,8 +60,8 @@ def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator
 
 
 def tree_as_xp(tree: Any, *, like: Any) -> Any:
-    """Every floating NumPy leaf of `tree` as an array of `like`'s namespace, dtype and device (integer leaves keep
-    their integer dtype); static entries (``None``, strings) unchanged."""
+    """Every floating NumPy leaf of `tree` as an array of `like`'s namespace, dtype and device (integer leaves
+    keep their integer dtype); static entries (``None``, strings) unchanged."""
     xp = array_api_compat.array_namespace(like)
 
     def conv(a):

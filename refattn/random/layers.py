@@ -1,9 +1,9 @@
 """NumPy-only edge: initial parameters of the ``refattn.layers`` layers and dropout masks.
 
-Every function returns NumPy arrays inside the layers' NamedTuples (``DenseParams``, ``LayerNormParams``, ...);
-move a whole tree with :func:`refattn.random.tree_as_xp` (``tree_as_xp(params, like=x)``). Functions that draw
-take the required ``rng`` (a ``numpy.random.Generator``) first; the deterministic ones (layer/batch norm: ones
-and zeros) take none.
+Every function returns NumPy arrays inside the layers' NamedTuples (``DenseParams``, ``LayerNormParams``,
+...); move a whole tree with :func:`refattn.random.tree_as_xp` (``tree_as_xp(params, like=x)``). Functions
+that draw take the required ``rng`` (a ``numpy.random.Generator``) first; the deterministic ones (layer/batch
+norm: ones and zeros) take none.
 
 Conventions (stated, so that a torch model can be built with the same parameters):
 

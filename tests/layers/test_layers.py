@@ -1,4 +1,5 @@
-"""nn primitives: values, gradient checks (float64, every input and parameter), errors, must-fail companions."""
+"""nn primitives: values, gradient checks (float64, every input and parameter), errors, must-fail
+companions."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from refattn.layers import activations as act
 from refattn.layers.batchnorm import BatchNormState, batchnorm_bwd, batchnorm_fwd
 from refattn.layers.dense import DenseGrads, DenseParams, dense, dense_bwd, dense_fwd
 from refattn.layers.dropout import dropout_bwd, dropout_fwd
-from refattn.layers.embeddings import (patch_embedding_bwd, patch_embedding_fwd, patchify, position_embedding_bwd,
+from refattn.layers.embeddings import (patch_embedding_bwd, patch_embedding_fwd, patchify,
+                                       position_embedding_bwd,
                                   position_embedding_fwd, sinusoid_position_table, token_embedding_bwd,
                                   token_embedding_fwd, unpatchify)
 from refattn.layers.layernorm import layernorm_bwd, layernorm_fwd
@@ -26,7 +28,7 @@ def _params(xp, tree):
     return rr.tree_as_xp(tree, like=xp.zeros(1, dtype=xp.float64))
 
 
-# ---- dense ----------------------------------------------------------------------------------------------------
+# ---- dense -------------------------------------------------------------------------------------------------
 def test_dense_value_and_grad(xp, rng):
     x = randn(rng, xp, 2, 3, 4)
     p = _params(xp, rr.init_dense(rng, 4, 5))
@@ -58,7 +60,7 @@ def test_dense_errors(xp, rng):
         rr.init_dense(None, 4, 2)
 
 
-# ---- activations ----------------------------------------------------------------------------------------------
+# ---- activations -------------------------------------------------------------------------------------------
 ACTS = {
     "relu": (act.relu_fwd, act.relu_bwd, {}),
     "leaky_relu": (act.leaky_relu_fwd, act.leaky_relu_bwd, {"negative_slope": 0.2}),
@@ -106,7 +108,7 @@ def test_activation_must_fail(rng):
         check_vjp(act.gelu_fwd, bad, {"x": x})
 
 
-# ---- layer norm -----------------------------------------------------------------------------------------------
+# ---- layer norm --------------------------------------------------------------------------------------------
 def test_layernorm(xp, rng):
     x = randn(rng, xp, 2, 3, 6, scale=3.0) + 1.0
     p = _params(xp, rr.init_layernorm(6))
@@ -118,14 +120,15 @@ def test_layernorm(xp, rng):
     check_vjp(layernorm_fwd, layernorm_bwd, {"x": x, "params": p})
 
 
-# ---- batch norm -----------------------------------------------------------------------------------------------
+# ---- batch norm --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("train", [True, False])
 def test_batchnorm_grad(xp, rng, train):
     x = randn(rng, xp, 5, 3, 4, scale=2.0) + 0.5
     params, state = _params(xp, rr.init_batchnorm(4))
     params = params._replace(gamma=randn(rng, xp, 4), beta=randn(rng, xp, 4))
     state = BatchNormState(mean=randn(rng, xp, 4), var=xp.abs(randn(rng, xp, 4)) + 0.5)
-    check_vjp(batchnorm_fwd, batchnorm_bwd, {"x": x, "params": params}, kwargs={"state": state, "train": train},
+    check_vjp(batchnorm_fwd, batchnorm_bwd, {"x": x, "params": params},
+              kwargs={"state": state, "train": train},
               output=lambda o: o.y)
 
 
@@ -176,7 +179,7 @@ def test_batchnorm_errors(xp, rng):
                       state, train=True)
 
 
-# ---- dropout --------------------------------------------------------------------------------------------------
+# ---- dropout -----------------------------------------------------------------------------------------------
 def test_dropout(xp, rng):
     x = randn(rng, xp, 4, 5)
     mask = rr.as_xp(rr.draw_dropout_mask(rng, (4, 5), 0.3), like=x)
@@ -198,7 +201,7 @@ def test_dropout_mask_unbiased(rng):
         assert_mean_within_se((masks > 0).astype(float), np.ones(8), n_se=5)
 
 
-# ---- embeddings -----------------------------------------------------------------------------------------------
+# ---- embeddings --------------------------------------------------------------------------------------------
 def test_token_embedding(xp, rng):
     table = _params(xp, rr.init_embedding(rng, 7, 3, scale=1.0))
     ids = xp.asarray(np.array([[0, 6, 2, 2], [5, 5, 1, 0]]))
@@ -237,7 +240,7 @@ def test_positions(xp, rng):
         position_embedding_fwd(x, table[:2, :])
 
 
-# ---- losses ---------------------------------------------------------------------------------------------------
+# ---- losses ------------------------------------------------------------------------------------------------
 def test_cross_entropy(xp, rng):
     logits = randn(rng, xp, 3, 4, 5, scale=2.0)
     labels = xp.asarray(rng.integers(0, 5, size=(3, 4)))
@@ -245,7 +248,8 @@ def test_cross_entropy(xp, rng):
     logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
     expected = -np.take_along_axis(logp, lab[..., None], -1).mean()
     assert_close(softmax_cross_entropy(logits, labels), asxp(xp, expected))
-    check_vjp(softmax_cross_entropy_fwd, softmax_cross_entropy_bwd, {"logits": logits}, kwargs={"labels": labels})
+    check_vjp(softmax_cross_entropy_fwd, softmax_cross_entropy_bwd, {"logits": logits},
+              kwargs={"labels": labels})
     big = logits * 1e3   # stabilised: finite at large logits
     assert math.isfinite(float(softmax_cross_entropy(big, labels)))
     with pytest.raises(ValueError, match=r"labels: expected class indices in \[0, 5\)"):

@@ -1,4 +1,5 @@
-"""Independent dense references of the transformer (tests only): a direct NumPy forward and a torch-autograd model.
+"""Independent dense references of the transformer (tests only): a direct NumPy forward and a torch-autograd
+model.
 
 Written from the formulas (not from refattn's code): quadratic attention matrices, unstabilised feature maps,
 explicit masks. Used by ``test_transformer.py`` (direct forward) and the torch cross-check.
@@ -41,7 +42,7 @@ def _features(x, att, omega, lib):
     return cat([lib.cos(u), lib.sin(u)], -1) * lib.exp(sq) / math.sqrt(m)   # trig, softmax kernel
 
 
-def _T(x, lib):
+def _tr(x, lib):
     return np.swapaxes(x, -1, -2) if lib is np else x.transpose(-1, -2)
 
 
@@ -76,21 +77,22 @@ def _rpe_attention(q, k, v, att, attn_params, feats, causal, lib):
         th = z * p.freqs[0]                                                            # (L, S)
         sn, cs = lib.sin(th), lib.cos(th)
         Qp = stack([p.alpha[0] * sn - p.beta[0] * cs, p.beta[0] * sn + p.alpha[0] * cs], -1).reshape(L, -1)
-        Kp = stack([sn, cs], -1).reshape(L, -1)                                       # (L, P) [sin, cos] per s
+        Kp = stack([sn, cs], -1).reshape(L, -1)                                      # (L, P) [sin, cos] per s
         B, H = q.shape[0], q.shape[1]
         qa = cat([q, (Qp * 1.0).expand(B, H, L, Qp.shape[-1]) if lib is not np
                   else np.broadcast_to(Qp, (B, H, L, Qp.shape[-1]))], -1)
         ka = cat([k, (Kp * 1.0).expand(B, H, L, Kp.shape[-1]) if lib is not np
                   else np.broadcast_to(Kp, (B, H, L, Kp.shape[-1]))], -1)
         if att["features"] is None:
-            a = _softmax_rows(qa @ _T(ka, lib) / math.sqrt(qa.shape[-1]), causal, lib)
+            a = _softmax_rows(qa @ _tr(ka, lib) / math.sqrt(qa.shape[-1]), causal, lib)
         else:
             fa = dict(att, kind="favor")
-            a = _features(qa, fa, feats["omega"], lib) @ _T(_features(ka, fa, feats["omega"], lib), lib)
+            a = _features(qa, fa, feats["omega"], lib) @ _tr(_features(ka, fa, feats["omega"], lib), lib)
         return _normalised(a, v, causal, lib)
     if att["kind"] == "s2":
-        # Horn Eq. (4) split over heads: the first C heads use term (a) (ordinary content attention on q, k), the
-        # other H - C use term (b) (keys replaced by w[clip(dist(i, j))]); C = content_heads, default H // 2
+        # Horn Eq. (4) split over heads: the first C heads use term (a) (ordinary content attention on q, k),
+        # the other H - C use term (b) (keys replaced by w[clip(dist(i, j))]); C = content_heads,
+        # default H // 2
         H = q.shape[1]
         C = H // 2 if att.get("content_heads") is None else att["content_heads"]
         kc = att["clip"]
@@ -99,17 +101,17 @@ def _rpe_attention(q, k, v, att, attn_params, feats, causal, lib):
             cls = np.clip(j - i, -kc, kc) + kc                                         # (L, L) signed class
         else:
             Wg = att["grid"][1]
-            cls = np.minimum(np.abs(i // Wg - j // Wg) + np.abs(i % Wg - j % Wg), kc)  # (L, L) Manhattan class
+            cls = np.minimum(np.abs(i // Wg - j // Wg) + np.abs(i % Wg - j % Wg), kc)   # (L, L) Manhattan
         w = attn_params["w"]                                                           # (H - C, R, d)
         qp, vp = q[:, C:], v[:, C:]
         if att["features"] is None:
-            s = (qp @ _T(w, lib)) / math.sqrt(d)                                       # (B, H - C, L, R)
+            s = (qp @ _tr(w, lib)) / math.sqrt(d)                                       # (B, H - C, L, R)
             logits = s[..., np.arange(L)[:, None], cls] if lib is np else s[..., lib.arange(L)[:, None],
                                                                                lib.as_tensor(cls)]
             a = _softmax_rows(logits, False, lib)
         else:
             fa = dict(att, kind="favor")
-            sc = _features(qp, fa, feats["omega"], lib) @ _T(_features(w, fa, feats["omega"], lib), lib)
+            sc = _features(qp, fa, feats["omega"], lib) @ _tr(_features(w, fa, feats["omega"], lib), lib)
             a = sc[..., np.arange(L)[:, None], cls] if lib is np else sc[..., lib.arange(L)[:, None],
                                                                           lib.as_tensor(cls)]
         out_pos = _normalised(a, vp, False, lib)                                        # (B, H - C, L, d)
@@ -117,10 +119,10 @@ def _rpe_attention(q, k, v, att, attn_params, feats, causal, lib):
             return out_pos
         qc, kk, vc = q[:, :C], k[:, :C], v[:, :C]
         if att["features"] is None:
-            a = _softmax_rows(qc @ _T(kk, lib) / math.sqrt(d), False, lib)
+            a = _softmax_rows(qc @ _tr(kk, lib) / math.sqrt(d), False, lib)
         else:
             fa = dict(att, kind="favor")
-            a = _features(qc, fa, feats["omega"], lib) @ _T(_features(kk, fa, feats["omega"], lib), lib)
+            a = _features(qc, fa, feats["omega"], lib) @ _tr(_features(kk, fa, feats["omega"], lib), lib)
         return cat([_normalised(a, vc, False, lib), out_pos], 1)                        # (B, H, L, d)
     # toeplitz: A_ij = exp(b(i - j)) (phi(q_i) . phi(k_j))
     b = attn_params["log_coeffs"]                                                      # (H, 2 L_max - 1)
@@ -129,16 +131,17 @@ def _rpe_attention(q, k, v, att, attn_params, feats, causal, lib):
     C = lib.exp(b[:, off] if lib is np else b[:, lib.as_tensor(off)])                  # (H, L, L)
     fa = {"kind": "elu"} if att["feature_map"] == "elu" else dict(att, kind="favor", features="positive")
     omega = None if feats is None else feats.get("omega")
-    a = C * (_features(q, fa, omega, lib) @ _T(_features(k, fa, omega, lib), lib))
+    a = C * (_features(q, fa, omega, lib) @ _tr(_features(k, fa, omega, lib), lib))
     return _normalised(a, v, causal, lib)
 
 
 def _spectral_omega(att, attn_params, feats, lib):
-    """Frequencies (M, d) and per-frequency scales (M,) of the learnable spectra (Chowdhury et al. Eqs. 5, 7)."""
+    """Frequencies (M, d) and per-frequency scales (M,) of the learnable spectra (Chowdhury et al. Eqs. 5,
+    7)."""
     if att["kind"] == "gmm":
         g, n = attn_params["gmm"], feats["noise"]                                       # n: (C, Mc, d)
         C, Mc, d = n.shape
-        if g.S.ndim == 2:                                                                # diagonal: Sigma = S^2
+        if g.S.ndim == 2:                                                              # diagonal: Sigma = S^2
             omega = g.mu[:, None, :] + n * g.S[:, None, :]
         else:                                                                            # omega = mu + S n
             omega = g.mu[:, None, :] + n @ (np.swapaxes(g.S, -1, -2) if lib is np else g.S.transpose(-1, -2))
@@ -159,13 +162,14 @@ def _spectral_omega(att, attn_params, feats, lib):
             perm = np.asarray(ff.perm[b]) if lib is np else ff.perm[b].numpy()
             P = np.zeros((D, D))
             P[np.arange(D), perm] = 1.0
-            V = (ff.S[b][:, None] * Hm) @ (ff.G[b][:, None] * (_t(P, lib) @ (Hm * ff.B[b][None, :]))) / math.sqrt(D)
+            inner = ff.G[b][:, None] * (_t(P, lib) @ (Hm * ff.B[b][None, :]))
+            V = (ff.S[b][:, None] * Hm) @ inner / math.sqrt(D)
             rows.append(V)
         cat = np.concatenate if lib is np else lib.cat
         return cat(rows, 0), None                                                        # (M, D)
     # generative: 4 x (dense, batch norm with the batch statistics of the M rows, LeakyReLU 0.01), dense, tanh
     gp, h = attn_params["generator"], feats["noise"]
-    for dp, bp in zip(gp.hidden, gp.norms):
+    for dp, bp in zip(gp.hidden, gp.norms, strict=True):
         z = h @ dp.W + dp.b
         mean = z.mean(0)
         var = ((z - mean) ** 2).mean(0)
@@ -179,7 +183,7 @@ def _spectral_features(x, att, omega, scale, lib):
     """PRF (Eq. 9: offset |x|^2) or RKS ([cos, sin]) features of d^{-1/4} x with per-frequency scales."""
     M = omega.shape[0]
     xs = x * x.shape[-1] ** -0.25
-    u = xs @ omega[:, :x.shape[-1]].T                                       # FastFood: columns past d meet padding
+    u = xs @ omega[:, :x.shape[-1]].T                                  # FastFood: columns past d meet padding
     if att["features"] == "prf":
         phi = lib.exp(u - (xs ** 2).sum(-1)[..., None]) / math.sqrt(M)
         return phi if scale is None else phi * scale
@@ -206,7 +210,7 @@ def _flt_attention(q, k, v, att, attn_params, feats, causal, lib):
             -2 * math.pi ** 2 * sp.length ** 2 * (xi ** 2).sum(-1))
     z = (xi - pr.loc) / pr.scale
     p = lib.exp(-(z ** 2).sum(-1) / 2) / ((2 * math.pi) ** (D / 2) * lib.prod(pr.scale * _t(np.ones(D), lib)))
-    w = g / p                                                                          # (r,) importance weights
+    w = g / p                                                                        # (r,) importance weights
     a = 2 * math.pi * (_t(pos, lib) @ xi.T)                                            # (L, r)
     cat = np.concatenate if lib is np else lib.cat
     amp = lib.sqrt(lib.abs(w) / r)
@@ -214,13 +218,18 @@ def _flt_attention(q, k, v, att, attn_params, feats, causal, lib):
     sgn = lib.sign(w)
     N2 = cat([lib.cos(a) * amp * sgn, lib.sin(a) * amp * sgn], -1)
     B, Hh = q.shape[0], q.shape[1]
-    ex = (lambda t: np.broadcast_to(t, (B, Hh) + t.shape)) if lib is np else (lambda t: t.expand(B, Hh, *t.shape))
+    if lib is np:
+        def ex(t):
+            return np.broadcast_to(t, (B, Hh) + t.shape)
+    else:
+        def ex(t):
+            return t.expand(B, Hh, *t.shape)
     qh = cat([ex(N1), q * d ** -0.25], -1)
     kh = cat([ex(N2), k * d ** -0.25], -1)
     fa = {"kind": "favor", "features": "positive"}
     omega = feats["omega"]
-    scale = qh.shape[-1] ** 0.25            # _features scales by width^{-1/4}; FLT's inputs are already scaled
-    A = _features(qh * scale, fa, omega, lib) @ _T(_features(kh * scale, fa, omega, lib), lib)
+    scale = qh.shape[-1] ** 0.25      # _features scales by width^{-1/4}; FLT's inputs are already scaled
+    A = _features(qh * scale, fa, omega, lib) @ _tr(_features(kh * scale, fa, omega, lib), lib)
     return _normalised(A, v, causal, lib)
 
 
@@ -232,7 +241,8 @@ def _attention(q, k, v, att, feats, causal, lib, attn_params=None):
         return _rpe_attention(q, k, v, att, attn_params, feats, causal, lib)
     if att["kind"] in ("gmm", "generative", "fastfood"):
         omega, scale = _spectral_omega(att, attn_params, feats, lib)
-        a = _spectral_features(q, att, omega, scale, lib) @ _T(_spectral_features(k, att, omega, scale, lib), lib)
+        phi_k = _spectral_features(k, att, omega, scale, lib)
+        a = _spectral_features(q, att, omega, scale, lib) @ _tr(phi_k, lib)
         return _normalised(a, v, causal, lib)
     if att["kind"] == "softmax":
         s = q @ k.transpose(-1, -2) if lib is not np else q @ np.swapaxes(k, -1, -2)

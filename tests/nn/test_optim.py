@@ -8,13 +8,15 @@ import numpy as np
 import pytest
 
 from refattn.layers.dense import DenseParams
-from refattn.nn.optim import (adam_init, adam_update, adamw_update, clip_by_global_norm, global_norm, sgd_init,
+from refattn.nn.optim import (adam_init, adam_update, adamw_update, clip_by_global_norm, global_norm,
+                              sgd_init,
                               sgd_update)
 from tests.helpers import randn, to_numpy
 
 
 def _tree(rng, xp):
-    return {"a": DenseParams(W=randn(rng, xp, 3, 2), b=randn(rng, xp, 2)), "c": randn(rng, xp, 4), "none": None}
+    return {"a": DenseParams(W=randn(rng, xp, 3, 2), b=randn(rng, xp, 2)), "c": randn(rng, xp, 4),
+            "none": None}
 
 
 def test_sgd_momentum_reference(xp, rng):

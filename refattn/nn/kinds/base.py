@@ -6,9 +6,10 @@ dict, possibly empty), its drawn, non-learnable ``features`` (a dict, possibly e
 ``positions`` (``(L, P)`` coordinates or ``None``), and returns the per-head output and a cache; its backward
 returns ``(dq, dk, dv, dattn_params)``.
 
-The arrays a kind needs are *declared*, not drawn, here (the core never draws): ``params(att, d_head=, n_heads=)``
-and ``features(att, d_head=, n_heads=)`` return ``{name: Draw(sampler, args)}``, and the NumPy edge
-:mod:`refattn.nn.init` runs each ``Draw`` with the ``refattn.random`` primitive its ``sampler`` names.
+The arrays a kind needs are *declared*, not drawn, here (the core never draws):
+``params(att, d_head=, n_heads=)`` and ``features(att, d_head=, n_heads=)`` return
+``{name: Draw(sampler, args)}``, and the NumPy edge :mod:`refattn.nn.init` runs each ``Draw`` with the
+``refattn.random`` primitive its ``sampler`` names.
 
 ``omega`` says what happens to a kind's random projection ``omega``: ``"none"`` (the kind has none),
 ``"redrawn"`` (drawn at initialisation or per the redraw policy, never learned: its gradient is not computed,
@@ -23,12 +24,13 @@ from ..._xp import device_of
 from ...attention.linear import linear_attention_bwd, linear_attention_fwd
 from ...tree import tree_map
 
-__all__ = ["AttentionKind", "Draw", "no_draws", "projection", "linear_kind", "spectral_kind", "grid_positions",
+__all__ = ["AttentionKind", "Draw", "no_draws", "projection", "linear_kind", "spectral_kind",
+           "grid_positions",
            "COMMON_OPTIONS"]
 
 
 class Draw(NamedTuple):
-    sampler: str   # a sampler of refattn.nn.init.SAMPLERS (a refattn.random primitive, or a deterministic init)
+    sampler: str   # a sampler of refattn.nn.init.SAMPLERS (a refattn.random primitive or a fixed init)
     args: dict     # its keyword arguments (sizes, laws), without rng and dtype
 
 
@@ -98,13 +100,14 @@ def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key):
         if options["features"] == "prf":
             outq, cq = stable_fwd(q * scale, *args, **kw)
             outk, ck = stable_fwd(k * scale, *args, **kw)
-            phi_q, phi_k, k_ls = outq[0], outk[0], outk[1]                          # (..., H, L, M), (..., H, L)
+            phi_q, phi_k, k_ls = outq[0], outk[0], outk[1]                       # (..., H, L, M), (..., H, L)
             o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls)
         else:
             phi_q, cq = rks_fwd(q * scale, *args, **kw)                             # (..., H, L, 2M)
             phi_k, ck = rks_fwd(k * scale, *args, **kw)
             phi_q, phi_k = _first(phi_q), _first(phi_k)
-            o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal, on_nonpositive=options["on_nonpositive"])
+            o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal,
+                                         on_nonpositive=options["on_nonpositive"])
         return o, (cq, ck, ca, scale, options["features"])
 
     def bwd(do, cache):
@@ -129,7 +132,8 @@ def grid_positions(L, grid, like, *, xp, kind=""):
         return xp.reshape(idx, (L, 1))                                              # (L, 1)
     H, W = grid
     if H * W != L:
-        raise ValueError(f"attention kind {kind!r}: grid {tuple(grid)} has H * W = {H * W} positions; the sequence "
+        raise ValueError(f"attention kind {kind!r}: grid {tuple(grid)} has H * W = {H * W} positions; "
+                         f"the sequence "
                          f"has L = {L}")
     row = xp.floor(idx / W)
     return xp.stack([row, idx - W * row], axis=-1)                                  # (L, 2)

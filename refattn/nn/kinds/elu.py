@@ -12,4 +12,5 @@ __all__ = ["KIND"]
 
 _fwd, _bwd = linear_kind(elu_features_fwd, elu_features_bwd)
 
-KIND = AttentionKind("elu", _fwd, _bwd, options={}, choices={}, params=no_draws, features=no_draws, omega="none")
+KIND = AttentionKind("elu", _fwd, _bwd, options={}, choices={}, params=no_draws, features=no_draws,
+                     omega="none")

@@ -2,8 +2,8 @@
 :mod:`refattn.features.fastfood`).
 
 Options: ``features`` in {"prf", "rks"}, ``m`` features, ``s_law`` in {"chi", "identity"}, ``on_nonpositive``
-(RKS). Learnable: ``attn["fastfood"]`` (the diagonals S, G, B, drawn once at initialisation; the permutation is a
-fixed integer array stored with them). Nothing is drawn per step.
+(RKS). Learnable: ``attn["fastfood"]`` (the diagonals S, G, B, drawn once at initialisation; the permutation
+is a fixed integer array stored with them). Nothing is drawn per step.
 
 omega: **none** (the structured projection ``S H G Pi H B`` is built from the learnable diagonals).
 """

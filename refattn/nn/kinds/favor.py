@@ -1,7 +1,8 @@
 """Kind ``favor``: FAVOR / FAVOR+ (Choromanski et al. 2021; :func:`refattn.attention.favor.favor_attention`).
 
 Options: ``features`` in {"positive", "hyperbolic", "trig"}, ``m`` projections (default ``2 d``), ``draw`` in
-{"iid", "orthogonal"}, ``on_nonpositive`` (trig only). Drawn: ``omega: (m, d)`` shared by the heads of a layer.
+{"iid", "orthogonal"}, ``on_nonpositive`` (trig only). Drawn: ``omega: (m, d)`` shared by the heads of a
+layer.
 
 omega: **redrawn** (drawn once or per the redraw policy, never learned), so its gradient is not computed
 (``favor_attention_bwd(..., omega_grad=False)``).
@@ -21,7 +22,7 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
 
 
 def _bwd(do, cache):
-    g = favor_attention_bwd(do, cache, omega_grad=False)                          # omega is drawn, not learned
+    g = favor_attention_bwd(do, cache, omega_grad=False)                         # omega is drawn, not learned
     return g.q, g.k, g.v, {}
 
 
@@ -32,5 +33,6 @@ def _features(att, *, d_head, n_heads):
 KIND = AttentionKind(
     "favor", _fwd, _bwd,
     options={"features": "positive", "m": None, "draw": "orthogonal", "on_nonpositive": "raise"},
-    choices={"features": tuple(FAVOR_FEATURES), "draw": ("iid", "orthogonal"), "on_nonpositive": ("raise", "ignore")},
+    choices={"features": tuple(FAVOR_FEATURES), "draw": ("iid", "orthogonal"),
+             "on_nonpositive": ("raise", "ignore")},
     params=no_draws, features=_features, omega="redrawn")

@@ -38,7 +38,8 @@ def _bwd(do, cache):
 
 def _params(att, *, d_head, n_heads):
     D = _dim(att)
-    return {"spectrum": Draw("flt_spectrum", {"family": att["spectrum"], "components": att["components"], "D": D}),
+    spectrum = {"family": att["spectrum"], "components": att["components"], "D": D}
+    return {"spectrum": Draw("flt_spectrum", spectrum),
             "proposal": Draw("flt_proposal", {"family": att["spectrum"], "D": D})}
 
 
@@ -49,6 +50,7 @@ def _features(att, *, d_head, n_heads):
 
 KIND = AttentionKind(
     "flt", _fwd, _bwd,
-    options={"spectrum": "gaussian_mixture", "components": 2, "r": 8, "m": None, "draw": "orthogonal", "grid": None},
+    options={"spectrum": "gaussian_mixture", "components": 2, "r": 8, "m": None, "draw": "orthogonal",
+             "grid": None},
     choices={"spectrum": ("gaussian_mixture", "gaussian_kernel"), "draw": ("iid", "orthogonal")},
     params=_params, features=_features, omega="redrawn")

@@ -2,9 +2,9 @@
 :mod:`refattn.features.generative`).
 
 Options: ``features`` in {"prf", "rks"}, ``m`` features, ``on_nonpositive`` (RKS). Learnable:
-``attn["generator"]`` (the generator MLP). Drawn: the generator's input noise ``features["noise"]: (M, d)`` and
-its batch-norm state ``features["state"]`` (the generator runs with the batch statistics of its M noise rows,
-train mode, at training and evaluation; the state is the initial one).
+``attn["generator"]`` (the generator MLP). Drawn: the generator's input noise ``features["noise"]: (M, d)``
+and its batch-norm state ``features["state"]`` (the generator runs with the batch statistics of its M noise
+rows, train mode, at training and evaluation; the state is the initial one).
 
 omega: **none** (the frequencies are the generator's output: their gradient flows to ``generator``).
 """
@@ -19,7 +19,8 @@ __all__ = ["KIND"]
 
 _fwd, _bwd = spectral_kind(generative_prf_features_stable_fwd, generative_prf_features_stable_bwd,
                            generative_rks_features_fwd, generative_rks_features_bwd,
-                           lambda p, f, o: ((f["noise"], p["generator"], f["state"]), {"train": True}), "generator")
+                           lambda p, f, o: ((f["noise"], p["generator"], f["state"]), {"train": True}),
+                           "generator")
 
 
 def _params(att, *, d_head, n_heads):

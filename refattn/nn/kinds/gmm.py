@@ -20,7 +20,8 @@ _fwd, _bwd = spectral_kind(gmm_prf_features_stable_fwd, gmm_prf_features_stable_
 
 
 def _params(att, *, d_head, n_heads):
-    return {"gmm": Draw("gmm", {"components": att["components"], "d": d_head, "covariance": att["covariance"]})}
+    args = {"components": att["components"], "d": d_head, "covariance": att["covariance"]}
+    return {"gmm": Draw("gmm", args)}
 
 
 def _features(att, *, d_head, n_heads):
@@ -29,6 +30,8 @@ def _features(att, *, d_head, n_heads):
 
 KIND = AttentionKind(
     "gmm", _fwd, _bwd,
-    options={"features": "prf", "m": None, "components": 2, "covariance": "diagonal", "on_nonpositive": "raise"},
-    choices={"features": ("prf", "rks"), "covariance": ("diagonal", "full"), "on_nonpositive": ("raise", "ignore")},
+    options={"features": "prf", "m": None, "components": 2, "covariance": "diagonal",
+             "on_nonpositive": "raise"},
+    choices={"features": ("prf", "rks"), "covariance": ("diagonal", "full"),
+             "on_nonpositive": ("raise", "ignore")},
     params=_params, features=_features, omega="none")

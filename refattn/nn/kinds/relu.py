@@ -12,4 +12,5 @@ __all__ = ["KIND"]
 
 _fwd, _bwd = linear_kind(relu_features_fwd, relu_features_bwd)
 
-KIND = AttentionKind("relu", _fwd, _bwd, options={}, choices={}, params=no_draws, features=no_draws, omega="none")
+KIND = AttentionKind("relu", _fwd, _bwd, options={}, choices={}, params=no_draws, features=no_draws,
+                     omega="none")

@@ -1,12 +1,12 @@
-r"""Kind ``s1``: Horn et al. Strategy 1 (Sec. 2.2), rotary relative positions through augmented queries and keys
-(:func:`refattn.rpe.s1_rotation.s1_attention`).
+r"""Kind ``s1``: Horn et al. Strategy 1 (Sec. 2.2), rotary relative positions through augmented queries and
+keys (:func:`refattn.rpe.s1_rotation.s1_attention`).
 
 Options: ``features`` (None: exact softmax on the augmented vectors; or a FAVOR map), ``m``, ``draw``,
 ``lengthscales`` S. Learnable: ``attn["s1"]`` (frequencies, alpha, beta; ``(A = 1, S)`` shared by the heads).
 Drawn (FAVOR only): ``omega: (m, d + 2S)``. Positions: 1-D, ``0..L-1``.
 
-omega: **redrawn** (never learned). ``refattn.rpe.s1_rotation.s1_attention_bwd`` computes its gradient and this
-kind drops it (the rpe backward has no ``omega_grad`` switch yet; issue 21's rpe part).
+omega: **redrawn** (never learned). ``refattn.rpe.s1_rotation.s1_attention_bwd`` computes its gradient and
+this kind drops it (the rpe backward has no ``omega_grad`` switch yet; issue 21's rpe part).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 r"""Kind ``s2``: Horn et al. Strategy 2 (Sec. 2.3, Eq. 4), bidirectional only.
 
 ``content_heads`` C (default ``H // 2``, set by :func:`content_heads`, the one place that default is written)
-ordinary content heads, Eq. (4) term (a): exact softmax, or FAVOR+ with ``features="positive"`` and the layer's
-drawn omega; and ``H - C`` positional heads, term (b), whose keys are the learned clipped relative vectors
-``w[clip(dist(i, j), k)]`` (:func:`refattn.rpe.s2_clipped.s2_attention`; learnable ``attn["w"]: (H - C, R, d)``),
-which do not read ``k`` (its gradient there is zero). ``content_heads=0``: all heads positional. Options
-``clip`` k, ``grid`` (None: 1-D signed distances, R = 2k + 1; ``(H, W)``: Manhattan distances on the grid,
-R = k + 1).
+ordinary content heads, Eq. (4) term (a): exact softmax, or FAVOR+ with ``features="positive"`` and the
+layer's drawn omega; and ``H - C`` positional heads, term (b), whose keys are the learned clipped relative
+vectors ``w[clip(dist(i, j), k)]`` (:func:`refattn.rpe.s2_clipped.s2_attention`; learnable
+``attn["w"]: (H - C, R, d)``), which do not read ``k`` (its gradient there is zero). ``content_heads=0``: all
+heads positional. Options ``clip`` k, ``grid`` (None: 1-D signed distances, R = 2k + 1; ``(H, W)``: Manhattan
+distances on the grid, R = k + 1).
 
 omega: **redrawn** (FAVOR+ only; never learned). The content heads' backward skips its gradient
 (``favor_attention_bwd(..., omega_grad=False)``); ``refattn.rpe.s2_clipped.s2_attention_bwd`` computes the
@@ -41,7 +41,8 @@ def _check(att, *, d_head, n_heads):
     nc = att["content_heads"]
     if nc is not None:
         if isinstance(nc, bool) or not isinstance(nc, int) or nc < 0:
-            raise ValueError(f"attention.content_heads: expected a non-negative integer (the number of content "
+            raise ValueError(f"attention.content_heads: expected a non-negative integer (the number of "
+                             f"content "
                              f"heads) or None (n_heads // 2); got {nc!r}")
     if n_heads is not None:
         att["content_heads"] = content_heads(att, int(n_heads))
@@ -105,6 +106,7 @@ def _features(att, *, d_head, n_heads):
 
 KIND = AttentionKind(
     "s2", _fwd, _bwd,
-    options={"features": None, "m": None, "draw": "orthogonal", "clip": 6, "grid": None, "content_heads": None},
+    options={"features": None, "m": None, "draw": "orthogonal", "clip": 6, "grid": None,
+             "content_heads": None},
     choices={"features": (None, "positive"), "draw": ("iid", "orthogonal")},
     params=_params, features=_features, omega="redrawn", check=_check)

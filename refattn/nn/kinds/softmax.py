@@ -1,4 +1,5 @@
-"""Kind ``softmax``: exact ``softmax(q k^T / sqrt(d)) v`` (:func:`refattn.attention.softmax.softmax_attention`).
+"""Kind ``softmax``: exact ``softmax(q k^T / sqrt(d)) v``
+(:func:`refattn.attention.softmax.softmax_attention`).
 
 No options, nothing drawn, no learnable parameters; omega: none.
 """

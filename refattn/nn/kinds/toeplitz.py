@@ -25,7 +25,8 @@ def _window(log_coeffs, L, *, xp):
     """Offsets -(L-1)..(L-1) of a table over -(L_max-1)..(L_max-1): ``(*c, 2L - 1)``."""
     L_max = (log_coeffs.shape[-1] + 1) // 2
     if L > L_max:
-        raise ValueError(f"attention kind 'toeplitz': sequence length L = {L} exceeds the coefficient table's "
+        raise ValueError(f"attention kind 'toeplitz': sequence length L = {L} exceeds the coefficient "
+                         f"table's "
                          f"max_len = {L_max}")
     return log_coeffs[..., L_max - L:L_max + L - 1]
 
@@ -66,7 +67,8 @@ def _bwd(do, cache):
 
 def _params(att, *, d_head, n_heads):
     if att["max_len"] is None:
-        raise ValueError("attention.max_len: required for kind 'toeplitz' (the coefficient table covers offsets "
+        raise ValueError("attention.max_len: required for kind 'toeplitz' (the coefficient table covers "
+                         "offsets "
                          "-(max_len-1)..(max_len-1)); the transformer fills it from config['max_len']")
     return {"log_coeffs": Draw("zeros", {"shape": (n_heads, 2 * att["max_len"] - 1)})}
 
