@@ -57,8 +57,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 __all__ = ["VERDICTS", "EVIDENCE_KEYS", "HORN", "CHOWDHURY", "CHOROMANSKI", "Result", "Context", "Claim",
-           "REGISTRY", "RuleMismatchError", "claim", "must_fail", "load_all", "select", "stat_evidence",
-           "run_check"]
+           "REGISTRY", "RuleMismatchError", "claim", "must_fail", "refine", "load_all", "select",
+           "stat_evidence", "run_check"]
 
 VERDICTS = ("holds", "erratum", "fails", "not-checkable", "skipped")
 SIZES = ("tiny", "small", "full")
@@ -247,14 +247,43 @@ def must_fail(id: str) -> Callable[[Callable[[Context], Result]], Callable[[Cont
     return deco
 
 
+def refine(id: str, *, decide: Callable[[dict], str], rule: str | None = None,
+           expected: dict | None = None) -> None:
+    """Give claim `id`, registered without a decision rule, its rule (and a per-size expectation
+    ``{size: verdict}`` with a ``"full"`` entry equal to the registered one: the pre-registered expectation
+    never changes). A claim that already has a rule keeps it (its own module is the authority)."""
+    c = REGISTRY.get(id)
+    if c is None:
+        raise ValueError(f"refine: claim {id!r} is not registered (import its module first)")
+    if c.decide is not None:
+        return
+    rule = rule or getattr(decide, "rule", None)
+    if not rule:
+        raise ValueError(f"refine: claim {id!r}: decide given without its one-sentence rule")
+    by_size = c.expected_by_size
+    if expected is not None:
+        if expected.get("full") != c.expected or set(expected) - set(SIZES):
+            raise ValueError(f"refine: claim {id!r}: expected needs 'full': {c.expected!r} (pre-registered) "
+                             f"and keys among {SIZES}; got {expected}")
+        by_size = dict(expected)
+    REGISTRY[id] = dataclasses.replace(c, decide=decide, rule=rule, expected_by_size=by_size)
+
+
 def load_all() -> dict[str, Claim]:
-    """Import every claim module of the three paper packages and return the registry."""
+    """Import every claim module of the three paper packages, then :mod:`paper_checks.companions` (rules and
+    must-fail companions it adds to claims registered elsewhere), and return the registry."""
+    import_paper_modules()
+    importlib.import_module("paper_checks.companions")
+    return REGISTRY
+
+
+def import_paper_modules() -> None:
+    """Import every claim module of the three paper packages (registering their claims)."""
     for pkg_name in PAPER_PACKAGES:
         pkg = importlib.import_module(pkg_name)
         for info in pkgutil.iter_modules(pkg.__path__):
             if not info.name.startswith("_"):
                 importlib.import_module(f"{pkg_name}.{info.name}")
-    return REGISTRY
 
 
 def select(patterns: list[str] | None) -> list[Claim]:

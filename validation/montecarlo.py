@@ -41,7 +41,7 @@ class MeanTest(NamedTuple):
     n: int                  # replicates
     n_se: float             # tolerance in standard errors
     detectable: float       # max over elements of n_se * se: deviations larger than this are caught
-    passed: bool            # every positive-SE entry within n_se SE and every zero-SE entry within atol
+    passed: bool            # every positive-SE entry within n_se SE + atol, every zero-SE entry within atol
     z_signed: np.ndarray    # (...) (mean - expected) / se where se > 0, NaN on zero-SE entries
     mean_z2: float          # mean z^2 over positive-SE entries (about 1 for a correct estimator); NaN if none
     n_positive_se: int      # entries with se > se_floor (the z statistics are over these)
@@ -94,7 +94,8 @@ def mean_test(samples: Any, expected: Any, *, n_se: float = 5.0, atol: float = 0
     zp = np.abs(zs[pos])
     dev0 = np.abs(mean - exp)[~pos]
     zero_max = float(np.max(dev0)) if dev0.size else 0.0
-    passed = bool(np.all(zp <= n_se) and zero_max <= atol and np.all(np.isfinite(mean)))
+    dev_pos = np.abs(mean - exp)[pos]
+    passed = bool(np.all(dev_pos <= n_se * se[pos] + atol) and zero_max <= atol and np.all(np.isfinite(mean)))
     return MeanTest(mean, se, exp, float(np.max(zp)) if zp.size else 0.0, n, n_se,
                     float(np.max(n_se * se)) if se.size else 0.0, passed, zs,
                     float(np.mean(zp ** 2)) if zp.size else float("nan"), int(np.count_nonzero(pos)),

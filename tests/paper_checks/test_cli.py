@@ -28,8 +28,14 @@ def test_only_json_and_report(tmp_path, capsys):
     assert main(["--only", "kl.eq1-*", "--json", str(js), "--report", str(rep), "--size", "tiny"]) == 0
     records = json.loads(js.read_text())
     assert [r["id"] for r in records] == ["kl.eq1-softmax"]
-    assert set(records[0]) == {"id", "paper", "section", "statement", "expected", "verdict", "summary", "evidence",
-                               "corrected", "figures", "seconds"}
+    assert set(records[0]) == {"id", "paper", "section", "statement", "expected", "expected_full", "rule",
+                               "verdict", "summary", "evidence", "corrected", "figures", "seconds",
+                               "provenance"}
+    prov = records[0]["provenance"]
+    keys = {"refattn", "git_commit", "python", "numpy", "scipy", "blas", "command", "seed", "size"}
+    assert keys <= set(prov)
+    assert prov["size"] == "tiny" and prov["seed"] == 0 and "--only" in prov["command"]
+    assert prov["blas"] and all("num_threads" in b for b in prov["blas"])
     table = readme_table.table(records)
     assert "| `kl.eq1-softmax` | holds |" in table and "Totals: holds 1." in table
     assert records[0]["verdict"] == "holds"

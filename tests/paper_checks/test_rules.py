@@ -1,0 +1,112 @@
+"""Every verdict is a function of its evidence, and every statistical claim has power (issue 20 items 1, 2,
+7).
+
+* each claim's decision rule, re-applied to the evidence its check stored, gives the check's verdict (at tiny,
+  claims and companions; ``run_check`` raises otherwise);
+* every planted mutation (``paper_checks/power.py``) moves its claim's verdict at tiny: a mutation that does
+  not move is a finding about the check, never a reason to delete the mutation;
+* every claim has a rule and every statistical non-slow claim at least two mutations (TODO-marked below while
+  another owner's claims are being converted);
+* a trained claim's companion is its rule on the label-swapped evidence: it flips the paper's direction to
+  fails and leaves a guard a guard.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from paper_checks import Context, load_all
+from paper_checks._claims import run_check
+from paper_checks._rules import (bound_respected, guarded, holds_iff_accepted, printed_vs_corrected, ranked,
+                                 separated)
+from paper_checks.companions import PAPER_DIRECTION, SWAPS, swapped
+from paper_checks.power import MUTATIONS, power_table, run_power
+
+REGISTRY = load_all()
+CLAIMS = sorted(REGISTRY.values(), key=lambda c: c.id)
+WITH_RULE = [c for c in CLAIMS if c.decide is not None]
+
+
+@pytest.mark.parametrize("claim", WITH_RULE, ids=[c.id for c in WITH_RULE])
+def test_rule_reapplied_to_stored_evidence(claim):
+    """The check's verdict equals its rule on its evidence (run_check re-applies it and raises on a mismatch),
+    for the claim and its companion, at tiny."""
+    ctx = Context(seed=0, size="tiny", claim_id=claim.id)
+    res = run_check(claim, ctx)
+    assert claim.decide(res.evidence) == res.verdict
+    assert claim.rule and len(claim.rule) > 20
+    if claim.must_fail is not None:
+        comp = run_check(claim, ctx, companion=True)
+        assert claim.decide(comp.evidence) == comp.verdict
+
+
+# Issue 20 is split: H-verdicts-A converts the Horn and FLT claim modules (rules, mutations) and H-exp owns
+# kl.table14-ratio-columns. Until both land, the two strict tests below are expected to fail (xfail, not
+# strict: they pass as soon as the last claim is converted; then delete the marks).
+PENDING_OWNERS = pytest.mark.xfail(reason="issue 20: horn/flt claim modules (H-verdicts-A) and "
+                                          "kl.table14-ratio-columns (H-exp) not converted yet", strict=False)
+
+
+@PENDING_OWNERS
+def test_every_claim_has_a_rule():
+    missing = sorted(c.id for c in CLAIMS if c.decide is None)
+    assert not missing, f"claims without a decision rule: {missing}"
+
+
+@PENDING_OWNERS
+def test_every_statistical_claim_has_two_mutations():
+    lacking = sorted(c.id for c in CLAIMS
+                     if c.statistical and not c.slow and len(MUTATIONS.get(c.id, [])) < 2)
+    assert not lacking, f"statistical claims with fewer than 2 power mutations: {lacking}"
+
+
+def test_kl_claims_have_rules_and_mutations():
+    """The part of the two tests above owned here: every KL claim outside experiments.py."""
+    kl = [c for c in CLAIMS if c.id.startswith("kl.") and not c.check.__module__.endswith("experiments")]
+    assert kl and not [c.id for c in kl if c.decide is None]
+    assert not [c.id for c in kl if c.statistical and len(MUTATIONS.get(c.id, [])) < 2]
+
+
+def test_power_at_tiny_every_mutation_moves():
+    claims = [c for c in CLAIMS if not c.slow and c.id in MUTATIONS]
+    rows = run_power(claims, seed=0)
+    assert rows, "no mutations registered"
+    stuck = [f"{r['claim']}: {r['mutation']} ({r['baseline']} -> {r['verdict']})"
+             for r in rows if not r["moved"]]
+    assert not stuck, ("mutations that do not move their claim's verdict (fix the check):\n"
+                       + "\n".join(stuck) + "\n" + power_table(rows))
+
+
+@pytest.mark.parametrize("cid", sorted(c for c in SWAPS if c in REGISTRY))
+def test_trained_companion_swaps_labels(cid):
+    c = REGISTRY[cid]
+    assert c.must_fail is not None and c.decide is not None, f"{cid}: no rule or companion"
+    ctx = Context(seed=0, size="tiny", claim_id=cid)
+    res = run_check(c, ctx)
+    comp = run_check(c, ctx, companion=True)
+    if res.verdict == "not-checkable":                  # a guard stays a guard under the swap
+        assert comp.verdict == "not-checkable"
+    if res.verdict == "holds":
+        assert comp.verdict == "fails"
+    paper = PAPER_DIRECTION[cid](res.evidence)     # the flip itself, on evidence in the paper's direction
+    assert c.decide(paper) == "holds", f"{cid}: the rule does not accept evidence in the paper's direction"
+    assert c.decide(swapped(cid, paper)) == "fails", f"{cid}: the rule does not flip under the label swap"
+
+
+def test_rule_builders():
+    r = printed_vs_corrected("p", "c", n_se=5)
+    got = [r({"p": 1, "c": 9}), r({"p": 7, "c": 1}), r({"p": 7, "c": 6}), r({"p": float("nan"), "c": 1})]
+    assert got == ["holds", "erratum", "fails", "erratum"]
+    assert holds_iff_accepted("z")({"z": -4.9}) == "holds" and holds_iff_accepted("z")({"z": 5}) == "fails"
+    assert bound_respected("m", "b", slack="s")({"m": 1.1, "b": 1, "s": 0.2}) == "holds"
+    s = separated("a", "b")
+    assert [s({"a": 1, "b": 9}), s({"a": 9, "b": 1}), s({"a": 1, "b": 1}), s({"a": 9, "b": 9})] == \
+        ["holds", "erratum", "not-checkable", "fails"]
+    rk = ranked("acc", "se", ["x", "y"], n_se=2)
+    assert rk({"acc": {"x": 0.9, "y": 0.5}, "se": {"x": 0.01, "y": 0.01}}) == "holds"
+    assert rk({"acc": {"x": 0.5, "y": 0.9}, "se": {"x": 0.01, "y": 0.01}}) == "fails"
+    assert rk({"acc": {"x": 0.5, "y": 0.51}, "se": {"x": 0.1, "y": 0.1}}) == "not-checkable"
+    g = guarded(holds_iff_accepted("z"), "acc", 0.5)
+    assert g({"acc": 0.2, "z": 0}) == "not-checkable" and g({"acc": 0.9, "z": 0}) == "holds"
+    with pytest.raises(KeyError, match="needs evidence"):
+        holds_iff_accepted("z")({})
