@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 
 import array_api_compat
 
+from .. import limits
 from .._xp import (
     check_choice,
     check_finite,
@@ -61,6 +62,8 @@ from .._xp import (
     namespace,
     sum_to_shape,
 )
+from ..attention._normaliser import augment as _augment
+from ..attention._normaliser import check_normaliser
 
 __all__ = [
     "toeplitz_attention",
@@ -147,22 +150,6 @@ def _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive, w
         raise ValueError(f"workers: expected None or a nonzero int (SciPy's convention: negative counts "
                          f"from the number of CPUs); got {workers!r}")
     return xp, chunk_elements
-
-
-def _augment(v, *, xp):
-    ones = xp.ones(tuple(v.shape[:-1]) + (1,), dtype=v.dtype, device=device_of(v))
-    return xp.concat([v, ones], axis=-1)                                           # (..., L, d_v + 1)
-
-
-def _check_normaliser(z, on_nonpositive, *, xp):
-    if on_nonpositive == "raise":
-        bad = z <= 0
-        if bool(xp.any(bad)):
-            count = int(xp.sum(xp.astype(bad, xp.int64)))
-            raise ValueError(
-                f"toeplitz_attention: {count} non-positive normaliser(s) sum_j c(i-j) phi_q_i . phi_k_j "
-                f"(minimum {float(xp.min(z)):.3e}); positive features and positive coeffs never give these. "
-                "Pass on_nonpositive='ignore' to get the output as computed")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -346,7 +333,8 @@ def toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, *, causal=False, chunk_eleme
         ca = _chunk_features_batched(tuple(phi_q.shape[:-2]), n_fft, m, e, chunk_elements)
         numer = _numer_generic(phi_q, phi_k, v_aug, h_hat, n_fft, ca, xp=xp)      # (..., L, e)
     z = numer[..., d_v:]                                                           # (..., L, 1)
-    _check_normaliser(z, on_nonpositive, xp=xp)
+    check_normaliser(z, on_nonpositive, xp=xp, where="toeplitz_attention",
+                     inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v, "coeffs": coeffs})
     y = numer[..., :d_v] / z                                                       # (..., L, d_v)
     return y, ToeplitzAttentionCache(phi_q, phi_k, v_aug, coeffs, h_hat, z, y, causal, n_fft, ca, workers)
 
@@ -407,6 +395,8 @@ def toeplitz_matrix(coeffs, L):
     if coeffs.ndim < 1 or coeffs.shape[-1] != 2 * L - 1:
         raise ValueError(f"coeffs: expected shape (..., 2L - 1) = (..., {2 * L - 1}); "
                          f"got {tuple(coeffs.shape)}")
+    nbytes = math.prod(coeffs.shape[:-1]) * L * L * (8 + xp.finfo(coeffs.dtype).bits // 8)  # index + values
+    limits.check_nbytes(nbytes, f"toeplitz_matrix(coeffs, L={L})")
     r = xp.arange(L, device=device_of(coeffs))
     idx = xp.reshape(xp.expand_dims(r, axis=1) - xp.expand_dims(r, axis=0) + (L - 1), (L * L,))  # (L L,)
     flat = xp.take(coeffs, idx, axis=-1)                                           # (*c, L L)
@@ -420,6 +410,9 @@ def toeplitz_attention_dense(phi_q, phi_k, v, coeffs, *, causal=False):
     """
     xp, _ = _validate(phi_q, phi_k, v, coeffs, causal, 1, "ignore")
     L = phi_q.shape[-2]
+    B = math.prod(phi_q.shape[:-2])
+    limits.check_nbytes(3 * B * L * L * (xp.finfo(phi_q.dtype).bits // 8),
+                        f"phi_q (L = {L}, batch {B}): the dense (L, L) path")
     C = toeplitz_matrix(_causal_coeffs(coeffs, L, xp=xp) if causal else coeffs, L)  # (*c, L, L)
     A = C * (phi_q @ xp.matrix_transpose(phi_k))                                   # (..., L, L)
     return (A @ v) / xp.sum(A, axis=-1, keepdims=True)                             # (..., L, d_v)

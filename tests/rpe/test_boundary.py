@@ -274,3 +274,17 @@ def test_empty_sizes_give_the_empty_result(call, shapes):
 def test_empty_sizes_without_a_result_raise_naming_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_quadratic_allocations_fail_before_allocating_above_the_bound():
+    """The O(L^2) paths ask refattn.limits first: above the bound a MemoryError names the argument, size."""
+    from refattn import limits
+
+    with limits.max_bytes(2**20):
+        with pytest.raises(MemoryError, match=r"toeplitz_matrix\(coeffs, L=1000\): this request needs"):
+            toeplitz_matrix(np.ones(1999), 1000)
+        with pytest.raises(MemoryError, match=r"pos \(L = 1000\): the \(L, L\) mask"):
+            rpe_mask(np.zeros((1000, 2)), GM)
+        with pytest.raises(MemoryError, match=r"phi_q \(L = 600, batch 2\): the dense \(L, L\) path"):
+            toeplitz_attention_dense(P(2, 600, 1), P(2, 600, 1), R(2, 600, 1), P(1199))
+        assert toeplitz_matrix(np.ones(19), 10).shape == (10, 10)                 # small requests unaffected

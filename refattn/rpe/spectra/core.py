@@ -8,8 +8,10 @@ Axes: ``r`` frequencies, ``D`` position dimension, ``L`` positions, ``...`` lead
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
+from ... import limits
 from ..._xp import check_finite, check_shape, namespace
 from . import bspline, box, cauchy_kernel, gaussian_basis, gaussian_kernel, gaussian_mixture, laplace_kernel
 from . import sin_power
@@ -214,6 +216,9 @@ def rpe_mask(pos, spectrum):
     if xp.isdtype(pos.dtype, "real floating"):
         check_finite("pos", pos, xp=xp)
     dtype = arrays[0][1].dtype
+    L, D = pos.shape[-2], pos.shape[-1]
+    limits.check_nbytes(math.prod(pos.shape[:-2]) * L * L * (D + 1) * (xp.finfo(dtype).bits // 8),
+                        f"pos (L = {L}): the (L, L) mask")
     p = xp.astype(pos, dtype)
     delta = xp.expand_dims(p, axis=-2) - xp.expand_dims(p, axis=-3)                 # (..., L, L, D) r_i - r_j
     return spectrum_f(spectrum, delta)
