@@ -110,3 +110,19 @@ def test_rule_builders():
     assert g({"acc": 0.2, "z": 0}) == "not-checkable" and g({"acc": 0.9, "z": 0}) == "holds"
     with pytest.raises(KeyError, match="needs evidence"):
         holds_iff_accepted("z")({})
+
+
+def test_cli_power_seeds_and_readme_power_table(tmp_path, capsys):
+    from paper_checks import readme_table
+    from paper_checks.__main__ import main
+
+    js = tmp_path / "power.json"
+    assert main(["--power", "--only", "kl.eq1-*", "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "power: 2/2 mutations moved" in out and "NO  <-- no power" not in out
+    assert readme_table.main(["--power", str(js)]) == 0
+    assert "2 of 2 mutations over 1 claims moved" in capsys.readouterr().out
+    assert main(["--seeds", "0-2", "--only", "kl.eq1-*", "--size", "tiny"]) == 0
+    out = capsys.readouterr().out
+    assert "seed 2" in out and "1/1 claims give the same verdict at every seed" in out
+    assert main(["--seeds", "x-y", "--only", "kl.eq1-*"]) == 2
