@@ -12,10 +12,12 @@ The swaps below read only the evidence keys the rules read; each says which labe
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from ._claims import REGISTRY, Context, Result, import_paper_modules, must_fail, refine
 from ._rules import with_rule
+from .power import MUTATIONS, mutation, patched
 
 __all__ = ["SWAPS", "PAPER_DIRECTION", "swapped"]
 
@@ -43,6 +45,41 @@ def _kl_rules() -> None:
         if cid in REGISTRY:
             refine(cid, decide=_experiment_rule(mod.decide, mod.CRITERION),
                    expected={**tiny, "full": REGISTRY[cid].expected})
+
+
+def _decide_table14(ev: dict) -> str:
+    tol = float(ev.get("tolerance", 1e-4))
+    as_headed = float(ev.get("max_rel_err_rks_over_prf", ev.get("max_rel_err", math.inf)))
+    swapped_dir = float(ev.get("max_rel_err_prf_over_rks", math.inf))
+    if as_headed <= tol:
+        return "holds"
+    return "erratum" if swapped_dir <= tol else "fails"
+
+
+_TABLE14_RULE = with_rule(_decide_table14, (
+    "holds iff the columns as headed (RKS/PRF) reproduce all 24 printed ratios within the tolerance "
+    "(max_rel_err_rks_over_prf <= 1e-4, the printed 6-7 digits); erratum iff they do not and PRF/RKS does; "
+    "fails otherwise (exact arithmetic on the printed table)."))
+
+
+def _table14() -> None:
+    from .chowdhury import experiments as kl_exp
+
+    if "kl.table14-ratio-columns" not in REGISTRY:
+        return
+    refine("kl.table14-ratio-columns", decide=_TABLE14_RULE)
+
+    @mutation("kl.table14-ratio-columns", "PRF std column x 2 (a misread table)")
+    def _prf_x2():
+        t = {p: [(c, rs, ra, 2 * ps, pa, q1, q2) for c, rs, ra, ps, pa, q1, q2 in rows]
+             for p, rows in kl_exp._TABLE14.items()}
+        return patched(kl_exp, "_TABLE14", t)
+
+    @mutation("kl.table14-ratio-columns", "RKS and PRF columns exchanged (label slip)")
+    def _exchanged():
+        t = {p: [(c, ps, pa, rs, ra, q1, q2) for c, rs, ra, ps, pa, q1, q2 in rows]
+             for p, rows in kl_exp._TABLE14.items()}
+        return patched(kl_exp, "_TABLE14", t)
 
 
 # ---- label swaps -------------------------------------------------------------------------------------------
@@ -141,6 +178,8 @@ def _companion(claim_id: str) -> Callable[[Context], Result]:
 def _register() -> None:
     import_paper_modules()                 # also when this module is imported before load_all()
     _kl_rules()
+    if "kl.table14-ratio-columns" not in MUTATIONS:
+        _table14()
     for cid in SWAPS:
         c = REGISTRY.get(cid)
         if c is not None and c.must_fail is None and c.decide is not None:
