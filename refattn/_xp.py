@@ -37,6 +37,7 @@ __all__ = [
     "device_of",
     "sum_to_shape",
     "cumulative_max",
+    "quiet_nonfinite",
 ]
 
 
@@ -238,6 +239,19 @@ def sum_to_shape(x: Any, shape: tuple, *, xp: Any) -> Any:
     if axes:
         x = xp.sum(x, axis=axes, keepdims=True)
     return x
+
+
+def quiet_nonfinite(*arrays: Any):
+    """A context in which NumPy does not warn about inf/NaN arithmetic (``numpy.errstate``; a no-op for other
+    namespaces): for computations that validate their *result* once instead of every input first, where a
+    non-finite input is reported by that check with the argument's name, not by a RuntimeWarning on the way."""
+    import contextlib
+
+    if any(array_api_compat.is_numpy_array(a) for a in arrays):
+        import numpy as np
+
+        return np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore")
+    return contextlib.nullcontext()
 
 
 def cumulative_max(x: Any, *, axis: int = -2, xp: Any) -> Any:

@@ -40,10 +40,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._xp import check_choice, check_finite, check_shape, namespace
+from .._xp import check_choice, check_positive_int, check_shape, namespace, quiet_nonfinite
 from ..features import positive as _pos
 from ..features import trig as _trig
-from .linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd, linear_attention_fwd
+from .linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd
+from .linear import _fwd_core as _linear_fwd_core
 
 __all__ = ["favor_attention", "favor_attention_fwd", "favor_attention_bwd", "FavorAttentionCache",
            "FavorAttentionGrads", "FAVOR_FEATURES"]
@@ -59,6 +60,23 @@ FAVOR_FEATURES = {
     "hyperbolic": (_pos.hyperbolic_features_stable_fwd, _pos.hyperbolic_features_stable_bwd,
                    _pos.hyperbolic_key_features_stable_fwd, _pos.hyperbolic_key_features_stable_bwd),
     "trig": (_trig.softmax_trig_features_stable_fwd, _trig.softmax_trig_features_stable_bwd, None, None),
+}
+
+
+def _hyperbolic_key_core(x, omega, causal):
+    (phi, frame), cache = _pos._key_fwd(x, _pos._antithetic(omega, xp=namespace(x)), causal)
+    return (phi, frame), _pos.HyperbolicFeaturesCache(cache)
+
+
+def _hyperbolic_query_core(x, omega, frame):
+    out, cache = _pos._stable_fwd(x, _pos._antithetic(omega, xp=namespace(x)), frame)
+    return out, _pos.HyperbolicFeaturesCache(cache)
+
+
+#: Unchecked cores of the key and query maps (favor validates its inputs once; the public maps re-check).
+_CORES = {
+    "positive": (_pos._key_fwd, _pos._stable_fwd),
+    "hyperbolic": (_hyperbolic_key_core, _hyperbolic_query_core),
 }
 
 
@@ -119,22 +137,33 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
     check_shape("k", k, "..., L, d", sizes)
     check_shape("v", v, "..., L, d_v", sizes)
     check_shape("omega", omega, "m, d", sizes)
+    if omega.shape[0] < 1:
+        raise ValueError(f"omega: expected at least one projection row, shape (m, d) with m >= 1; "
+                         f"got {tuple(omega.shape)}")
     check_choice(features, "features", tuple(FAVOR_FEATURES))
-    for name, a in (("q", q), ("k", k), ("v", v)):
-        check_finite(name, a, xp=xp)
-    q_fwd, _, k_fwd, _ = FAVOR_FEATURES[features]
-    scale = float(q.shape[-1]) ** -0.25
-    if k_fwd is None:                                                             # trig: row log-scales
-        (phi_q, _q_log_scale), q_cache = q_fwd(q * scale, omega)                  # (..., L, m'); log-scale dropped
-        (phi_k, k_log_scale), k_cache = q_fwd(k * scale, omega)                   # (..., L, m'), (..., L)
-    else:                                                                         # per-feature key frames
-        (phi_k, frame), k_cache = k_fwd(k * scale, omega, causal=causal)          # (..., L, m'), (..., 1|L, m')
-        (phi_q, _q_log_scale), q_cache = q_fwd(q * scale, omega, k_log_scale=frame)   # frame folded in
-        k_log_scale = frame if causal else None                                   # bidirectional: it cancels
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: expected a bool; got {causal!r}")
+    chunk_size = check_positive_int(chunk_size, "chunk_size")
+    check_choice(on_nonpositive, "on_nonpositive", ("raise", "ignore"))
+    # Validate once (issue 21): no finiteness pass over the inputs here. A NaN or infinity in q, k or omega
+    # reaches every feature of its rows and hence the normaliser, one in v the output; linear attention's two
+    # result checks (normaliser, output) catch them and then name the culprit among these inputs.
+    inputs = {"q": q, "k": k, "v": v, "omega": omega}
+    with quiet_nonfinite(q, k, v, omega):
+        q_fwd, _, k_fwd, _ = FAVOR_FEATURES[features]
+        scale = float(q.shape[-1]) ** -0.25
+        if k_fwd is None:                                                             # trig: row log-scales
+            (phi_q, _q_log_scale), q_cache = q_fwd(q * scale, omega)                  # (..., L, m'); log-scale dropped
+            (phi_k, k_log_scale), k_cache = q_fwd(k * scale, omega)                   # (..., L, m'), (..., L)
+        else:                                                                         # per-feature key frames
+            k_core, q_core = _CORES[features]
+            (phi_k, frame), k_cache = k_core(k * scale, omega, causal)                # (..., L, m'), (..., 1|L, m')
+            (phi_q, _q_log_scale), q_cache = q_core(q * scale, omega, frame)          # frame folded in
+            k_log_scale = frame if causal else None                                   # bidirectional: it cancels
     try:
-        y, attn_cache = linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_log_scale,
-                                             # (..., L, d_v)
-                                             chunk_size=chunk_size, on_nonpositive=on_nonpositive)
+        with quiet_nonfinite(q, k, v, omega):
+            y, attn_cache = _linear_fwd_core(phi_q, phi_k, v, causal, k_log_scale, chunk_size, on_nonpositive,
+                                             xp=xp, inputs=inputs)                # (..., L, d_v)
     except ValueError as exc:
         if "underflowed" not in str(exc):
             raise

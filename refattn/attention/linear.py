@@ -160,9 +160,16 @@ def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chu
     cache : LinearAttentionCache
     """
     xp, chunk_size = _validate(phi_q, phi_k, v, k_log_scale, causal, chunk_size, on_nonpositive)
+    return _fwd_core(phi_q, phi_k, v, causal, k_log_scale, chunk_size, on_nonpositive, xp=xp,
+                     inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": k_log_scale})
+
+
+def _fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonpositive, *, xp, inputs):
+    """Unchecked core of :func:`linear_attention_fwd` (validated by the caller). Its only checks are on its
+    result: the normaliser (one reduction) and the output (one reduction); after a failure, `inputs`
+    (``{name: array}`` of the public call) are searched for the non-finite one that caused it."""
     d_v = v.shape[-1]
     v_aug = _augment(v, xp=xp)                                                    # (..., L, d_v + 1)
-    s = k_log_scale
     if not causal:
         if s is None:
             M, u = None, v_aug
@@ -180,10 +187,10 @@ def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chu
             impl = _dispatch.implementation("linear_attention.causal_fwd")
             numer, M = impl(phi_q, phi_k, v_aug, s, chunk_size)
     z = numer[..., d_v:]                                                          # (..., L, 1)
-    check_normaliser(z, on_nonpositive, xp=xp, inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": s})
+    check_normaliser(z, on_nonpositive, xp=xp, inputs=inputs)
     y = numer[..., :d_v] / z                                                      # (..., L, d_v)
     if not bool(xp.all(xp.isfinite(y))):
-        name_nonfinite(xp, phi_q=phi_q, phi_k=phi_k, v=v, k_log_scale=s)
+        name_nonfinite(xp, **inputs)
     return y, LinearAttentionCache(phi_q, phi_k, v_aug, s, M, kv, z, y, causal, chunk_size)
 
 

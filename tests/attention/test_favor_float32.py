@@ -94,7 +94,7 @@ def test_favor_adds_the_norms_to_an_underflow(monkeypatch):
     def underflowing(*args, **kwargs):
         raise ValueError("linear_attention: 3 normaliser(s) underflowed to 0 in float32 although ...")
 
-    monkeypatch.setattr(_favor, "linear_attention_fwd", underflowing)
+    monkeypatch.setattr(_favor, "_linear_fwd_core", underflowing)
     with pytest.raises(ValueError, match=r"favor_attention \(features='positive', float32, largest \|q'\| = 60, "
                                          r"\|k'\| = 60 after the d\^-1/4 scaling\): linear_attention: 3 "
                                          r"normaliser\(s\) underflowed"):

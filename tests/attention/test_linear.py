@@ -13,7 +13,6 @@ from refattn import (
     linear_attention_fwd,
     linear_attention_step,
 )
-from refattn.attention import linear as linear_mod
 from refattn.features import elu_features, elu_kernel
 from tests.helpers import asxp, out_tol, randn, to_numpy
 from validation import assert_close, check_vjp
@@ -152,13 +151,15 @@ def test_linear_attention_gradcheck_strict(rng):
 
 def test_gradcheck_catches_wrong_causal_backward(rng, monkeypatch):
     """Must-fail: a causal backward that forgets the inter-chunk term of dphi_k is caught."""
-    real = linear_mod._causal_bwd_reference
+    from refattn import _dispatch
+
+    real = _dispatch.reference("linear_attention.causal_bwd")
 
     def broken(g, phi_q, phi_k, v_aug, s, M, chunk_size):
         dq, dk, dv = real(g, phi_q, phi_k, v_aug, s, M, chunk_size)
         return dq, dk * 1.0001, dv
 
-    monkeypatch.setattr(linear_mod, "_causal_bwd_reference", broken)
+    monkeypatch.setitem(_dispatch._references, "linear_attention.causal_bwd", broken)
     args = dict(phi_q=np.exp(rng.standard_normal((1, 9, 3))), phi_k=np.exp(rng.standard_normal((1, 9, 3))),
                 v=rng.standard_normal((1, 9, 2)))
     with pytest.raises(AssertionError, match="gradient for phi_k"):
