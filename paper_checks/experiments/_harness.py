@@ -1,20 +1,21 @@
-"""Shared machinery of the experiments: sizes, output files (JSON + PNG), the model adapter and a training loop.
+"""Shared machinery of the experiments: sizes, output files (JSON + PNG), the model adapter, a training loop.
 
 Every experiment module exposes
 
-* ``SIZES = {"tiny": {...}, "small": {...}, "full": {...}}`` -- the scale knob. ``tiny`` is a smoke run for the
-  test suite (seconds), ``small`` is what ``python -m paper_checks --all`` runs (minutes on 2 cores), ``full``
-  the largest scale that runs in about an hour here. Every saved number carries the scale it was measured at;
-  none is the paper's own number.
+* ``SIZES = {"tiny": {...}, "small": {...}, "full": {...}}`` -- the scale knob. ``tiny`` is a smoke run for
+  the test suite (seconds), ``small`` is what ``python -m paper_checks --all`` runs (minutes on 2 cores),
+  ``full`` the largest scale that runs in about an hour here. Every saved number carries the scale it was
+  measured at; none is the paper's own number.
 * ``run(size, seed, out_dir) -> dict`` -- trains and measures; writes ``<name>.json`` and ``<name>*.png`` into
   ``out_dir`` and returns the JSON record.
-* ``decide(record) -> (verdict, summary)`` -- the pre-registered criterion (written in the claim's statement and
-  derivation before any run), applied to the record. At ``tiny`` size the claim reports ``not-checkable``: the
-  smoke run is too small for the criterion to mean anything (its values are still in the evidence).
+* ``decide(record) -> (verdict, summary)`` -- the pre-registered criterion (written in the claim's statement
+  and derivation before any run), applied to the record. At ``tiny`` size the claim reports
+  ``not-checkable``: the smoke run is too small for the criterion to mean anything (its values are still in
+  the evidence).
 
-A model piece that has not landed yet (an attention kind missing from ``refattn.nn.kinds.ATTENTION_KINDS``) raises
-:class:`MissingPiece`; the claim then reports ``not-checkable`` with the reason ``needs <piece>`` -- never a
-made-up result.
+A model piece that has not landed yet (an attention kind missing from ``refattn.nn.kinds.ATTENTION_KINDS``)
+raises :class:`MissingPiece`; the claim then reports ``not-checkable`` with the reason ``needs <piece>`` --
+never a made-up result.
 """
 
 from __future__ import annotations
@@ -29,18 +30,19 @@ from typing import Any, Callable
 import numpy as np
 from ..report import _plain
 
-__all__ = ["MissingPiece", "require_kinds", "ensure_dir", "available", "attention_config", "METHODS", "out_dir_for", "save_json",
+__all__ = ["MissingPiece", "require_kinds", "ensure_dir", "available", "attention_config", "METHODS",
+           "out_dir_for", "save_json",
            "new_figure", "save_figure", "single_thread", "train_loop", "predict_logits", "accuracy",
            "draw_features", "claim_result"]
 
 
-class MissingPiece(RuntimeError):
+class MissingPiece(RuntimeError):  # noqa: N818 (a missing piece, not an error of the caller)
     """A model piece the experiment needs is not available yet (the message names it)."""
 
 
-# ---- attention methods: the experiments' names -> the transformer's attention configuration -----------------------
-#: method name -> (attention kind in refattn.nn.kinds.ATTENTION_KINDS, options). Options the kind does not know are
-#: dropped by :func:`attention_config` only if listed in ``_OPTIONAL``; everything else must be accepted.
+# ---- attention methods: the experiments' names -> the transformer's attention configuration ----------------
+#: method name -> (attention kind in refattn.nn.kinds.ATTENTION_KINDS, options). :func:`attention_config`
+#: drops the options (and extras such as ``m``) that the kind does not take.
 METHODS: dict[str, tuple[str, dict]] = {
     "softmax": ("softmax", {}),
     "favor+": ("favor", {"features": "positive", "draw": "orthogonal"}),
@@ -93,7 +95,7 @@ def attention_config(method: str, **extra: Any) -> dict:
     return {k: v for k, v in out.items() if k in ("kind", "redraw_every") or k in spec.options}
 
 
-# ---- files ------------------------------------------------------------------------------------------------------
+# ---- files -------------------------------------------------------------------------------------------------
 def out_dir_for(report_dir: Path | None, name: str) -> Path:
     """``<report_dir>/experiments/<name>`` when a report was asked for, else a fresh temporary directory."""
     if report_dir is not None:
@@ -149,7 +151,7 @@ def single_thread():
         yield
 
 
-# ---- model adapter ----------------------------------------------------------------------------------------------
+# ---- model adapter -----------------------------------------------------------------------------------------
 def draw_features(seed: int, step: int, config: dict):
     """The attention features of `step` (``refattn.nn.init.features_for_step``; ``None`` list for softmax)."""
     from refattn.nn.init import features_for_step
@@ -172,13 +174,17 @@ def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
 
 def train_loop(config: dict, x: np.ndarray, y: np.ndarray, *, seed: int, steps: int, batch: int, lr: float,
                weight_decay: float = 0.0, beta2: float = 0.999, eps: float = 1e-8,
-               callback: Callable[[int, dict], bool] | None = None, callback_every: int = 0) -> dict:
-    """AdamW on cross-entropy, minibatches drawn from ``default_rng([seed, 2])``, attention features redrawn per
-    the config's policy from ``(seed, step)``. ``callback(step, params)`` runs every `callback_every` steps and
-    after the last one; returning True stops training. Returns the final parameters."""
+               schedule: dict | None = None, callback: Callable[[int, dict], bool] | None = None,
+               callback_every: int = 0) -> dict:
+    """AdamW on cross-entropy, minibatches drawn from ``default_rng([seed, 2])``, attention features redrawn
+    per the config's policy from ``(seed, step)``, the rate of each step from
+    ``refattn.nn.schedules.learning_rate(step, lr=lr, schedule=schedule)`` (None: constant `lr`).
+    ``callback(step, params)`` runs every `callback_every` steps and after the last one; returning True stops
+    training. Returns the final parameters."""
     from refattn.nn.optim import adam_init, adamw_update
     from refattn.nn.transformer import loss_and_grads
     from refattn.nn.init import init_transformer
+    from refattn.nn.schedules import learning_rate
 
     params = init_transformer(np.random.default_rng([seed, 0]), config)
     state = adam_init(params)
@@ -192,7 +198,9 @@ def train_loop(config: dict, x: np.ndarray, y: np.ndarray, *, seed: int, steps: 
         idx = order[pos:pos + batch]
         pos += batch
         _, grads = loss_and_grads(params, x[idx], y[idx], draw_features(seed, step, config), config=config)
-        params, state = adamw_update(params, grads, state, lr=lr, beta2=beta2, eps=eps, weight_decay=weight_decay)
+        rate = lr if schedule is None else learning_rate(step, lr=lr, schedule=schedule)
+        params, state = adamw_update(params, grads, state, lr=rate, beta2=beta2, eps=eps,
+                                     weight_decay=weight_decay)
         last = step == steps - 1
         if callback is not None and ((callback_every and (step + 1) % callback_every == 0) or last):
             if callback(step + 1, params):
@@ -200,9 +208,9 @@ def train_loop(config: dict, x: np.ndarray, y: np.ndarray, *, seed: int, steps: 
     return params
 
 
-# ---- the claim side ---------------------------------------------------------------------------------------------
+# ---- the claim side ----------------------------------------------------------------------------------------
 def claim_result(ctx, name: str, run: Callable, decide: Callable, *, scale_note: str):
-    """Run experiment `name` at ``ctx.size`` and turn its record into a claim Result (see the module docstring)."""
+    """Run experiment `name` at ``ctx.size`` and turn its record into a claim Result (module docstring)."""
     from paper_checks._claims import Result
 
     out = out_dir_for(ctx.report_dir, name)

@@ -46,11 +46,11 @@ TROUSER = 1                      # Fashion-MNIST label 1 ("Trouser", Horn's "pan
 N_IDS = 17
 
 SIZES = {
-    "tiny": dict(d_model=16, n_heads=2, n_layers=1, m=8, steps=4, batch=8, lr=3e-3, warmup=0, seeds=1,
+    "tiny": dict(d_model=16, n_heads=2, n_layers=1, m=8, steps=4, batch=8, lr=3e-3, warmup=2, seeds=1,
                  n_train=64, n_test=32, n_eval=32, eval_every=2, max_shift=4, workers=0),
-    "small": dict(d_model=32, n_heads=4, n_layers=2, m=32, steps=600, batch=32, lr=2e-3, warmup=0, seeds=2,
+    "small": dict(d_model=32, n_heads=4, n_layers=2, m=32, steps=600, batch=32, lr=2e-3, warmup=60, seeds=2,
                   n_train=12000, n_test=2000, n_eval=500, eval_every=100, max_shift=4, workers=2),
-    "full": dict(d_model=64, n_heads=4, n_layers=2, m=64, steps=2400, batch=32, lr=1e-3, warmup=0, seeds=3,
+    "full": dict(d_model=64, n_heads=4, n_layers=2, m=64, steps=2400, batch=32, lr=1e-3, warmup=200, seeds=3,
                  n_train=None, n_test=None, n_eval=1000, eval_every=300, max_shift=4, workers=2),
 }
 SHIFT_CHECK = 2                  # tokens (= 4 px of the 28x28 image): the pre-registered shift
@@ -140,6 +140,13 @@ class Task:
         return f"{self.method}-s{self.run_seed}-{self.size}-{h}"
 
 
+def schedule(sz: dict) -> dict:
+    """The learning-rate schedule of a size (``refattn.nn.schedules``): linear warm-up over ``warmup`` steps,
+    then cosine decay to lr / 10 at the last step."""
+    return {"warmup_steps": sz["warmup"], "decay": "cosine", "total_steps": sz["steps"],
+            "min_lr": sz["lr"] / 10}
+
+
 def model_config(method: str, sz: dict) -> dict:
     base = "favor+" if method in ("no-pos", "absolute") else method
     extra = {"grid": [14, 14]} if method in ("s2", "flt-gm") else {}
@@ -181,7 +188,8 @@ def train_one(task: Task) -> dict:
 
     with H.single_thread():
         params = H.train_loop(cfg, x_tr, y_tr, seed=task.run_seed, steps=sz["steps"], batch=sz["batch"],
-                              lr=sz["lr"], callback=record, callback_every=sz["eval_every"])
+                              lr=sz["lr"], schedule=schedule(sz), callback=record,
+                              callback_every=sz["eval_every"])
         test_acc = H.accuracy(H.predict_logits(params, x_te, cfg, feats), y_te)
         trousers = data.x_test[data.y_test == TROUSER]
         trousers = trousers[shiftable_tokens(trousers, sz["max_shift"])]
@@ -365,7 +373,7 @@ def evidence(ctx, which: str) -> tuple[dict, list[dict]]:
     base = {"size": ctx.size, "data": desc, "data_stand_in": bool(desc["stand_in"]),
             "criterion": CRITERIA[which], "guard": GUARD,
             "scale": {k: v for k, v in sz.items() if k != "workers"} | {
-                "L": 196, "dtype": "float32", "lr_schedule": "constant (refattn.nn has no schedule yet)",
+                "L": 196, "dtype": "float32", "lr_schedule": schedule(sz),
                 "s1_positions": "1-D raster", "paper_scale": "32x32 images, depth 6, width 256, 8 heads"}}
     if ctx.size == "full" and desc["stand_in"]:
         return {**stat_evidence(n=0, seed=ctx.seed, detectable=float("nan")), **base,
