@@ -45,7 +45,7 @@ def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
             out["m"] = 2 * int(d_head)
         if out["m"] is not None:
             out["m"] = check_positive_int(out["m"], "attention.m")
-    for name in ("components", "lengthscales", "clip", "max_len", "r"):
+    for name in ("components", "lengthscales", "clip", "max_len", "r", "pos_dim"):
         if name in out and out[name] is not None:
             out[name] = check_positive_int(out[name], f"attention.{name}")
     if out.get("grid") is not None:
@@ -54,6 +54,8 @@ def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
             raise ValueError(f"attention.grid: expected None (1-D positions) or a pair (H, W); got {g!r}")
         out["grid"] = [check_positive_int(g[0], "attention.grid[0]"),
                        check_positive_int(g[1], "attention.grid[1]")]
+    if out.get("grid") is not None and out.get("pos_dim") not in (None, 2):
+        raise ValueError(f"attention.pos_dim: a grid gives 2-D positions; got pos_dim = {out['pos_dim']}")
     if out["redraw_every"] is not None:
         out["redraw_every"] = check_positive_int(out["redraw_every"], "attention.redraw_every")
     if spec.check is not None:

@@ -98,7 +98,7 @@ def _check_params(params, D):
 
 
 def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention, causal=False,
-            dropout_mask=None):
+            dropout_mask=None, positions=None):
     r"""Multi-head attention of `x` with the configured attention kind, and the cache for :func:`mha_bwd`.
 
     Parameters
@@ -120,6 +120,9 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
         Attention dropout: an inverted-dropout mask (:func:`refattn.random.draw_dropout_mask`) applied to the
         per-head attention output before the output projection (kernelized attention has no probability matrix
         to drop entries of, so every kind drops the same thing). ``None``: no dropout.
+    positions : (L, D) array, optional
+        Per-token coordinates for the positional kinds (``s1``, ``flt``; D = the kind's ``pos_dim``), real
+        floating; ``None``: the kind's default (``0..L-1``, or its ``grid``). Other kinds ignore them.
 
     Returns
     -------
@@ -140,8 +143,10 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
     k, ck = dense_fwd(x, params["k"])                                               # (..., L, D)
     v, cv = dense_fwd(x, params["v"])                                               # (..., L, D)
     qh, kh, vh = (split_heads(t, n_heads, xp=xp) for t in (q, k, v))                # (..., H, L, d)
-    oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=None, causal=bool(causal),
-                      options=att)
+    if positions is not None:
+        namespace(x, positions, names=("x", "positions"))                          # same namespace and dtype
+    oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=positions,
+                      causal=bool(causal), options=att)
     cd = None
     if dropout_mask is not None:
         oh, cd = dropout_fwd(oh, dropout_mask)                                      # (..., H, L, d)
@@ -167,9 +172,9 @@ def mha_bwd(dy, cache: MHACache) -> MHAGrads:
     return MHAGrads(x=dx, params=grads)
 
 
-def mha(x, params, features=None, *, n_heads, attention, causal=False, dropout_mask=None):
+def mha(x, params, features=None, *, n_heads, attention, causal=False, dropout_mask=None, positions=None):
     """Multi-head attention, ``(..., L, D)`` -> ``(..., L, D)`` (see :func:`mha_fwd`)."""
     return mha_fwd(x, params, features, n_heads=n_heads, attention=attention, causal=causal,
-                   dropout_mask=dropout_mask)[0]
+                   dropout_mask=dropout_mask, positions=positions)[0]
 
 

@@ -53,11 +53,14 @@ def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(np.argmax(logits, axis=-1) == labels))
 
 
-def evaluate(params, inputs, labels, features, *, config, like=None) -> dict:
+def evaluate(params, inputs, labels, features, *, config, like=None, positions=None) -> dict:
     """``{"loss": mean cross-entropy, "accuracy": fraction of argmax hits}`` on a NumPy dataset."""
     x = tree_as_xp(inputs, like=like) if like is not None else inputs
     y = tree_as_xp(labels, like=like) if like is not None else labels
-    logits = transformer(params, x, features, config=config)
+    pos = positions
+    if positions is not None and like is not None:
+        pos = tree_as_xp(np.asarray(positions, dtype=np.float64), like=like)     # cast to like's dtype
+    logits = transformer(params, x, features, config=config, positions=pos)
     loss = float(softmax_cross_entropy(logits, y))
     return {"loss": loss, "accuracy": _accuracy(tree_to_numpy(logits), np.asarray(labels))}
 
@@ -73,7 +76,8 @@ def _seq_len(cfg, x):
 def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: int, lr: float = 1e-3,
           optimizer: str = "adamw", weight_decay: float = 0.0, clip_norm: float | None = None,
           eval_data: tuple | None = None, eval_every: int = 0, log_path=None, progress: bool = True,
-          like=None, params=None, schedule: dict | None = None, accumulate: int = 1) -> TrainResult:
+          like=None, params=None, schedule: dict | None = None, accumulate: int = 1,
+          positions=None) -> TrainResult:
     """Train the model of `config` on ``(inputs, labels)`` (NumPy arrays, first axis = examples).
 
     Parameters
@@ -93,6 +97,9 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
     accumulate : int
         Gradient accumulation: each optimiser step averages the gradients of `accumulate` micro-batches of
         `batch_size` examples (the loss is a mean, so this equals one batch of ``accumulate * batch_size``).
+    positions : (L, D) numpy array, optional
+        Per-token coordinates for positional attention kinds (``s1``, ``flt`` with ``pos_dim``), the same for
+        every example; passed to the model at every step and evaluation.
     eval_data : (inputs, labels), optional
         Evaluated every `eval_every` steps and after the last step.
     log_path : path, optional
@@ -122,6 +129,7 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
     sched = check_schedule(schedule)
     learning_rate(0, lr=lr, schedule=sched)                                     # validates lr once
     conv = (lambda t: tree_as_xp(t, like=like)) if like is not None else (lambda t: t)
+    pos = None if positions is None else conv(np.asarray(positions, dtype=cfg["dtype"]))   # (L, D)
     if params is None:
         params = init_transformer(np.random.default_rng([int(seed), 0]), cfg)
     params = conv(params)
@@ -143,7 +151,7 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
             masks = draw_dropout_masks(np.random.default_rng([int(seed), 3, t, j]), cfg, y.shape[:1],
                                        _seq_len(cfg, x))
             loss_j, g_j = loss_and_grads(params, conv(x), conv(y), feats, config=cfg,
-                                         dropout=None if masks is None else conv(masks))
+                                         dropout=None if masks is None else conv(masks), positions=pos)
             total += float(loss_j)
             acc = g_j if acc is None else tree_map(lambda a, b: a + b, acc, g_j)
         if accumulate == 1:
@@ -188,7 +196,7 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
             last = t == steps - 1
             if eval_data is not None and ((eval_every and (t + 1) % eval_every == 0) or last):
                 ev = evaluate(params, eval_data[0], eval_data[1], conv(features_for_step(seed, t, cfg)),
-                              config=cfg, like=like)
+                              config=cfg, like=like, positions=positions)
                 record({"step": t, "eval_loss": ev["loss"], "eval_accuracy": ev["accuracy"]})
     finally:
         if bar is not None:

@@ -65,7 +65,7 @@ def _drop_bwd(dy, cache):
     return dy if cache is None else dropout_bwd(dy, cache).x
 
 
-def block_fwd(x, params: dict, features, *, cfg, masks=None):
+def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None):
     """One pre-LN block: ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``. ``x: (..., L, D)`` ->
     ``(..., L, D)``.
 
@@ -76,7 +76,7 @@ def block_fwd(x, params: dict, features, *, cfg, masks=None):
     masks = masks or {}
     a, c_ln1 = layernorm_fwd(x, params["ln1"])                                      # (..., L, D)
     a, c_att = mha_fwd(a, params["attn"], features, n_heads=cfg["n_heads"], attention=cfg["attention"],
-                       causal=cfg["causal"], dropout_mask=masks.get("attn"))        # (..., L, D)
+                       causal=cfg["causal"], dropout_mask=masks.get("attn"), positions=positions)
     a, c_da = _drop_fwd(a, masks.get("resid_attn"))                                # (..., L, D)
     h = x + a                                                                       # (..., L, D) residual
     f, c_ln2 = layernorm_fwd(h, params["ln2"])                                      # (..., L, D)
@@ -138,7 +138,7 @@ def _check_masks(dropout, n_layers):
     return list(dropout)
 
 
-def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropout=None):
+def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropout=None, positions=None):
     r"""Forward pass of the configured model, and the cache for :func:`transformer_bwd`.
 
     Parameters
@@ -155,6 +155,9 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
         One dict of dropout masks per layer (:func:`refattn.nn.init.draw_dropout_masks`, drawn with an
         explicit
         rng at the NumPy edge); ``None`` (the default, and evaluation): no dropout.
+    positions : (L, D) array, optional
+        Per-token coordinates for positional attention kinds (``s1``, ``flt``), shared by the batch; real
+        floating, in the computation's namespace and dtype. ``None``: the kind's default coordinates.
 
     Returns
     -------
@@ -183,7 +186,7 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
         h, c_pos = position_embedding_fwd(h, table)
     c_blocks = []
     for blk, f, mk in zip(params["blocks"], feats, masks, strict=True):
-        h, cb = block_fwd(h, blk, f, cfg=cfg, masks=mk)                             # (..., L, D)
+        h, cb = block_fwd(h, blk, f, cfg=cfg, masks=mk, positions=positions)        # (..., L, D)
         c_blocks.append(cb)
     h, c_lnf = layernorm_fwd(h, params["ln_f"])                                     # (..., L, D)
     if cfg["task"] == "classify":
@@ -225,15 +228,16 @@ def transformer_bwd(dlogits, cache) -> TransformerGrads:
     return TransformerGrads(params={k: grads[k] for k in order if k in grads}, inputs=dinputs)
 
 
-def transformer(params, inputs, features=None, *, config, dropout=None):
+def transformer(params, inputs, features=None, *, config, dropout=None, positions=None):
     """Logits of the configured model (see :func:`transformer_fwd`)."""
-    return transformer_fwd(params, inputs, features, config=config, dropout=dropout)[0]
+    return transformer_fwd(params, inputs, features, config=config, dropout=dropout, positions=positions)[0]
 
 
-def transformer_loss_fwd(params, inputs, labels, features=None, *, config, dropout=None):
+def transformer_loss_fwd(params, inputs, labels, features=None, *, config, dropout=None, positions=None):
     """Mean softmax cross-entropy of the model's logits against integer `labels` (``(...)`` for
     classification, ``(..., L)`` next tokens for the LM). Returns ``(loss: (), cache)``."""
-    logits, c_model = transformer_fwd(params, inputs, features, config=config, dropout=dropout)
+    logits, c_model = transformer_fwd(params, inputs, features, config=config, dropout=dropout,
+                                      positions=positions)
     loss, c_loss = softmax_cross_entropy_fwd(logits, labels)
     return loss, (c_model, c_loss)
 
@@ -244,8 +248,9 @@ def transformer_loss_bwd(dloss, cache) -> TransformerGrads:
     return transformer_bwd(softmax_cross_entropy_bwd(dloss, c_loss).logits, c_model)
 
 
-def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=None):
+def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=None, positions=None):
     """``(loss, grads)`` with ``grads`` the parameter tree of gradients (the training step's work)."""
-    loss, cache = transformer_loss_fwd(params, inputs, labels, features, config=config, dropout=dropout)
+    loss, cache = transformer_loss_fwd(params, inputs, labels, features, config=config, dropout=dropout,
+                                       positions=positions)
     xp = namespace(loss, names=("loss",))
     return loss, transformer_loss_bwd(xp.ones_like(loss), cache).params

@@ -25,7 +25,7 @@ from ...attention.linear import linear_attention_bwd, linear_attention_fwd
 from ...tree import tree_map
 
 __all__ = ["AttentionKind", "Draw", "no_draws", "projection", "linear_kind", "spectral_kind",
-           "grid_positions",
+           "grid_positions", "pos_dim", "token_positions",
            "COMMON_OPTIONS"]
 
 
@@ -122,6 +122,28 @@ def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key):
         return gq.x * scale, gk.x * scale, g.v, {key: dparams}
 
     return fwd, bwd
+
+
+def pos_dim(att) -> int:
+    """Dimension D of a kind's token coordinates: ``att["pos_dim"]``, else 2 with a ``grid``, else 1."""
+    if att.get("pos_dim") is not None:
+        return att["pos_dim"]
+    return 1 if att.get("grid") is None else 2
+
+
+def token_positions(positions, L, options, like, *, xp, kind):
+    """The ``(L, D)`` token coordinates a positional kind uses: the caller's `positions` (checked against
+    ``L`` and ``D = pos_dim(options)``), or the default of :func:`grid_positions` (D = 1 or 2 only)."""
+    D = pos_dim(options)
+    if positions is None:
+        if D > 2:
+            raise ValueError(f"attention kind {kind!r}: pos_dim = {D} needs per-token coordinates; pass "
+                             f"positions: (L, {D}) array to the model (transformer_fwd(..., positions=...))")
+        return grid_positions(L, options.get("grid"), like, xp=xp, kind=kind)
+    if positions.ndim != 2 or tuple(positions.shape) != (L, D):
+        raise ValueError(f"positions: expected shape (L, D) = ({L}, {D}) for attention kind {kind!r} "
+                         f"(pos_dim = {D}); got {tuple(positions.shape)}")
+    return positions
 
 
 def grid_positions(L, grid, like, *, xp, kind=""):

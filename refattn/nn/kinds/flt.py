@@ -3,7 +3,8 @@ r"""Kind ``flt``: FourierLearner-Transformers (Choromanski et al. 2023, Algorith
 estimated with r frequencies drawn from a proposal, inside FAVOR+ on the augmented ``[N1 | d^{-1/4} q]``.
 
 Options: ``spectrum`` in {"gaussian_mixture", "gaussian_kernel"}, ``components`` T (mixture), ``r``
-frequencies, ``m``, ``draw``, ``grid`` (None: 1-D positions 0..L-1; ``(H, W)``: 2-D grid coordinates).
+frequencies, ``m``, ``draw``, ``grid`` (None: 1-D positions 0..L-1; ``(H, W)``: 2-D grid coordinates),
+``pos_dim`` D (any D with the model's ``positions: (L, D)`` input: per-token coordinates, e.g. 3-D atoms).
 Learnable: ``attn["spectrum"]`` and ``attn["proposal"]`` (shared by the heads of a layer). Drawn: the
 frequency noise ``eps: (r, D)`` and ``omega: (m, 2r + d)``.
 
@@ -15,18 +16,18 @@ from __future__ import annotations
 
 from ..._xp import namespace
 from ...rpe.flt import flt_attention_bwd, flt_attention_fwd
-from .base import AttentionKind, Draw, grid_positions, projection
+from .base import AttentionKind, Draw, pos_dim, projection, token_positions
 
 __all__ = ["KIND"]
 
 
 def _dim(att):
-    return 1 if att["grid"] is None else 2
+    return pos_dim(att)
 
 
 def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
     xp = namespace(q)
-    pos = grid_positions(q.shape[-2], options["grid"], q, xp=xp, kind="flt")          # (L, D)
+    pos = token_positions(positions, q.shape[-2], options, q, xp=xp, kind="flt")     # (L, D)
     return flt_attention_fwd(q, k, v, pos, features["eps"], attn_params["spectrum"], attn_params["proposal"],
                              features["omega"], causal=causal)
 
@@ -51,6 +52,6 @@ def _features(att, *, d_head, n_heads):
 KIND = AttentionKind(
     "flt", _fwd, _bwd,
     options={"spectrum": "gaussian_mixture", "components": 2, "r": 8, "m": None, "draw": "orthogonal",
-             "grid": None},
+             "grid": None, "pos_dim": None},
     choices={"spectrum": ("gaussian_mixture", "gaussian_kernel"), "draw": ("iid", "orthogonal")},
     params=_params, features=_features, omega="redrawn")

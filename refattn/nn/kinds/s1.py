@@ -2,8 +2,14 @@ r"""Kind ``s1``: Horn et al. Strategy 1 (Sec. 2.2), rotary relative positions th
 keys (:func:`refattn.rpe.s1_rotation.s1_attention`).
 
 Options: ``features`` (None: exact softmax on the augmented vectors; or a FAVOR map), ``m``, ``draw``,
-``lengthscales`` S. Learnable: ``attn["s1"]`` (frequencies, alpha, beta; ``(A = 1, S)`` shared by the heads).
-Drawn (FAVOR only): ``omega: (m, d + 2S)``. Positions: 1-D, ``0..L-1``.
+``lengthscales`` S, ``grid`` and ``pos_dim`` A. Learnable: ``attn["s1"]`` (frequencies, alpha, beta;
+``(A, S)``, shared by the heads). Drawn (FAVOR only): ``omega: (m, d + 2 A S)``.
+
+Positions: 1-D ``0..L-1`` by default (the paper writes S1 for scalar positions). **2-D positions are this
+project's extension** for images: ``grid=(H, W)`` uses the row-major (row, column) coordinates of the token
+grid (A = 2: one rotation block per axis and lengthscale, so the positional logit is
+``sum_(a, s) alpha_as cos(omega_as Delta_a) + beta_as sin(omega_as Delta_a)``, a function of the 2-D offset);
+``pos_dim=A`` with the model's ``positions: (L, A)`` input takes any coordinates.
 
 omega: **redrawn** (never learned). ``refattn.rpe.s1_rotation.s1_attention_bwd`` computes its gradient and
 this kind drops it (the rpe backward has no ``omega_grad`` switch yet; issue 21's rpe part).
@@ -14,7 +20,7 @@ from __future__ import annotations
 from ..._xp import namespace
 from ...attention.favor import FAVOR_FEATURES
 from ...rpe.s1_rotation import s1_attention_bwd, s1_attention_fwd
-from .base import AttentionKind, Draw, grid_positions, projection
+from .base import AttentionKind, Draw, pos_dim, projection, token_positions
 
 __all__ = ["KIND"]
 
@@ -22,7 +28,9 @@ __all__ = ["KIND"]
 def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
     xp = namespace(q)
     omega = None if options["features"] is None else features["omega"]
-    pos = grid_positions(q.shape[-2], None, q, xp=xp)[:, 0]                         # (L,)
+    pos = token_positions(positions, q.shape[-2], options, q, xp=xp, kind="s1")       # (L, A)
+    if pos.shape[-1] == 1:
+        pos = pos[:, 0]                                                             # (L,) scalar positions
     return s1_attention_fwd(q, k, v, pos, attn_params["s1"], omega=omega, causal=causal,
                             features=options["features"] or "positive")
 
@@ -33,15 +41,17 @@ def _bwd(do, cache):
 
 
 def _params(att, *, d_head, n_heads):
-    return {"s1": Draw("s1", {"n_axes": 1, "n_lengthscales": att["lengthscales"]})}   # (A = 1, S), all heads
+    return {"s1": Draw("s1", {"n_axes": pos_dim(att), "n_lengthscales": att["lengthscales"]})}   # (A, S)
 
 
 def _features(att, *, d_head, n_heads):
-    return {} if att["features"] is None else projection(att, d_head + 2 * att["lengthscales"])   # (m, d + P)
+    P = 2 * pos_dim(att) * att["lengthscales"]
+    return {} if att["features"] is None else projection(att, d_head + P)         # (m, d + P)
 
 
 KIND = AttentionKind(
     "s1", _fwd, _bwd,
-    options={"features": None, "m": None, "draw": "orthogonal", "lengthscales": 4},
+    options={"features": None, "m": None, "draw": "orthogonal", "lengthscales": 4, "grid": None,
+             "pos_dim": None},
     choices={"features": (None,) + tuple(FAVOR_FEATURES), "draw": ("iid", "orthogonal")},
     params=_params, features=_features, omega="redrawn")
