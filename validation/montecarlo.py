@@ -222,7 +222,7 @@ def scalar_z(samples: Any, expected: float) -> tuple[float, float, float]:
 
 class MeanZ2Test(NamedTuple):
     mean_z2: float          # mean over positive-SE entries of z^2, z = (mean - expected) / se
-    null_mean: float        # its expectation for a correct estimator, (n - 1) / (n - 3) (Student t, n replicates)
+    null_mean: float        # its expectation for a correct estimator: (n - 1) / (n - 3) (Student t)
     null_sd: float          # its standard deviation for a correct estimator: sqrt(2 sum_ij rho_ij^2) / K
     threshold: float        # null_mean + n_sd * null_sd
     n_sd: float
@@ -235,13 +235,13 @@ class MeanZ2Test(NamedTuple):
 
 def mean_z2_test(samples: Any, expected: Any, *, n_sd: float = 5.0, se_floor: float = 0.0, atol: float = 0.0
                  ) -> MeanZ2Test:
-    """Is the replicates' mean equal to `expected` over many *correlated* entries at once? The mean of z^2 over
-    the K entries with positive SE is about 1 for a correct estimator; a bias common to many entries raises it
-    (a bias of b standard errors on every entry adds b^2). Its null spread depends on how correlated the
-    entries are: for Gaussian z, Var(mean z^2) = 2 sum_ij rho_ij^2 / K^2 with rho the entries' correlation
-    across replicates (estimated from the replicates: each rho_ij^2 is biased up by about 1/n, so the threshold
-    errs on the safe side). Rejected when mean z^2 > null_mean + n_sd * null_sd; zero-SE entries are compared
-    exactly (within `atol`) and reported apart, as in :func:`mean_test`.
+    """Is the replicates' mean equal to `expected` over many *correlated* entries at once? The mean of z^2
+    over the K entries with positive SE is about 1 for a correct estimator; a bias common to many entries
+    raises it (a bias of b standard errors on every entry adds b^2). Its null spread depends on how correlated
+    the entries are: for Gaussian z, Var(mean z^2) = 2 sum_ij rho_ij^2 / K^2 with rho the entries' correlation
+    across replicates (estimated from the replicates: each rho_ij^2 is biased up by about 1/n, so the
+    threshold errs on the safe side). Rejected when mean z^2 > null_mean + n_sd * null_sd; zero-SE entries are
+    compared exactly (within `atol`) and reported apart, as in :func:`mean_test`.
 
     samples : (n, ...) replicates (n >= 4); expected : broadcastable to ``samples.shape[1:]``."""
     x = _as_np(samples)

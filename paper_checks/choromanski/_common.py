@@ -1,0 +1,120 @@
+"""Helpers shared by the FLT (Choromanski et al.) claim modules: block estimates of N1 N2^T, the spectrum cases,
+the divergence measurement of int |g| for the local RPE, and the matplotlib import.
+
+Functions the checks consume (``flt_features``, ``spectrum_g``, ...) are looked up in the calling module's
+namespace at call time, so a power mutation (:mod:`paper_checks.power`) that wraps them there is seen."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from refattn.rpe import (
+    BSpline,
+    CauchyKernel,
+    GaussianBasis,
+    GaussianKernel,
+    GaussianMixture,
+    LaplaceKernel,
+    Proposal,
+    kernel_proposal,
+)
+
+from ..power import wrapped
+
+A = np.array
+N_SE = 5.0
+EXACT_TOL = 1e-12          # exact identities: rounding only
+SE_FLOOR = 1e-14           # an SE at or below this is rounding noise: the entry is compared exactly
+
+
+def plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def blocks(features, pos, eps, spec, prop, n, **kw):
+    """n independent estimates N1 N2^T from one call of `features` (refattn's ``flt_features``), block b using
+    its own r columns: shape (n, L, L)."""
+    N1, N2 = (np.asarray(x) for x in features(pos, eps, spec, prop, **kw))
+    L = N1.shape[0]
+    r = N1.shape[1] // 2 // n
+    return n * np.einsum("icbk,jcbk->bij", N1.reshape(L, 2, n, r), N2.reshape(L, 2, n, r))
+
+
+def cases(D):
+    """(name, spectrum, proposal) for the unbiasedness checks: a Gaussian mixture, a B-spline under a Cauchy
+    proposal, a Gaussian basis, and the three shift-invariant kernels under their own densities."""
+    z, lin = np.zeros(D), np.linspace(0.4, 0.9, D)
+    out = [("gaussian-mixture", GaussianMixture(A([0.8, -0.3]), np.stack([0.2 * lin, -0.1 * lin]), A([0.3, 0.5])),
+            Proposal("gaussian", z, A(0.6))),
+           ("bspline-k2", BSpline(A(0.9), lin, 2), Proposal("cauchy", z, A(0.7))),
+           ("gaussian-basis", GaussianBasis(A([1.0, 0.5]), A([0.5, 0.9])), Proposal("gaussian", z, A(0.5)))]
+    for spec in (GaussianKernel(A(1.2), A(0.8)), LaplaceKernel(A(1.2), A(0.8)), CauchyKernel(A(1.2), A(0.8))):
+        out.append((type(spec).__name__, spec, kernel_proposal(spec, D)))
+    return out
+
+
+def abs_g_integral(g, v: float, B: float) -> float:
+    """int_{-B}^{B} |g(xi)| dxi for an even g whose oscillation has half-period 1/(2v) (the sinc of a box of
+    radius v): 32-point Gauss-Legendre on every half-period (exact to rounding for sinc; adaptive quadrature
+    cannot follow 10^4 oscillations). `g` maps an (n, 1) array of frequencies to n values."""
+    xg, wg = np.polynomial.legendre.leggauss(32)
+    h = 1.0 / (2.0 * v)
+    edges = np.minimum(np.arange(math.ceil(B / h) + 1) * h, B)
+    lo, hi = edges[:-1], edges[1:]
+    xi = (lo + hi) / 2 + (hi - lo) / 2 * xg[:, None]                               # (32, half-periods)
+    vals = np.abs(np.asarray(g(xi.reshape(-1, 1)), dtype=np.float64)).reshape(xi.shape)
+    return float(2 * np.sum((hi - lo) / 2 * wg[:, None] * vals))
+
+
+def divergence(g, C: float, v: float) -> dict:
+    """Does int_{-B}^{B} |g| grow like (4C/pi^2) ln B (g = C sin(2 pi v xi)/(pi xi): |sin| averages 2/pi)?
+    The increments per decade B = 10 -> 100 -> 1000 against (4C/pi^2) ln 10. With 2vB an integer the
+    half-periods close and the next term is O(1/(vB)^2), so a relative tolerance 1e-3 is generous for the law
+    and far below any wrong rate. Returns the evidence items (numbers only); `g` is evaluated by the caller's
+    ``spectrum_g``."""
+    Bs = (10.0, 100.0, 1000.0)
+    vals = [abs_g_integral(g, v, B) for B in Bs]
+    inc = np.diff(vals)
+    rate = 4 * C / math.pi ** 2 * math.log(10)
+    tol = 1e-3 * rate
+    return {"int_{-B}^{B} |g| for B = 10, 100, 1000": vals, "increments per decade": inc.tolist(),
+            "predicted increment (4C/pi^2) ln 10": rate, "increment tolerance": tol,
+            "max |increment - predicted|": float(np.max(np.abs(inc - rate))),
+            "last increment": float(inc[-1])}
+
+
+# ------------------------------------------------------------------------------------------------------
+# power mutations: wrap a refattn function in the module that looks it up
+
+
+def scaled_output(mod, attr: str, factor: float, index: int | None = None):
+    """``mod.attr`` with its output (or output number `index` of a tuple) multiplied by `factor`."""
+    def wrap(f):
+        def g(*a, **kw):
+            out = f(*a, **kw)
+            if index is None:
+                return out * factor
+            out = list(out)
+            out[index] = out[index] * factor
+            return tuple(out)
+        return g
+    return wrapped(mod, attr, wrap)
+
+
+def scaled_arg(mod, attr: str, position: int, factor: float):
+    """``mod.attr`` called with positional argument number `position` multiplied by `factor` (positions,
+    frequencies: unit slips)."""
+    def wrap(f):
+        def g(*a, **kw):
+            a = list(a)
+            a[position] = a[position] * factor
+            return f(*a, **kw)
+        return g
+    return wrapped(mod, attr, wrap)
