@@ -157,8 +157,18 @@ def _seeds(claims: list, args: argparse.Namespace) -> int:
     print(f"seed stability at size {size}, seeds {seeds}")
     print(f"{'claim':{width}s}  " + "  ".join(f"seed {s:<8d}" for s in seeds) + "  stable?")
     flips = []
-    for c in chosen:
-        results = [_run_one(c.id, s, size, None, False)[0] for s in seeds]
+    table = None
+    if args.scheduler is not None:         # every (claim, seed) a dask task (paper_checks/scale.py)
+        from .scale import SchedulerError, run_seeds
+
+        try:
+            table = run_seeds(args.scheduler, chosen, seeds, size=size, progress=sys.stderr.isatty())
+        except SchedulerError as exc:
+            print(f"paper_checks: {exc}", file=sys.stderr)
+            return 2
+    for i, c in enumerate(chosen):
+        results = ([o[0] for o in table[i]] if table is not None
+                   else [_run_one(c.id, s, size, None, False)[0] for s in seeds])
         verdicts = ["ERROR" if r is None else r.verdict for r in results]
         stable = len(set(verdicts)) == 1
         if not stable:
@@ -221,11 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     failed: list[str] = []
     if args.scheduler is not None:         # claims, ctx.map batches and experiment runs as dask tasks
-        from .scale import run_claims
+        from .scale import SchedulerError, run_claims
 
         try:
             outcomes = run_claims(args.scheduler, claims, seed=args.seed, size=args.size,
                                   report_dir=report_dir, run_slow=args.all, progress=sys.stderr.isatty())
+        except SchedulerError as exc:      # no cluster at that address (or none could start)
+            print(f"paper_checks: {exc}", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:          # outstanding tasks were cancelled; nothing half-written
             print("paper_checks: interrupted: outstanding tasks cancelled, no report or JSON written",
                   file=sys.stderr)

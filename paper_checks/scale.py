@@ -48,8 +48,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-__all__ = ["INSTALL_HINT", "TIMING_CLAIMS", "available", "parse_scheduler", "scheduler_problem", "connect",
-           "DaskMap", "run_tasks", "run_claims"]
+__all__ = ["INSTALL_HINT", "TIMING_CLAIMS", "SchedulerError", "available", "parse_scheduler",
+           "scheduler_problem", "connect", "DaskMap", "run_tasks", "run_claims", "run_seeds"]
 
 INSTALL_HINT = 'pip install "refattn[scale]"  (from a checkout: pip install -e ".[scale]")'
 
@@ -61,6 +61,10 @@ ENV_PREFIXES = ("PAPER_CHECKS_", "REFATTN_")
 
 _TEXT_SUFFIXES = {".json", ".md", ".txt", ".csv"}   # returned files whose worker paths are rewritten
 _SUB_PRIORITY = 10    # ctx.map batches before further claims: a claim that fanned out finishes first
+
+
+class SchedulerError(RuntimeError):
+    """The cluster of ``--scheduler`` could not be started or reached (the CLI prints it and exits 2)."""
 
 
 def available() -> bool:
@@ -121,7 +125,7 @@ def _pin_blas() -> None:
 
 
 @contextlib.contextmanager
-def connect(spec: str, *, log: Callable[[str], None] | None = None) -> Iterator[Any]:
+def connect(spec: str, *, log: Callable[[str], None] | None = None, timeout: str = "30s") -> Iterator[Any]:
     """A ``distributed.Client`` for ``--scheduler spec`` (a LocalCluster of processes started and closed here,
     or the scheduler at an address); the dashboard address is passed to `log` (default: stderr)."""
     from distributed import Client, LocalCluster
@@ -129,13 +133,18 @@ def connect(spec: str, *, log: Callable[[str], None] | None = None) -> Iterator[
     log = log or (lambda s: print(s, file=sys.stderr))
     kind, arg = parse_scheduler(spec)
     cluster = None
-    if kind == "local":
-        _pin_blas()                      # inherited by the worker processes (dask sets them for nannies too)
-        n = arg or os.cpu_count() or 1
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
-        client = Client(cluster)
-    else:
-        client = Client(arg, timeout="30s")
+    try:
+        if kind == "local":
+            _pin_blas()                  # inherited by the worker processes (dask sets them for nannies too)
+            n = arg or os.cpu_count() or 1
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
+            client = Client(cluster)
+        else:
+            client = Client(arg, timeout=timeout)
+    except OSError as exc:               # dask raises OSError for a refused or timed-out connection
+        if cluster is not None:
+            cluster.close()
+        raise SchedulerError(f"--scheduler {spec}: no cluster ({exc})") from None
     try:
         n_workers = len(client.scheduler_info().get("workers", {}))
         log(f"paper_checks: dask scheduler {client.scheduler.address} with {n_workers} worker(s); "
@@ -192,12 +201,76 @@ class DaskMap:
 
 
 def _gather_in_order(client: Any, fn: Callable, tasks: list, priority: int) -> list:
-    futures = client.map(fn, tasks, pure=True, priority=priority)
+    from dask.base import tokenize
+
+    packed = [_pack(t) for t in tasks]
+    name = getattr(fn, "__name__", "task")
+    keys = [f"{name}-{tokenize(fn, t)}" for t in packed]
+    futures = client.map(_call_packed, [fn] * len(packed), packed, key=keys, priority=priority)
     try:
-        return client.gather(futures)          # a task that raised re-raises here, with its remote traceback
+        return [_unpack(r) for r in client.gather(futures)]   # a raise re-raises here (remote traceback)
     except BaseException:
         client.cancel(futures)
         raise
+
+
+# ---- arrays cross the wire with their memory layout --------------------------------------------------------
+# NumPy reductions add in an order set by the memory layout (which axis is contiguous) and take other loops on
+# unaligned data. Pickling makes a non-contiguous array C-contiguous, and dask may hand back arrays that sit
+# unaligned in a receive buffer: the same values then reduce to different last bits than in the serial run
+# (measured: kl.eq5-gmm-rks's z moved in the 13th digit). So every array in a ctx.map task and in its result
+# is sent as its dense copy in memory order plus the axis permutation, and rebuilt as an aligned array with
+# the strides of ``np.array(a, order="K")``, which are ``a``'s own for a dense array.
+class _Arr:
+    __slots__ = ("data", "perm")
+
+    def __init__(self, data: Any, perm: tuple):
+        self.data, self.perm = data, perm
+
+    def __getstate__(self) -> tuple:
+        return self.data, self.perm
+
+    def __setstate__(self, state: tuple) -> None:
+        self.data, self.perm = state
+
+    def __dask_tokenize__(self) -> tuple:
+        from dask.base import tokenize
+
+        return "_Arr", tokenize(self.data), self.perm
+
+
+def _pack(x: Any) -> Any:
+    import numpy as np
+
+    if isinstance(x, np.ndarray) and x.dtype != object:
+        d = np.array(x, order="K", copy=True)
+        perm = tuple(int(i) for i in np.argsort([-st for st in d.strides], kind="stable"))
+        return _Arr(d.transpose(perm).copy(order="C"), perm)
+    return _walk(x, _pack)
+
+
+def _unpack(x: Any) -> Any:
+    import numpy as np
+
+    if isinstance(x, _Arr):
+        inv = tuple(int(i) for i in np.argsort(x.perm)) if x.perm else ()
+        return np.array(x.data, order="C", copy=True).transpose(inv)     # own, aligned memory
+    return _walk(x, _unpack)
+
+
+def _walk(x: Any, f: Callable[[Any], Any]) -> Any:
+    """`x` with `f` applied to the items of its lists, tuples (named tuples too) and dicts."""
+    if isinstance(x, tuple) and hasattr(x, "_fields"):
+        return type(x)(*(f(v) for v in x))
+    if type(x) in (list, tuple):
+        return type(x)(f(v) for v in x)
+    if type(x) is dict:
+        return {k: f(v) for k, v in x.items()}
+    return x
+
+
+def _call_packed(fn: Callable, packed: Any) -> Any:
+    return _pack(fn(_unpack(packed)))
 
 
 def run_tasks(client: Any, fn: Callable, arg_lists: Sequence[tuple], *,
@@ -308,23 +381,44 @@ def run_claims(spec_or_client: Any, claims: Sequence[Any], *, seed: int, size: s
     Claims that will only report ``skipped`` (slow, without `run_slow`) do not leave the client. The other
     claims are submitted slow ones first (the long experiments start early); timing claims run last, one at a
     time, with nothing beside them."""
+    return _run_jobs(spec_or_client, [(c, seed) for c in claims], size=size, report_dir=report_dir,
+                     run_slow=run_slow, progress=progress, log=log)
+
+
+def run_seeds(spec_or_client: Any, claims: Sequence[Any], seeds: Sequence[int], *, size: str,
+              progress: bool = False, log: Callable[[str], None] | None = None) -> list[list[tuple]]:
+    """``--seeds`` on the cluster: every (claim, seed) pair is a task; returns ``out[claim][seed]`` outcomes
+    (as :func:`run_claims`), no files."""
+    flat = _run_jobs(spec_or_client, [(c, s) for c in claims for s in seeds], size=size, report_dir=None,
+                     run_slow=False, progress=progress, log=log)
+    k = len(seeds)
+    return [flat[i * k:(i + 1) * k] for i in range(len(claims))]
+
+
+def _run_jobs(spec_or_client: Any, jobs: list[tuple[Any, int]], *, size: str, report_dir: Path | None,
+              run_slow: bool, progress: bool, log: Callable[[str], None] | None) -> list[tuple]:
+    """(claim, seed) jobs as tasks (see :func:`run_claims`); outcomes in job order."""
     from paper_checks.__main__ import _run_one
 
     if isinstance(spec_or_client, str):
         with connect(spec_or_client, log=log) as client:
-            return run_claims(client, claims, seed=seed, size=size, report_dir=report_dir, run_slow=run_slow,
-                              progress=progress)
+            return _run_jobs(client, jobs, size=size, report_dir=report_dir, run_slow=run_slow,
+                             progress=progress, log=log)
     client = spec_or_client
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
     want_files = report_dir is not None
-    outcomes: list = [None] * len(claims)
-    local = [i for i, c in enumerate(claims) if c.slow and not run_slow]
-    for i in local:
-        outcomes[i] = _run_one(claims[i].id, seed, size, report_dir, run_slow)
-    remote = [i for i in range(len(claims)) if outcomes[i] is None]
-    timing = [i for i in remote if claims[i].id in TIMING_CLAIMS]
-    batch = sorted((i for i in remote if i not in timing), key=lambda i: (not claims[i].slow, i))
+    outcomes: list = [None] * len(jobs)
+    for i, (c, seed) in enumerate(jobs):
+        if c.slow and not run_slow:
+            outcomes[i] = _run_one(c.id, seed, size, report_dir, run_slow)
+    remote = [i for i in range(len(jobs)) if outcomes[i] is None]
+    timing = [i for i in remote if jobs[i][0].id in TIMING_CLAIMS]
+    batch = sorted((i for i in remote if i not in timing), key=lambda i: (not jobs[i][0].slow, i))
     bar = _bar(len(remote), progress)
+
+    def args(i: int) -> tuple:
+        c, seed = jobs[i]
+        return c.id, seed, size, want_files, run_slow, c.id in TIMING_CLAIMS, env
 
     def done(order: list[int]) -> Callable[[int, Any], None]:
         def on_done(j: int, out: dict) -> None:
@@ -334,12 +428,9 @@ def run_claims(spec_or_client: Any, claims: Sequence[Any], *, seed: int, size: s
         return on_done
 
     try:
-        run_tasks(client, _claim_task,
-                  [(claims[i].id, seed, size, want_files, run_slow, False, env) for i in batch],
-                  on_done=done(batch))
+        run_tasks(client, _claim_task, [args(i) for i in batch], on_done=done(batch))
         for i in timing:                      # alone: every other task has finished
-            run_tasks(client, _claim_task, [(claims[i].id, seed, size, want_files, run_slow, True, env)],
-                      on_done=done([i]))
+            run_tasks(client, _claim_task, [args(i)], on_done=done([i]))
     finally:
         if bar is not None:
             bar.close()
