@@ -72,7 +72,20 @@ def _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
     ``chunk_size: int``. Returns ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser) and
     ``M: (..., L)`` prefix maxima of `s` (None when `s` is None). Extra memory O(L d_v + m d_v + C^2).
     """
+    return _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, None)[:2]
+
+
+def state_stride(chunk_size, d1):
+    """Keep the state before every `stride`-th chunk: ``ceil(d1 / (2 C))``, so the kept states hold at most
+    about ``(L / (C stride)) m d1 <= 2 L m`` elements (issue 27: the backward's memory budget)."""
+    return max(1, -(-d1 // (2 * chunk_size)))
+
+
+def _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
+    """:func:`_causal_fwd_reference`, also returning the states before chunks 0, stride, 2 stride, ... (a tuple
+    of ``(..., m, d_v + 1)`` arrays; ``None`` when `stride` is None) for :func:`_causal_bwd_stored`."""
     xp = namespace(phi_q, phi_k, v_aug)
+    kept = [] if stride else None
     L, m = phi_q.shape[-2], phi_q.shape[-1]
     batch = tuple(phi_q.shape[:-2])
     dev = device_of(phi_q)
@@ -82,7 +95,9 @@ def _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
     # L axis costs as much as the GEMMs at L = 16384)
     numer = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)          # (..., L, d_v + 1)
     M = xp.empty(tuple(s.shape), dtype=s.dtype, device=dev) if s is not None else None   # (..., L)
-    for a in range(0, L, chunk_size):
+    for idx, a in enumerate(range(0, L, chunk_size)):
+        if kept is not None and idx % stride == 0:
+            kept.append(S)                                                        # state before this chunk
         b = min(L, a + chunk_size)
         pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
         tril = _tril_mask(b - a, xp=xp, device=dev)
@@ -101,7 +116,84 @@ def _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
             S = _bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
             Mp = Mn
             M[..., a:b] = Mi
-    return numer, M
+    return numer, M, (None if kept is None else tuple(kept))
+
+
+def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, states, stride):
+    """Backward of :func:`_causal_fwd_states` from its kept states: one reverse sweep.
+
+    The states before the chunks of a block of `stride` chunks are recomputed from the block's kept state (one
+    state update per chunk, ``stride - 1`` per block), then the block's chunks are processed in reverse: the
+    intra-chunk terms, ``dphi_q``'s inter-chunk term from the state, and the reverse-accumulated cotangent ``G``
+    for ``dphi_k`` and ``dv_aug`` (as in :func:`_causal_bwd_reference`, which recomputes every state in a
+    separate forward sweep). Memory beyond the outputs: the kept states and `stride` states of a block.
+    """
+    xp = namespace(g, phi_q, phi_k, v_aug)
+    L = phi_q.shape[-2]
+    dev = device_of(phi_q)
+    starts = list(range(0, L, chunk_size))
+    n = len(starts)
+    dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
+    dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
+    dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
+    neg_inf = None if s is None else xp.full(tuple(s.shape[:-1]), -float("inf"), dtype=s.dtype, device=dev)
+
+    def prev_max(a):
+        return neg_inf if a == 0 else M[..., a - 1]                               # (...,) frame of the state
+
+    G = None
+    for blk in range((n - 1) // stride * stride, -1, -stride):
+        S = states[blk // stride]
+        block = [S]
+        for idx in range(blk, min(n, blk + stride) - 1):                          # recompute inside the block
+            a = starts[idx]
+            b = min(L, a + chunk_size)
+            pk, ua = phi_k[..., a:b, :], v_aug[..., a:b, :]
+            if s is None:
+                S = S + xp.matrix_transpose(pk) @ ua
+            else:
+                Mn = M[..., b - 1]
+                w = xp.expand_dims(xp.exp(s[..., a:b] - xp.expand_dims(Mn, axis=-1)), axis=-1)
+                S = _bcast2(xp.exp(prev_max(a) - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
+            block.append(S)
+        for idx in range(min(n, blk + stride) - 1, blk - 1, -1):
+            a = starts[idx]
+            b = min(L, a + chunk_size)
+            S = block[idx - blk]
+            pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
+            tril = _tril_mask(b - a, xp=xp, device=dev)
+            A = pq @ xp.matrix_transpose(pk)                                      # (..., c, c)
+            Bm = gc @ xp.matrix_transpose(ua)                                     # (..., c, c) g_i . v_aug_j
+            if s is None:
+                zero = xp.zeros_like(A)
+                AE, Bm = xp.where(tril, A, zero), xp.where(tril, Bm, zero)
+                dphi_q[..., a:b, :] = Bm @ pk + gc @ xp.matrix_transpose(S)      # (..., c, m)
+                dk = xp.matrix_transpose(Bm) @ pq                                 # (..., c, m)
+                dv = xp.matrix_transpose(AE) @ gc                                 # (..., c, d_v + 1)
+                if G is not None:
+                    dk = dk + ua @ xp.matrix_transpose(G)
+                    dv = dv + pk @ G
+                G = xp.matrix_transpose(pq) @ gc if G is None else G + xp.matrix_transpose(pq) @ gc
+            else:
+                s_c, Mi = s[..., a:b], M[..., a:b]
+                Mp = prev_max(a)
+                _, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
+                AE, Bm = A * E, Bm * E
+                rq = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1)   # (..., c, 1) <= 1
+                dphi_q[..., a:b, :] = Bm @ pk + rq * (gc @ xp.matrix_transpose(S))
+                dk = xp.matrix_transpose(Bm) @ pq
+                dv = xp.matrix_transpose(AE) @ gc
+                if G is not None:
+                    R = Mi[..., -1]
+                    w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(R, axis=-1)), axis=-1)   # (..., c, 1)
+                    dk = dk + (w * ua) @ xp.matrix_transpose(G)
+                    dv = dv + w * (pk @ G)
+                if idx > 0:                                                       # G in the frame M[a - 1]
+                    upd = xp.matrix_transpose(rq * pq) @ gc
+                    G = upd if G is None else _bcast2(xp.exp(Mp - Mi[..., -1]), xp=xp) * G + upd
+            dphi_k[..., a:b, :] = dk
+            dv_aug[..., a:b, :] = dv
+    return dphi_q, dphi_k, dv_aug
 
 
 @_dispatch.define("linear_attention.causal_bwd")
@@ -249,13 +341,20 @@ def _exact_weights_bwd(dW, pq, pk, sc, *, xp, tril):
 
 @_dispatch.define("linear_attention.causal_frames_fwd")
 def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
+    """Causal numerator and normaliser with per-feature frames; see :func:`_causal_frames_fwd_states`."""
+    return _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, None)[0]
+
+
+def _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
     """Causal numerator and normaliser with per-feature frames ``s: (..., L, m)`` (nondecreasing along L).
 
     Parameters: ``phi_q, phi_k: (..., L, m)``, ``v_aug: (..., L, d_v + 1)``, ``s: (..., L, m)``,
-    ``chunk_size: int``. Returns ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser). Extra memory
-    O(L d_v + m d_v + C m), plus O(C^2 m) in a chunk that takes the exact path.
+    ``chunk_size: int``, ``stride``: keep the state before every stride-th chunk (None: keep none). Returns
+    ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser) and the kept states (a tuple, or None).
+    Extra memory O(L d_v + m d_v + C m), plus O(C^2 m) in a chunk that takes the exact path.
     """
     xp = namespace(phi_q, phi_k, v_aug, s)
+    kept = [] if stride else None
     L, m = phi_q.shape[-2], phi_q.shape[-1]
     batch = tuple(phi_q.shape[:-2])
     dev = device_of(phi_q)
@@ -263,7 +362,9 @@ def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
     Pprev = None                                                                  # (..., m) frame of S
     numer = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)          # (..., L, d_v + 1)
     starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
-    for a, ok in zip(starts, cheap, strict=True):
+    for idx, (a, ok) in enumerate(zip(starts, cheap, strict=True)):
+        if kept is not None and idx % stride == 0:
+            kept.append(S)                                                        # frame s[a - 1]
         b = min(L, a + chunk_size)
         pq, pk, ua, sc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], s[..., a:b, :]
         tril = _tril_mask(b - a, xp=xp, device=dev)
@@ -285,7 +386,74 @@ def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
         numer[..., a:b, :] = numer_c
         S = S + xp.matrix_transpose(Kc) @ ua  # (..., m, d_v + 1) frame E_end
         Pprev = E_end
-    return numer
+    return numer, (None if kept is None else tuple(kept))
+
+
+def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, states, stride):
+    """Backward of :func:`_causal_frames_fwd_states` from its kept states: one reverse sweep, the states
+    inside a block of `stride` chunks recomputed from the block's kept state (see :func:`_causal_bwd_stored`)."""
+    xp = namespace(g, phi_q, phi_k, v_aug, s)
+    L = phi_q.shape[-2]
+    dev = device_of(phi_q)
+    starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
+    n = len(starts)
+    dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
+    dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
+    dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
+
+    def frames(a):
+        b = min(L, a + chunk_size)
+        sc = s[..., a:b, :]
+        E_end = sc[..., -1:, :]                                                   # (..., 1, m)
+        Kc = phi_k[..., a:b, :] * xp.exp(sc - E_end)                              # (..., c, m) <= 1
+        Pprev = None if a == 0 else s[..., a - 1:a, :]                            # (..., 1, m) frame of S
+        decay = None if Pprev is None else xp.matrix_transpose(xp.exp(Pprev - E_end))   # (..., m, 1)
+        return b, sc, E_end, Kc, Pprev, decay
+
+    G = xp.zeros_like(states[0])                                                  # (..., m, d_v + 1)
+    for blk in range((n - 1) // stride * stride, -1, -stride):
+        S = states[blk // stride]
+        block = [S]
+        for idx in range(blk, min(n, blk + stride) - 1):                          # recompute inside the block
+            b, sc, E_end, Kc, Pprev, decay = frames(starts[idx])
+            S = (S if decay is None else decay * S) + xp.matrix_transpose(Kc) @ v_aug[..., starts[idx]:b, :]
+            block.append(S)
+        for idx in range(min(n, blk + stride) - 1, blk - 1, -1):
+            a, ok = starts[idx], cheap[idx]
+            b, sc, E_end, Kc, Pprev, decay = frames(a)
+            S = block[idx - blk]                                                  # frame Pprev
+            pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
+            tril = _tril_mask(b - a, xp=xp, device=dev)
+            Bm = gc @ xp.matrix_transpose(ua)                                     # (..., c, c) g_i . v_aug_j
+            Bm = xp.where(tril, Bm, xp.zeros_like(Bm))
+            dKc = ua @ xp.matrix_transpose(G)                                     # (..., c, m) via the state
+            dua = Kc @ G                                                          # (..., c, d_v + 1)
+            if ok:
+                up = xp.exp(E_end - sc)                                           # (..., c, m) <= e^SPREAD_LIMIT
+                Qc = pq * up
+                dQc = Bm @ Kc
+                if decay is not None:
+                    dQc = dQc + gc @ xp.matrix_transpose(decay * S)
+                dphi_q[..., a:b, :] = dQc * up
+                A = Qc @ xp.matrix_transpose(Kc)
+                A = xp.where(tril, A, xp.zeros_like(A))                           # (..., c, c)
+                dKc = dKc + xp.matrix_transpose(Bm) @ Qc
+                dua = dua + xp.matrix_transpose(A) @ gc
+                dphi_k[..., a:b, :] = dKc * xp.exp(sc - E_end)
+                if decay is not None:
+                    G = decay * (G + xp.matrix_transpose(Qc) @ gc)
+            else:
+                dpq, dpk = _exact_weights_bwd(Bm, pq, pk, sc, xp=xp, tril=tril)
+                W = _exact_weights(pq, pk, sc, xp=xp, tril=tril)
+                dua = dua + xp.matrix_transpose(W) @ gc
+                if decay is not None:
+                    dpq = dpq + (gc @ xp.matrix_transpose(S)) * xp.exp(Pprev - sc)
+                dphi_q[..., a:b, :] = dpq
+                dphi_k[..., a:b, :] = dKc * xp.exp(sc - E_end) + dpk
+                if decay is not None:
+                    G = decay * G + xp.matrix_transpose(pq * xp.exp(Pprev - sc)) @ gc
+            dv_aug[..., a:b, :] = dua
+    return dphi_q, dphi_k, dv_aug
 
 
 @_dispatch.define("linear_attention.causal_frames_bwd")

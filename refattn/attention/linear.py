@@ -35,7 +35,8 @@ from typing import Any, NamedTuple
 
 from .. import _dispatch
 from .._xp import check_choice, check_finite, check_positive_int, check_shape, contract_rows, device_of, namespace
-from ._causal import _bcast2
+from ._causal import (_bcast2, _causal_bwd_stored, _causal_frames_bwd_stored, _causal_frames_fwd_states,
+                      _causal_fwd_states, state_stride)
 from ._normaliser import augment as _augment
 from ._normaliser import check_normaliser, name_nonfinite
 
@@ -67,6 +68,8 @@ class LinearAttentionCache(NamedTuple):
     y: Array            # (..., L, d_v) output
     causal: bool
     chunk_size: int
+    states: Any = None  # causal, reference forward: states before every stride-th chunk, each (..., m, d_v + 1)
+    stride: int = None  # state_stride(C, d_v + 1): the kept states hold <= about 2 L m elements
 
 
 class LinearAttentionGrads(NamedTuple):
@@ -170,6 +173,7 @@ def _fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonpositive, *, xp, inp
     (``{name: array}`` of the public call) are searched for the non-finite one that caused it."""
     d_v = v.shape[-1]
     v_aug = _augment(v, xp=xp)                                                    # (..., L, d_v + 1)
+    states = stride = None
     if not causal:
         if s is None:
             M, u = None, v_aug
@@ -180,18 +184,24 @@ def _fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonpositive, *, xp, inp
         numer = phi_q @ kv                                                        # (..., L, d_v + 1)
     else:
         kv = None
-        if s is not None and s.ndim == phi_k.ndim:                                # per-feature frames
-            impl = _dispatch.implementation("linear_attention.causal_frames_fwd")
-            numer, M = impl(phi_q, phi_k, v_aug, s, chunk_size), None
-        else:
-            impl = _dispatch.implementation("linear_attention.causal_fwd")
-            numer, M = impl(phi_q, phi_k, v_aug, s, chunk_size)
+        frames = s is not None and s.ndim == phi_k.ndim                           # per-feature frames
+        name = "linear_attention.causal_frames_fwd" if frames else "linear_attention.causal_fwd"
+        kernel = _dispatch.kernel_for(name)
+        if kernel is not None:                                                    # an accel kernel: no states
+            numer, M = (kernel(phi_q, phi_k, v_aug, s, chunk_size), None) if frames else kernel(
+                phi_q, phi_k, v_aug, s, chunk_size)
+        else:                                                                     # keep states for the backward
+            stride = state_stride(chunk_size, v_aug.shape[-1])
+            if frames:
+                (numer, states), M = _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride), None
+            else:
+                numer, M, states = _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride)
     z = numer[..., d_v:]                                                          # (..., L, 1)
     check_normaliser(z, on_nonpositive, xp=xp, inputs=inputs)
     y = numer[..., :d_v] / z                                                      # (..., L, d_v)
     if not bool(xp.all(xp.isfinite(y))):
         name_nonfinite(xp, **inputs)
-    return y, LinearAttentionCache(phi_q, phi_k, v_aug, s, M, kv, z, y, causal, chunk_size)
+    return y, LinearAttentionCache(phi_q, phi_k, v_aug, s, M, kv, z, y, causal, chunk_size, states, stride)
 
 
 def linear_attention_bwd(dy, cache: LinearAttentionCache) -> LinearAttentionGrads:
@@ -227,13 +237,23 @@ def linear_attention_bwd(dy, cache: LinearAttentionCache) -> LinearAttentionGrad
             dphi_k = (w * c.v_aug) @ xp.matrix_transpose(dkv)
             dv_aug = w * (c.phi_k @ dkv)
     elif s is not None and s.ndim == c.phi_k.ndim:                                # per-feature frames
-        impl = _dispatch.implementation("linear_attention.causal_frames_bwd")
-        dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.chunk_size)
+        kernel = _dispatch.kernel_for("linear_attention.causal_frames_bwd")
+        if kernel is None and c.states is not None:                               # one reverse sweep
+            dphi_q, dphi_k, dv_aug = _causal_frames_bwd_stored(g, c.phi_q, c.phi_k, c.v_aug, s, c.chunk_size,
+                                                               c.states, c.stride)
+        else:
+            impl = kernel or _dispatch.reference("linear_attention.causal_frames_bwd")
+            dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.chunk_size)
         ds = c.phi_k * dphi_k - c.phi_q * dphi_q                                  # (..., L, m)
         return LinearAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], k_log_scale=ds)
     else:
-        impl = _dispatch.implementation("linear_attention.causal_bwd")
-        dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.M, c.chunk_size)
+        kernel = _dispatch.kernel_for("linear_attention.causal_bwd")
+        if kernel is None and c.states is not None:                               # one reverse sweep
+            dphi_q, dphi_k, dv_aug = _causal_bwd_stored(g, c.phi_q, c.phi_k, c.v_aug, s, c.M, c.chunk_size,
+                                                        c.states, c.stride)
+        else:
+            impl = kernel or _dispatch.reference("linear_attention.causal_bwd")
+            dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.M, c.chunk_size)
     ds = None if s is None else xp.sum(c.v_aug * dv_aug, axis=-1)                 # (..., L)
     return LinearAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], k_log_scale=ds)
 

@@ -150,9 +150,23 @@ def test_linear_attention_gradcheck_strict(rng):
 
 
 def test_gradcheck_catches_wrong_causal_backward(rng, monkeypatch):
-    """Must-fail: a causal backward that forgets the inter-chunk term of dphi_k is caught."""
+    """Must-fail: a causal backward whose dphi_k is off by 1e-4 (relative) is caught, for the default one-sweep
+    backward from the kept states and for the two-sweep reference."""
+    import refattn.attention.linear as linear_mod
     from refattn import _dispatch
 
+    args = dict(phi_q=np.exp(rng.standard_normal((1, 9, 3))), phi_k=np.exp(rng.standard_normal((1, 9, 3))),
+                v=rng.standard_normal((1, 9, 2)))
+    real_stored = linear_mod._causal_bwd_stored
+
+    def broken_stored(*a):
+        dq, dk, dv = real_stored(*a)
+        return dq, dk * 1.0001, dv
+
+    monkeypatch.setattr(linear_mod, "_causal_bwd_stored", broken_stored)
+    with pytest.raises(AssertionError, match="gradient for phi_k"):
+        check_vjp(linear_attention_fwd, linear_attention_bwd, args, kwargs=dict(causal=True, chunk_size=4))
+    monkeypatch.setattr(linear_mod, "_causal_bwd_stored", real_stored)
     real = _dispatch.reference("linear_attention.causal_bwd")
 
     def broken(g, phi_q, phi_k, v_aug, s, M, chunk_size):
@@ -160,10 +174,39 @@ def test_gradcheck_catches_wrong_causal_backward(rng, monkeypatch):
         return dq, dk * 1.0001, dv
 
     monkeypatch.setitem(_dispatch._references, "linear_attention.causal_bwd", broken)
-    args = dict(phi_q=np.exp(rng.standard_normal((1, 9, 3))), phi_k=np.exp(rng.standard_normal((1, 9, 3))),
-                v=rng.standard_normal((1, 9, 2)))
+
+    def fwd_without_states(**kw):
+        y, cache = linear_attention_fwd(**kw, causal=True, chunk_size=4)
+        return y, cache._replace(states=None)
+
     with pytest.raises(AssertionError, match="gradient for phi_k"):
-        check_vjp(linear_attention_fwd, linear_attention_bwd, args, kwargs=dict(causal=True, chunk_size=4))
+        check_vjp(fwd_without_states, linear_attention_bwd, args)
+
+
+@pytest.mark.parametrize("scale", ["none", "rows", "frames"])
+@pytest.mark.parametrize("chunk_size, L", [(4, 37), (1, 9), (32, 100), (8, 8)])
+def test_kept_states_backward_equals_two_sweep_reference(rng, scale, chunk_size, L):
+    """The default causal backward (one reverse sweep from the states kept by the forward, issue 27) equals the
+    two-sweep reference that recomputes them; the kept states stay within 2 L m elements."""
+    phi_q, phi_k = (np.exp(rng.standard_normal((2, L, 5))) for _ in range(2))
+    v = rng.standard_normal((2, L, 3))
+    dy = rng.standard_normal((2, L, 3))
+    s = {"none": None, "rows": 3.0 * rng.standard_normal((2, L)),
+         "frames": np.maximum.accumulate(3.0 * rng.standard_normal((2, L, 5)), axis=-2)}[scale]
+    if scale == "frames":
+        s[..., L // 2:, 0] += 50.0                                   # a chunk on the exact path
+    y, cache = linear_attention_fwd(phi_q, phi_k, v, causal=True, k_log_scale=s, chunk_size=chunk_size)
+    assert cache.states is not None
+    kept = sum(a.size for a in cache.states)
+    assert kept <= 2 * phi_q.size + cache.stride * cache.states[0].size
+    g1 = linear_attention_bwd(dy, cache)
+    g0 = linear_attention_bwd(dy, cache._replace(states=None))
+    for name in ("phi_q", "phi_k", "v", "k_log_scale"):
+        a, b = getattr(g1, name), getattr(g0, name)
+        if b is None:
+            assert a is None
+            continue
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-12 * float(np.max(np.abs(b))), err_msg=name)
 
 
 def test_causal_backward_uses_no_subtraction_precision(rng):
