@@ -436,3 +436,29 @@ def test_bad_spectra():
 def test_to_numpy_roundtrip_helper_used():
     """(keeps the helper import honest: to_numpy of a strict array equals its values)"""
     assert to_numpy(np.ones(2)).sum() == 2.0
+
+
+def test_family_table_covers_every_exported_family_and_rejects_others():
+    """One protocol record per exported spectrum container (the only dispatch: no isinstance ladders), and an
+    unknown container is rejected by every generic function with a TypeError naming it."""
+    from typing import NamedTuple
+
+    import refattn.rpe.spectra as sp
+    from refattn.rpe.spectra.core import FAMILIES, family_of
+
+    containers = {getattr(sp, n) for n in sp.__all__
+                  if isinstance(getattr(sp, n), type) and issubclass(getattr(sp, n), tuple)
+                  and n not in ("Proposal", "SpectrumGCache", "SpectrumGGrads", "Shifted")}
+    assert containers == set(FAMILIES), containers ^ set(FAMILIES)
+    assert family_of(Shifted(GaussianKernel(A(1.0), A(0.5)), A([0.1]))).tail is not None
+
+    class Unknown(NamedTuple):
+        w: np.ndarray
+
+    for call in (lambda s: spectrum_g(s, A([[0.1]])), lambda s: spectrum_f(s, A([[0.1]])),
+                 lambda s: rpe_mask(A([[0.0], [1.0]]), s), lambda s: check_proposal(s, Proposal(
+                     "gaussian", A([0.0]), A(1.0)))):
+        with pytest.raises(TypeError, match=r"spectrum: expected a spectrum \(GaussianMixture.*got Unknown"):
+            call(Unknown(A([1.0])))
+    with pytest.raises(TypeError, match=r"spectrum.base: expected a real-spectrum family"):
+        spectrum_g(Shifted(Unknown(A([1.0])), A([0.1])), A([[0.1]]))
