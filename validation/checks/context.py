@@ -68,12 +68,14 @@ def zcrit(n_tests: int, alpha: float = ALPHA) -> float:
 
 
 def mc_z(mt) -> float:
-    """The figure of a ``validation.montecarlo.mean_test`` result: its max |z| over positive-SE entries, or
-    inf when a zero-SE entry misses its exact comparison or a mean is not finite (``mt.passed`` is ``figure
-    <= n_se``)."""
-    if not np.all(np.isfinite(mt.mean)) or (not mt.passed and mt.z <= mt.n_se):
-        return math.inf                        # a non-finite mean, or a zero-SE entry off its exact value
-    return float(mt.z)
+    """The figure of a ``validation.montecarlo.mean_test`` result, such that ``figure <= n_se`` iff passed:
+    its max |z| over positive-SE entries; inf when the mean is not finite or a zero-SE entry misses its exact
+    comparison; capped at ``n_se`` when the test's absolute slack (atol) covers a larger z."""
+    if not np.all(np.isfinite(mt.mean)):
+        return math.inf
+    if mt.passed:
+        return min(float(mt.z), float(mt.n_se))
+    return float(mt.z) if mt.z > mt.n_se else math.inf        # failed within n_se: a zero-SE entry is off
 
 
 class Ctx:
