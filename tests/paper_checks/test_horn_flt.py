@@ -1,0 +1,86 @@
+"""Horn and FLT claims (issue 20): verdicts at tiny from their decision rules, the mutations the issue names,
+and the measured numbers behind the changed verdicts. (Every mutation moving at tiny is tested for all claims in
+test_rules.py::test_power_at_tiny_every_mutation_moves.)"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from paper_checks import Context, load_all
+from paper_checks._claims import run_check
+from paper_checks.power import MUTATIONS
+
+REGISTRY = load_all()
+OWN = sorted((c for c in REGISTRY.values() if c.id.split(".")[0] in ("horn", "flt")
+              and not c.check.__module__.endswith("experiments")), key=lambda c: c.id)
+
+
+def _run(cid, size="tiny", seed=0, mutation=None):
+    c = REGISTRY[cid]
+    ctx = Context(seed=seed, size=size, claim_id=cid)
+    if mutation is None:
+        return run_check(c, ctx)
+    (m,) = [m for m in MUTATIONS[cid] if m.name == mutation]
+    with m.apply():
+        return run_check(c, ctx)
+
+
+@pytest.mark.parametrize("claim", [c for c in OWN if not c.slow], ids=lambda c: c.id)
+def test_verdict_at_tiny_is_its_rule_and_expected(claim):
+    res = _run(claim.id)
+    assert claim.decide is not None and claim.decide(res.evidence) == res.verdict
+    assert res.verdict == claim.expected_at("tiny"), f"{claim.id}: {res.verdict} ({res.summary})"
+    if claim.statistical:
+        assert len(MUTATIONS.get(claim.id, [])) >= 2, f"{claim.id}: fewer than 2 power mutations"
+
+
+def test_every_own_claim_has_a_rule():
+    assert not [c.id for c in OWN if c.decide is None or not c.rule]
+
+
+@pytest.mark.parametrize("mutation", ["target mask x 0.5", "target mask x 0.9", "positions x 0.5 (flt_attention)"])
+def test_alg1_wrong_target_fails(mutation):
+    """Issue 20 item 3: Algorithm 1 must converge to the masked softmax itself; a target mask x 0.5 or x 0.9, or
+    positions x 0.5 inside flt_attention, leave a bias many null SD above the correct code's mean z^2."""
+    base = _run("flt.alg1-favor")
+    assert base.verdict == "holds" and base.evidence["top_mean_z2_excess_null_sd"] < 5
+    res = _run("flt.alg1-favor", mutation=mutation)
+    assert res.verdict == "fails", res.summary
+    assert res.evidence["top_mean_z2_excess_null_sd"] > 10
+
+
+def test_lemma1_verdict_follows_its_numbers():
+    """With the worded condition and the proof's line 2 both corrected the rule says holds (no fixed erratum)."""
+    base = _run("horn.lemma1")
+    assert base.verdict == "erratum"
+    assert base.evidence["max_change_under_shift_when_only_WqT_Wk_is_rotation_form"] > 1e-3
+    res = _run("horn.lemma1", mutation="wording and proof line 2 as corrected (both neutralised)")
+    assert res.verdict == "holds", res.evidence
+
+
+def test_thm41_measures_the_erratum_and_keeps_zero_se_apart():
+    res = _run("flt.thm4.1-unbiased")
+    ev = res.evidence
+    assert ev["z_printed_literal"] >= 5 > ev["z_corrected"]
+    assert ev["zero_se_entries"] > 0 and ev["zero_se_max_dev"] < 1e-12      # the kernels' exact diagonals
+    assert math.isfinite(ev["z_corrected"])
+    assert set(ev["readings"]) and any("literal" in k for k in ev["readings"])
+
+
+def test_local_sinc_pair_transforms_the_printed_f():
+    """l = 2: the transform of prod_j C 1[...] is C times the printed g (C inside), equal to it with C outside."""
+    ev = _run("flt.local-sinc-pair").evidence
+    for inside, printed, outside in ev["l=2: [transform of printed f, printed g, transform of C-outside f] at 4 xi"]:
+        if abs(printed) > 1e-3:
+            assert inside / printed == pytest.approx(ev["C"], rel=1e-3)
+            assert outside == pytest.approx(printed, abs=1e-3)
+    assert ev["err_printed_l1"] < 1e-10 < ev["max_err_printed_l23"]
+    assert len(ev["readings"]) == 2
+
+
+@pytest.mark.parametrize("cid", ["flt.local-sinc-pair", "flt.thm4.1-unbiased", "flt.gm-pair"])
+def test_both_readings_are_stated(cid):
+    readings = _run(cid).evidence["readings"]
+    assert len(readings) >= 2 and all(isinstance(v, str) and v for v in readings.values())
