@@ -166,3 +166,14 @@ def test_family_kernel_check_passes_refattn_at_19_of_20_seeds():
     passed = [check("refattn", kind="features", family=family, seed=s, quick=True, checks=("kernel",)).passed
               for s in range(20)]
     assert sum(passed) >= 19, f"{family}: passed at {sum(passed)} of 20 seeds: {passed}"
+
+
+@pytest.mark.parametrize("family", ["gmm-prf", "s1"])
+def test_refattn_attention_on_torch_tensors_with_its_manual_backward(family):
+    """The built-in attention targets run refattn's core on torch tensors, with refattn's manual backward (on
+    tensors) as the torch gradient; it agrees with central differences of the tensor forward."""
+    pytest.importorskip("torch")
+    rep = check("refattn", kind="attention", family=family, framework="torch", quick=True,
+                checks=("values", "gradients", "dtype"))
+    _all_pass(rep)
+    assert rep["gradients"].passed is True and "DISAGREES" not in rep["gradients"].detail

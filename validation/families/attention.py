@@ -281,3 +281,31 @@ def half_rows(omega_fn: Callable) -> Callable:
         rows = np.argsort(-np.linalg.norm(om, axis=-1))[:n]
         return om[rows] / 2
     return keys
+
+
+def torch_target(contract: RandomAttention, forward: Callable) -> Callable:
+    """A built-in attention target on torch tensors: `forward` (refattn's array-API core, run on the tensors
+    themselves) with refattn's manual backward (``contract.ref_vjp``, on tensors too) as its torch gradient --
+    torch autograd cannot differentiate the causal path, which writes chunks into preallocated outputs."""
+    import torch
+
+    def fn(q, k, v, *rest):
+        *draws, causal = rest
+        args = dict(zip(contract.draw_names, draws, strict=True))
+        leaves = [(n, p) for n in contract.learnable for p, _ in tree_paths(args[n])]
+
+        class _Fn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, q, k, v, *leaf_values):
+                ctx.save_for_backward(q, k, v)
+                with torch.no_grad():
+                    return forward(q, k, v, *draws, causal)
+
+            @staticmethod
+            def backward(ctx, dy):
+                q, k, v = ctx.saved_tensors
+                plain = tree_map(lambda a: a.detach() if isinstance(a, torch.Tensor) else a, args)
+                r = contract.ref_vjp(q, k, v, plain, causal, dy.contiguous())
+                return (r["q"], r["k"], r["v"], *(_leaf(r.get(n), p) for n, p in leaves))
+        return _Fn.apply(q, k, v, *(tree_get(args[n], p) for n, p in leaves))
+    return fn

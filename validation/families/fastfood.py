@@ -24,7 +24,7 @@ import math
 import numpy as np
 
 from ..crosscheck import Target, UsageError
-from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows
+from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows, torch_target
 from .base import FEATURE_CHECKS, FeatureContract, Family, symmetric_vjp
 
 __all__ = ["FAMILIES"]
@@ -119,22 +119,20 @@ def _attention(which):
 def _att_target(which):
     def target(framework):
         from refattn.features import fastfood as fastfood_mod
-        if framework != "numpy":
-            raise UsageError(f"target refattn --as fastfood-{which} --kind attention: NumPy only (the causal "
-                             f"path of "
-                             f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
-                             f"autograd cannot differentiate); got --framework {framework}")
-        f = (
-            fastfood_mod.fastfood_prf_features_stable
-            if which == "prf"
-            else fastfood_mod.fastfood_rks_features
-        )
+        if framework not in ("numpy", "torch"):
+            raise UsageError(f"target refattn --as fastfood-{which} --kind attention: NumPy or torch; got "
+                             f"--framework {framework}")
+        f = (fastfood_mod.fastfood_prf_features_stable if which == "prf"
+             else fastfood_mod.fastfood_rks_features)
 
         def fn(q, k, v, S, G, B, perm, causal):
             p = fastfood_mod.FastFoodParams(S, G, B, perm)
             return attend(f(q, p), f(k, p), v, causal)
-        return Target(fn, framework, f"fastfood-{which}", f"linear attention on refattn fastfood_{which} "
-                                                          f"features")
+        note = f"linear attention on refattn fastfood_{which} features"
+        if framework == "torch":
+            return Target(torch_target(_attention(which), fn), "torch", f"fastfood-{which}",
+                          note + ", on tensors, manual backward")
+        return Target(fn, "numpy", f"fastfood-{which}", note)
     return target
 
 

@@ -166,9 +166,10 @@ ATTENTION = RandomAttention(
 
 def _att_target(framework):
     if framework != "numpy":
-        raise UsageError(f"target refattn --as flt --kind attention: NumPy only (the causal path of "
-                             f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
-                             f"autograd cannot differentiate); got --framework {framework}")
+        raise UsageError(f"target refattn --as flt --kind attention: NumPy only (refattn's FLT backward is "
+                         f"taken with respect to the spectrum and proposal, not the contract's xi and w, and torch "
+                         f"autograd cannot differentiate the causal path, which writes chunks in place); got "
+                         f"--framework {framework}")
     from refattn.attention import linear_attention
     from refattn.features import positive_features_stable
     feats = _target(framework).fn

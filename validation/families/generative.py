@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from ..crosscheck import Target, UsageError
-from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows
+from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows, torch_target
 from .base import FEATURE_CHECKS, FeatureContract, Family, symmetric_vjp
 
 __all__ = ["FAMILIES"]
@@ -157,16 +157,11 @@ def _attention(which):
 def _att_target(which):
     def target(framework):
         from refattn.features import generative as generative_mod
-        if framework != "numpy":
-            raise UsageError(f"target refattn --as generative-{which} --kind attention: NumPy only (the "
-                             f"causal path of "
-                             f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
-                             f"autograd cannot differentiate); got --framework {framework}")
-        f = (
-            generative_mod.generative_prf_features_stable
-            if which == "prf"
-            else generative_mod.generative_rks_features
-        )
+        if framework not in ("numpy", "torch"):
+            raise UsageError(f"target refattn --as generative-{which} --kind attention: NumPy or torch; got "
+                             f"--framework {framework}")
+        f = (generative_mod.generative_prf_features_stable if which == "prf"
+             else generative_mod.generative_rks_features)
 
         def fn(q, k, v, noise, params, state, causal):
             gp, gs = _refattn_params(params, state)
@@ -174,8 +169,11 @@ def _att_target(which):
             if which == "prf":
                 return attend(tuple(fq[:2]), tuple(fk[:2]), v, causal)         # (phi, log_scale, state)
             return attend(fq.phi, fk.phi, v, causal)
-        return Target(fn, framework, f"generative-{which}", f"linear attention on refattn generative_{which} "
-                                                            f"features")
+        note = f"linear attention on refattn generative_{which} features"
+        if framework == "torch":
+            return Target(torch_target(_attention(which), fn), "torch", f"generative-{which}",
+                          note + ", on tensors, manual backward")
+        return Target(fn, "numpy", f"generative-{which}", note)
     return target
 
 

@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from ..crosscheck import Target, UsageError
-from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows
+from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows, torch_target
 from .base import FEATURE_CHECKS, FeatureContract, Family, symmetric_vjp
 
 __all__ = ["FAMILIES"]
@@ -117,17 +117,18 @@ def _attention(which):
 def _att_target(which):
     def target(framework):
         from refattn.features import gmm as gmm_mod
-        if framework != "numpy":
-            raise UsageError(f"target refattn --as gmm-{which} --kind attention: NumPy only (the causal path "
-                             f"of "
-                             f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
-                             f"autograd cannot differentiate); got --framework {framework}")
+        if framework not in ("numpy", "torch"):
+            raise UsageError(f"target refattn --as gmm-{which} --kind attention: NumPy or torch; got "
+                             f"--framework {framework}")
         f = gmm_mod.gmm_prf_features_stable if which == "prf" else gmm_mod.gmm_rks_features
 
         def fn(q, k, v, noise, logits, mu, S, causal):
             p = gmm_mod.GMMParams(logits, mu, S)
             return attend(f(q, noise, p), f(k, noise, p), v, causal)
-        return Target(fn, framework, f"gmm-{which}", f"linear attention on refattn gmm_{which} features")
+        if framework == "torch":
+            return Target(torch_target(_attention(which), fn), "torch", f"gmm-{which}",
+                          f"linear attention on refattn gmm_{which} features, on tensors, manual backward")
+        return Target(fn, "numpy", f"gmm-{which}", f"linear attention on refattn gmm_{which} features")
     return target
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..crosscheck import Target, UsageError
-from .attention import ATTENTION_CHECKS, RandomAttention
+from .attention import ATTENTION_CHECKS, RandomAttention, torch_target
 from .base import Family
 
 __all__ = ["FAMILIES"]
@@ -96,15 +96,16 @@ CONTRACT = RandomAttention(
 
 
 def _target(framework):
-    if framework != "numpy":
-        raise UsageError(f"target refattn --as s1 --kind attention: NumPy only (the causal path of "
-                             f"refattn.linear_attention writes chunks into preallocated outputs, which torch "
-                             f"autograd cannot differentiate); got --framework {framework}")
+    if framework not in ("numpy", "torch"):
+        raise UsageError(f"target refattn --as s1: NumPy or torch; got --framework {framework}")
     from refattn.rpe import S1Params, s1_attention
 
     def fn(q, k, v, positions, freqs, alpha, beta, omega, causal):
         return s1_attention(q, k, v, positions, S1Params(freqs, alpha, beta), omega=omega, causal=causal)
-    return Target(fn, framework, "s1", "refattn.rpe.s1_attention (FAVOR+, positive features)")
+    if framework == "torch":
+        return Target(torch_target(CONTRACT, fn), "torch", "s1",
+                      "refattn.rpe.s1_attention on tensors, manual backward")
+    return Target(fn, "numpy", "s1", "refattn.rpe.s1_attention (FAVOR+, positive features)")
 
 
 FAMILIES = {
