@@ -9,24 +9,33 @@ r"""Accelerated kernels for refattn's hot primitives, switched in explicitly and
 **Mechanism.** The core never imports ``accel``. It asks one small dispatch point,
 :func:`refattn._dispatch.kernel_for`, at each named hot primitive (``"linear_attention.causal_fwd"``,
 ``"linear_attention.causal_bwd"``, ``"positive_features_stable"``, ``"fwht"``, ``"s2_window_sums"``,
-``"contract_rows"``) and runs the reference when it answers ``None``. :func:`use` registers the backend's kernels with
+``"contract_rows"``) and runs the reference when it answers ``None``. :func:`use` registers the backend's
+kernels with
 :func:`refattn._dispatch.register` (on first use, never at import) and enters
-:func:`refattn._dispatch.use_backend`, which sets a ``contextvars.ContextVar``: the switch is per thread and per
+:func:`refattn._dispatch.use_backend`, which sets a ``contextvars.ContextVar``: the switch is per thread and
+per
 asyncio task, nestable, and restored on exit and on error. Outside every ``use`` scope refattn is the pure
 reference. Kernels keep the reference's signatures and results (to a dtype tolerance stated in each module);
 one that cannot take the given arrays raises ``TypeError`` -- it never falls back silently.
 
 Backends:
 
-=========  ===========================================  ===========================================================
+=========  ===========================================
+===========================================================
 name       needs                                        what runs inside ``use(name)``
-=========  ===========================================  ===========================================================
-``numba``  ``pip install 'refattn[accel]'`` (numba)     the kernels of ``accel/numba/`` (CPU, NumPy arrays only)
-``cupy``   ``pip install 'refattn[gpu]'`` and a CUDA    the kernels of ``accel/cupy/`` (CUDA, CuPy arrays only): the
-           device (``cupy-cuda12x`` for CUDA 12,         chunk-parallel causal scan, the fused positive-feature map
-           ``cupy-cuda13x`` for CUDA 13,                 and ``contract_rows``; everything else is the array-API
+=========  ===========================================
+===========================================================
+``numba``  ``pip install 'refattn[accel]'`` (numba)     the kernels of ``accel/numba/`` (CPU, NumPy arrays
+only)
+``cupy``   ``pip install 'refattn[gpu]'`` and a CUDA    the kernels of ``accel/cupy/`` (CUDA, CuPy arrays
+only): the
+           device (``cupy-cuda12x`` for CUDA 12,         chunk-parallel causal scan, the fused
+           positive-feature map
+           ``cupy-cuda13x`` for CUDA 13,                 and ``contract_rows``; everything else is the
+           array-API
            ``cupy-cuda11x`` for CUDA 11)                 reference running on CuPy arrays
-=========  ===========================================  ===========================================================
+=========  ===========================================
+===========================================================
 """
 
 from __future__ import annotations
@@ -103,7 +112,8 @@ def use(name: str) -> Iterator[None]:
     ValueError
         Unknown backend name.
     BackendUnavailableError
-        (an ``ImportError``) The backend's package does not import or has no device here; the message names the
+        (an ``ImportError``) The backend's package does not import or has no device here; the message names
+        the
         package and the extra that installs it.
     """
     if not isinstance(name, str) or name not in BACKENDS:

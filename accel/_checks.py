@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["type_name", "check_array", "check_same", "flatten_leading", "positive_projection", "register_backend"]
+__all__ = ["type_name", "check_array", "check_same", "flatten_leading", "positive_projection",
+           "register_backend"]
 
 
 def type_name(x: Any) -> str:
@@ -20,7 +21,8 @@ def type_name(x: Any) -> str:
 
 def check_array(name: str, x: Any, dtypes: tuple[str, ...], *, kernel: str, array_type: type, backend: str,
                 arrays: str, hint: str, like: Any = None) -> Any:
-    """Raise ``TypeError`` unless `x` is an `array_type` of one of `dtypes` (and of `like`'s dtype); return `x`.
+    """Raise ``TypeError`` unless `x` is an `array_type` of one of `dtypes` (and of `like`'s dtype); return
+    `x`.
 
     `backend` names the kernels in messages ("numba", "CuPy"), `arrays` the array kind they take ("NumPy
     arrays"), `hint` what to do instead.
@@ -28,7 +30,8 @@ def check_array(name: str, x: Any, dtypes: tuple[str, ...], *, kernel: str, arra
     if not isinstance(x, array_type):
         raise TypeError(f"{name}: {backend} kernels take {arrays}; got {type_name(x)} ({kernel}). {hint}")
     if x.dtype.name not in dtypes:
-        raise TypeError(f"{name}: the {backend} kernel {kernel} supports dtypes {', '.join(dtypes)}; got dtype "
+        raise TypeError(f"{name}: the {backend} kernel {kernel} supports dtypes {', '.join(dtypes)}; "
+                        "got dtype "
                         f"{x.dtype.name}")
     if like is not None and x.dtype != like.dtype:
         raise TypeError(f"{name}: dtype {x.dtype.name} differs from {like.dtype.name} ({kernel}); "
@@ -54,10 +57,13 @@ def flatten_leading(name: str, x: Any, core_ndim: int, *, kernel: str) -> tuple[
     return x.reshape((n,) + tuple(x.shape[x.ndim - core_ndim:])), lead
 
 
-def positive_projection(x: Any, omega: Any, k_log_scale: Any, *, as_array, dtypes: tuple[str, ...], kernel: str):
+def positive_projection(x: Any, omega: Any, k_log_scale: Any, *, as_array, dtypes: tuple[str, ...],
+                        kernel: str):
     """The part every backend's fused positive-feature kernel shares: check the arrays (``as_array`` is the
-    backend's :func:`check_array` wrapper), flatten ``x`` to ``(N, d)``, one GEMM ``u = x omega^T`` and the key
-    frame folded in place. Returns ``(x, x2, u, m)`` with ``u: (N, m)`` fresh (the kernel may overwrite it)."""
+    backend's :func:`check_array` wrapper), flatten ``x`` to ``(N, d)``, one GEMM ``u = x omega^T`` and the
+    key
+    frame folded in place. Returns ``(x, x2, u, m)`` with ``u: (N, m)`` fresh (the kernel may overwrite
+    it)."""
     x = as_array("x", x, dtypes, kernel=kernel)
     omega = as_array("omega", omega, dtypes, kernel=kernel, like=x)
     if omega.ndim != 2 or x.ndim < 1 or omega.shape[1] != x.shape[-1]:

@@ -14,9 +14,11 @@ repeats):
    inside ``accel.use("numba")``) against the NumPy core's causal and bidirectional paths;
 3. FWHT: numba vs the NumPy reference vs a dense product with the Hadamard matrix, d in {64, 256, 1024}.
 
-BLAS and numba threads are pinned to ``--threads`` (default 1) and printed. Times are medians of repeats; every
+BLAS and numba threads are pinned to ``--threads`` (default 1) and printed. Times are medians of repeats;
+every
 ratio compares numbers measured in this one run.
 """
+# ruff: noqa: B023 -- every timed lambda runs inside the loop iteration that defines it
 
 from __future__ import annotations
 

@@ -6,11 +6,13 @@
 Prints, for H = 8 heads, d = 64, m' = 256 features, d_v = 64: the time of each pass (median of repeats), the
 ratios causal/bidirectional, backward/forward, the L-scaling time(4L)/time(L), and the achieved fraction of
 the same-run GEMM time of the products each pass needs. Features are given (drawn once), so this measures
-attention alone. Also sweeps the causal chunk size (the default's justification), and (``frames``) measures the
+attention alone. Also sweeps the causal chunk size (the default's justification), and (``frames``) measures
+the
 cost of the causal key scalings in one run: none, row log-scales ``(..., L)`` (FAVOR+ before issue 22) and
 per-feature frames ``(..., L, m)`` (issue 22), the latter on realistic frames (prefix maxima of FAVOR+ keys,
 every chunk within the spread limit) and with every chunk forced onto the exact path.
 """
+# ruff: noqa: B023 -- every timed lambda runs inside the loop iteration that defines it
 
 from __future__ import annotations
 
@@ -102,7 +104,7 @@ def main():
                   f"{t_bi / t_gemm:10.2f} {1e3 * t_ca:8.2f} {t_ca / t_bi:10.2f} {1e3 * t_bi_b:9.2f} "
                   f"{t_bi_b / t_bi:7.2f} {1e3 * t_ca_b:9.2f} {t_ca_b / t_ca:9.2f} {flops / t_gemm / 1e9:6.1f}")
         Ls_sorted = sorted(Ls)
-        for a, b in zip(Ls_sorted, Ls_sorted[1:]):
+        for a, b in zip(Ls_sorted, Ls_sorted[1:], strict=False):
             ra, rb = results[(dt_name, a)], results[(dt_name, b)]
             print(f"L-scaling {b}/{a} (x{b // a}): bidir {rb['bi'] / ra['bi']:.2f}, causal {rb['ca'] / ra['ca']:.2f}, "
                   f"bidir bwd {rb['bi_b'] / ra['bi_b']:.2f}, causal bwd {rb['ca_b'] / ra['ca_b']:.2f}")
@@ -164,6 +166,11 @@ def frames_section(args, H, d, m, d_v, repeat):
             tf = timeit(lambda: linear_attention_fwd(pq, pk, v, causal=True, k_log_scale=s), repeat=repeat)
             _, c = linear_attention_fwd(pq, pk, v, causal=True, k_log_scale=s)
             tb = timeit(lambda: linear_attention_bwd(dy, c), repeat=repeat)
+            c2 = c._replace(states=None)  # the two-sweep backward (before)
+            tb2 = timeit(lambda: linear_attention_bwd(dy, c2), repeat=repeat)
+            kept = sum(a.size for a in c.states) / pq.size                    # kept states, in units of L m
+            print(f"{name:32s} backward from kept states {1e3 * tb:9.2f} ms, two sweeps {1e3 * tb2:9.2f} ms: "
+                  f"bwd/fwd {tb / tf:5.2f} (two sweeps {tb2 / tf:5.2f}); kept states {kept:.2f} L m elements")
             t[name] = (tf, tb)
         limit = _causal.SPREAD_LIMIT
         _causal.SPREAD_LIMIT = -1.0                                           # every chunk on the exact path

@@ -1,11 +1,15 @@
 """Float32 accuracy of FAVOR+ at large input norms: the error grid of issue 22 (not a timing benchmark).
 
-    python benchmarks/favor_float32.py [--seeds 20] [--L 256] [--R 10,20,30,40,50,60] [--backend numba] [--grad]
+    python benchmarks/favor_float32.py [--seeds 20] [--L 256] [--R 10,20,30,40,50,60] [--backend numba]
+    [--grad]
 
-For ``|q'| = |k'| = R`` (after the d^{-1/4} scaling; d = 64, m = 256, one head of L positions), queries in random
-directions and keys either in random directions (``random``) or along rows of omega (``aligned``: the keys whose
+For ``|q'| = |k'| = R`` (after the d^{-1/4} scaling; d = 64, m = 256, one head of L positions), queries in
+random
+directions and keys either in random directions (``random``) or along rows of omega (``aligned``: the keys
+whose
 exponent is largest), it runs ``favor_attention`` in float32 and in float64 on the same inputs and omega (the
-float32 arrays cast up) and prints, per (features, mode, keys, R): how many of the seeds raise, and the largest
+float32 arrays cast up) and prints, per (features, mode, keys, R): how many of the seeds raise, and the
+largest
 normwise error ``max|y32 - y64| / max|y64|`` over the seeds that do not (``--grad``: the same for dq, dk, dv,
 domega with a random cotangent). float64 raising is reported separately (it never should).
 """
@@ -77,7 +81,8 @@ def main():
         scope.__enter__()
     names = ["y", "dq", "dk", "dv", "domega"] if args.grad else ["y"]
     print(f"# FAVOR float32 vs float64, d={d}, m={m}, L={args.L}, seeds={args.seeds}, backend={args.backend}")
-    print("| features | mode | keys | R | f32 raises | f64 raises | " + " | ".join(f"max err {n}" for n in names)
+    print("| features | mode | keys | R | f32 raises | f64 raises | "
+          + " | ".join(f"max err {n}" for n in names)
           + " |")
     print("|---|---|---|---|---|---|" + "---|" * len(names))
     for features in args.features.split(","):

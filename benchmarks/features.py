@@ -6,7 +6,8 @@ Workload (issue 4): H = 8 heads, d = 64, m = 256 projections, d_v = 64, float32,
 time of each pass and these same-run ratios:
 
 * forward / roofline, where the roofline is the time of what FAVOR+ cannot avoid: the two projection GEMMs
-  ``(H L, d) @ (d, m)`` (queries and keys), the two attention GEMMs (``phi_k^T [v, 1]`` and ``phi_q kv``) and one
+  ``(H L, d) @ (d, m)`` (queries and keys), the two attention GEMMs (``phi_k^T [v, 1]`` and ``phi_q kv``) and
+  one
   ``np.exp`` pass over each (H, L, m) feature matrix (target <= 2);
 * causal / bidirectional (target <= 1.4) and backward / forward (target <= 1.8);
 * refattn vs performer-pytorch ``FastAttention`` (torch CPU, the same omega copied into its projection buffer,
@@ -14,6 +15,7 @@ time of each pass and these same-run ratios:
 
 BLAS threads are pinned with threadpoolctl (default 1: the shared test machine; pass --threads for more).
 """
+# ruff: noqa: B023 -- every timed lambda runs inside the loop iteration that defines it
 
 from __future__ import annotations
 

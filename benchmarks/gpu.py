@@ -3,23 +3,28 @@
     python benchmarks/gpu.py [--quick] [--L 4096,16384,65536] [--dtypes float32,float64] [--repeat 10]
 
 Needs CuPy and a CUDA device (``refattn[gpu]``); the performer-pytorch rows also need torch with CUDA and
-``performer_pytorch`` (skipped cleanly otherwise). Prints, for H = 8 heads, d = 64, m = 256 features, d_v = 64:
+``performer_pytorch`` (skipped cleanly otherwise). Prints, for H = 8 heads, d = 64, m = 256 features, d_v =
+64:
 
-1. the device's ceilings measured in this run: the GEMM rate of a square CuPy matmul (8192, per dtype; TF32 off,
+1. the device's ceilings measured in this run: the GEMM rate of a square CuPy matmul (8192, per dtype; TF32
+off,
    CuPy's default) and the memory bandwidth of a device-to-device copy of 1 GiB (bytes read + written);
 2. FAVOR+ (``favor_attention_fwd``/``_bwd``, positive features) on CuPy arrays, bidirectional and causal,
    forward and backward: the array-API reference as it runs on CuPy (``accel`` off), and inside
    ``accel.use("cupy")`` (the kernels of ``accel/cupy/`` at the hot primitives, where they exist);
-3. the fraction of the roofline reached: roofline time = max(flops / GEMM rate, bytes / bandwidth) with the flop
+3. the fraction of the roofline reached: roofline time = max(flops / GEMM rate, bytes / bandwidth) with the
+flop
    count of the unavoidable GEMMs (forward, per head: ``4 L d m`` projections + ``4 L m (d_v + 1)`` attention)
    and the bytes of a fully fused pass (read q, k, v, write y);
 4. performer-pytorch ``FastAttention`` on torch CUDA with the same omega copied into its projection buffer,
    forward, both modes, and refattn's time over its time;
 5. a breakdown of the causal forward: the feature maps alone, the causal scan alone (features given).
 
-Times are medians over ``--repeat`` runs timed with CUDA events after two warm-ups; every ratio compares numbers
+Times are medians over ``--repeat`` runs timed with CUDA events after two warm-ups; every ratio compares
+numbers
 measured in this one run.
 """
+# ruff: noqa: B023 -- every timed lambda runs inside the loop iteration that defines it
 
 from __future__ import annotations
 
@@ -80,7 +85,7 @@ def ceilings(dtypes, repeat):
     for dt in dtypes:
         a = cupy.random.standard_normal((n, n), dtype=dt)
         b = cupy.random.standard_normal((n, n), dtype=dt)
-        t = gpu_time(lambda: a @ b, repeat=repeat)
+        t = gpu_time(lambda a=a, b=b: a @ b, repeat=repeat)
         out[("gemm", dt)] = 2.0 * n**3 / t
         print(f"ceiling  GEMM {dt:7s} {n}^3: {t * 1e3:8.3f} ms  {out[('gemm', dt)] / 1e12:7.2f} TFLOP/s")
         del a, b

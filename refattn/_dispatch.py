@@ -1,7 +1,9 @@
-"""The one dispatch point through which ``accel`` swaps in kernels for named hot primitives, and the registry of
+"""The one dispatch point through which ``accel`` swaps in kernels for named hot primitives, and the registry
+of
 those primitives with their reference implementations.
 
-**Registry.** :data:`PRIMITIVES` names every hot primitive; the module that owns a primitive's reference attaches
+**Registry.** :data:`PRIMITIVES` names every hot primitive; the module that owns a primitive's reference
+attaches
 it with :func:`define` when it is imported (``import refattn`` imports them all). :func:`reference` returns a
 reference by name (benchmarks and the accel tests use it instead of private imports), :func:`primitives` the
 whole ``{name: reference}`` table, and every function here raises ``ValueError`` on a name that is not in the
@@ -10,7 +12,8 @@ registry: a misspelled primitive never silently means "run the reference".
 **Dispatch.** A backend registers implementations with :func:`register`; the core asks :func:`implementation`
 (the active backend's kernel, else the reference) or :func:`kernel_for` (the kernel, or ``None``) at each hot
 primitive. The active backend is switched in for the current context with :func:`use_backend`
-(``accel.use(...)`` wraps it): a ``contextvars.ContextVar``, per thread and per asyncio task, nestable, restored
+(``accel.use(...)`` wraps it): a ``contextvars.ContextVar``, per thread and per asyncio task, nestable,
+restored
 on exit and on error. The core never imports ``accel``.
 
 ================================== ===========================================================================
@@ -39,7 +42,8 @@ from typing import Any, Callable, Iterator
 __all__ = ["PRIMITIVES", "define", "reference", "primitives", "register", "kernel_for", "implementation",
            "active_backend", "use_backend", "registered"]
 
-#: Every hot primitive: name -> where its reference lives (documentation; the function is attached by :func:`define`).
+#: Every hot primitive: name -> where its reference lives (documentation; the function is attached by
+# :func:`define`).
 PRIMITIVES: dict[str, str] = {
     "linear_attention.causal_fwd": "refattn.attention._causal._causal_fwd_reference",
     "linear_attention.causal_bwd": "refattn.attention._causal._causal_bwd_reference",
@@ -60,7 +64,8 @@ _known_backends: set[str] = set()
 
 def _check_name(primitive: str) -> None:
     if primitive not in PRIMITIVES:
-        raise ValueError(f"primitive: unknown hot primitive {primitive!r}; expected one of {sorted(PRIMITIVES)}")
+        raise ValueError(f"primitive: unknown hot primitive {primitive!r}; "
+                         f"expected one of {sorted(PRIMITIVES)}")
 
 
 def define(primitive: str, fn: Callable[..., Any] | None = None):
@@ -80,7 +85,8 @@ def reference(primitive: str) -> Callable[..., Any]:
     try:
         return _references[primitive]
     except KeyError:
-        raise ValueError(f"primitive {primitive!r}: its reference ({PRIMITIVES[primitive]}) is attached when its "
+        raise ValueError(f"primitive {primitive!r}: its reference ({PRIMITIVES[primitive]}) is attached when "
+                         "its "
                          "module is imported; import refattn first") from None
 
 
@@ -107,7 +113,8 @@ def active_backend() -> str | None:
 
 
 def kernel_for(primitive: str) -> Callable[..., Any] | None:
-    """The active backend's kernel for `primitive`, or ``None`` when the reference must run (``ValueError`` for
+    """The active backend's kernel for `primitive`, or ``None`` when the reference must run (``ValueError``
+    for
     a name that is not a hot primitive)."""
     _check_name(primitive)
     backend = _active.get()
@@ -125,7 +132,8 @@ def implementation(primitive: str) -> Callable[..., Any]:
 def use_backend(backend: str | None) -> Iterator[None]:
     """Switch `backend` in for the enclosed block (``None`` switches back to the reference)."""
     if backend is not None and backend not in _known_backends:
-        raise ValueError(f"backend: no kernels are registered for {backend!r}; registered: {sorted(_known_backends)}")
+        raise ValueError(f"backend: no kernels are registered for {backend!r}; "
+                         f"registered: {sorted(_known_backends)}")
     token = _active.set(backend)
     try:
         yield

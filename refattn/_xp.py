@@ -244,7 +244,8 @@ def sum_to_shape(x: Any, shape: tuple, *, xp: Any) -> Any:
 def quiet_nonfinite(*arrays: Any):
     """A context in which NumPy does not warn about inf/NaN arithmetic (``numpy.errstate``; a no-op for other
     namespaces): for computations that validate their *result* once instead of every input first, where a
-    non-finite input is reported by that check with the argument's name, not by a RuntimeWarning on the way."""
+    non-finite input is reported by that check with the argument's name, not by a RuntimeWarning on the
+    way."""
     import contextlib
 
     if any(array_api_compat.is_numpy_array(a) for a in arrays):

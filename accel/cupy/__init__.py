@@ -1,18 +1,22 @@
-"""CuPy (CUDA) kernels for refattn's hot primitives; one module per primitive, each with a ``SUPPORTED`` table.
+"""CuPy (CUDA) kernels for refattn's hot primitives; one module per primitive, each with a ``SUPPORTED``
+table.
 
 =====================  ================================  =====================================================
 module                 registered primitive(s)           reference
 =====================  ================================  =====================================================
-``causal``             ``linear_attention.causal_fwd``,  ``refattn.attention.linear._causal_{fwd,bwd}_reference``
+``causal``             ``linear_attention.causal_fwd``,
+``refattn.attention.linear._causal_{fwd,bwd}_reference``
                        ``linear_attention.causal_bwd``   (algorithm: :mod:`accel.cupy.chunk_parallel`)
-``positive``           ``positive_features_stable``      ``refattn.features.positive._positive_features_stable_reference``
+``positive``           ``positive_features_stable``
+``refattn.features.positive._positive_features_stable_reference``
 ``contract``           ``contract_rows``                 ``refattn._xp._contract_rows_reference``
 =====================  ================================  =====================================================
 
 Everything else runs the array-API reference on CuPy arrays (array-api-compat's CuPy namespace); kernels were
 written only where the reference was measured slow on a device (benchmarks/gpu.py, BENCHMARKS.md): the causal
 scan (a Python loop over chunks: 322 ms at L = 16384 against 3.7 ms for the bidirectional pass), the
-feature map's elementwise passes, and the GEMM with a long inner axis ``phi_k^T [v, 1]`` (0.84 ms, a quarter of
+feature map's elementwise passes, and the GEMM with a long inner axis ``phi_k^T [v, 1]`` (0.84 ms, a quarter
+of
 the bidirectional forward).
 
 :func:`register` is called by ``accel.use("cupy")`` (never at import). Importing this package does not import

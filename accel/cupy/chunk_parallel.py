@@ -32,7 +32,8 @@ same sums as the reference's reverse sweep.
 
 Memory: ``O(B L (C + m (d_v + 1) / C))`` for the chunk matrices and the per-chunk states (the price of
 parallelism over chunks; the CPU kernels keep O(m d_v)). The tail is padded to a whole chunk with zero
-features and values and, for ``s``, the last log-scale repeated (it cannot raise any prefix maximum that a real
+features and values and, for ``s``, the last log-scale repeated (it cannot raise any prefix maximum that a
+real
 position sees).
 """
 
@@ -201,7 +202,7 @@ def causal_bwd(g, phi_q, phi_k, v_aug, s, C: int, *, xp, scan_fwd: Callable, sca
         dq = Bm @ k + decay * (gc @ xp.matrix_transpose(S))
         V = xp.matrix_transpose(decay * q) @ gc                                   # r_i = exp(P_{c-1} - M_i)
         G = xp.reshape(scan_rev(xp.reshape(V, (B, n, m * e)), P), (B, n, m, e))
-        wr = xp.expand_dims(xp.exp(sc - xp.expand_dims(P, axis=-1)), axis=-1)     # (B, n, C, 1) exp(s_j - P_c)
+        wr = xp.expand_dims(xp.exp(sc - xp.expand_dims(P, axis=-1)), axis=-1)  # (B, n, C, 1) exp(s_j - P_c)
         dk = xp.matrix_transpose(Bm) @ q + (wr * u) @ xp.matrix_transpose(G)
         du = xp.matrix_transpose(AE) @ gc + wr * (k @ G)
     out = []

@@ -14,8 +14,10 @@ Same signature and outputs as :func:`refattn.features.positive._positive_feature
     phi = exp(u - max_row u) in (0, 1],     log_scale = max_row u - |x|^2/2 - log(m)/2,     u = x omega^T.
 
 The projection is one cuBLAS GEMM (as in the reference); the ``positive_stable`` kernel of
-:mod:`accel.cupy._cuda` then does the rest in one pass, one warp per row, in place in the GEMM's output: the row
-maximum (warp shuffle), ``exp(u - max)``, ``|x|^2`` and the log-scale. The reference's max, subtraction, exp and
+:mod:`accel.cupy._cuda` then does the rest in one pass, one warp per row, in place in the GEMM's output: the
+row
+maximum (warp shuffle), ``exp(u - max)``, ``|x|^2`` and the log-scale. The reference's max, subtraction, exp
+and
 norm are four kernels and four passes over ``(..., L, m)``.
 """
 
@@ -54,8 +56,8 @@ def positive_features_stable(x, omega, k_log_scale=None):
     log_scale : (..., L) cupy.ndarray
     """
     kern = "positive_features_stable"
-    x, x2, u, m = positive_projection(x, omega, k_log_scale, as_array=as_cupy, dtypes=SUPPORTED[kern]["dtypes"],
-                                      kernel=kern)
+    x, x2, u, m = positive_projection(x, omega, k_log_scale, as_array=as_cupy,
+                                      dtypes=SUPPORTED[kern]["dtypes"], kernel=kern)
     d = x2.shape[1]
     N = x2.shape[0]
     log_scale = cupy.empty(N, dtype=x.dtype)                             # (N,)

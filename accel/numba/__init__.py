@@ -1,11 +1,13 @@
-"""Numba (CPU) kernels for refattn's hot primitives; one module per primitive, each with a ``SUPPORTED`` table.
+"""Numba (CPU) kernels for refattn's hot primitives; one module per primitive, each with a ``SUPPORTED``
+table.
 
 =================  ================================  =========================================================
 module             registered primitive(s)           reference
 =================  ================================  =========================================================
 ``causal``         ``linear_attention.causal_fwd``,  ``refattn.attention.linear._causal_{fwd,bwd}_reference``
                    ``linear_attention.causal_bwd``
-``positive``       ``positive_features_stable``      ``refattn.features.positive._positive_features_stable_reference``
+``positive``       ``positive_features_stable``
+``refattn.features.positive._positive_features_stable_reference``
 ``fwht``           ``fwht``                          ``refattn.features.fastfood._fwht_reference``
 ``s2``             ``s2_window_sums``                ``refattn.rpe.s2_clipped._class_sums_reference``
 =================  ================================  =========================================================
@@ -14,7 +16,8 @@ module             registered primitive(s)           reference
 ``refattn._dispatch``. Importing this package imports numba (the ``accel`` extra).
 
 Thread safety: numba's ``workqueue`` threading layer (the fallback when neither OpenMP nor TBB is available)
-aborts the process when two threads run parallel kernels at once. Every registered kernel is therefore wrapped:
+aborts the process when two threads run parallel kernels at once. Every registered kernel is therefore
+wrapped:
 calls are serialised through one lock unless numba reports a thread-safe layer (``omp`` or ``tbb``); until the
 first parallel kernel has run, the layer is unknown and calls are serialised.
 """
@@ -78,4 +81,5 @@ PRIMITIVES: dict = {}
 
 def register() -> None:
     """Register the numba kernels with the core's dispatch point (idempotent)."""
-    register_backend(BACKEND, PRIMITIVES, lambda: {k: _serialised_unless_safe(f) for k, f in _primitives().items()})
+    register_backend(BACKEND, PRIMITIVES,
+                     lambda: {k: _serialised_unless_safe(f) for k, f in _primitives().items()})

@@ -1,4 +1,5 @@
-r"""Numba kernels for the causal linear-attention scan, forward and backward (CPU, ``prange`` over batch x heads).
+r"""Numba kernels for the causal linear-attention scan, forward and backward (CPU, ``prange`` over batch x
+heads).
 
 Supported (read by ``tests/accel/test_causal.py``):
 
@@ -13,11 +14,13 @@ Same signatures and results as the core's chunked reference
 (:func:`refattn.attention.linear._causal_fwd_reference`, ``_causal_bwd_reference``), computed as the
 recurrence of Katharopoulos et al. (the RNN view of causal linear attention), per (batch, head):
 
-    S_i = d_i S_{i-1} + w_i phi_k_i^T v_aug_i,      numer_i = phi_q_i S_i                      (m, d_v + 1) state
+    S_i = d_i S_{i-1} + w_i phi_k_i^T v_aug_i,      numer_i = phi_q_i S_i                      (m, d_v + 1)
+    state
 
 with the key log-scales s carried relative to the prefix maximum ``M_i = max_{j<=i} s_j`` (design.md trap 3):
 ``w_i = exp(s_i - M_i) <= 1`` and ``d_i = exp(M_{i-1} - M_i) <= 1`` rescales the state when the maximum grows,
-so ``S_i = sum_{j<=i} exp(s_j - M_i) phi_k_j^T v_aug_j`` exactly as in the reference (M_i depends on the prefix
+so ``S_i = sum_{j<=i} exp(s_j - M_i) phi_k_j^T v_aug_j`` exactly as in the reference (M_i depends on the
+prefix
 only: the output for a prefix never depends on later tokens). Without log-scales ``d = w = 1``.
 
 Backward, with ``g = d numer_aug``, keeps one (m, d_v + 1) state per sweep and never an (L, m, d_v) stack:
@@ -30,7 +33,8 @@ Backward, with ``g = d numer_aug``, keeps one (m, d_v + 1) state per sweep and n
 Loop order: the time axis is cut into blocks of ``TIME_BLOCK`` steps; for each group of four state rows the
 block's steps run with those rows in L1 (``for a in 0, 4, ...: for t in block: for c``), so the (m, d_v + 1)
 state streams from cache once per block instead of once per step, and one load/store of an output row serves
-four rows (measured: 2-2.5x over one row at a time, benchmarks/accel.py). Every state entry is still updated in time order, so the result does
+four rows (measured: 2-2.5x over one row at a time, benchmarks/accel.py). Every state entry is still updated
+in time order, so the result does
 not depend on the block length (nor on the core's ``chunk_size``, which the recurrence does not need).
 Flops per (batch, head): forward ``4 L m (d_v + 1)``; backward ``10 L m (d_v + 1)`` (4 in the forward sweep,
 6 in the reverse sweep).
@@ -62,7 +66,8 @@ def _fwd_kernel(phi_q, phi_k, v_aug, dec, wk, numer, state, T):  # pragma: no co
     """numer[b, i] = phi_q[b, i] S_i with S_i = dec[b, i] S_{i-1} + wk[b, i] phi_k[b, i]^T v_aug[b, i].
 
     `numer` and `state` (B, m, D) must come zeroed (the state is allocated by the caller, so that tracemalloc
-    sees every byte the scan uses). State rows are taken four at a time (a0..a0+3) so that one load and one store of
+    sees every byte the scan uses). State rows are taken four at a time (a0..a0+3) so that one load and one
+    store of
     numer[b, t, c] serve four rows' updates; the remaining m % 4 rows run one at a time.
     """
     B, L, m = phi_q.shape
@@ -83,7 +88,7 @@ def _fwd_kernel(phi_q, phi_k, v_aug, dec, wk, numer, state, T):  # pragma: no co
                     o = numer[b, t]
                     for c in range(D):
                         uc = u[c]
-                        x0 = d * S0[c] + k0 * uc                         # S_t[a, c] = d_t S_{t-1}[a, c] + w_t k_t[a] u_t[c]
+                        x0 = d * S0[c] + k0 * uc  # S_t[a, c] = d_t S_{t-1}[a, c] + w_t k_t[a] u_t[c]
                         x1 = d * S1[c] + k1 * uc
                         x2 = d * S2[c] + k2 * uc
                         x3 = d * S3[c] + k3 * uc
@@ -109,7 +114,7 @@ def _bwd_kernel(g, phi_q, phi_k, v_aug, dec, wk, dq, dk, dv, state, T):  # pragm
     B, L, m = phi_q.shape
     D = v_aug.shape[2]
     m4 = m - m % 4
-    zero = dq.dtype.type(0)                                              # typed constants: float32 stays float32
+    zero = dq.dtype.type(0)  # typed constants: float32 stays float32
     one = dq.dtype.type(1)
     for b in prange(B):
         S = state[b]                                                     # (m, D) forward-sweep state
@@ -169,7 +174,7 @@ def _bwd_kernel(g, phi_q, phi_k, v_aug, dec, wk, dq, dk, dv, state, T):  # pragm
                     e0, e1, e2, e3 = zero, zero, zero, zero
                     for c in range(D):
                         uc, gc = u[c], gt[c]
-                        x0 = r * G0[c] + q0 * gc                         # G_t[a, c] = r G_{t+1}[a, c] + q_t[a] g_t[c]
+                        x0 = r * G0[c] + q0 * gc  # G_t[a, c] = r G_{t+1}[a, c] + q_t[a] g_t[c]
                         x1 = r * G1[c] + q1 * gc
                         x2 = r * G2[c] + q2 * gc
                         x3 = r * G3[c] + q3 * gc
@@ -178,7 +183,8 @@ def _bwd_kernel(g, phi_q, phi_k, v_aug, dec, wk, dq, dk, dv, state, T):  # pragm
                         e1 += x1 * uc
                         e2 += x2 * uc
                         e3 += x3 * uc
-                        o[c] += (k0 * x0 + k1 * x1) + (k2 * x2 + k3 * x3)   # dv_aug_t[c] += w_t k_t[a] G_t[a, c]
+                        # dv_aug_t[c] += w_t k_t[a] G_t[a, c]
+                        o[c] += (k0 * x0 + k1 * x1) + (k2 * x2 + k3 * x3)
                     dk[b, t, a], dk[b, t, a + 1], dk[b, t, a + 2], dk[b, t, a + 3] = w * e0, w * e1, w * e2, w * e3
             for a in range(m4, m):
                 Ga = G[a]
@@ -195,7 +201,7 @@ def _bwd_kernel(g, phi_q, phi_k, v_aug, dec, wk, dq, dk, dv, state, T):  # pragm
                         x = r * Ga[c] + qa * gt[c]                       # G_t[a, c]
                         Ga[c] = x
                         acc += x * u[c]
-                        o[c] += kw * x                                   # dv_aug_t[c] += w_t phi_k_t[a] G_t[a, c]
+                        o[c] += kw * x  # dv_aug_t[c] += w_t phi_k_t[a] G_t[a, c]
                     dk[b, t, a] = w * acc                                # dphi_k_t[a] = w_t (G_t v_aug_t)[a]
 
 
@@ -253,7 +259,7 @@ def causal_fwd(phi_q, phi_k, v_aug, s, chunk_size):
         check_same("s", sf, "phi_q", (B, L))
     M, dec, wk = step_weights(sf, pq.dtype, (B, L))
     numer = np.zeros(ua.shape, dtype=pq.dtype)                           # (B, L, D)
-    state = np.zeros((B, _m, ua.shape[2]), dtype=pq.dtype)              # (B, m, D): O(m d_v) per (batch, head)
+    state = np.zeros((B, _m, ua.shape[2]), dtype=pq.dtype)  # (B, m, D): O(m d_v) per (batch, head)
     _fwd_kernel(pq, pk, ua, dec, wk, numer, state, TIME_BLOCK)
     numer = numer.reshape(lead + (L, ua.shape[2]))
     return numer, (None if M is None else M.reshape(lead + (L,)))

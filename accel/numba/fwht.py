@@ -9,8 +9,10 @@ primitive    backend       dtypes            registered as
 ===========  ============  ================  ============================
 
 Same signature and result as the core's hot primitive (``refattn.features.fastfood``: ``kernel(x)``):
-``x: (..., D) -> x H`` with H the unnormalised Sylvester Hadamard matrix (D a power of two), along the last axis,
-``H_2h = [[H_h, H_h], [H_h, -H_h]]`` (design.md trap 6). The butterflies are the reference's, done in place in one
+``x: (..., D) -> x H`` with H the unnormalised Sylvester Hadamard matrix (D a power of two), along the last
+axis,
+``H_2h = [[H_h, H_h], [H_h, -H_h]]`` (design.md trap 6). The butterflies are the reference's, done in place in
+one
 copy of each row (parallel over rows): the same additions in the same order, so the result is bit-for-bit the
 reference's. Cost O(D log D) per row against O(D^2) for a dense product with H (benchmarks/accel.py measures
 where each wins).
@@ -36,7 +38,7 @@ def _fwht_rows(y):  # pragma: no cover - compiled
         r = y[n]                                                         # (D,)
         h = 1
         while h < D:
-            for i in range(0, D, 2 * h):                                 # blocks of 2h: [a, b] -> [a + b, a - b]
+            for i in range(0, D, 2 * h):  # blocks of 2h: [a, b] -> [a + b, a - b]
                 for j in range(i, i + h):
                     a = r[j]
                     b = r[j + h]

@@ -14,8 +14,10 @@ Same signature and outputs as :func:`refattn.features.positive._positive_feature
     phi = exp(u - max_row u) in (0, 1],     log_scale = max_row u - |x|^2/2 - log(m)/2,     u = x omega^T
 
 (Choromanski et al. Lemma 1 with the max-subtraction stabiliser, design.md trap 3). The projection is the same
-single 2-D GEMM as the reference (BLAS does that best); the kernel then fuses, per row and in parallel over rows,
-the row maximum, the subtraction *in place* in the GEMM's output, and |x|^2 with the log-scale (two passes over a
+single 2-D GEMM as the reference (BLAS does that best); the kernel then fuses, per row and in parallel over
+rows,
+the row maximum, the subtraction *in place* in the GEMM's output, and |x|^2 with the log-scale (two passes
+over a
 row that stays in L1); the ``exp`` is then applied in place by NumPy's SIMD ufunc. (Numba without Intel SVML
 calls the scalar libm ``exp``: measured 1.5x slower than the reference for the whole map in float32 when the
 exp was inside the kernel; numpy's vectorised exp is 5-10x faster per element.) No (..., L, m) temporary
@@ -83,8 +85,8 @@ def positive_features_stable(x, omega, k_log_scale=None):
     log_scale : (..., L) ndarray
     """
     kern = "positive_features_stable"
-    x, x2, u, m = positive_projection(x, omega, k_log_scale, as_array=as_numpy, dtypes=SUPPORTED[kern]["dtypes"],
-                                      kernel=kern)
+    x, x2, u, m = positive_projection(x, omega, k_log_scale, as_array=as_numpy,
+                                      dtypes=SUPPORTED[kern]["dtypes"], kernel=kern)
     log_scale = np.empty(x2.shape[0], dtype=x.dtype)                     # (N,)
     _shift_rows(u, x2, x.dtype.type(0.5 * math.log(m)), log_scale)
     np.exp(u, out=u)                                                     # (N, m) in (0, 1], in place (SIMD)
@@ -93,8 +95,10 @@ def positive_features_stable(x, omega, k_log_scale=None):
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def _key_frames(u, x, half_log_m, causal, frame):  # pragma: no cover - compiled
-    """In place on ``u: (B, L, m)``: ``l = u - |x|^2/2``, ``u <- l - P`` with ``P`` the column maximum of ``l``
-    (``frame: (B, 1, m)``) or its prefix maximum (``frame: (B, L, m)``); ``frame = P - log(m)/2``. Parallel over
+    """In place on ``u: (B, L, m)``: ``l = u - |x|^2/2``, ``u <- l - P`` with ``P`` the column maximum of
+    ``l``
+    (``frame: (B, 1, m)``) or its prefix maximum (``frame: (B, L, m)``); ``frame = P - log(m)/2``. Parallel
+    over
     (batch, block of 64 features)."""
     B, L, m = u.shape
     d = x.shape[2]

@@ -14,14 +14,16 @@ adjoint)``:
 * ``adjoint=False``: ``u: (..., L, e) -> V: (..., L, R, e)``, ``V_ir = sum_{j : class(i, j) = r} u_j``;
 * ``adjoint=True``: ``u: (..., L, R, e) -> (..., L, e)``, ``out_j = sum_i sum_r [class(i, j) = r] u_ir``.
 
-**1-D signed** (``grid=None``, classes r = -k..k, R = 2k + 1, index r + k): the near classes |r| < k are shifted
+**1-D signed** (``grid=None``, classes r = -k..k, R = 2k + 1, index r + k): the near classes |r| < k are
+shifted
 rows; the two far classes (``j - i >= k`` and ``j - i <= -k``, design.md trap 8) are a running suffix and a
 running prefix sum, accumulated in one sweep each (no difference of cumulative sums, so no cancellation).
 The adjoint uses ``class(i, j) = r  <=>  class(j, i) = -r``. O(L k e).
 
 **2-D Manhattan** (``grid=(H, W)``, row-major, classes 0..k, R = k + 1): near classes are rings
 ``|dy| + |dx| = r`` summed cell by cell; the far class is ``total - window`` (Horn's regrouping, as in the
-reference), and exact zeros when k > H + W - 2 (no pair is that far apart). Classes are symmetric, so the adjoint
+reference), and exact zeros when k > H + W - 2 (no pair is that far apart). Classes are symmetric, so the
+adjoint
 applies class r's sum to slice r. O(L k^2 e). Parallel over the batch axes.
 """
 
@@ -90,7 +92,8 @@ def _sums_1d_adjoint(u, k, out):  # pragma: no cover - compiled
 def _ring_sums_2d(u, k, H, W, slice_of_class, V, far_empty):  # pragma: no cover - compiled
     """Manhattan class sums of ``u: (B, L, S, e)`` taking slice ``slice_of_class[r]`` for class r.
 
-    Writes ``V: (B, L, k + 1, e)`` (zeroed by the caller) with ``V[i, r] = sum_{dist(i, j) = r} u[j, s_r]`` for
+    Writes ``V: (B, L, k + 1, e)`` (zeroed by the caller) with ``V[i, r] = sum_{dist(i, j) = r} u[j, s_r]``
+    for
     r < k and ``V[i, k] = sum_j u[j, s_k] - sum_{dist(i, j) < k} u[j, s_k]`` (zeros when `far_empty`).
     """
     B, L, S, e = u.shape
@@ -120,7 +123,7 @@ def _ring_sums_2d(u, k, H, W, slice_of_class, V, far_empty):  # pragma: no cover
                                 break                                    # dx = -0 = +0: one cell
                 if not far_empty:
                     for c in range(e):
-                        V[b, i, k, c] = total[c]                         # far = total - window (class-k slice)
+                        V[b, i, k, c] = total[c]  # far = total - window (class-k slice)
                     for r in range(k):
                         for dy in range(-r, r + 1):
                             yy = y + dy
@@ -172,7 +175,7 @@ def s2_window_sums(u, k, grid, *, adjoint=False):
         if u.ndim < 2:
             raise ValueError(f"u: expected shape (..., L, e); got {u.shape}")
         uf, lead = _flatten(u, 2)
-        uf = uf[:, :, None, :]                                           # (B, L, 1, e) one slice for every class
+        uf = uf[:, :, None, :]  # (B, L, 1, e) one slice for every class
     B, L, _, e = uf.shape
     if grid is None:
         if adjoint:

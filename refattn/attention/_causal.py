@@ -1,8 +1,10 @@
-r"""Causal linear attention's chunked prefix sums: the hot primitives behind ``linear_attention(causal=True)``.
+r"""Causal linear attention's chunked prefix sums: the hot primitives behind
+``linear_attention(causal=True)``.
 
 Two kinds of key scaling (design.md trap 3; issue 22):
 
-**Row log-scales** ``s: (..., L)`` (:func:`_causal_fwd_reference`, :func:`_causal_bwd_reference`): key j's true
+**Row log-scales** ``s: (..., L)`` (:func:`_causal_fwd_reference`, :func:`_causal_bwd_reference`): key j's
+true
 features are ``phi_k_j exp(s_j)``, combined with the running maximum ``M_i = max_{j<=i} s_j`` (per position,
 also inside a chunk).
 
@@ -21,10 +23,12 @@ at least ``e^-20`` of the float32 range). A chunk with a larger spread (a key th
 by more than e^20 inside the chunk) takes the exact path: the weights ``exp(s_jf - s_if)`` per (i, j, f),
 O(C^2 m) exponentials for that chunk, computed in row blocks to bound memory. Both paths give the same result
 up to rounding; the frames of a prefix never depend on later positions (prefix-only), and the normaliser is at
-least 1 for every query in exact arithmetic (the query's largest feature meets its own key maximum), so it does
+least 1 for every query in exact arithmetic (the query's largest feature meets its own key maximum), so it
+does
 not underflow.
 
-Axes: ``...`` batch and heads, ``L`` positions, ``m`` features, ``d_v + 1`` augmented value width, ``C`` chunk.
+Axes: ``...`` batch and heads, ``L`` positions, ``m`` features, ``d_v + 1`` augmented value width, ``C``
+chunk.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ from __future__ import annotations
 from .. import _dispatch
 from .._xp import device_of, namespace
 
-#: Largest spread of the frames inside a chunk for which the chunk-level frame is used (see the module docstring).
+#: Largest spread of the frames inside a chunk for which the chunk-level frame is used (see the module
+# docstring).
 SPREAD_LIMIT = 20.0
 
 #: Elements of the (rows, C, m) exact-path weight block computed at once (bounds its memory).
@@ -82,7 +87,8 @@ def state_stride(chunk_size, d1):
 
 
 def _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
-    """:func:`_causal_fwd_reference`, also returning the states before chunks 0, stride, 2 stride, ... (a tuple
+    """:func:`_causal_fwd_reference`, also returning the states before chunks 0, stride, 2 stride, ... (a
+    tuple
     of ``(..., m, d_v + 1)`` arrays; ``None`` when `stride` is None) for :func:`_causal_bwd_stored`."""
     xp = namespace(phi_q, phi_k, v_aug)
     kept = [] if stride else None
@@ -124,7 +130,8 @@ def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, states, stride)
 
     The states before the chunks of a block of `stride` chunks are recomputed from the block's kept state (one
     state update per chunk, ``stride - 1`` per block), then the block's chunks are processed in reverse: the
-    intra-chunk terms, ``dphi_q``'s inter-chunk term from the state, and the reverse-accumulated cotangent ``G``
+    intra-chunk terms, ``dphi_q``'s inter-chunk term from the state, and the reverse-accumulated cotangent
+    ``G``
     for ``dphi_k`` and ``dv_aug`` (as in :func:`_causal_bwd_reference`, which recomputes every state in a
     separate forward sweep). Memory beyond the outputs: the kept states and `stride` states of a block.
     """
@@ -391,7 +398,8 @@ def _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
 
 def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, states, stride):
     """Backward of :func:`_causal_frames_fwd_states` from its kept states: one reverse sweep, the states
-    inside a block of `stride` chunks recomputed from the block's kept state (see :func:`_causal_bwd_stored`)."""
+    inside a block of `stride` chunks recomputed from the block's kept state (see
+    :func:`_causal_bwd_stored`)."""
     xp = namespace(g, phi_q, phi_k, v_aug, s)
     L = phi_q.shape[-2]
     dev = device_of(phi_q)
@@ -429,7 +437,7 @@ def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, states, str
             dKc = ua @ xp.matrix_transpose(G)                                     # (..., c, m) via the state
             dua = Kc @ G                                                          # (..., c, d_v + 1)
             if ok:
-                up = xp.exp(E_end - sc)                                           # (..., c, m) <= e^SPREAD_LIMIT
+                up = xp.exp(E_end - sc)  # (..., c, m) <= e^SPREAD_LIMIT
                 Qc = pq * up
                 dQc = Bm @ Kc
                 if decay is not None:

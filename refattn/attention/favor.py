@@ -1,4 +1,5 @@
-r"""FAVOR / FAVOR+: the Performer's estimator of softmax attention, as feature maps composed with linear attention.
+r"""FAVOR / FAVOR+: the Performer's estimator of softmax attention, as feature maps composed with linear
+attention.
 
 Softmax attention ``softmax(q k^T / sqrt(d)) v`` uses the kernel ``exp(q . k / sqrt(d))``, which is
 ``softmax_kernel(q', k') = exp(q' . k')`` on the scaled inputs ``q' = d^{-1/4} q``, ``k' = d^{-1/4} k``. FAVOR
@@ -12,7 +13,8 @@ replaces it by random features ``phi(q') . phi(k')`` with that mean, and runs li
     the antithetic ``[omega; -omega]`` variant, :func:`~refattn.features.positive.hyperbolic_features_stable`.
 ``features="trig"`` (FAVOR as Horn et al. describe it)
     :func:`~refattn.features.trig.softmax_trig_features_stable`: RKS features with ``h(x) = exp(|x|^2/2)`` as
-    the log-scale. Its estimates can be negative, so the normaliser can be zero or negative (design.md trap 4):
+    the log-scale. Its estimates can be negative, so the normaliser can be zero or negative (design.md trap
+    4):
     ``on_nonpositive="raise"`` (default) raises a ``ValueError`` with the count and the minimum,
     ``"ignore"`` returns the output as computed.
 
@@ -51,7 +53,8 @@ __all__ = ["favor_attention", "favor_attention_fwd", "favor_attention_bwd", "Fav
 
 Array = Any
 
-#: feature map name -> (query map fwd, bwd, key map fwd, bwd). Positive and hyperbolic keys get per-feature frames
+#: feature map name -> (query map fwd, bwd, key map fwd, bwd). Positive and hyperbolic keys get per-feature
+# frames
 #: (``*_key_features_stable``, issue 22) that are folded into the query map (``k_log_scale=``); trig keys keep
 #: their row log-scale ``|k|^2/2`` (key map ``None``: the query map serves both).
 FAVOR_FEATURES = {
@@ -153,13 +156,14 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
         q_fwd, _, k_fwd, _ = FAVOR_FEATURES[features]
         scale = float(q.shape[-1]) ** -0.25
         if k_fwd is None:                                                             # trig: row log-scales
-            (phi_q, _q_log_scale), q_cache = q_fwd(q * scale, omega)                  # (..., L, m'); log-scale dropped
+            # (..., L, m'); the query log-scale is dropped
+            (phi_q, _q_log_scale), q_cache = q_fwd(q * scale, omega)
             (phi_k, k_log_scale), k_cache = q_fwd(k * scale, omega)                   # (..., L, m'), (..., L)
         else:                                                                         # per-feature key frames
             k_core, q_core = _CORES[features]
-            (phi_k, frame), k_cache = k_core(k * scale, omega, causal)                # (..., L, m'), (..., 1|L, m')
+            (phi_k, frame), k_cache = k_core(k * scale, omega, causal)  # (..., L, m'), (..., 1|L, m')
             (phi_q, _q_log_scale), q_cache = q_core(q * scale, omega, frame)          # frame folded in
-            k_log_scale = frame if causal else None                                   # bidirectional: it cancels
+            k_log_scale = frame if causal else None  # bidirectional: it cancels
     try:
         with quiet_nonfinite(q, k, v, omega):
             y, attn_cache = _linear_fwd_core(phi_q, phi_k, v, causal, k_log_scale, chunk_size, on_nonpositive,

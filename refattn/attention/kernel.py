@@ -34,7 +34,8 @@ def exp_dot_kernel(q, k, *, scale=None):
 
 
 def kernel_attention(q, k, v, kernel: Callable[[Array, Array], Array], *, causal=False, on_nonpositive="raise"):
-    r"""Attention with an arbitrary kernel, materialising the (Lq, Lk) kernel matrix (Chowdhury et al. Eq. (1)).
+    r"""Attention with an arbitrary kernel, materialising the (Lq, Lk) kernel matrix (Chowdhury et al. Eq.
+    (1)).
 
     Parameters
     ----------

@@ -16,13 +16,16 @@ gives numerator and denominator together.
 **Key log-scales.** Positive random features overflow unless stabilised (design.md trap 3). Two forms:
 
 * row log-scales ``s: (..., L)``: a key row arrives as ``phi_k_j * exp(s_j)`` (the raw product is never
-  formed); the sums are carried relative to a running maximum M of s, over all positions in bidirectional mode,
+  formed); the sums are carried relative to a running maximum M of s, over all positions in bidirectional
+  mode,
   over the *prefix* j <= i in causal mode (M_i = max_{j<=i} s_j, per position, also inside a chunk), with the
-  accumulated state rescaled by exp(M_old - M_new) when the maximum grows. The output is exactly invariant to M,
+  accumulated state rescaled by exp(M_old - M_new) when the maximum grows. The output is exactly invariant to
+  M,
   and in causal mode M depends on the prefix alone.
 * per-feature frames ``s: (..., L, m)`` (causal; issue 22): every feature column of the keys has its own scale
   (its prefix maximum), and ``phi_q`` arrives in the reciprocal frame of its own position; the weight of
-  (i, j, f) is ``phi_q_if phi_k_jf exp(s_jf - s_if) <= phi_q_if phi_k_jf``. This keeps float32 accurate where a
+  (i, j, f) is ``phi_q_if phi_k_jf exp(s_jf - s_if) <= phi_q_if phi_k_jf``. This keeps float32 accurate where
+  a
   row scale underflows (module ``_causal`` has the chunk algorithm and its guard).
 
 Axes: ``...`` batch and heads, ``L`` positions, ``m`` feature width (m' of the issues: m for positive maps, 2m
@@ -34,7 +37,8 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .. import _dispatch
-from .._xp import check_choice, check_finite, check_positive_int, check_shape, contract_rows, device_of, namespace
+from .._xp import (check_choice, check_finite, check_positive_int, check_shape, contract_rows, device_of,
+                   namespace)
 from ._causal import (_bcast2, _causal_bwd_stored, _causal_frames_bwd_stored, _causal_frames_fwd_states,
                       _causal_fwd_states, state_stride)
 from ._normaliser import augment as _augment
@@ -53,7 +57,8 @@ __all__ = [
 Array = Any
 
 #: Default causal chunk length C (rows per chunk), chosen by measurement: benchmarks/attention.py sweeps C in
-#: {16, 32, 48, 64}; C = 32 is fastest for forward and backward at H = 8, m = 256, d_v = 64 (see BENCHMARKS.md).
+#: {16, 32, 48, 64}; C = 32 is fastest for forward and backward at H = 8, m = 256, d_v = 64 (see
+# BENCHMARKS.md).
 DEFAULT_CHUNK_SIZE = 32
 
 
@@ -68,7 +73,8 @@ class LinearAttentionCache(NamedTuple):
     y: Array            # (..., L, d_v) output
     causal: bool
     chunk_size: int
-    states: Any = None  # causal, reference forward: states before every stride-th chunk, each (..., m, d_v + 1)
+    # causal, reference forward: states before every stride-th chunk, each (..., m, d_v + 1)
+    states: Any = None
     stride: int = None  # state_stride(C, d_v + 1): the kept states hold <= about 2 L m elements
 
 
@@ -104,8 +110,9 @@ def _validate(phi_q, phi_k, v, k_log_scale, causal, chunk_size, on_nonpositive):
             check_shape("k_log_scale", k_log_scale, "..., L, m", sizes)
             if not causal:
                 raise ValueError(
-                    "k_log_scale: per-feature frames of shape (..., L, m) are for causal=True; in bidirectional "
-                    "attention one frame (..., 1, m) cancels between the query and key features: fold it into "
+                    "k_log_scale: per-feature frames of shape (..., L, m) are for causal=True; in "
+                    "bidirectional attention one frame (..., 1, m) cancels between the query and key "
+                    "features: fold it into "
                     "phi_q (positive_features_stable(q, omega, k_log_scale=...)) and pass none here")
         else:
             check_shape("k_log_scale", k_log_scale, "..., L", sizes)
@@ -140,15 +147,18 @@ def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chu
     k_log_scale : (..., L) or (..., L, m) array, optional
         Key scales, in one of two forms (design.md trap 3, issue 22).
 
-        * ``(..., L)``, **row log-scales**: the keys' true features are ``phi_k * exp(k_log_scale)[..., None]``,
+        * ``(..., L)``, **row log-scales**: the keys' true features are ``phi_k * exp(k_log_scale)[...,
+        None]``,
           combined with a running maximum (over all positions, or over the prefix in causal mode) so that they
           are never formed. Any feature map (trig ones included); in float32 positive features of large inputs
           can underflow this way (a query's dominant feature may sit where every key's row scale is small).
-        * ``(..., L, m)``, **per-feature frames** (``causal=True`` only): nondecreasing along L (prefix maxima,
+        * ``(..., L, m)``, **per-feature frames** (``causal=True`` only): nondecreasing along L (prefix
+        maxima,
           from :func:`~refattn.features.positive.positive_key_features_stable`), key j's feature f is
           ``phi_k_jf exp(s_jf)`` and ``phi_q`` is given in the reciprocal frame of its own position (folded in
           by ``positive_features_stable(q, omega, k_log_scale=...)``), so the weight of (i, j, f) is
-          ``phi_q_if phi_k_jf exp(s_jf - s_if)``. Chunks whose frames spread by at most ``SPREAD_LIMIT`` use the
+          ``phi_q_if phi_k_jf exp(s_jf - s_if)``. Chunks whose frames spread by at most ``SPREAD_LIMIT`` use
+          the
           chunk's frame (GEMMs); others the exact per-position weights (module ``_causal``). Bidirectional
           attention needs no frame: one ``(..., 1, m)`` frame cancels between query and key features.
     chunk_size : int
@@ -190,10 +200,11 @@ def _fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonpositive, *, xp, inp
         if kernel is not None:                                                    # an accel kernel: no states
             numer, M = (kernel(phi_q, phi_k, v_aug, s, chunk_size), None) if frames else kernel(
                 phi_q, phi_k, v_aug, s, chunk_size)
-        else:                                                                     # keep states for the backward
+        else:  # keep states for the backward
             stride = state_stride(chunk_size, v_aug.shape[-1])
             if frames:
-                (numer, states), M = _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride), None
+                numer, states = _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride)
+                M = None
             else:
                 numer, M, states = _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride)
     z = numer[..., d_v:]                                                          # (..., L, 1)
@@ -330,5 +341,6 @@ def linear_attention_step(state, phi_q_t, phi_k_t, v_t, k_log_scale_t=None, *, o
         z = xp.expand_dims(decay, axis=-1) * state.z + xp.expand_dims(w, axis=-1) * phi_k_t   # (..., m)
     numer = xp.squeeze(xp.expand_dims(phi_q_t, axis=-2) @ S, axis=-2)             # (..., d_v)
     denom = xp.sum(phi_q_t * z, axis=-1, keepdims=True)                           # (..., 1)
-    check_normaliser(denom, on_nonpositive, xp=xp, inputs={"phi_q_t": phi_q_t, "phi_k_t": phi_k_t, "v_t": v_t})
+    check_normaliser(denom, on_nonpositive, xp=xp,
+                     inputs={"phi_q_t": phi_q_t, "phi_k_t": phi_k_t, "v_t": v_t})
     return numer / denom, LinearAttentionState(S=S, z=z, M=M_new)

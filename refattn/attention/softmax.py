@@ -64,7 +64,7 @@ def _validate(q, k, v, mask_add, causal, scale):
     if mask_add is not None:
         full = tuple(q.shape[:-1]) + (Lk,)
         ok = mask_add.ndim <= len(full) and all(
-            m in (1, f) for m, f in zip(tuple(mask_add.shape)[::-1], full[::-1])
+            m in (1, f) for m, f in zip(tuple(mask_add.shape)[::-1], full[::-1], strict=False)
         )
         if not ok:
             raise ValueError(
@@ -178,7 +178,7 @@ def softmax_attention_bwd(dy, cache: SoftmaxAttentionCache) -> SoftmaxAttentionG
     dq_blocks, dmask_blocks = [], []
     dk = xp.zeros_like(c.k)
     dv = xp.zeros_like(c.v)
-    delta = xp.sum(dy * c.y, axis=-1, keepdims=True)                                # (..., Lq, 1) rowsum(dP * P)
+    delta = xp.sum(dy * c.y, axis=-1, keepdims=True)  # (..., Lq, 1) rowsum(dP * P)
     for r0 in range(0, Lq, c.block):
         r1 = min(Lq, r0 + c.block)
         q_b = c.q[..., r0:r1, :]

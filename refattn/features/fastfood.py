@@ -15,7 +15,8 @@ Conventions fixed here (the paper leaves them open or states them reversed):
 * M is a multiple of D (n_blocks independent blocks stacked); the paper's "M | d_q" is reversed.
 * The law of S (``refattn.random.draw_fastfood``): ``S_ii = s_i / ||G||_F`` with ``s_i ~ chi(D)`` (Le et al.):
   every row of V is then exactly N(0, I / sigma^2), rows' norms independent. With ``S = I`` every row is still
-  N(0, I / sigma^2) *marginally* (so the estimators below stay unbiased), but all rows of a block share one norm
+  N(0, I / sigma^2) *marginally* (so the estimators below stay unbiased), but all rows of a block share one
+  norm
   ``||G||_F / sigma`` -- a different joint law, hence a different variance (measured in the tests).
 * Appendix D variants: ``variant="SGB"`` (S, G, B learnable, the paper's main model), ``"S"`` (only S) and
   ``"fixed"`` (basic FastFood, nothing learnable). Frozen diagonals get ``None`` gradients.
@@ -25,9 +26,11 @@ Feature maps on the projections ``u = x V^T``:
 * FastFood-RKS (Eq. 6 with Eq. 3): ``[cos u, sin u] / sqrt(M)`` estimates ``exp(-|q - k|^2 / (2 sigma^2))``;
 * FastFood-PRF (Eq. 12 with Eq. 9): ``exp(u - |x|^2) / sqrt(M)`` estimates
   ``exp(-|q|^2 - |k|^2 + |q + k|^2 / (2 sigma^2))``, the Gaussian kernel ``exp(-|q - k|^2 / 2)`` at sigma = 1
-  (design.md trap 1: the offset is |x|^2, not |x|^2 / 2). A row-stabilised version returns ``(phi, log_scale)``.
+  (design.md trap 1: the offset is |x|^2, not |x|^2 / 2). A row-stabilised version returns ``(phi,
+  log_scale)``.
 
-The kernels are those of the *initial* law of (S, G, B, Pi); once S, G, B are trained the map estimates whatever
+The kernels are those of the *initial* law of (S, G, B, Pi); once S, G, B are trained the map estimates
+whatever
 kernel the learned diagonals define (no closed form).
 
 Axes: ``...`` batch and heads, ``L`` positions, ``d`` head width, ``D`` padded width (power of two),
@@ -86,10 +89,11 @@ def _fwht_reference(x: Array, *, xp: Any) -> Array:
     y = x
     h = 1
     while h < D:
-        y = xp.reshape(y, batch + (D // (2 * h), 2, h))   # (..., D/2h, 2, h): pairs of already transformed halves
+        # (..., D/2h, 2, h): pairs of already transformed halves
+        y = xp.reshape(y, batch + (D // (2 * h), 2, h))
         a = y[..., 0, :]                                    # (..., D/2h, h)
         b = y[..., 1, :]                                    # (..., D/2h, h)
-        y = xp.stack((a + b, a - b), axis=-2)               # (..., D/2h, 2, h): H_2h = [[H_h, H_h], [H_h, -H_h]]
+        y = xp.stack((a + b, a - b), axis=-2)  # (..., D/2h, 2, h): H_2h = [[H_h, H_h], [H_h, -H_h]]
         h *= 2
     return xp.reshape(y, batch + (D,))                      # (..., D)
 
@@ -235,11 +239,11 @@ def fastfood_projection_fwd(x: Array, params: FastFoodParams, *, sigma: float = 
     scale = 1.0 / (sigma * math.sqrt(D))
     u0 = xp.expand_dims(x_pad, axis=-2) * params.B                                  # (..., L, nb, D)  B x
     u1 = _fwht(u0, xp=xp)                                                           # (..., L, nb, D)  H B x
-    offsets = xp.reshape(xp.arange(nb, dtype=params.perm.dtype, device=device_of(x)) * D, (nb, 1))       # (nb, 1)
+    offsets = xp.reshape(xp.arange(nb, dtype=params.perm.dtype, device=device_of(x)) * D, (nb, 1))  # (nb, 1)
     index = xp.reshape(params.perm + offsets, (nb * D,))                            # (nb D,)
     u2 = xp.reshape(xp.take(xp.reshape(u1, batch + (nb * D,)), index, axis=-1),
-                    batch + (nb, D))                                                # (..., L, nb, D)  Pi H B x
-    u3 = _fwht(u2 * params.G, xp=xp)                                                # (..., L, nb, D)  H G Pi H B x
+                    batch + (nb, D))  # (..., L, nb, D)  Pi H B x
+    u3 = _fwht(u2 * params.G, xp=xp)  # (..., L, nb, D)  H G Pi H B x
     u = xp.reshape(u3 * (params.S * scale), batch + (nb * D,))                      # (..., L, M)  Eq. 6
     inv_index = xp.argsort(index)                                                   # (nb D,)
     return u, _ProjCache(x_pad, u1, u2, u3, params, inv_index, scale, d, variant)
@@ -256,7 +260,7 @@ def fastfood_projection_bwd(du: Array, cache: _ProjCache) -> FastFoodGrads:
     du3 = xp.reshape(du, batch + (nb, D))                                            # (..., L, nb, D)
     learn = FASTFOOD_VARIANTS[c.variant]
     dS = xp.sum(du3 * c.u3, axis=red) * c.scale if "S" in learn else None          # (nb, D)
-    dv = _fwht(du3 * (p.S * c.scale), xp=xp)                                        # (..., L, nb, D)  d(G Pi H B x)
+    dv = _fwht(du3 * (p.S * c.scale), xp=xp)  # (..., L, nb, D)  d(G Pi H B x)
     dG = xp.sum(dv * c.u2, axis=red) if "G" in learn else None                      # (nb, D)
     du2 = dv * p.G                                                                  # (..., L, nb, D)
     du1 = xp.reshape(xp.take(xp.reshape(du2, batch + (nb * D,)), c.inv_index, axis=-1),
@@ -299,7 +303,7 @@ def _rks_from_projection_bwd(dphi: Array, u: Array, *, xp: Any) -> Array:
 
 
 def _prf_exponent(u: Array, x: Array, *, xp: Any) -> Array:
-    return u - xp.sum(x * x, axis=-1, keepdims=True)                                 # (..., L, M)  w.x - |x|^2
+    return u - xp.sum(x * x, axis=-1, keepdims=True)  # (..., L, M)  w.x - |x|^2
 
 
 def _prf_exponent_bwd(de: Array, x: Array, *, xp: Any) -> tuple[Array, Array]:
@@ -320,9 +324,9 @@ def _stable_exp_bwd(dphi: Array, dlog_scale: Array | None, e: Array, phi: Array,
                     xp: Any) -> Array:
     """de for (phi, log_scale) = stable_exp(e): the row max has gradient one-hot(argmax) (ties split)."""
     at_max = xp.astype(phi == 1.0, e.dtype)                                          # (..., L, M) argmax of e
-    at_max = at_max / xp.sum(at_max, axis=-1, keepdims=True)                          # ties share the gradient
+    at_max = at_max / xp.sum(at_max, axis=-1, keepdims=True)  # ties share the gradient
     g = dphi * phi                                                                   # (..., L, M)
-    dls = -xp.sum(g, axis=-1)                                                        # (..., L)  phi depends on -ls
+    dls = -xp.sum(g, axis=-1)  # (..., L)  phi depends on -ls
     if dlog_scale is not None:
         dls = dls + dlog_scale
     return g + at_max * xp.expand_dims(dls, axis=-1)                                 # (..., L, M)
@@ -410,14 +414,16 @@ def fastfood_prf_features(x: Array, params: FastFoodParams, *, sigma: float = 1.
 
 def fastfood_prf_features_stable_fwd(x: Array, params: FastFoodParams, *, sigma: float = 1.0,
                                      variant: str = "SGB") -> tuple[tuple[Array, Array], _FeatCache]:
-    r"""Row-stabilised FastFood-PRF: returns ``((phi, log_scale), cache)`` with raw map ``phi * exp(log_scale)``.
+    r"""Row-stabilised FastFood-PRF: returns ``((phi, log_scale), cache)`` with raw map ``phi *
+    exp(log_scale)``.
 
     Returns
     -------
     phi : (..., L, M) array
         Entries in (0, 1]: the row maximum of the exponent is factored out (design.md trap 3).
     log_scale : (..., L) array
-        Row maximum of the exponent minus log(M)/2; pass as ``k_log_scale`` for keys (a query's cancels in its row normalisation).
+        Row maximum of the exponent minus log(M)/2; pass as ``k_log_scale`` for keys (a query's cancels in its
+        row normalisation).
     """
     u, pc = fastfood_projection_fwd(x, params, sigma=sigma, variant=variant)
     xp = namespace(u)
@@ -464,5 +470,5 @@ def fastfood_prf_kernel(q: Array, k: Array, *, sigma: float = 1.0) -> Array:
     xp = namespace(q, k, names=("q", "k"))
     qq = xp.sum(q * q, axis=-1, keepdims=True)                                      # (..., Lq, 1)
     kk = xp.expand_dims(xp.sum(k * k, axis=-1), axis=-2)                              # (..., 1, Lk)
-    oo = qq + kk + 2.0 * (q @ xp.matrix_transpose(k))                                 # (..., Lq, Lk)  |q + k|^2
+    oo = qq + kk + 2.0 * (q @ xp.matrix_transpose(k))  # (..., Lq, Lk)  |q + k|^2
     return xp.exp(-qq - kk + oo / (2.0 * sigma * sigma))

@@ -8,7 +8,8 @@ For ``omega ~ N(0, I_d)``, ``E[exp(omega . s)] = exp(|s|^2/2)``; with ``s = q + 
 so ``positive_features(x, omega) = exp(x omega^T - |x|^2/2) / sqrt(m)`` estimates the **softmax kernel**
 :func:`~refattn.features.trig.softmax_kernel` without bias, and every estimate is positive.
 
-**KL Eq. (9)** (Chowdhury et al.): ``PRF(x) = exp(-|x|^2) [exp(omega_1 . x), ...] / sqrt(M)``, offset ``|x|^2``
+**KL Eq. (9)** (Chowdhury et al.): ``PRF(x) = exp(-|x|^2) [exp(omega_1 . x), ...] / sqrt(M)``, offset
+``|x|^2``
 instead of ``|x|^2/2``. With ``omega ~ N(0, I)`` the same computation gives
 ``exp(|q + k|^2/2 - |q|^2 - |k|^2) = exp(-|q - k|^2/2)``: exactly (constant 1, unit bandwidth) the **Gaussian
 kernel** :func:`~refattn.features.trig.gaussian_kernel`, not the softmax kernel (design.md trap 1):
@@ -27,20 +28,23 @@ attention's row normalisation, the key factor does not.
     Var hyperbolic         = exp(-|q|^2 - |k|^2) (exp(|s|^2) - 1)^2 / (2 m)
     Var gaussian_positive  = exp(-|q - k|^2) (exp(|s|^2) - 1) / m.
 
-**Stabiliser** (design.md trap 3). ``exp(x omega^T - |x|^2/2)`` overflows or underflows for large inputs (float32:
+**Stabiliser** (design.md trap 3). ``exp(x omega^T - |x|^2/2)`` overflows or underflows for large inputs
+(float32:
 exponents beyond about +-88). :func:`positive_features_stable` returns ``(phi, log_scale)`` with
 
     phi       = exp(u - max_row u)                  in (0, 1], each row's maximum is exactly 1,
     log_scale = max_row u - |x|^2/2 - log(m)/2,     u = x omega^T,
 
-so that ``phi * exp(log_scale)[..., None] == positive_features(x, omega)``: the ``1/sqrt(m)`` and the ``|x|^2/2``
+so that ``phi * exp(log_scale)[..., None] == positive_features(x, omega)``: the ``1/sqrt(m)`` and the
+``|x|^2/2``
 offset are folded into the log-scale (they are constant along a row), which leaves one subtraction and one
 ``exp`` per feature entry. Keys pass ``log_scale`` to ``linear_attention(..., k_log_scale=...)``; queries drop
 it (a per-row factor cancels between numerator and normaliser). This fused map is a dispatchable hot primitive
 (``refattn._dispatch.kernel_for("positive_features_stable")``): a registered kernel has the signature and the
 outputs of :func:`_positive_features_stable_reference`.
 
-Axes: ``...`` batch and heads, ``L`` positions, ``d`` input width, ``m`` projections (feature width m; 2m for the
+Axes: ``...`` batch and heads, ``L`` positions, ``d`` input width, ``m`` projections (feature width m; 2m for
+the
 hyperbolic map).
 """
 
@@ -60,7 +64,8 @@ __all__ = [
     "hyperbolic_features", "hyperbolic_features_fwd", "hyperbolic_features_bwd",
     "hyperbolic_features_stable", "hyperbolic_features_stable_fwd", "hyperbolic_features_stable_bwd",
     "positive_key_features_stable", "positive_key_features_stable_fwd", "positive_key_features_stable_bwd",
-    "hyperbolic_key_features_stable", "hyperbolic_key_features_stable_fwd", "hyperbolic_key_features_stable_bwd",
+    "hyperbolic_key_features_stable", "hyperbolic_key_features_stable_fwd",
+    "hyperbolic_key_features_stable_bwd",
     "PositiveFeaturesCache", "PositiveFeaturesGrads", "HyperbolicFeaturesCache", "KeyFeaturesCache",
 ]
 
@@ -117,7 +122,8 @@ def _raw_bwd(dphi, cache, omega_grad=True):
 def positive_features_fwd(x, omega):
     r"""Raw positive random features ``exp(x omega^T - |x|^2/2) / sqrt(m)`` (FAVOR+), and the cache.
 
-    Estimates the softmax kernel: ``E[phi(q) . phi(k)] = softmax_kernel(q, k) = exp(q . k)`` (Choromanski et al.
+    Estimates the softmax kernel: ``E[phi(q) . phi(k)] = softmax_kernel(q, k) = exp(q . k)`` (Choromanski et
+    al.
     Lemma 1; Chowdhury et al., the identity before Eq. (9)). Unstabilised: entries overflow (inf) or underflow
     (0) once ``|x omega_i - |x|^2/2|`` exceeds ~88 (float32) / ~709 (float64); attention should use
     :func:`positive_features_stable`.
@@ -191,7 +197,8 @@ def _positive_features_stable_reference(x, omega, k_log_scale=None):
     dispatch point; inputs already validated).
 
     ``x: (..., L, d)``, ``omega: (m, d)``, ``k_log_scale: (..., 1, m)``, ``(..., L, m)`` or None (0) ->
-    ``phi: (..., L, m) = exp(u' - max_row u')``, ``log_scale: (..., L) = max_row u' - |x|^2/2 - log(m)/2`` with
+    ``phi: (..., L, m) = exp(u' - max_row u')``, ``log_scale: (..., L) = max_row u' - |x|^2/2 - log(m)/2``
+    with
     ``u' = x omega^T + k_log_scale``. Elementwise work after the GEMM: (one add,) one max pass, one in-place
     subtraction, one exp.
     """
@@ -344,7 +351,8 @@ def _key_fwd(x, omega, causal):
 
 
 def positive_key_features_stable_fwd(x, omega, *, causal=False):
-    r"""Keys' positive random features with a **per-feature** stabiliser ``(phi, k_log_scale)``, and the cache.
+    r"""Keys' positive random features with a **per-feature** stabiliser ``(phi, k_log_scale)``, and the
+    cache.
 
     ``phi * exp(k_log_scale) == positive_features(x, omega)`` (Choromanski et al. Lemma 1) with
 
@@ -379,13 +387,15 @@ def positive_key_features_stable_fwd(x, omega, *, causal=False):
     return _key_fwd(x, omega, causal)
 
 
-def positive_key_features_stable_bwd(dout, cache: KeyFeaturesCache, *, omega_grad=True) -> PositiveFeaturesGrads:
+def positive_key_features_stable_bwd(dout, cache: KeyFeaturesCache, *,
+                                     omega_grad=True) -> PositiveFeaturesGrads:
     r"""Gradients of :func:`positive_key_features_stable` from ``(dphi, dk_log_scale)``.
 
     With ``g = dphi * phi`` the cotangent of ``l`` is ``g`` plus, at each maximiser, what its maximum carries:
     ``dP - g`` (``phi = exp(l - P)`` and ``k_log_scale = P - log(m)/2``). Bidirectional: the column argmax
     receives ``sum_L (dP - g)``. Causal: position i's ``dP_i - g_i`` goes to the last position ``a(i) <= i``
-    where the running maximum was attained (segment sums, from a reverse cumulative sum and the next maximiser's
+    where the running maximum was attained (segment sums, from a reverse cumulative sum and the next
+    maximiser's
     index). ``dk_log_scale`` may be ``None`` (zero). Then ``dx = dl omega - sum_m(dl) x``, ``domega = dl^T x``
     (not computed with ``omega_grad=False``).
     """
@@ -445,7 +455,8 @@ def _antithetic_grad(domega2, m):
 
 
 def hyperbolic_features_fwd(x, omega):
-    r"""Hyperbolic (antithetic) positive features ``[exp(u), exp(-u)] exp(-|x|^2/2) / sqrt(2m)``, ``u = x omega^T``.
+    r"""Hyperbolic (antithetic) positive features ``[exp(u), exp(-u)] exp(-|x|^2/2) / sqrt(2m)``, ``u = x
+    omega^T``.
 
     Estimates ``softmax_kernel(q, k) = exp(q . k)``: ``phi(q) . phi(k) = (1/m) sum_i cosh(omega_i . (q + k))
     exp(-|q|^2/2 - |k|^2/2)`` (Choromanski et al., the hyperbolic variant of Lemma 1). Raw (unstabilised).

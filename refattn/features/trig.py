@@ -1,4 +1,5 @@
-r"""Trigonometric random features (random Fourier features / Random Kitchen Sinks) and the kernels they estimate.
+r"""Trigonometric random features (random Fourier features / Random Kitchen Sinks) and the kernels they
+estimate.
 
 **RKS** (Rahimi & Recht; Chowdhury et al. Eq. (3)). With projections ``omega_i ~ N(0, I_d)``, i = 1..m,
 
@@ -9,20 +10,23 @@ has ``phi(q) . phi(k) = (1/m) sum_i cos(omega_i . (q - k))``, whose mean is the 
 Chowdhury et al. Eq. (2)). It is *not* the softmax kernel (design.md trap 1).
 
 **Softmax-trig** (Horn et al. Sec. 2.1: FAVOR with ``h(x) = exp(|x|^2/2)``, ``f_1 = sin``, ``f_2 = cos``).
-Since ``exp(q . k) = exp(|q|^2/2) exp(|k|^2/2) exp(-|q - k|^2/2)``, the map ``exp(|x|^2/2) phi(x)`` estimates the
+Since ``exp(q . k) = exp(|q|^2/2) exp(|k|^2/2) exp(-|q - k|^2/2)``, the map ``exp(|x|^2/2) phi(x)`` estimates
+the
 **softmax kernel** ``exp(q . k)`` (:func:`softmax_kernel`) without bias. Its row factor ``exp(|x|^2/2)``
 overflows float32 at |x| ~ 13.3; :func:`softmax_trig_features_stable` returns it as a log-scale instead
 (``(trig_features(x), |x|^2/2)``), to be handed to ``linear_attention(..., k_log_scale=...)`` for keys and
 dropped for queries (it scales a whole row of numerator and denominator alike).
 
-**Variance** (iid Gaussian omega, derived in ``tests/features/test_trig.py`` and checked there by Monte Carlo):
+**Variance** (iid Gaussian omega, derived in ``tests/features/test_trig.py`` and checked there by Monte
+Carlo):
 each ``cos(omega . delta)`` with ``delta = q - k`` has mean ``e^{-|delta|^2/2}`` and
 ``E cos^2 = (1 + e^{-2|delta|^2}) / 2``, so
 
     MSE_RKS(q, k)     = (1 - exp(-|q - k|^2))^2 / (2 m)
     MSE_softmax-trig  = exp(|q|^2 + |k|^2) (1 - exp(-|q - k|^2))^2 / (2 m).
 
-The estimate can be zero or negative, so the normaliser of trig linear attention can be too (design.md trap 4):
+The estimate can be zero or negative, so the normaliser of trig linear attention can be too (design.md trap
+4):
 ``linear_attention`` reports it (``on_nonpositive``); nothing here hides it.
 
 Axes: ``...`` batch and heads, ``L`` positions, ``d`` input width, ``m`` projections (feature width 2m),
@@ -51,7 +55,8 @@ Array = Any
 class TrigFeaturesCache(NamedTuple):
     x: Array      # (..., L, d)
     omega: Array  # (m, d)
-    phi: Array    # (..., L, 2m)  [cos u, sin u] / sqrt(m), u = x omega^T (the backward reads cos and sin from it)
+    # (..., L, 2m)  [cos u, sin u] / sqrt(m), u = x omega^T (the backward reads cos and sin from it)
+    phi: Array
 
 
 class TrigFeaturesGrads(NamedTuple):
@@ -77,9 +82,11 @@ def _check_qk(q, k):
 
 
 def softmax_kernel(q, k):
-    r"""The softmax (exponential) kernel ``exp(q . k)``: ``q: (..., Lq, d)``, ``k: (..., Lk, d)`` -> ``(..., Lq, Lk)``.
+    r"""The softmax (exponential) kernel ``exp(q . k)``: ``q: (..., Lq, d)``, ``k: (..., Lk, d)`` -> ``(...,
+    Lq, Lk)``.
 
-    Unscaled: softmax attention's ``exp(q . k / sqrt(d))`` is this kernel on ``d^{-1/4} q`` and ``d^{-1/4} k``.
+    Unscaled: softmax attention's ``exp(q . k / sqrt(d))`` is this kernel on ``d^{-1/4} q`` and ``d^{-1/4}
+    k``.
     Estimated without bias by :func:`softmax_trig_features` (Horn et al. Sec. 2.1) and by the positive and
     hyperbolic maps of :mod:`refattn.features.positive` (Choromanski et al. Lemma 1; the identity before
     Chowdhury et al. Eq. (9)).
@@ -91,7 +98,8 @@ def softmax_kernel(q, k):
 def gaussian_kernel(q, k):
     r"""The Gaussian (RBF, unit bandwidth) kernel ``exp(-|q - k|^2 / 2)``, ``(..., Lq, Lk)``.
 
-    Computed as ``exp(q . k - |q|^2/2 - |k|^2/2)`` (no (Lq, Lk, d) difference array). Estimated without bias by
+    Computed as ``exp(q . k - |q|^2/2 - |k|^2/2)`` (no (Lq, Lk, d) difference array). Estimated without bias
+    by
     :func:`trig_features` (RKS, Chowdhury et al. Eq. (3)) and by
     :func:`refattn.features.positive.gaussian_positive_features` (Chowdhury et al. Eq. (9) with
     ``omega ~ N(0, I)``).
@@ -146,7 +154,7 @@ def trig_features_bwd(dphi, cache: TrigFeaturesCache, *, omega_grad=True) -> Tri
     xp = namespace(dphi, c.phi, names=("dphi", "cache.phi"))
     check_shape("dphi", dphi, "..., L, m2", check_shape("phi", c.phi, "..., L, m2"))
     m = c.omega.shape[0]
-    cos_s, sin_s = c.phi[..., :m], c.phi[..., m:]                                 # (..., L, m) cos u/sqrt(m), ...
+    cos_s, sin_s = c.phi[..., :m], c.phi[..., m:]  # (..., L, m) cos u/sqrt(m), ...
     du = cos_s * dphi[..., m:] - sin_s * dphi[..., :m]                            # (..., L, m)
     dx, domega = project_bwd(du, c.x, c.omega, xp=xp, omega_grad=omega_grad)
     return TrigFeaturesGrads(x=dx, omega=domega)
@@ -209,7 +217,8 @@ def softmax_trig_features(x, omega):
 def softmax_trig_features_stable_fwd(x, omega):
     r"""Horn et al.'s softmax-trig map with its row factor returned as a log-scale, and the cache.
 
-    ``phi * exp(log_scale)[..., None]`` equals :func:`softmax_trig_features` ``(x, omega)``; nothing overflows.
+    ``phi * exp(log_scale)[..., None]`` equals :func:`softmax_trig_features` ``(x, omega)``; nothing
+    overflows.
 
     Returns
     -------

@@ -4,16 +4,22 @@ Both return ``omega: (m, d)``, the m projection rows used by every random featur
 :mod:`refattn.features` (trig / RKS, positive / PRF, hyperbolic): the row ``omega_i`` enters the features as
 ``x . omega_i``.
 
-* :func:`draw_gaussian`: rows iid ``N(0, I_d)`` (Rahimi & Recht; Choromanski et al. "FAVOR+" with iid features).
-* :func:`draw_orthogonal`: rows stacked in blocks of d exactly orthogonal directions (Choromanski et al.'s ORFs):
+* :func:`draw_gaussian`: rows iid ``N(0, I_d)`` (Rahimi & Recht; Choromanski et al. "FAVOR+" with iid
+features).
+* :func:`draw_orthogonal`: rows stacked in blocks of d exactly orthogonal directions (Choromanski et al.'s
+ORFs):
   each d x d block is a Haar-distributed orthogonal matrix, obtained from the QR decomposition of a Gaussian
   matrix **with the sign correction** ``Q <- Q diag(sign(diag R))`` (Mezzadri 2007). Without it, LAPACK's
-  Householder QR returns ``R`` with a sign pattern tied to the input (``R_00 = -sign(G_00) |G_:0|``), so the first
+  Householder QR returns ``R`` with a sign pattern tied to the input (``R_00 = -sign(G_00) |G_:0|``), so the
+  first
   direction always has a negative first coordinate and the draw is not Haar: a PRF estimator built on it is
-  biased, and the bias depends on the direction of ``q + k`` (design.md trap 2; ``tests/random/test_performer.py``
+  biased, and the bias depends on the direction of ``q + k`` (design.md trap 2;
+  ``tests/random/test_performer.py``
   shows it along the all-ones direction for d = 16). Each row is then rescaled to an independent chi(d) norm
-  (``norms="chi"``: the marginal law of every row is exactly ``N(0, I_d)``, so every unbiased iid estimator stays
-  unbiased) or to ``sqrt(d)`` (``norms="sqrt_d"``: the "regularised" variant, unbiased only in the limit). When d
+  (``norms="chi"``: the marginal law of every row is exactly ``N(0, I_d)``, so every unbiased iid estimator
+  stays
+  unbiased) or to ``sqrt(d)`` (``norms="sqrt_d"``: the "regularised" variant, unbiased only in the limit).
+  When d
   does not divide m the last block is truncated to its first ``m mod d`` rows.
 
 Draws are made in float64 and cast to `dtype`, so one seed gives the same projections (to rounding) in float32
@@ -72,7 +78,7 @@ def _haar_blocks(rng: np.random.Generator, n: int, d: int, *, sign_correction: b
         s = np.sign(np.diagonal(R, axis1=-2, axis2=-1))                           # (n, d)
         s[s == 0] = 1.0                                                           # probability zero; keep Q
         Q = Q * s[:, None, :]                                                     # Q diag(s): column j * s_j
-    return np.swapaxes(Q, -1, -2)                                                 # (n, d, d) rows = columns of Q
+    return np.swapaxes(Q, -1, -2)  # (n, d, d) rows = columns of Q
 
 
 def _orthogonal_draws(rng: np.random.Generator, n: int, m: int, d: int, *, norms: str = "chi",
@@ -93,8 +99,10 @@ def draw_orthogonal(rng: np.random.Generator, m: int, d: int, *, norms: str = "c
                     dtype: Any = np.float64) -> np.ndarray:
     r"""Draw ``omega: (m, d)`` as stacked Haar-orthogonal d x d blocks with rescaled rows (Performer ORFs).
 
-    Rows ``b d, ..., b d + d - 1`` are exactly orthogonal (block ``b``); blocks are independent; the last block
-    is truncated when d does not divide m. Each block is Haar on O(d): the QR decomposition of a Gaussian matrix
+    Rows ``b d, ..., b d + d - 1`` are exactly orthogonal (block ``b``); blocks are independent; the last
+    block
+    is truncated when d does not divide m. Each block is Haar on O(d): the QR decomposition of a Gaussian
+    matrix
     with the ``sign(diag R)`` correction (see the module docstring for why the correction matters).
 
     Parameters

@@ -70,7 +70,7 @@ def test_kernels_equal_reference(rng, dtype, with_scale, shape):
     g = rng.standard_normal(numer0.shape).astype(dtype)
     ref = _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M0, 8)
     got = causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M1, 8)
-    for name, a, e in zip(("dphi_q", "dphi_k", "dv_aug"), got, ref):
+    for name, a, e in zip(("dphi_q", "dphi_k", "dv_aug"), got, ref, strict=True):
         _close(a, e, dtype, name)
 
 
@@ -84,7 +84,7 @@ def test_result_independent_of_time_block_and_chunk_size(rng, monkeypatch):
     n2, _ = causal.causal_fwd(phi_q, phi_k, v_aug, s, 3)
     b2 = causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M1, 3)
     np.testing.assert_array_equal(n2, n1)
-    for a, b in zip(b2, b1):
+    for a, b in zip(b2, b1, strict=True):
         np.testing.assert_array_equal(a, b)
 
 
@@ -249,7 +249,8 @@ def test_extra_memory_is_o_m_dv_per_head(rng):
         call()
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        budget = outputs + B * m * D * it + 6 * B * L * it + 64 * 1024   # outputs + state + step weights + slack
+        # outputs + state + step weights + slack
+        budget = outputs + B * m * D * it + 6 * B * L * it + 64 * 1024
         assert peak <= budget, (name, peak, budget)
         assert peak - outputs < stack / 16, (name, peak - outputs, stack)
 

@@ -1,6 +1,8 @@
-"""accel.cupy: the chunk-parallel causal algorithm equals the chunked reference (on the CPU, with the plain scan
+"""accel.cupy: the chunk-parallel causal algorithm equals the chunked reference (on the CPU, with the plain
+scan
 loops: runs everywhere); on a device, the CUDA scans equal those loops, every CuPy kernel equals its reference
-forward and backward in every mode its ``SUPPORTED`` table declares, and prefix invariance, recurrent == causal,
+forward and backward in every mode its ``SUPPORTED`` table declares, and prefix invariance, recurrent ==
+causal,
 gradient checks, FAVOR+ and a transformer training step hold under ``accel.use("cupy")``; clear TypeErrors.
 The device tests skip cleanly without CuPy and a CUDA device."""
 
@@ -14,10 +16,10 @@ import pytest
 import accel
 from accel.cupy import chunk_parallel
 from refattn._dispatch import reference
+from validation import assert_close, check_vjp
 
 _causal_fwd_reference = reference("linear_attention.causal_fwd")
 _causal_bwd_reference = reference("linear_attention.causal_bwd")
-from validation import assert_close, check_vjp
 
 # (batch, L, m, e): L = 1, L not a multiple of the chunk, several chunks, one chunk exactly
 CASES = [(1, 1, 3, 3), (2, 37, 5, 4), (3, 70, 4, 3), (2, 64, 8, 5)]
@@ -63,7 +65,7 @@ def test_chunk_parallel_algorithm_equals_reference(rng, shape, with_scale, C):
     g = rng.standard_normal(numer0.shape)
     ref = _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M0, 8)
     got = chunk_parallel.causal_bwd(g, phi_q, phi_k, v_aug, s, C, xp=np, scan_rev=_RSCAN, **_SCANS)
-    for name, a, e in zip(("dphi_q", "dphi_k", "dv_aug"), got, ref):
+    for name, a, e in zip(("dphi_q", "dphi_k", "dv_aug"), got, ref, strict=True):
         _close(a, e, "float64", name)
 
 
@@ -137,7 +139,7 @@ def test_causal_kernels_equal_reference(rng, cp, dtype, with_scale, shape):
     g = rng.standard_normal(numer0.shape).astype(dtype)
     ref = _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M0, 8)
     got = causal.causal_bwd(cp.asarray(g), *d, M1, 8)
-    for name, a, e in zip(("dphi_q", "dphi_k", "dv_aug"), got, ref):
+    for name, a, e in zip(("dphi_q", "dphi_k", "dv_aug"), got, ref, strict=True):
         assert a.shape == e.shape
         _close(cp.asnumpy(a), e, dtype, name)
 
@@ -146,8 +148,10 @@ def test_causal_kernels_equal_reference(rng, cp, dtype, with_scale, shape):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("norm", [1.0, 60.0], ids=["unit", "norm60"])
 def test_positive_kernel_equals_reference(rng, cp, dtype, norm):
-    """Inputs of norm 60 overflow exp(|x|^2/2) in both dtypes: the outputs stay finite and equal. Tolerance: the
-    two GEMMs (cuBLAS, NumPy's BLAS) round ``u = x . omega`` differently by at most ``d eps |x| |omega|`` (times
+    """Inputs of norm 60 overflow exp(|x|^2/2) in both dtypes: the outputs stay finite and equal. Tolerance:
+    the
+    two GEMMs (cuBLAS, NumPy's BLAS) round ``u = x . omega`` differently by at most ``d eps |x| |omega|``
+    (times
     a safety factor 4), and phi <= 1 moves by at most that much absolutely, as does the log-scale."""
     from accel.cupy import positive
     _positive_features_stable_reference = reference("positive_features_stable")
@@ -285,10 +289,10 @@ def test_training_step_under_cupy_equals_reference(cp):
     with accel.use("cupy"):
         loss1, g1, p1 = step(to(params), to(feats), cp.asarray(ids), cp.asarray(labels))
     np.testing.assert_allclose(float(loss1), float(loss0), rtol=1e-10)
-    for i, (a, b) in enumerate(zip(tree_leaves(g1), tree_leaves(g0))):
+    for i, (a, b) in enumerate(zip(tree_leaves(g1), tree_leaves(g0), strict=True)):
         np.testing.assert_allclose(cp.asnumpy(a), b, rtol=1e-9, atol=1e-9 * float(np.max(np.abs(b)) or 1.0),
                                    err_msg=f"gradient leaf {i}")
-    for i, (a, b) in enumerate(zip(tree_leaves(p1), tree_leaves(p0))):
+    for i, (a, b) in enumerate(zip(tree_leaves(p1), tree_leaves(p0), strict=True)):
         np.testing.assert_allclose(cp.asnumpy(a), b, rtol=1e-9, atol=1e-9, err_msg=f"updated parameter leaf {i}")
 
 
@@ -330,7 +334,7 @@ def test_contract_rows_equals_reference(rng, cp, monkeypatch, dtype, shape, loop
     expected = _contract_rows_reference(a, b)
     got = contract.contract_rows(cp.asarray(a), cp.asarray(b))
     assert got.shape == expected.shape and got.dtype == expected.dtype
-    eps = float(np.finfo(dtype).eps)                  # a sum of N products: error ~ eps sqrt(N) |a_col| |b_col|
+    eps = float(np.finfo(dtype).eps)  # a sum of N products: error ~ eps sqrt(N) |a_col| |b_col|
     scale = np.sqrt(np.sum(a.astype(float) ** 2, axis=-2))[..., :, None] * np.sqrt(
         np.sum(b.astype(float) ** 2, axis=-2))[..., None, :]
     assert np.all(np.abs(cp.asnumpy(got) - expected) <= 8 * eps * np.sqrt(N) * scale)

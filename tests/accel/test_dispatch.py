@@ -137,17 +137,20 @@ def test_two_threads_compute_with_their_own_backend():
 
 
 def test_unknown_backend_name():
-    with pytest.raises(ValueError, match=r"accel.use: unknown backend 'numpy'; expected one of \['cupy', 'numba'\]"):
+    msg = r"accel.use: unknown backend 'numpy'; expected one of \['cupy', 'numba'\]"
+    with pytest.raises(ValueError, match=msg):
         with accel.use("numpy"):
             pass
 
 
 @pytest.mark.parametrize("name, extra, package", [("numba", "accel", "numba"), ("cupy", "gpu", "cupy")])
 def test_unavailable_backend_names_package_and_extra(monkeypatch, name, extra, package):
-    monkeypatch.setitem(accel._PROBES, name, lambda: (False, f"package {package!r} does not import (simulated)"))
+    monkeypatch.setitem(accel._PROBES, name,
+                        lambda: (False, f"package {package!r} does not import (simulated)"))
     assert accel.available()[name] is False
     with pytest.raises(accel.BackendUnavailableError,
-                       match=rf"accel.use\('{name}'\): backend unavailable: package '{package}' does not import.*"
+                       match=rf"accel.use\('{name}'\): backend unavailable: package '{package}' does not "
+                             rf"import.*"
                              rf"pip install 'refattn\[{extra}\]'"):
         with accel.use(name):
             pass
@@ -188,7 +191,8 @@ def test_import_accel_does_not_import_numba():
 
 
 def test_kernels_are_serialised_under_an_unsafe_threading_layer(monkeypatch):
-    """Under numba's workqueue layer two threads must never run kernels at once: the wrapper serialises them."""
+    """Under numba's workqueue layer two threads must never run kernels at once: the wrapper serialises
+    them."""
     pytest.importorskip("numba")
     import time
 
@@ -221,11 +225,13 @@ def test_kernels_are_serialised_under_an_unsafe_threading_layer(monkeypatch):
 
 
 def test_registry_names_every_primitive_and_rejects_unknown_names():
-    """One registry {name: reference}: a misspelled primitive raises instead of silently running the reference."""
+    """One registry {name: reference}: a misspelled primitive raises instead of silently running the
+    reference."""
     table = _dispatch.primitives()
     assert set(table) == set(_dispatch.PRIMITIVES) and all(callable(f) for f in table.values())
     for call in (_dispatch.kernel_for, _dispatch.reference, _dispatch.implementation):
-        with pytest.raises(ValueError, match=r"primitive: unknown hot primitive 'linear_attention\.causal_fwdd'"):
+        msg = r"primitive: unknown hot primitive 'linear_attention\.causal_fwdd'"
+        with pytest.raises(ValueError, match=msg):
             call("linear_attention.causal_fwdd")
     with pytest.raises(ValueError, match=r"unknown hot primitive 'fwth'"):
         _dispatch.register("numba", "fwth", lambda x: x)

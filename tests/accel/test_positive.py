@@ -74,7 +74,8 @@ def test_key_kernel_equals_reference(rng, dtype, shape, causal, m):
 
 
 def test_large_norm_inputs_stay_finite():
-    """|x| = 300: raw features exp(u - |x|^2/2) underflow/overflow in both dtypes; the stabilised pair is finite."""
+    """|x| = 300: raw features exp(u - |x|^2/2) underflow/overflow in both dtypes; the stabilised pair is
+    finite."""
     rng = np.random.default_rng(1)
     x = 300.0 * rng.standard_normal((2, 9, 8))
     omega = rng.standard_normal((16, 8))
@@ -101,7 +102,8 @@ def test_feature_pair_gradcheck_under_numba(rng):
 @pytest.mark.parametrize("causal", [False, True], ids=["bidir", "causal"])
 @pytest.mark.parametrize("features", ["positive", "hyperbolic"])
 def test_favor_under_numba_equals_reference(rng, dtype, causal, features):
-    """The fused numba FAVOR+ path (feature kernel, then the causal scan) equals the reference, fwd and bwd."""
+    """The fused numba FAVOR+ path (feature kernels, then the causal scan) equals the reference, fwd and
+    bwd."""
     B, H, L, d, d_v, m = 2, 2, 37, 8, 4, 16
     q, k = (rng.standard_normal((B, H, L, d)).astype(dtype) for _ in range(2))
     v = rng.standard_normal((B, H, L, d_v)).astype(dtype)
@@ -126,7 +128,8 @@ def test_favor_gradcheck_under_numba(rng, causal):
 
 
 def test_gradcheck_catches_wrong_feature_kernel(rng, monkeypatch):
-    """Must-fail: a key-feature kernel whose features are off by a factor exp(1e-3 x_0) breaks the FAVOR+ gradient
+    """Must-fail: a key-feature kernel whose features are off by a factor exp(1e-3 x_0) breaks the FAVOR+
+    gradient
     check (the backward is the reference's; the forward no longer matches it)."""
     from accel.numba import PRIMITIVES
 

@@ -58,10 +58,10 @@ def test_training_step_under_numba_equals_reference(att, dtype, tol):
     np.testing.assert_allclose(float(loss1), float(loss0), rtol=tol)
     l1, l0 = tree_leaves(g1), tree_leaves(g0)
     assert len(l1) == len(l0) > 0
-    for i, (a, b) in enumerate(zip(l1, l0)):
+    for i, (a, b) in enumerate(zip(l1, l0, strict=True)):
         scale = float(np.max(np.abs(b))) if b.size else 1.0
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * scale, err_msg=f"gradient leaf {i}")
-    for i, (a, b) in enumerate(zip(tree_leaves(p1), tree_leaves(p0))):
+    for i, (a, b) in enumerate(zip(tree_leaves(p1), tree_leaves(p0), strict=True)):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=f"updated parameter leaf {i}")
 
 

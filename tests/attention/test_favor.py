@@ -1,7 +1,10 @@
 """FAVOR / FAVOR+ (favor_attention): it is exactly linear attention on the raw feature maps; it converges to
-softmax_attention with RMS error proportional to m^{-1/2} (both modes, float32 and float64); it stays finite for
-|x| up to 60 in float32; in causal mode a prefix's output does not depend on appended tokens, even keys aligned with
-rows of omega whose exponent exceeds every earlier one (a global-max stabiliser fails the same test); gradients
+softmax_attention with RMS error proportional to m^{-1/2} (both modes, float32 and float64); it stays finite
+for
+|x| up to 60 in float32; in causal mode a prefix's output does not depend on appended tokens, even keys
+aligned with
+rows of omega whose exponent exceeds every earlier one (a global-max stabiliser fails the same test);
+gradients
 for q, k, v and omega; trig normalisers reported; bad input.
 """
 
@@ -22,7 +25,7 @@ from refattn import (
     softmax_trig_features,
 )
 from refattn.random import draw_gaussian, draw_orthogonal
-from tests.helpers import asxp, to_numpy
+from tests.helpers import asxp
 from validation import assert_close, check_vjp
 
 RAW = {"positive": positive_features, "hyperbolic": hyperbolic_features, "trig": softmax_trig_features}
@@ -123,7 +126,7 @@ def _prefix_case(dtype):
     u = rng.standard_normal((L0, d))
     k0 = 20.0 * s * u / np.linalg.norm(u, axis=1, keepdims=True)   # large norm: exponents ~ -150
     big = np.argsort(-np.linalg.norm(w, axis=1))[:4]
-    k1 = s * w[np.resize(big, L1)]                         # aligned with rows of omega: exponent |omega_i|^2/2
+    k1 = s * w[np.resize(big, L1)]  # aligned with rows of omega: exponent |omega_i|^2/2
     q = 0.5 * rng.standard_normal((L0 + L1, d))
     k = np.concatenate([k0, k1])[None]
     v = rng.standard_normal((1, L0 + L1, 3))

@@ -89,7 +89,7 @@ def test_causal_prefix_invariance(xp, rng, dtype_name, rtol):
     L0, L1 = 21, 40
     q, k, v = _elu_inputs(rng, xp, (2, L1, 4), dtype)
     s_np = rng.standard_normal((2, L1))
-    s_np[:, L0:] += 200.0                                          # later keys: exp(200 - s_j) underflows float32
+    s_np[:, L0:] += 200.0  # later keys: exp(200 - s_j) underflows float32
     s = asxp(xp, s_np, dtype)
     phi_q, phi_k = elu_features(q), elu_features(k)
     full = linear_attention(phi_q, phi_k, v, causal=True, k_log_scale=s, chunk_size=16)
@@ -150,7 +150,8 @@ def test_linear_attention_gradcheck_strict(rng):
 
 
 def test_gradcheck_catches_wrong_causal_backward(rng, monkeypatch):
-    """Must-fail: a causal backward whose dphi_k is off by 1e-4 (relative) is caught, for the default one-sweep
+    """Must-fail: a causal backward whose dphi_k is off by 1e-4 (relative) is caught, for the default
+    one-sweep
     backward from the kept states and for the two-sweep reference."""
     import refattn.attention.linear as linear_mod
     from refattn import _dispatch
@@ -186,7 +187,8 @@ def test_gradcheck_catches_wrong_causal_backward(rng, monkeypatch):
 @pytest.mark.parametrize("scale", ["none", "rows", "frames"])
 @pytest.mark.parametrize("chunk_size, L", [(4, 37), (1, 9), (32, 100), (8, 8)])
 def test_kept_states_backward_equals_two_sweep_reference(rng, scale, chunk_size, L):
-    """The default causal backward (one reverse sweep from the states kept by the forward, issue 27) equals the
+    """The default causal backward (one reverse sweep from the states kept by the forward, issue 27) equals
+    the
     two-sweep reference that recomputes them; the kept states stay within 2 L m elements."""
     phi_q, phi_k = (np.exp(rng.standard_normal((2, L, 5))) for _ in range(2))
     v = rng.standard_normal((2, L, 3))

@@ -17,7 +17,7 @@ def _inputs(rng, shape=(2, 11), m=5, d_v=3, jump=0.0):
     phi_q = np.exp(rng.standard_normal(batch + (L, m)) - 1.0)
     phi_k = np.exp(rng.standard_normal(batch + (L, m)) - 1.0)
     v = rng.standard_normal(batch + (L, d_v))
-    s = np.maximum.accumulate(rng.standard_normal(batch + (L, m)) * 2.0, axis=-2)   # (..., L, m) prefix maxima
+    s = np.maximum.accumulate(rng.standard_normal(batch + (L, m)) * 2.0, axis=-2)  # (..., L, m) prefix maxima
     if jump:
         s[..., L // 2:, 1] += jump                                                 # one feature jumps mid-way
     return phi_q, phi_k, v, s
@@ -65,8 +65,8 @@ def test_prefix_invariance_under_huge_later_frames(rng, dtype):
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
     for chunk_size in (4, 8, 32):
         y = linear_attention(*args[:3], causal=True, k_log_scale=args[3], chunk_size=chunk_size)
-        y0 = linear_attention(*(a[..., :L0, :] for a in args[:3]), causal=True, k_log_scale=args[3][..., :L0, :],
-                              chunk_size=chunk_size)
+        y0 = linear_attention(*(a[..., :L0, :] for a in args[:3]), causal=True,
+                              k_log_scale=args[3][..., :L0, :], chunk_size=chunk_size)
         assert np.all(np.isfinite(y))
         np.testing.assert_allclose(y[..., :L0, :], y0, **tol)
 
@@ -80,9 +80,10 @@ def test_chunk_frame_alone_would_leak_a_huge_later_key(rng, monkeypatch):
     args = [a.astype(np.float32) for a in (phi_q, phi_k, v, s)]
     with np.errstate(all="ignore"):
         try:
-            y = linear_attention(*args[:3], causal=True, k_log_scale=args[3], chunk_size=8, on_nonpositive="ignore")
+            y = linear_attention(*args[:3], causal=True, k_log_scale=args[3], chunk_size=8,
+                                 on_nonpositive="ignore")
         except ValueError:
-            return                                                    # the leak surfaced as a non-finite output
+            return  # the leak surfaced as a non-finite output
     y0 = linear_attention(*(a[..., :6, :] for a in args[:3]), causal=True, k_log_scale=args[3][..., :6, :],
                           chunk_size=8)
     assert not np.allclose(y[..., :6, :], y0, rtol=1e-5, atol=1e-6)

@@ -1,4 +1,5 @@
-"""Validate once, at the public boundary (issue 21): a FAVOR forward checks its inputs' shapes and dtypes, runs
+"""Validate once, at the public boundary (issue 21): a FAVOR forward checks its inputs' shapes and dtypes,
+runs
 the unchecked cores of the feature maps and of linear attention, and checks only its result -- two host syncs
 (normaliser, output) bidirectional, three causal (plus the chunk plan of the guarded frames path). A counting
 wrapper around array_api_strict counts the host syncs (``bool``/``float``/``int`` of an array) and the

@@ -1,14 +1,17 @@
 r"""Positive random features (FAVOR+), the stabiliser, KL Eq. (9) and hyperbolic features: exact formulas, the
-dispatch point, unbiasedness against the kernel each estimates (wrong kernel / wrong offset rejected), the derived
+dispatch point, unbiasedness against the kernel each estimates (wrong kernel / wrong offset rejected), the
+derived
 variance formulas, large-norm inputs, gradients, bad input.
 
 Variances derived here (iid omega ~ N(0, I_d), m projections, s = q + k; E exp(omega . a) = exp(|a|^2/2)):
 
 * positive: Y = exp(omega.s - |q|^2/2 - |k|^2/2), E Y^2 = exp(2|s|^2 - |q|^2 - |k|^2) = exp(2 q.k) exp(|s|^2),
   so Var = exp(2 q.k) (exp(|s|^2) - 1) / m;
-* hyperbolic: Y = cosh(omega.s) e^{-(|q|^2+|k|^2)/2}, E cosh^2 = (1 + e^{2|s|^2})/2, Var cosh = (e^{|s|^2} - 1)^2/2,
+* hyperbolic: Y = cosh(omega.s) e^{-(|q|^2+|k|^2)/2}, E cosh^2 = (1 + e^{2|s|^2})/2, Var cosh = (e^{|s|^2} -
+1)^2/2,
   so Var = e^{-|q|^2-|k|^2} (e^{|s|^2} - 1)^2 / (2m);
-* KL Eq. (9): Y = exp(omega.s - |q|^2 - |k|^2), E Y^2 = exp(2|s|^2 - 2|q|^2 - 2|k|^2) = e^{-|q-k|^2} e^{|s|^2},
+* KL Eq. (9): Y = exp(omega.s - |q|^2 - |k|^2), E Y^2 = exp(2|s|^2 - 2|q|^2 - 2|k|^2) = e^{-|q-k|^2}
+e^{|s|^2},
   so Var = exp(-|q - k|^2) (exp(|s|^2) - 1) / m, around the mean exp(-|q - k|^2/2) (the Gaussian kernel).
 """
 
@@ -37,13 +40,13 @@ from refattn import (
     softmax_kernel,
 )
 from refattn import _dispatch
-
-_positive_features_stable_reference = _dispatch.reference("positive_features_stable")
 from refattn.random import draw_gaussian
 from refattn.random.performer import _orthogonal_draws
 from tests.features.test_trig import _points, per_draw_kernel
 from tests.helpers import asxp, to_numpy
 from validation import assert_close, assert_mean_within_se, assert_mse_matches, check_vjp, mean_test
+
+_positive_features_stable_reference = _dispatch.reference("positive_features_stable")
 
 CASES = [(1, 1, 1, 1), (2, 5, 3, 4), (2, 3, 17, 8, 6)]  # (..., L, d, m)
 
@@ -75,7 +78,8 @@ def test_positive_formulas(xp, dtype, case, rng):
 
 
 def test_dispatch_point_is_used():
-    """positive_features_stable_fwd asks refattn._dispatch for "positive_features_stable"; a registered kernel's
+    """positive_features_stable_fwd asks refattn._dispatch for "positive_features_stable"; a registered
+    kernel's
     outputs are returned inside its backend scope only."""
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
@@ -109,7 +113,7 @@ def test_positive_unbiased_for_softmax_kernel(draws, seed):
     assert_mean_within_se(est, softmax_kernel(q, k), label=f"PRF ({draws})", seed=seed)
     assert not mean_test(est, gaussian_kernel(q, k)).passed                       # must fail: wrong kernel
     est_eq9 = per_draw_kernel(gaussian_positive_features, q, k, W, 1)
-    assert not mean_test(est_eq9, softmax_kernel(q, k)).passed                    # must fail: wrong offset |x|^2
+    assert not mean_test(est_eq9, softmax_kernel(q, k)).passed  # must fail: wrong offset |x|^2
 
 
 @pytest.mark.parametrize("draws", ["iid", "orthogonal"])
