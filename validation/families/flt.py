@@ -168,7 +168,7 @@ def _att_target(framework):
     if framework != "numpy":
         raise UsageError(f"target refattn --as flt --kind attention: NumPy only (refattn's FLT backward is "
                          f"taken with respect to the spectrum and proposal, not the contract's xi and w, and "
-                         f"torch autograd cannot differentiate the causal path, which writes chunks in place); "
+                         f"torch autograd cannot differentiate the causal path, which writes in place); "
                          f"got --framework {framework}")
     from refattn.attention import linear_attention
     from refattn.features import positive_features_stable
