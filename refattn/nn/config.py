@@ -45,7 +45,7 @@ def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
             out["m"] = 2 * int(d_head)
         if out["m"] is not None:
             out["m"] = check_positive_int(out["m"], "attention.m")
-    for name in ("components", "lengthscales", "clip", "max_len", "r", "pos_dim"):
+    for name in ("components", "lengthscales", "clip", "max_len", "r", "pos_dim", "order"):
         if name in out and out[name] is not None:
             out[name] = check_positive_int(out[name], f"attention.{name}")
     if out.get("grid") is not None:

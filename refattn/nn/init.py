@@ -22,7 +22,8 @@ from ..random import (check_dtype_arg, check_rng, draw_dropout_mask, draw_fastfo
                       draw_gaussian, draw_generator_noise, draw_gmm_noise, draw_orthogonal, init_batchnorm,
                       init_dense, init_embedding, init_generator, init_gmm, init_layernorm, init_s1_params,
                       rng_for_step)
-from ..rpe.spectra import GaussianKernel, GaussianMixture, Proposal
+from ..rpe.spectra import (Box, BSpline, CauchyKernel, GaussianBasis, GaussianKernel, GaussianMixture,
+                           LaplaceKernel, Proposal, SinPower)
 from .config import check_attention_config, check_config
 from .kinds import ATTENTION_KINDS
 
@@ -72,24 +73,53 @@ def _zeros(rng, *, shape, dtype):
     return np.zeros(tuple(shape), dtype=dtype)
 
 
-def _flt_noise(rng, *, r, D, dtype):
-    return draw_flt_noise(rng, r, D, "gaussian", dtype=dtype)                     # (r, D)
+def _flt_noise(rng, *, r, D, dtype, kind="gaussian"):
+    return draw_flt_noise(rng, r, D, kind, dtype=dtype)                           # (r, D)
 
 
-def _flt_spectrum(rng, *, family, components, D, dtype):
+#: FLT initial spectra. Kernels: C = 1, length 2 (positions are integer steps); mixtures: T components of
+#: width 0.1 around small random means (Gaussian mixture) or widths 1..T (Gaussian basis); compactly supported
+#: families: radius 2.5 by default (not an integer, so integer offsets stay off the box's jumps).
+_KERNEL_LENGTH = 2.0
+_DEFAULT_RADIUS = 2.5
+_DEFAULT_ORDER = {"bspline": 2, "sin_power": 3}
+
+
+def _flt_spectrum(rng, *, family, components, D, dtype, radius=None, order=None):
+    T = components
+    one = np.asarray(1.0, dtype=dtype)
+    v = float(_DEFAULT_RADIUS if radius is None else radius)
+    k = _DEFAULT_ORDER.get(family) if order is None else order
     if family == "gaussian_mixture":
-        T = components
         mu = (0.1 * rng.standard_normal((T, D))).astype(dtype)                      # (T, D)
         return GaussianMixture(w=np.full(T, 1.0 / T, dtype=dtype), mu=mu, sigma=np.full(T, 0.1, dtype=dtype))
-    return GaussianKernel(C=np.asarray(1.0, dtype=dtype), length=np.asarray(2.0, dtype=dtype))
+    if family in ("gaussian_kernel", "laplace_kernel", "cauchy_kernel"):
+        cls = {"gaussian_kernel": GaussianKernel, "laplace_kernel": LaplaceKernel,
+               "cauchy_kernel": CauchyKernel}[family]
+        return cls(C=one, length=np.asarray(_KERNEL_LENGTH, dtype=dtype))
+    if family == "gaussian_basis":
+        return GaussianBasis(w=np.full(T, 1.0 / T, dtype=dtype), sigma=np.arange(1, T + 1, dtype=dtype))
+    if family == "box":                                   # T boxes of radii v (t + 1) / T, weights 1 / T
+        radii = v * np.arange(1, T + 1, dtype=dtype)[:, None] / T * np.ones((1, D), dtype=dtype)
+        return Box(w=np.full(T, 1.0 / T, dtype=dtype), v=radii.astype(dtype))      # (T,), (T, D)
+    if family == "bspline":                               # support k v_j = radius
+        return BSpline(C=one, v=np.full(D, v / k, dtype=dtype), k=int(k))
+    return SinPower(C=one, v=np.full(D, v, dtype=dtype), k=int(k))
 
 
-def _flt_proposal(rng, *, family, D, dtype):
-    if family == "gaussian_mixture":
-        scale = 0.2                          # twice the components' width: int |g|^2 / p stays finite
-    else:
-        scale = 1.0 / (2 * math.pi * 2.0)    # the kernel's own spectral density (optimal proposal, App. A.4)
-    return Proposal("gaussian", np.zeros(D, dtype=dtype), np.full(D, scale, dtype=dtype))
+def _flt_proposal(rng, *, family, D, dtype, kind="gaussian", scale=None, truncation=None, radius=None):
+    if truncation is not None:                            # the truncated proposal: uniform on [-B, B]^D
+        return Proposal("uniform", np.zeros(D, dtype=dtype), np.full(D, float(truncation), dtype=dtype))
+    if scale is None:
+        if family == "gaussian_mixture":
+            scale = 0.2                      # twice the components' width: int |g|^2 / p stays finite
+        elif family in ("gaussian_kernel", "laplace_kernel", "cauchy_kernel"):
+            scale = 1.0 / (2 * math.pi * _KERNEL_LENGTH)   # the kernel's own spectral density (App. A.4)
+        elif family == "gaussian_basis":
+            scale = 1.0 / (2 * math.pi)      # the widest component's spectral width (sigma_min = 1)
+        else:                                # B-spline / sin^k: Cauchy at the main lobe's width
+            scale = 1.0 / (2 * math.pi * float(_DEFAULT_RADIUS if radius is None else radius))
+    return Proposal(kind, np.zeros(D, dtype=dtype), np.full(D, float(scale), dtype=dtype))
 
 
 #: sampler name -> (function(rng, *, dtype, **args), consumes randomness). ``flt_spectrum`` draws only for

@@ -13,7 +13,9 @@ Not imported by ``import refattn`` (it may import tqdm). Everything random is a 
 is
   positive): ``draw_dropout_masks(default_rng([seed, 3, t, j]), ...)``; evaluation runs without dropout;
 * the learning rate of step t: ``learning_rate(t, lr=lr, schedule=schedule)`` (:mod:`refattn.nn.schedules`,
-  a pure function of the step, logged as ``"lr"``),
+  a pure function of the step, logged as ``"lr"``); a model with the truncated local RPE (``flt`` kind,
+  ``spectrum="box"``, ``truncation=B``) also logs each step's bias bound ``"flt_bias_bound"``
+  (:func:`refattn.nn.kinds.flt.box_truncation_bias_bound`),
 
 so two runs with the same arguments produce bitwise identical parameters (single-threaded BLAS; a different
 BLAS thread count can change the last bits of GEMM sums).
@@ -34,6 +36,7 @@ from ..layers.losses import softmax_cross_entropy
 from ..random import tree_as_xp, tree_to_numpy
 from .config import check_config
 from .init import draw_dropout_masks, features_for_step, init_transformer
+from .kinds.flt import model_bias_bound
 from .optim import (adam_init, adam_update, adamw_update, clip_by_global_norm, global_norm, sgd_init,
                     sgd_update)
 from .schedules import check_schedule, learning_rate
@@ -188,8 +191,12 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
                 grads, gnorm = clip_by_global_norm(grads, clip_norm)
             else:
                 gnorm = global_norm(grads)
+            entry = {"step": t, "loss": loss, "grad_norm": gnorm, "lr": rate}
+            bias = model_bias_bound(params, cfg, pos, _seq_len(cfg, inputs[:1]))    # truncated local RPE only
+            if bias is not None:
+                entry["flt_bias_bound"] = bias                                        # this step's forward
             params, state = step_fn(params, grads, state, rate)
-            record({"step": t, "loss": loss, "grad_norm": gnorm, "lr": rate})
+            record(entry)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.4f}")
