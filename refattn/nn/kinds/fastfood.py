@@ -2,23 +2,27 @@
 :mod:`refattn.features.fastfood`).
 
 Options: ``features`` in {"prf", "rks"}, ``m`` features, ``s_law`` in {"chi", "identity"}, ``on_nonpositive``
-(RKS). Learnable: ``attn["fastfood"]`` (the diagonals S, G, B, drawn once at initialisation; the permutation
-is a fixed integer array stored with them). Nothing is drawn per step.
+(RKS), and ``variant``, the Appendix D variants: ``"SGB"`` (S, G and B learnable, the paper's main model),
+``"S"`` (only the scaling S learned) and ``"fixed"`` (nothing learned: random FastFood features). Learnable:
+``attn["fastfood"]`` (the diagonals the variant learns, drawn once at initialisation; frozen diagonals get
+``None`` gradients, which the optimisers leave unchanged; the permutation is a fixed integer array stored with
+them). Nothing is drawn per step.
 
 omega: **none** (the structured projection ``S H G Pi H B`` is built from the learnable diagonals).
 """
 
 from __future__ import annotations
 
-from ...features.fastfood import (fastfood_prf_features_stable_bwd, fastfood_prf_features_stable_fwd,
-                                  fastfood_rks_features_bwd, fastfood_rks_features_fwd)
+from ...features.fastfood import (FASTFOOD_VARIANTS, fastfood_prf_features_stable_bwd,
+                                  fastfood_prf_features_stable_fwd, fastfood_rks_features_bwd,
+                                  fastfood_rks_features_fwd)
 from .base import AttentionKind, Draw, no_draws, spectral_kind
 
 __all__ = ["KIND"]
 
 _fwd, _bwd = spectral_kind(fastfood_prf_features_stable_fwd, fastfood_prf_features_stable_bwd,
                            fastfood_rks_features_fwd, fastfood_rks_features_bwd,
-                           lambda p, f, o: ((p["fastfood"],), {}), "fastfood")
+                           lambda p, f, o: ((p["fastfood"],), {"variant": o["variant"]}), "fastfood")
 
 
 def _params(att, *, d_head, n_heads):
@@ -27,6 +31,7 @@ def _params(att, *, d_head, n_heads):
 
 KIND = AttentionKind(
     "fastfood", _fwd, _bwd,
-    options={"features": "prf", "m": None, "s_law": "chi", "on_nonpositive": "raise"},
-    choices={"features": ("prf", "rks"), "s_law": ("chi", "identity"), "on_nonpositive": ("raise", "ignore")},
+    options={"features": "prf", "m": None, "s_law": "chi", "on_nonpositive": "raise", "variant": "SGB"},
+    choices={"features": ("prf", "rks"), "s_law": ("chi", "identity"), "on_nonpositive": ("raise", "ignore"),
+             "variant": tuple(FASTFOOD_VARIANTS)},
     params=_params, features=no_draws, omega="none")
