@@ -116,7 +116,8 @@ def _power(claims: list, args: argparse.Namespace, argv: list[str] | None) -> in
 
     _pin_blas()
     t0 = time.perf_counter()
-    rows = run_power([c for c in claims if not c.slow or args.all], seed=args.seed, size=args.size)
+    rows = run_power([c for c in claims if not c.slow or args.all], seed=args.seed, size=args.size,
+                     workers=args.workers)
     print(power_table(rows))
     print(f"({time.perf_counter() - t0:.1f} s)")
     if args.json:

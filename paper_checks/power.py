@@ -88,25 +88,43 @@ def scaled(obj: Any, attr: str, factor: float) -> ContextManager:
     return patched(obj, attr, orig * factor)
 
 
-def run_power(claims: list, *, seed: int = 0, size: str | None = None, default_size: str = "tiny"
-              ) -> list[dict]:
+def run_power(claims: list, *, seed: int = 0, size: str | None = None, default_size: str = "tiny",
+              workers: int = 0) -> list[dict]:
     """Run every registered mutation of `claims`: one record per mutation with the baseline verdict, the
     mutated verdict (or the error it raised) and whether it moved. `size` overrides every mutation's own
-    size."""
-    from ._claims import Context, run_check
-
-    rows = []
+    size. With `workers` > 0 the (claim, mutation) runs go to that many processes, each applying its own
+    mutation (patches never cross processes); the records are the same and in the same order."""
+    jobs = []                                   # (claim id, mutation name or None for the baseline, size)
     for c in claims:
-        muts = MUTATIONS.get(c.id, [])
-        baselines: dict[str, str] = {}
-        for m in muts:
+        sizes = []
+        for m in MUTATIONS.get(c.id, []):
             sz = size or m.size or default_size
-            if sz not in baselines:
-                baselines[sz] = _verdict(c, Context(seed=seed, size=sz, claim_id=c.id), None, run_check)
-            mutated = _verdict(c, Context(seed=seed, size=sz, claim_id=c.id), m, run_check)
-            rows.append({"claim": c.id, "mutation": m.name, "size": sz, "baseline": baselines[sz],
-                         "verdict": mutated, "moved": mutated != baselines[sz]})
-    return rows
+            if sz not in sizes:
+                sizes.append(sz)
+                jobs.append((c.id, None, sz, seed))
+            jobs.append((c.id, m.name, sz, seed))
+    if workers > 0:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            verdicts = list(pool.map(_job, jobs))
+    else:
+        verdicts = [_job(j) for j in jobs]
+    base = {(cid, sz): v for (cid, name, sz, _), v in zip(jobs, verdicts, strict=True) if name is None}
+    return [{"claim": cid, "mutation": name, "size": sz, "baseline": base[cid, sz], "verdict": v,
+             "moved": v != base[cid, sz]}
+            for (cid, name, sz, _), v in zip(jobs, verdicts, strict=True) if name is not None]
+
+
+def _job(job: tuple) -> str:
+    """One power run (module-level: the worker of ``workers`` > 0): the claim's verdict under the named
+    mutation (None: unmutated)."""
+    from ._claims import Context, load_all, run_check
+
+    cid, name, sz, seed = job
+    c = load_all()[cid]
+    m = None if name is None else next(m for m in MUTATIONS[cid] if m.name == name)
+    return _verdict(c, Context(seed=seed, size=sz, claim_id=cid), m, run_check)
 
 
 def _verdict(c: Any, ctx: Any, m: Mutation | None, run_check: Callable) -> str:

@@ -5,8 +5,7 @@
   claims and companions; ``run_check`` raises otherwise);
 * every planted mutation (``paper_checks/power.py``) moves its claim's verdict at tiny: a mutation that does
   not move is a finding about the check, never a reason to delete the mutation;
-* every claim has a rule and every statistical non-slow claim at least two mutations (TODO-marked below while
-  another owner's claims are being converted);
+* every claim has a rule and every statistical non-slow claim at least two mutations;
 * a trained claim's companion is its rule on the label-swapped evidence: it flips the paper's direction to
   fails and leaves a guard a guard.
 """
@@ -24,36 +23,25 @@ from paper_checks.power import MUTATIONS, power_table, run_power
 
 REGISTRY = load_all()
 CLAIMS = sorted(REGISTRY.values(), key=lambda c: c.id)
-WITH_RULE = [c for c in CLAIMS if c.decide is not None]
+# Non-slow claims here; test_claims.py runs the slow claims and every companion at tiny (and the non-slow
+# claims at small) through the same run_check, so together every claim's rule is re-applied at tiny.
+FAST_WITH_RULE = [c for c in CLAIMS if c.decide is not None and not c.slow]
 
 
-@pytest.mark.parametrize("claim", WITH_RULE, ids=[c.id for c in WITH_RULE])
+@pytest.mark.parametrize("claim", FAST_WITH_RULE, ids=[c.id for c in FAST_WITH_RULE])
 def test_rule_reapplied_to_stored_evidence(claim):
-    """The check's verdict equals its rule on its evidence (run_check re-applies it and raises on a mismatch),
-    for the claim and its companion, at tiny."""
-    ctx = Context(seed=0, size="tiny", claim_id=claim.id)
-    res = run_check(claim, ctx)
+    """The check's verdict equals its rule on its evidence (run_check re-applies it and raises on a mismatch)
+    at tiny."""
+    res = run_check(claim, Context(seed=0, size="tiny", claim_id=claim.id))
     assert claim.decide(res.evidence) == res.verdict
     assert claim.rule and len(claim.rule) > 20
-    if claim.must_fail is not None:
-        comp = run_check(claim, ctx, companion=True)
-        assert claim.decide(comp.evidence) == comp.verdict
 
 
-# Issue 20 is split: H-verdicts-A converts the Horn and FLT claim modules (rules, mutations). Until that
-# lands, the two strict tests below are expected to fail (xfail, not strict: they pass as soon as the last
-# claim is converted; then delete the marks).
-PENDING_OWNERS = pytest.mark.xfail(reason="issue 20: horn/flt claim modules (H-verdicts-A) not converted yet",
-                                   strict=False)
-
-
-@PENDING_OWNERS
 def test_every_claim_has_a_rule():
     missing = sorted(c.id for c in CLAIMS if c.decide is None)
     assert not missing, f"claims without a decision rule: {missing}"
 
 
-@PENDING_OWNERS
 def test_every_statistical_claim_has_two_mutations():
     lacking = sorted(c.id for c in CLAIMS
                      if c.statistical and not c.slow and len(MUTATIONS.get(c.id, [])) < 2)
@@ -68,10 +56,16 @@ def test_kl_claims_have_rules_and_mutations():
     assert not [c.id for c in kl if c.statistical and len(MUTATIONS.get(c.id, [])) < 2]
 
 
-def test_power_at_tiny_every_mutation_moves():
-    claims = [c for c in CLAIMS if not c.slow and c.id in MUTATIONS]
-    rows = run_power(claims, seed=0)
-    assert rows, "no mutations registered"
+POWERED = [c for c in CLAIMS if not c.slow and c.id in MUTATIONS]
+
+
+def test_mutations_registered():
+    assert len(POWERED) >= 30, f"only {len(POWERED)} claims have power mutations"
+
+
+@pytest.mark.parametrize("claim", POWERED, ids=[c.id for c in POWERED])
+def test_power_at_tiny_every_mutation_moves(claim):
+    rows = run_power([claim], seed=0)
     stuck = [f"{r['claim']}: {r['mutation']} ({r['baseline']} -> {r['verdict']})"
              for r in rows if not r["moved"]]
     assert not stuck, ("mutations that do not move their claim's verdict (fix the check):\n"
