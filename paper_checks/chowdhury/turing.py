@@ -207,8 +207,9 @@ def _lemma_s3(ctx: Context, wrong: bool) -> Result:
     verdict = ctx.decide(ev)
     return Result(verdict, ev, corrected=_S3_CORRECTED if verdict == "erratum" else None,
                   summary="read with m^(j) (a typo) the argmax is Eq. 42's l(i+1) for "
-                          f"{total - bad['corrected']} of {total} queries (holds as a typo); read literally, the key c^(j+1) - m^(i) "
-                          f"picks the wrong key in {bad['literal']} (erratum as printed)")
+                          f"{total - bad['corrected']} of {total} queries (holds as a typo); read literally, "
+                          f"the key c^(j+1) - m^(i) picks the wrong key in {bad['literal']} (erratum as "
+                          "printed)")
 
 
 _S3_CORRECTED = ("k_j = [.., c^(j) = c^(j+1) - m^(j), 0, 1/(j+1)] (m^(j), not m^(i)); then score(q_i, k_j) = "
