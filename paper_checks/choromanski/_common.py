@@ -1,4 +1,5 @@
-"""Helpers shared by the FLT (Choromanski et al.) claim modules: block estimates of N1 N2^T, the spectrum cases,
+"""Helpers shared by the FLT (Choromanski et al.) claim modules: block estimates of N1 N2^T, the spectrum
+cases,
 the divergence measurement of int |g| for the local RPE, and the matplotlib import.
 
 Functions the checks consume (``flt_features``, ``spectrum_g``, ...) are looked up in the calling module's
@@ -51,7 +52,8 @@ def cases(D):
     """(name, spectrum, proposal) for the unbiasedness checks: a Gaussian mixture, a B-spline under a Cauchy
     proposal, a Gaussian basis, and the three shift-invariant kernels under their own densities."""
     z, lin = np.zeros(D), np.linspace(0.4, 0.9, D)
-    out = [("gaussian-mixture", GaussianMixture(A([0.8, -0.3]), np.stack([0.2 * lin, -0.1 * lin]), A([0.3, 0.5])),
+    mix = GaussianMixture(A([0.8, -0.3]), np.stack([0.2 * lin, -0.1 * lin]), A([0.3, 0.5]))
+    out = [("gaussian-mixture", mix,
             Proposal("gaussian", z, A(0.6))),
            ("bspline-k2", BSpline(A(0.9), lin, 2), Proposal("cauchy", z, A(0.7))),
            ("gaussian-basis", GaussianBasis(A([1.0, 0.5]), A([0.5, 0.9])), Proposal("gaussian", z, A(0.5)))]

@@ -33,7 +33,8 @@ def _alg1_task(task):
     out = []
     for _ in range(BATCH):
         eps, omega = draw_flt_noise(g, r, 1), draw_orthogonal(g, m, 2 * r + d)
-        out.append([np.asarray(flt_attention(q, k, v, pos, eps, spec, prop, omega, causal=c)) for c in (False, True)])
+        out.append([np.asarray(flt_attention(q, k, v, pos, eps, spec, prop, omega, causal=c))
+                    for c in (False, True)])
     return np.asarray(out)
 
 
@@ -70,7 +71,7 @@ def _alg1(ctx: Context, mask_sign: float = 1.0):
             mse.append(mu)
             se.append(s)
         t = mean_z2_test(err, 0.0, n_sd=N_SE, atol=EXACT_TOL, se_floor=SE_FLOOR)  # top rung, every entry
-        steps = [(a - b) / math.hypot(sa, sb) for a, b, sa, sb in zip(mse, mse[1:], se, se[1:])]
+        steps = [(a - b) / math.hypot(sa, sb) for a, b, sa, sb in zip(mse, mse[1:], se, se[1:], strict=False)]
         z2.append((t.mean_z2 - t.null_mean) / t.null_sd)
         zero_dev.append(t.zero_se_max_dev)
         steps_min.append(min(steps))
@@ -84,7 +85,7 @@ def _alg1(ctx: Context, mask_sign: float = 1.0):
         ev[f"{mode}: MSE per rung"] = mse
         ev[f"{mode}: SE per rung"] = se
         ev[f"{mode}: step decrease / combined SE"] = [round(z, 1) for z in steps]
-        ev[f"{mode}: m * MSE"] = [round(m * e, 4) for (_, m), e in zip(LADDER, mse)]
+        ev[f"{mode}: m * MSE"] = [round(m * e, 4) for (_, m), e in zip(LADDER, mse, strict=True)]
         curves[mode] = (mse, se)
     # detectable: a bias common to every output entry of sqrt(threshold - null mean) rms-SE lifts mean z^2 to
     # the threshold (a bias of b SE adds b^2)
@@ -102,19 +103,28 @@ def _decide_alg1(ev: dict) -> str:
 
 
 @claim("flt.alg1-favor", paper=CHOROMANSKI, section="Eq. (3), Algorithm 1",
-       statement="exp(N_hat + QK^T/sqrt d) = exp(Q_hat K_hat^T) with Q_hat = [N1, Q d^{-1/4}], K_hat = [N2, K d^{-1/4}]; "
+       statement="exp(N_hat + QK^T/sqrt d) = exp(Q_hat K_hat^T) with Q_hat = [N1, Q d^{-1/4}], K_hat = [N2, "
+                 "K d^{-1/4}]; "
                  "Performerising it gives RPE-enhanced linear attention.",
        expected="holds",
-       derivation="The concatenated inner product is N1_i.N2_j + q_i.k_j/sqrt d (exact). FAVOR+ on it is unbiased for "
-                  "exp(N_hat + ...) but exp(N_hat) is biased for exp(N) at finite r, and the normalised output is a "
-                  "ratio estimator, so the attention estimate is consistent: the bias is O(1/m) with r = m/8, below "
-                  "the replicate SE at the top rung (r, m) = (128, 1024), and the MSE falls like 1/m. A wrong "
+       derivation="The concatenated inner product is N1_i.N2_j + q_i.k_j/sqrt d (exact). FAVOR+ on it is "
+                  "unbiased for "
+                  "exp(N_hat + ...) but exp(N_hat) is biased for exp(N) at finite r, and the normalised "
+                  "output is a "
+                  "ratio estimator, so the attention estimate is consistent: the bias is O(1/m) with r = "
+                  "m/8, below "
+                  "the replicate SE at the top rung (r, m) = (128, 1024), and the MSE falls like 1/m. A "
+                  "wrong "
                   "target (mask x 0.9, x 0.5, positions x 0.5) leaves a bias many SE wide there.",
        decide=with_rule(_decide_alg1,
-                        f"holds iff the Eq. (3) identity is exact (<= {EXACT_TOL:g}); at the top rung (128, 1024) in "
-                        f"both modes the mean z^2 of the per-entry mean error (positive-SE entries) exceeds its null "
-                        f"mean by <= {N_SE:g} null SD (from the entries' correlations) and zero-SE entries equal the "
-                        f"target within {EXACT_TOL:g}; and the MSE falls along the ladder (every step lowers it, "
+                        f"holds iff the Eq. (3) identity is exact (<= {EXACT_TOL:g}); at the top rung (128, "
+                        "1024) in "
+                        "both modes the mean z^2 of the per-entry mean error (positive-SE entries) exceeds "
+                        "its null "
+                        f"mean by <= {N_SE:g} null SD (from the entries' correlations) and zero-SE entries "
+                        "equal the "
+                        f"target within {EXACT_TOL:g}; and the MSE falls along the ladder (every step lowers "
+                        "it, "
                         f"first to last by > {N_SE:g} combined SE); fails otherwise."))
 def alg1(ctx: Context) -> Result:
     ev, curves = _alg1(ctx)
@@ -127,7 +137,8 @@ def alg1(ctx: Context) -> Result:
         for mode, (mse, se) in curves.items():
             rm = np.sqrt(mse)
             ax.errorbar(ms, rm, yerr=N_SE * np.asarray(se) / (2 * rm), fmt="o-", label=f"{mode} RMS error")
-        ax.plot(ms, np.sqrt(curves["bidirectional"][0][0]) * (ms / ms[0]) ** -0.5, "k--", label="m^{-1/2} reference")
+        ax.plot(ms, np.sqrt(curves["bidirectional"][0][0]) * (ms / ms[0]) ** -0.5, "k--", label="m^{-1/2} "
+                                                                                                "reference")
         ax.set(xscale="log", yscale="log", xlabel="m (random features), r = m/8 (RPE features)",
                ylabel="RMS error vs masked softmax")
         ax.legend(fontsize=7)
@@ -137,20 +148,26 @@ def alg1(ctx: Context) -> Result:
         figs.append(str(path))
     mse = ev["bidirectional: MSE per rung"]
     return Result(ctx.decide(ev), ev, figures=figs,
-                  summary=f"converges to the masked softmax: at (r, m) = (128, 1024) mean z^2 of the mean error "
+                  summary="converges to the masked softmax: at (r, m) = (128, 1024) mean z^2 of the mean "
+                          "error "
                           f"{ev['bidirectional: top rung mean z^2']:.2f} / "
                           f"{ev['causal: top rung mean z^2']:.2f} (bidir./causal; "
-                          f"{ev['top_mean_z2_excess_null_sd']:.1f} null SD above 1, limit {N_SE:g}; zero-SE entries "
+                          f"{ev['top_mean_z2_excess_null_sd']:.1f} null SD above 1, limit {N_SE:g}; zero-SE "
+                          "entries "
                           f"exact to "
-                          f"{ev['zero_se_max_dev']:.0e}); MSE {mse[0]:.1e} -> {mse[-1]:.1e}, every step lower (by >= "
-                          f"{ev['min_step_z']:.0f} SE); Eq. (3) identity exact ({ev['identity_max_err']:.0e})")
+                          f"{ev['zero_se_max_dev']:.0e}); MSE {mse[0]:.1e} -> {mse[-1]:.1e}, every step "
+                          "lower (by >= "
+                          f"{ev['min_step_z']:.0f} SE); Eq. (3) identity exact "
+                          f"({ev['identity_max_err']:.0e})")
 
 
 @must_fail("flt.alg1-favor")
 def alg1_wrong(ctx: Context) -> Result:
-    """Against the attention with the mask's sign flipped (exp(-N + ...)) the mean error stays many SE wide."""
+    """Against the attention with the mask's sign flipped (exp(-N + ...)) the mean error stays many SE
+    wide."""
     ev, _ = _alg1(ctx, mask_sign=-1.0)
-    return Result(ctx.decide(ev), ev, summary=f"target with mask -N: mean z^2 {ev['top_mean_z2_excess_null_sd']:.0f} null SD above 1")
+    return Result(ctx.decide(ev), ev, summary="target with mask -N: mean z^2 "
+                                              f"{ev['top_mean_z2_excess_null_sd']:.0f} null SD above 1")
 
 
 def _scaled_positions(factor):
@@ -177,7 +194,8 @@ def _complexity(ctx: Context, columns):
     L, d, m = 32, 8, 16
     counts, dev_formula, dev_printed = {}, 0, math.inf
     for r in (4, 16):
-        N1, _ = flt_features(np.arange(L, dtype=np.float64)[:, None], draw_flt_noise(ctx.rng(r), r, 1), spec, prop)
+        pos = np.arange(L, dtype=np.float64)[:, None]
+        N1, _ = flt_features(pos, draw_flt_noise(ctx.rng(r), r, 1), spec, prop)
         width = int(N1.shape[1]) + d
         counts[f"r={r}"] = {"Q_hat columns": width, "formula": columns(r, d, m),
                             "projection MACs L*m*(2r+d)": L * m * width, "printed L(m+r)d": L * (m + r) * d,
@@ -197,17 +215,22 @@ def _decide_complexity(ev: dict) -> str:
 @claim("flt.complexity", paper=CHOROMANSKI, section="Sec. 4.1 (after Eq. 3), Sec. 5.1",
        statement="Q_hat, K_hat in R^{L x (m + r)}; time O(L(m + r)d), space O(L(m + r) + (m + r)d + Ld).",
        expected="erratum",
-       derivation="Q_hat = [N1, Q d^{-1/4}] has r + d columns (2r + d in the real form), not m + r. phi(Q_hat) costs "
-                  "an (L x (d + 2r)) by ((d + 2r) x m) product, O(L m (d + r)), attention O(L m d), N1 O(L r l): total "
-                  "O(L m (d + r) + L r l); omega is m x (d + 2r). Printed O(L(m + r)d) has L r d instead of L m r. "
+       derivation="Q_hat = [N1, Q d^{-1/4}] has r + d columns (2r + d in the real form), not m + r. "
+                  "phi(Q_hat) costs "
+                  "an (L x (d + 2r)) by ((d + 2r) x m) product, O(L m (d + r)), attention O(L m d), N1 O(L r "
+                  "l): total "
+                  "O(L m (d + r) + L r l); omega is m x (d + 2r). Printed O(L(m + r)d) has L r d instead of "
+                  "L m r. "
                   "Checked: the column count of refattn's Q_hat against 2r + d (exact integers).",
        decide=with_rule(_decide_complexity,
-                        "holds iff refattn's Q_hat has the printed m + r columns; erratum iff it does not and has the "
+                        "holds iff refattn's Q_hat has the printed m + r columns; erratum iff it does not "
+                        "and has the "
                         "corrected 2r + d (real form) for every r; fails otherwise (exact integers)."))
 def complexity(ctx: Context) -> Result:
     ev = _complexity(ctx, lambda r, d, m: 2 * r + d)
     return Result(ctx.decide(ev), ev,
-                  corrected="Q_hat, K_hat in R^{L x (r + d)} (complex) / R^{L x (2r + d)} (real); time O(L m (d + r) + "
+                  corrected="Q_hat, K_hat in R^{L x (r + d)} (complex) / R^{L x (2r + d)} (real); time O(L m "
+                            "(d + r) + "
                             "L r l); space O(L(m + d + r) + m(d + r))",
                   summary="Q_hat has r + d (2r + d real) columns; time O(L m (d + r)), not O(L (m + r) d)")
 

@@ -31,7 +31,8 @@ from .._rules import per_reading, value, with_rule
 from ..power import mutation
 from ._common import EXACT_TOL, N_SE, SE_FLOOR, A, blocks, scaled_arg, scaled_output
 
-_HERE = sys.modules[__name__]    # mutations wrap the refattn functions (and the derived f) this module looks up
+# mutations wrap the refattn functions (and the derived f) this module looks up
+_HERE = sys.modules[__name__]
 
 
 def gm_f(D, w, sigma, mu, sign=1.0):
@@ -41,7 +42,8 @@ def gm_f(D, w, sigma, mu, sign=1.0):
 
 
 def _gm_pair(ctx: Context, sign: float = 1.0) -> dict:
-    """Quadrature of the printed T = 1 mixture g = exp(-(xi - mu)^2 / (2 sigma^2)) (e^{+2 pi i D xi} convention of
+    """Quadrature of the printed T = 1 mixture g = exp(-(xi - mu)^2 / (2 sigma^2)) (e^{+2 pi i D xi}
+    convention of
     Thm 4.1) against the derived f (sign = -1: the companion's opposite convention), and refattn's spectrum_f
     (Re f: the real features estimate the +-mu symmetrised mixture) against Re of the derived f."""
     spec = GaussianMixture(A([1.0]), A([[0.6]]), A([0.4]))
@@ -70,9 +72,11 @@ def _gm_pair(ctx: Context, sign: float = 1.0) -> dict:
 
 _GM_READINGS = {
     "'another Gaussian kernel' = a real Gaussian in D": lambda ev: (
-        "holds" if value(ev, "max_abs_Im_f") <= value(ev, "tolerance") else "rejected (f is complex for mu != 0)"),
+        "holds" if value(ev, "max_abs_Im_f") <= value(ev, "tolerance") else "rejected (f is complex for mu "
+                                                                            "!= 0)"),
     "a Gaussian envelope times e^{2 pi i mu D} (a Gaussian kernel for mu = 0)": lambda ev: (
-        "holds" if value(ev, "max |derived f - quadrature| (Re and Im)") <= value(ev, "tolerance") else "rejected"),
+        "holds" if value(ev, "max |derived f - quadrature| (Re and Im)") <= value(ev, "tolerance")
+        else "rejected"),
 }
 
 
@@ -86,22 +90,30 @@ def _decide_gm(ev: dict) -> str:
 
 
 @claim("flt.gm-pair", paper=CHOROMANSKI, section="Sec. 4.3 (Gaussian mixture RPE)",
-       statement="g = sum_t w_t exp(-|xi - mu_t|^2/(2 sigma_t^2)); for T = 1 'the FT becomes a renormalized Gaussian "
+       statement="g = sum_t w_t exp(-|xi - mu_t|^2/(2 sigma_t^2)); for T = 1 'the FT becomes a renormalized "
+                 "Gaussian "
                  "kernel and as such defines f as another Gaussian kernel'.",
        expected="erratum",
-       derivation="f(D) = sum_t w_t (2 pi sigma_t^2)^{l/2} exp(-2 pi^2 sigma_t^2 |D|^2) e^{2 pi i mu_t . D}: a Gaussian "
-                  "kernel only for mu = 0; otherwise complex (modulated), and real features estimate Re f (the f of "
-                  "the +-mu symmetrised mixture). Checked by quadrature (tolerance 1e-8), Im f measured nonzero.",
+       derivation="f(D) = sum_t w_t (2 pi sigma_t^2)^{l/2} exp(-2 pi^2 sigma_t^2 |D|^2) e^{2 pi i mu_t . D}: "
+                  "a Gaussian "
+                  "kernel only for mu = 0; otherwise complex (modulated), and real features estimate Re f "
+                  "(the f of "
+                  "the +-mu symmetrised mixture). Checked by quadrature (tolerance 1e-8), Im f measured "
+                  "nonzero.",
        decide=with_rule(_decide_gm,
-                        "holds iff f (quadrature of the printed g) is real, max |Im f| <= 1e-8 (a Gaussian kernel); "
-                        "otherwise erratum iff the derived modulated Gaussian matches the quadrature and refattn's "
+                        "holds iff f (quadrature of the printed g) is real, max |Im f| <= 1e-8 (a Gaussian "
+                        "kernel); "
+                        "otherwise erratum iff the derived modulated Gaussian matches the quadrature and "
+                        "refattn's "
                         "spectrum_f matches its real part (1e-8), fails iff not."))
 def gm_pair(ctx: Context) -> Result:
     ev = _gm_pair(ctx)
     return Result(ctx.decide(ev), ev,
-                  corrected="T = 1: f(D) = w (2 pi sigma^2)^{l/2} exp(-2 pi^2 sigma^2 |D|^2) e^{2 pi i mu.D}, a Gaussian "
+                  corrected="T = 1: f(D) = w (2 pi sigma^2)^{l/2} exp(-2 pi^2 sigma^2 |D|^2) e^{2 pi i "
+                            "mu.D}, a Gaussian "
                             "kernel only when mu = 0; real RPE masks need +-mu pairs or N = Re f",
-                  summary=f"readings: 'a real Gaussian kernel' rejected (max |Im f| {ev['max_abs_Im_f']:.2f}); "
+                  summary="readings: 'a real Gaussian kernel' rejected (max |Im f| "
+                          f"{ev['max_abs_Im_f']:.2f}); "
                           "'Gaussian envelope x e^{2 pi i mu D}' holds (quadrature, 1e-8)")
 
 
@@ -114,7 +126,8 @@ def gm_pair_wrong(ctx: Context) -> Result:
 
 mutation("flt.gm-pair", "refattn spectrum_f x 0.5")(lambda: scaled_output(_HERE, "spectrum_f", 0.5))
 mutation("flt.gm-pair", "derived f x 2")(lambda: scaled_output(_HERE, "gm_f", 2.0))
-mutation("flt.gm-pair", "derived f with D x 2 pi (angular units)")(lambda: scaled_arg(_HERE, "gm_f", 0, 2 * math.pi))
+mutation("flt.gm-pair", "derived f with D x 2 pi (angular units)")(
+    lambda: scaled_arg(_HERE, "gm_f", 0, 2 * math.pi))
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -122,7 +135,8 @@ mutation("flt.gm-pair", "derived f with D x 2 pi (angular units)")(lambda: scale
 
 
 def _gb3(ctx: Context, angular: bool = False) -> dict:
-    """3-D radial quadrature of the printed f against the printed g (the companion: g in the angular convention
+    """3-D radial quadrature of the printed f against the printed g (the companion: g in the angular
+    convention
     exp(-sigma^2 |xi|^2 / 2)); refattn's spectrum_f / spectrum_g against the printed forms."""
     w, sig = A([1.0, 2.5]), A([0.3, 0.7])
     spec = GaussianBasis(w, sig)
@@ -148,18 +162,24 @@ def _gb3(ctx: Context, angular: bool = False) -> dict:
 
 
 def _decide_gb3(ev: dict) -> str:
-    ok = max(value(ev, "max radial-quadrature error"), value(ev, "refattn vs printed f, g")) <= value(ev, "tolerance")
+    err = max(value(ev, "max radial-quadrature error"), value(ev, "refattn vs printed f, g"))
+    ok = err <= value(ev, "tolerance")
     return "holds" if ok else "fails"
 
 
 @claim("flt.gaussian-basis-3d-pair", paper=CHOROMANSKI, section="Sec. 5.3",
-       statement="f(r) = sum_t w_t/(sqrt(2 pi) sigma_t)^3 exp(-|r|^2/(2 sigma_t^2)) has FT g = sum_t w_t exp(-2 pi^2 "
+       statement="f(r) = sum_t w_t/(sqrt(2 pi) sigma_t)^3 exp(-|r|^2/(2 sigma_t^2)) has FT g = sum_t w_t "
+                 "exp(-2 pi^2 "
                  "sigma_t^2 |xi|^2) in R^3.",
        expected="holds",
-       derivation="The FT of the N(0, sigma^2 I_3) density is exp(-2 pi^2 sigma^2 |xi|^2). Checked by the radial "
-                  "formula g(rho) = (2/rho) int_0^inf f(s) s sin(2 pi rho s) ds (quadrature, tolerance 1e-8).",
-       decide=with_rule(_decide_gb3, "holds iff the radial quadrature of the printed f equals the printed g and "
-                                     "refattn's spectrum_f / spectrum_g equal the printed forms, all within 1e-8; "
+       derivation="The FT of the N(0, sigma^2 I_3) density is exp(-2 pi^2 sigma^2 |xi|^2). Checked by the "
+                  "radial "
+                  "formula g(rho) = (2/rho) int_0^inf f(s) s sin(2 pi rho s) ds (quadrature, tolerance "
+                  "1e-8).",
+       decide=with_rule(_decide_gb3, "holds iff the radial quadrature of the printed f equals the printed g "
+                                     "and "
+                                     "refattn's spectrum_f / spectrum_g equal the printed forms, all within "
+                                     "1e-8; "
                                      "fails otherwise."))
 def gb3(ctx: Context) -> Result:
     ev = _gb3(ctx)
@@ -176,7 +196,8 @@ def gb3_wrong(ctx: Context) -> Result:
     return Result(ctx.decide(ev), ev, summary="g in the angular convention")
 
 
-mutation("flt.gaussian-basis-3d-pair", "refattn spectrum_g x 0.5")(lambda: scaled_output(_HERE, "spectrum_g", 0.5, 0))
+mutation("flt.gaussian-basis-3d-pair", "refattn spectrum_g x 0.5")(
+    lambda: scaled_output(_HERE, "spectrum_g", 0.5, 0))
 mutation("flt.gaussian-basis-3d-pair", "refattn spectrum_f with D x 2 pi")(
     lambda: scaled_arg(_HERE, "spectrum_f", 1, 2 * math.pi))
 
@@ -186,7 +207,8 @@ mutation("flt.gaussian-basis-3d-pair", "refattn spectrum_f with D x 2 pi")(
 
 
 def _shift_inv(ctx: Context, two_pi: float = 2 * math.pi) -> dict:
-    """Gaussian kernel K(s, s') = exp(-(s - s')^2 / 2) through FLT with r_j = s_j / `two_pi` (the companion uses
+    """Gaussian kernel K(s, s') = exp(-(s - s')^2 / 2) through FLT with r_j = s_j / `two_pi` (the companion
+    uses
     1: positions not rescaled) and g = C p_K (p_K = N(0, 1) in the angular convention), Monte Carlo against K;
     then c = sup w = C exactly under the kernel's own density."""
     rng = ctx.rng()
@@ -215,15 +237,19 @@ def _decide_shift(ev: dict) -> str:
 
 
 @claim("flt.shift-invariant-kernels", paper=CHOROMANSKI, section="Sec. 4.3 + App. A.4",
-       statement="For K(x, y) = C int e^{i(x-y).xi} p_K(xi) dxi, r_j = s_j/(2 pi) and g = C p_K give an unbiased "
+       statement="For K(x, y) = C int e^{i(x-y).xi} p_K(xi) dxi, r_j = s_j/(2 pi) and g = C p_K give an "
+                 "unbiased "
                  "estimate of [K(s_i, s_k)]; p = p_K minimises c (optimal sample complexity).",
        expected="holds",
-       derivation="f(r_i - r_j) = int C p_K(xi) e^{2 pi i (s_i - s_j).xi/(2 pi)} dxi = K(s_i, s_j). For any p, "
-                  "c = sup |g|/p >= int |g| = C, with equality iff p = |g|/C. Monte Carlo (5 SE) and the exact "
+       derivation="f(r_i - r_j) = int C p_K(xi) e^{2 pi i (s_i - s_j).xi/(2 pi)} dxi = K(s_i, s_j). For any "
+                  "p, "
+                  "c = sup |g|/p >= int |g| = C, with equality iff p = |g|/C. Monte Carlo (5 SE) and the "
+                  "exact "
                   "weights under p = p_K.",
        decide=with_rule(_decide_shift,
                         f"holds iff the FLT estimate of [K(s_i, s_k)] is unbiased (max |z| < {N_SE:g} over "
-                        f"positive-SE entries, zero-SE diagonal exact to {EXACT_TOL:g}) and the importance weights "
+                        f"positive-SE entries, zero-SE diagonal exact to {EXACT_TOL:g}) and the importance "
+                        "weights "
                         "under each kernel's own density equal C (relative 1e-12); fails otherwise."))
 def shift_inv(ctx: Context) -> Result:
     ev = _shift_inv(ctx)
@@ -239,7 +265,8 @@ def shift_inv_wrong(ctx: Context) -> Result:
     return Result(ctx.decide(ev), ev, summary="positions not divided by 2 pi")
 
 
-mutation("flt.shift-invariant-kernels", "flt_features N2 x 0.5")(lambda: scaled_output(_HERE, "flt_features", 0.5, 1))
+mutation("flt.shift-invariant-kernels", "flt_features N2 x 0.5")(
+    lambda: scaled_output(_HERE, "flt_features", 0.5, 1))
 mutation("flt.shift-invariant-kernels", "positions x 0.5 (flt_features)")(
     lambda: scaled_arg(_HERE, "flt_features", 0, 0.5))
 mutation("flt.shift-invariant-kernels", "importance weights x 2")(

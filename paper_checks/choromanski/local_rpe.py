@@ -19,7 +19,8 @@ from .._rules import per_reading, value, with_rule
 from ..power import mutation, wrapped
 from ._common import N_SE, A, blocks, divergence, scaled_arg, scaled_output
 
-_HERE = sys.modules[__name__]    # mutations wrap the refattn functions (and the printed g) this module looks up
+# mutations wrap the refattn functions (and the printed g) this module looks up
+_HERE = sys.modules[__name__]
 
 
 def printed_g(C, v, xi):
@@ -42,7 +43,8 @@ def _box_transform(values, v, xi, npts=40):
 def _local_pair(ctx: Context, factor: float = 1.0) -> dict:
     """The printed f = prod_j C 1[|D_j| <= v_j] (C inside the product, Sec. 4.3 text) transformed by l-dim
     quadrature for l = 1, 2, 3, against the printed g = C prod sinc (times `factor`: the companion's 1/2) and
-    the corrected C^l prod sinc; the Fig. 4 caption's C prod 1[...] (C outside) against the printed g; refattn's
+    the corrected C^l prod sinc; the Fig. 4 caption's C prod 1[...] (C outside) against the printed g;
+    refattn's
     Box (which implements the C-outside form) against its quadrature."""
     C = 1.7
     vs = (0.7, 1.1, 0.45)
@@ -73,10 +75,15 @@ def _local_pair(ctx: Context, factor: float = 1.0) -> dict:
     return ev
 
 
+def _inside_reading(ev: dict) -> str:
+    tol = value(ev, "tolerance")
+    if max(value(ev, "err_printed_l1"), value(ev, "max_err_printed_l23")) <= tol:
+        return "holds"
+    return "erratum for l >= 2 (needs C^l)" if value(ev, "err_printed_l1") <= tol else "fails"
+
+
 _PAIR_READINGS = {
-    "C inside the product (Sec. 4.3 text)": lambda ev: (
-        "holds" if max(value(ev, "err_printed_l1"), value(ev, "max_err_printed_l23")) <= value(ev, "tolerance")
-        else "erratum for l >= 2 (needs C^l)" if value(ev, "err_printed_l1") <= value(ev, "tolerance") else "fails"),
+    "C inside the product (Sec. 4.3 text)": lambda ev: _inside_reading(ev),
     "C outside the product (Fig. 4 caption; refattn's Box)": lambda ev: (
         "holds" if value(ev, "max_err_C_outside_vs_printed_g") <= value(ev, "tolerance") else "fails"),
 }
@@ -92,27 +99,39 @@ def _decide_pair(ev: dict) -> str:
 
 
 @claim("flt.local-sinc-pair", paper=CHOROMANSKI, section="Sec. 4.3, Eq. (4) and the l-dim product; Fig. 4",
-       statement="The FT of f = C 1[|D| <= v] is C sin(2 pi v xi)/(pi xi); in l dims f = prod_j C 1[|D_j| <= v_j] "
+       statement="The FT of f = C 1[|D| <= v] is C sin(2 pi v xi)/(pi xi); in l dims f = prod_j C 1[|D_j| <= "
+                 "v_j] "
                  "has g = C prod_j sin(2 pi v_j xi_j)/(pi xi_j).",
        expected="erratum",
-       derivation="int_{-v}^{v} C e^{-2 pi i x xi} dx = C sin(2 pi v xi)/(pi xi) (1-D holds). With C inside the "
-                  "product (the text) Fubini gives C^l prod_j sinc: the printed g is off by C^{l-1} for l >= 2; "
-                  "with C outside (the Fig. 4 caption, refattn's Box) the printed g is right. Checked by tensor "
-                  "Gauss-Legendre quadrature of the printed f for l = 1, 2, 3 (exact to rounding: the integrand is "
+       derivation="int_{-v}^{v} C e^{-2 pi i x xi} dx = C sin(2 pi v xi)/(pi xi) (1-D holds). With C inside "
+                  "the "
+                  "product (the text) Fubini gives C^l prod_j sinc: the printed g is off by C^{l-1} for l >= "
+                  "2; "
+                  "with C outside (the Fig. 4 caption, refattn's Box) the printed g is right. Checked by "
+                  "tensor "
+                  "Gauss-Legendre quadrature of the printed f for l = 1, 2, 3 (exact to rounding: the "
+                  "integrand is "
                   "smooth on the box).",
        decide=with_rule(_decide_pair,
-                        "fails iff the 1-D pair or refattn's Box (C outside) disagrees with its quadrature; holds iff "
-                        "the transform of the printed f (C inside) equals the printed g for l = 2, 3 too; erratum iff "
-                        "it does not but equals the corrected C^l prod sinc (all within the quadrature tolerance)."))
+                        "fails iff the 1-D pair or refattn's Box (C outside) disagrees with its quadrature; "
+                        "holds iff "
+                        "the transform of the printed f (C inside) equals the printed g for l = 2, 3 too; "
+                        "erratum iff "
+                        "it does not but equals the corrected C^l prod sinc (all within the quadrature "
+                        "tolerance)."))
 def local_pair(ctx: Context) -> Result:
     ev = _local_pair(ctx)
     r2 = ev["l=2: [transform of printed f, printed g, transform of C-outside f] at 4 xi"][1]
     return Result(ctx.decide(ev), ev,
-                  corrected="f = prod_j C 1[|D_j| <= v_j] has g = C^l prod_j sin(2 pi v_j xi_j)/(pi xi_j); the printed "
-                            "g = C prod_j ... is the transform of C prod_j 1[|D_j| <= v_j] (C outside, as in the Fig. 4 "
+                  corrected="f = prod_j C 1[|D_j| <= v_j] has g = C^l prod_j sin(2 pi v_j xi_j)/(pi xi_j); "
+                            "the printed "
+                            "g = C prod_j ... is the transform of C prod_j 1[|D_j| <= v_j] (C outside, as in "
+                            "the Fig. 4 "
                             "caption and refattn's Box)",
-                  summary=f"1-D pair holds (err {ev['err_printed_l1']:.0e}); l = 2 at C = {ev['C']}: printed f "
-                          f"transforms to {r2[0]} where the printed g gives {r2[1]} (ratio C); readings: C inside -> "
+                  summary=f"1-D pair holds (err {ev['err_printed_l1']:.0e}); l = 2 at C = {ev['C']}: printed "
+                          "f "
+                          f"transforms to {r2[0]} where the printed g gives {r2[1]} (ratio C); readings: C "
+                          "inside -> "
                           f"erratum (needs C^l), C outside (Fig. 4, Box) -> holds")
 
 
@@ -126,7 +145,8 @@ def local_pair_wrong(ctx: Context) -> Result:
 mutation("flt.local-sinc-pair", "printed g x 2")(lambda: scaled_output(_HERE, "printed_g", 2.0))
 mutation("flt.local-sinc-pair", "printed g in angular frequency (xi / 2 pi)")(
     lambda: scaled_arg(_HERE, "printed_g", 2, 1 / (2 * math.pi)))
-mutation("flt.local-sinc-pair", "refattn spectrum_g x 0.5")(lambda: scaled_output(_HERE, "spectrum_g", 0.5, 0))
+mutation("flt.local-sinc-pair", "refattn spectrum_g x 0.5")(
+    lambda: scaled_output(_HERE, "spectrum_g", 0.5, 0))
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -134,8 +154,10 @@ mutation("flt.local-sinc-pair", "refattn spectrum_g x 0.5")(lambda: scaled_outpu
 
 
 def truncated_inverse(C, v, D, B):
-    """(C/pi)[Si(2 pi B (v + D)) + Si(2 pi B (v - D))]: int_{-B}^{B} g e^{2 pi i D xi} dxi for the printed g."""
-    return float(C / np.pi * (special.sici(2 * np.pi * B * (v + D))[0] + special.sici(2 * np.pi * B * (v - D))[0]))
+    """(C/pi)[Si(2 pi B (v + D)) + Si(2 pi B (v - D))]: int_{-B}^{B} g e^{2 pi i D xi} dxi for the printed
+    g."""
+    si_plus, si_minus = special.sici(2 * np.pi * B * (v + D))[0], special.sici(2 * np.pi * B * (v - D))[0]
+    return float(C / np.pi * (si_plus + si_minus))
 
 
 def _local_boundary(ctx: Context) -> dict:
@@ -143,7 +165,10 @@ def _local_boundary(ctx: Context) -> dict:
     quadrature at B = 10) and at |D| = v -+ 1/2, against the printed value C and the midpoint C/2."""
     C, v = 1.0, 3.0
     vals = {B: truncated_inverse(C, v, v, B) for B in (10.0, 1e3, 1e5)}
-    quad10 = 2 * integrate.quad(lambda t: C * math.sin(2 * math.pi * v * t) / (math.pi * t) if t else 2 * C * v,
+    def g(t):
+        return C * math.sin(2 * math.pi * v * t) / (math.pi * t) if t else 2 * C * v
+
+    quad10 = 2 * integrate.quad(g,
                                 0, 10.0, weight="cos", wvar=2 * math.pi * v, limit=2000)[0]
     inside, outside = truncated_inverse(C, v, v - 0.5, 1e5), truncated_inverse(C, v, v + 0.5, 1e5)
     tol = 1e-4
@@ -168,21 +193,28 @@ def _decide_boundary(ev: dict) -> str:
 
 
 @claim("flt.local-sinc-boundary", paper=CHOROMANSKI, section="Sec. 4.3, Eq. (4)",
-       statement="f_{v,C}(D) = C 1[|D| <= v] (value C at |D| = v) is the RPE represented by g = C sin(2 pi v xi)/(pi xi).",
+       statement="f_{v,C}(D) = C 1[|D| <= v] (value C at |D| = v) is the RPE represented by g = C sin(2 pi v "
+                 "xi)/(pi xi).",
        expected="erratum",
-       derivation="Fourier inversion of a jump gives the midpoint: lim_B int_{-B}^{B} g e^{2 pi i v xi} dxi = "
-                  "(C/pi)[Si(inf) + Si(0)] = C/2 (and C inside, 0 outside, error O(1/B)). Integer positions with an "
+       derivation="Fourier inversion of a jump gives the midpoint: lim_B int_{-B}^{B} g e^{2 pi i v xi} dxi "
+                  "= "
+                  "(C/pi)[Si(inf) + Si(0)] = C/2 (and C inside, 0 outside, error O(1/B)). Integer positions "
+                  "with an "
                   "integer v hit |D| = v exactly.",
        decide=with_rule(_decide_boundary,
-                        "fails unless the truncated inverse (B = 1e5) gives C inside and 0 outside (tolerance 1e-4) "
-                        "and its closed form matches quadrature at B = 10; then holds iff it gives C at |D| = v, "
+                        "fails unless the truncated inverse (B = 1e5) gives C inside and 0 outside "
+                        "(tolerance 1e-4) "
+                        "and its closed form matches quadrature at B = 10; then holds iff it gives C at |D| "
+                        "= v, "
                         "erratum iff it gives C/2 there instead; fails otherwise."))
 def local_boundary(ctx: Context) -> Result:
     ev = _local_boundary(ctx)
     return Result(ctx.decide(ev), ev,
-                  corrected="g = C sin(2 pi v xi)/(pi xi) represents C (1[|D| < v] + 1/2 1[|D| = v]); for integer "
+                  corrected="g = C sin(2 pi v xi)/(pi xi) represents C (1[|D| < v] + 1/2 1[|D| = v]); for "
+                            "integer "
                             "positions choose a non-integer radius (e.g. v + 1/2) to get C on |D| <= v",
-                  summary=f"inverse transform at |D| = v is C/2 (off by {ev['err_vs_midpoint_C_over_2']:.0e}), not C "
+                  summary="inverse transform at |D| = v is C/2 (off by "
+                          f"{ev['err_vs_midpoint_C_over_2']:.0e}), not C "
                           f"(off by {ev['err_vs_printed_C']:.2f}); C inside, 0 outside")
 
 
@@ -218,7 +250,8 @@ def _local_estimator(ctx: Context, target_untruncated: bool = False) -> dict:
         trunc = np.array([truncated_inverse(C, v, float(d), B) for d in np.abs(pos[:, 0])])
         t = mean_test(est, f if target_untruncated else trunc, n_se=N_SE)
         z_trunc, detectable = max(z_trunc, t.z), max(detectable, t.detectable)
-        table[f"B={B}"] = {"bias |trunc - f| max": float(np.max(np.abs(trunc - f))), "detectable": t.detectable,
+        table[f"B={B}"] = {"bias |trunc - f| max": float(np.max(np.abs(trunc - f))),
+                           "detectable": t.detectable,
                            "variance (r=4) max": float(np.max(est.var(0))), "max z": t.z}
     dev = divergence(lambda xi: np.asarray(spectrum_g(spec, xi)[0]), C, v)
     eps = ctx.rng(1).standard_normal(n * r)
@@ -237,17 +270,24 @@ def _decide_estimator(ev: dict) -> str:
 
 
 @claim("flt.local-sinc-estimator", paper=CHOROMANSKI, section="Thm 4.1 applied to Eq. (4) (App. B.1, Eq. 20)",
-       statement="Theorem 4.1 gives an unbiased estimator of the local RPE mask (g = sum_t w_t sin(2 pi v_t xi)/(pi xi), "
+       statement="Theorem 4.1 gives an unbiased estimator of the local RPE mask (g = sum_t w_t sin(2 pi v_t "
+                 "xi)/(pi xi), "
                  "xi ~ N(0, 1)).",
        expected="fails",
-       derivation="E|w cos(2 pi D xi)| = int |g| |cos| = inf (int_{-B}^{B} |g| grows like (4C/pi^2) ln B): the "
-                  "estimator has no mean under any proposal. A truncated proposal (uniform on [-B, B]) has a mean, "
-                  "the truncated integral (C/pi)[Si(2 pi B(v+D)) + Si(2 pi B(v-D))], with bias O(1/B) and variance "
-                  "growing like B / r. Measured: the growth of int |g| (quadrature of refattn's spectrum_g) and the "
+       derivation="E|w cos(2 pi D xi)| = int |g| |cos| = inf (int_{-B}^{B} |g| grows like (4C/pi^2) ln B): "
+                  "the "
+                  "estimator has no mean under any proposal. A truncated proposal (uniform on [-B, B]) has a "
+                  "mean, "
+                  "the truncated integral (C/pi)[Si(2 pi B(v+D)) + Si(2 pi B(v-D))], with bias O(1/B) and "
+                  "variance "
+                  "growing like B / r. Measured: the growth of int |g| (quadrature of refattn's spectrum_g) "
+                  "and the "
                   "truncated means of refattn's flt_features against the Si formula (Monte Carlo, 5 SE).",
        decide=with_rule(_decide_estimator,
-                        "fails iff int_{-B}^{B} |g| keeps growing (last increment per decade above the tolerance: "
-                        f"no mean under any proposal); otherwise holds iff the measured means match (max |z| < "
+                        "fails iff int_{-B}^{B} |g| keeps growing (last increment per decade above the "
+                        "tolerance: "
+                        "no mean under any proposal); otherwise holds iff the measured means match (max |z| "
+                        "< "
                         f"{N_SE:g}), fails iff not."))
 def local_estimator(ctx: Context) -> Result:
     ev = _local_estimator(ctx)
@@ -268,11 +308,13 @@ def local_estimator_wrong(ctx: Context) -> Result:
 
 
 def _integrable(transform):
-    return wrapped(_HERE, "spectrum_g", lambda f: (lambda spec, xi: (transform(np.asarray(f(spec, xi)[0]), xi),)
+    return wrapped(_HERE, "spectrum_g",
+                   lambda f: (lambda spec, xi: (transform(np.asarray(f(spec, xi)[0]), xi),)
                                                    + tuple(f(spec, xi)[1:])))
 
 
-mutation("flt.local-sinc-estimator", "g squared (sinc^2: integrable)")(lambda: _integrable(lambda g, xi: g ** 2))
+mutation("flt.local-sinc-estimator", "g squared (sinc^2: integrable)")(
+    lambda: _integrable(lambda g, xi: g ** 2))
 mutation("flt.local-sinc-estimator", "g tapered by exp(-xi^2/2) (integrable)")(
     lambda: _integrable(lambda g, xi: g * np.exp(-np.asarray(xi)[..., 0] ** 2 / 2)))
 
@@ -307,8 +349,10 @@ def _sin_k(ctx: Context, candidate=BSpline) -> dict:
     sp = np.asarray(spectrum_f(SinPower(A(1.0), A([v]), 3), x[:, None]))
     ev["printed k=3"] = {**_properties(sp, x, v, 3), "distinct values": sorted(set(np.round(sp, 12)))}
     im = []
-    for d_ in (-0.6, -0.3, 0.3, 0.6, 1.2):      # printed k = 2: transform of the odd g is imaginary (Re f = 0)
-        im.append(integrate.quad(lambda t: (math.sin(2 * math.pi * v * t) ** 2 / (math.pi * t) * 2) if t else 0.0,
+    # printed k = 2: transform of the odd g is imaginary (Re f = 0)
+    for d_ in (-0.6, -0.3, 0.3, 0.6, 1.2):
+        im.append(integrate.quad(lambda t: (math.sin(2 * math.pi * v * t) ** 2 / (math.pi * t) * 2)
+                                 if t else 0.0,
                                  0, np.inf, weight="sin", wvar=2 * math.pi * d_, limlst=200)[0])
     ev.update(stat_evidence(n=x.size, seed=ctx.seed, detectable=1e-3), grid_step=h,
               candidate_max_jump=jump, candidate_max_even_err=even, candidate_max_support_err=supp,
@@ -329,26 +373,38 @@ def _decide_sin_k(ev: dict) -> str:
 
 
 @claim("flt.sin-k-pair", paper=CHOROMANSKI, section="Sec. 4.3 (generalisation)",
-       statement="g = C prod_j sin^{k_j}(2 pi v_j xi_j)/(pi xi_j) has inverse FT M prod_j f_j(D_j) with each f_j "
-                 "(a) continuous, (b) symmetric, (c) compactly supported, (d) piecewise polynomial of order k_j - 1.",
+       statement="g = C prod_j sin^{k_j}(2 pi v_j xi_j)/(pi xi_j) has inverse FT M prod_j f_j(D_j) with each "
+                 "f_j "
+                 "(a) continuous, (b) symmetric, (c) compactly supported, (d) piecewise polynomial of order "
+                 "k_j - 1.",
        expected="erratum",
-       derivation="sin^k expands into sines (odd k) or cosines (even k) of multiples of the angle, so the printed f is "
-                  "a signed sum of boxes (odd k: piecewise constant, jumps) or, for even k, i sign(D) times boxes "
-                  "(imaginary and odd). [sin(2 pi v xi)/(pi xi)]^k is the FT of the k-fold convolution of the box: a "
-                  "B-spline, continuous for k >= 2, even, supported on [-kv, kv], piecewise degree k - 1. Measured on "
+       derivation="sin^k expands into sines (odd k) or cosines (even k) of multiples of the angle, so the "
+                  "printed f is "
+                  "a signed sum of boxes (odd k: piecewise constant, jumps) or, for even k, i sign(D) times "
+                  "boxes "
+                  "(imaginary and odd). [sin(2 pi v xi)/(pi xi)]^k is the FT of the k-fold convolution of "
+                  "the box: a "
+                  "B-spline, continuous for k >= 2, even, supported on [-kv, kv], piecewise degree k - 1. "
+                  "Measured on "
                   "a grid of step 5e-4 (jumps), by quadrature for the imaginary k = 2 transform.",
        decide=with_rule(_decide_sin_k,
-                        "holds iff the printed sin^k has (a)-(d) (k = 3 jumps by <= 0.2 and the k = 2 transform is "
-                        "not the imaginary +-1/2 pattern within 1e-4); otherwise erratum iff the B-spline form "
-                        "[sin/(pi xi)]^k (k = 2, 3) has them (jump < 1e-3, even to 1e-12, support k v within 2 grid "
+                        "holds iff the printed sin^k has (a)-(d) (k = 3 jumps by <= 0.2 and the k = 2 "
+                        "transform is "
+                        "not the imaginary +-1/2 pattern within 1e-4); otherwise erratum iff the B-spline "
+                        "form "
+                        "[sin/(pi xi)]^k (k = 2, 3) has them (jump < 1e-3, even to 1e-12, support k v within "
+                        "2 grid "
                         "steps, k-th difference < 1e-9 on a piece), fails iff it does not."))
 def sin_k(ctx: Context) -> Result:
     ev = _sin_k(ctx)
     return Result(ctx.decide(ev), ev,
-                  corrected="use g = C prod_j [sin(2 pi v_j xi_j)/(pi xi_j)]^{k_j}: f = C prod_j (1_[-v_j, v_j])^{*k_j}(D_j), "
-                            "a B-spline with (a) for k_j >= 2, (b), (c) on [-k_j v_j, k_j v_j], (d) degree k_j - 1; the "
+                  corrected="use g = C prod_j [sin(2 pi v_j xi_j)/(pi xi_j)]^{k_j}: f = C prod_j (1_[-v_j, "
+                            "v_j])^{*k_j}(D_j), "
+                            "a B-spline with (a) for k_j >= 2, (b), (c) on [-k_j v_j, k_j v_j], (d) degree "
+                            "k_j - 1; the "
                             "printed sin^k form fails (a), (d) for odd k and is imaginary and odd for even k",
-                  summary="claims (a)-(d) hold for [sin/(pi xi)]^k (B-splines), not for the printed sin^k/(pi xi) "
+                  summary="claims (a)-(d) hold for [sin/(pi xi)]^k (B-splines), not for the printed "
+                          "sin^k/(pi xi) "
                           f"(k = 3 jumps by {ev['printed_k3_max_jump']:.2f}; k = 2 is imaginary)")
 
 
@@ -370,4 +426,5 @@ def _order_minus_one():
     return wrapped(_HERE, "spectrum_f", wrap)
 
 
-mutation("flt.sin-k-pair", "D x 0.5 (spectrum_f: support 2kv)")(lambda: scaled_arg(_HERE, "spectrum_f", 1, 0.5))
+mutation("flt.sin-k-pair", "D x 0.5 (spectrum_f: support 2kv)")(
+    lambda: scaled_arg(_HERE, "spectrum_f", 1, 0.5))

@@ -1,4 +1,5 @@
-"""FLT (Choromanski et al.) Sec. 4.2 / App. A.1-A.2: Theorem 4.1 (the unbiased low-rank RPE estimator), Lemma A.2
+"""FLT (Choromanski et al.) Sec. 4.2 / App. A.1-A.2: Theorem 4.1 (the unbiased low-rank RPE estimator), Lemma
+A.2
 and Theorem A.3 (its variance), through refattn's ``flt_features``, ``flt_frequencies`` and
 ``flt_importance_weights``."""
 
@@ -106,24 +107,35 @@ def _decide_thm41(ev: dict) -> str:
        statement="For f with Fourier transform g and any density p supported on R^l, xi_k iid ~ p: "
                  "E[N1 N2] = N (N1, N2 in R^{L x r} built from phi, psi).",
        expected="erratum",
-       derivation="phi(r_i)^T psi(r_j) = (1/r) sum_k e^{2 pi i (r_i - r_j).xi_k} g/p, whose mean is f(r_i - r_j) by "
-                  "Eq. (5) -- provided g is absolutely integrable (otherwise E|g/p| = int |g| = inf and there is "
-                  "no mean; the local RPE is such a case). N1 N2 of two L x r matrices is undefined (and where it "
-                  "is defined, L = r, it is not N): the proof uses phi(r_i)^T psi(r_j), i.e. N1 N2^T (bilinear, psi "
-                  "already conjugated). Measured: N1 N2^T against N for 6 spectra x D = 1, 2, 3 (z over entries "
-                  "with positive SE; the zero-SE diagonal of the kernels' own densities compared exactly), the "
+       derivation="phi(r_i)^T psi(r_j) = (1/r) sum_k e^{2 pi i (r_i - r_j).xi_k} g/p, whose mean is f(r_i - "
+                  "r_j) by "
+                  "Eq. (5) -- provided g is absolutely integrable (otherwise E|g/p| = int |g| = inf and "
+                  "there is "
+                  "no mean; the local RPE is such a case). N1 N2 of two L x r matrices is undefined (and "
+                  "where it "
+                  "is defined, L = r, it is not N): the proof uses phi(r_i)^T psi(r_j), i.e. N1 N2^T "
+                  "(bilinear, psi "
+                  "already conjugated). Measured: N1 N2^T against N for 6 spectra x D = 1, 2, 3 (z over "
+                  "entries "
+                  "with positive SE; the zero-SE diagonal of the kernels' own densities compared exactly), "
+                  "the "
                   "literal N1 N2 at L = 2r, and int |g| of the box (quadrature).",
        decide=with_rule(_decide_thm41,
-                        f"fails iff N1 N2^T is rejected (max |z| >= {N_SE:g} over positive-SE entries, or a zero-SE "
-                        f"entry off by > {EXACT_TOL:g}); otherwise holds iff the printed product N1 N2 (L = 2r) is "
+                        f"fails iff N1 N2^T is rejected (max |z| >= {N_SE:g} over positive-SE entries, or a "
+                        "zero-SE "
+                        f"entry off by > {EXACT_TOL:g}); otherwise holds iff the printed product N1 N2 (L = "
+                        "2r) is "
                         f"accepted (|z| < {N_SE:g}), erratum iff it is rejected."))
 def thm41(ctx: Context) -> Result:
     ev = _thm41(ctx)
     return Result(ctx.decide(ev), ev,
                   corrected="E[N1 N2^T] = N for g in L^1(R^l) and p > 0 wherever g != 0 (refattn's real form "
-                            "N1 = [cos, sin] sqrt(|w|/r), N2 = sign(w)[cos, sin] sqrt(|w|/r) estimates Re f exactly "
-                            "as Re of the complex one); for g not in L^1 (box / sinc) the expectation does not exist",
-                  summary=f"N1 N2^T unbiased (max z {ev['z_corrected']:.1f} over positive-SE entries, 6 spectra x "
+                            "N1 = [cos, sin] sqrt(|w|/r), N2 = sign(w)[cos, sin] sqrt(|w|/r) estimates Re f "
+                            "exactly "
+                            "as Re of the complex one); for g not in L^1 (box / sinc) the expectation does "
+                            "not exist",
+                  summary=f"N1 N2^T unbiased (max z {ev['z_corrected']:.1f} over positive-SE entries, 6 "
+                          "spectra x "
                           f"D = 1-3; {ev['zero_se_entries']} zero-SE diagonal entries exact to "
                           f"{ev['zero_se_max_dev']:.0e}); literal N1 N2 (L = 2r) off by z = "
                           f"{ev['z_printed_literal']:.0f}; box: int |g| grows "
@@ -139,7 +151,8 @@ def thm41_wrong(ctx: Context) -> Result:
 
 mutation("flt.thm4.1-unbiased", "flt_features N2 x 0.5")(lambda: scaled_output(_HERE, "flt_features", 0.5, 1))
 mutation("flt.thm4.1-unbiased", "flt_features N2 x 2")(lambda: scaled_output(_HERE, "flt_features", 2.0, 1))
-mutation("flt.thm4.1-unbiased", "positions x 0.5 (flt_features)")(lambda: scaled_arg(_HERE, "flt_features", 0, 0.5))
+mutation("flt.thm4.1-unbiased", "positions x 0.5 (flt_features)")(
+    lambda: scaled_arg(_HERE, "flt_features", 0, 0.5))
 mutation("flt.thm4.1-unbiased", "positions x 2 pi (flt_features)")(
     lambda: scaled_arg(_HERE, "flt_features", 0, 2 * math.pi))
 
@@ -151,7 +164,8 @@ mutation("flt.thm4.1-unbiased", "positions x 2 pi (flt_features)")(
 def _var_check(ctx, factor=1.0, r_list=(1, 8), figure=None):
     """Measured variance of the complex and real r-sample estimators against (c^2 - f^2)/r (times `factor`:
     the must-fail companions use 0.5). One-sided: the squared deviations are the replicates (their mean is the
-    variance, their SE the fourth-moment one); z = (var - bound)/se over entries with positive SE, entries with
+    variance, their SE the fourth-moment one); z = (var - bound)/se over entries with positive SE, entries
+    with
     zero SE (the kernel's own density at z = 0: var = bound = 0) compared exactly."""
     rng = ctx.rng()
     n = ctx.pick(4000, 20000)
@@ -160,7 +174,8 @@ def _var_check(ctx, factor=1.0, r_list=(1, 8), figure=None):
     for name, spec, prop in cases(1)[:1] + cases(1)[3:4]:
         grid = float(prop.loc[0]) + float(prop.scale) * np.linspace(-12, 12, 100001)
         g = np.abs(np.asarray(spectrum_g(spec, grid[:, None])[0]))
-        logp = np.asarray(proposal_log_density(prop.kind, (grid[:, None] - float(prop.loc[0])) / float(prop.scale)))
+        eps_grid = (grid[:, None] - float(prop.loc[0])) / float(prop.scale)
+        logp = np.asarray(proposal_log_density(prop.kind, eps_grid))
         with np.errstate(divide="ignore"):
             c = float(np.max(np.exp(np.log(g) - logp + np.log(float(prop.scale)))))
         f = np.asarray(spectrum_f(spec, deltas[:, None]))
@@ -171,14 +186,15 @@ def _var_check(ctx, factor=1.0, r_list=(1, 8), figure=None):
             Z = (np.exp(2j * np.pi * np.asarray(xi) * deltas[None, :]) * w[:, None]).reshape(n, r, -1).mean(1)
             bound = factor * (c * c - f * f) / r
             for form, est in (("complex", Z), ("real", Z.real)):
-                t = mean_test(np.abs(est - est.mean(0)) ** 2, bound, n_se=N_SE, atol=EXACT_TOL, se_floor=SE_FLOOR)
+                t = mean_test(np.abs(est - est.mean(0)) ** 2, bound, n_se=N_SE, atol=EXACT_TOL,
+                              se_floor=SE_FLOOR)
                 zs = t.z_signed[np.isfinite(t.z_signed)]
                 z_excess = max(z_excess, float(np.max(zs)) if zs.size else -math.inf)
                 zero_dev = max(zero_dev, t.zero_se_max_dev)
                 detectable = max(detectable, float(np.max(N_SE * t.se)))
                 rel_det = max(rel_det, float(np.max(N_SE * t.se / np.where(bound > 0, bound, np.inf))))
                 ev[f"{name} r={r} {form}: var/bound"] = [round(float(a / b), 3) if b > 0 else 0.0
-                                                         for a, b in zip(t.mean, bound)]
+                                                         for a, b in zip(t.mean, bound, strict=True)]
                 if form == "complex":
                     curves.append((name, r, t.mean, t.se, bound))
         ev[f"{name}: c"] = round(c, 4)
@@ -192,7 +208,8 @@ def _var_check(ctx, factor=1.0, r_list=(1, 8), figure=None):
         fig, ax = p.subplots(figsize=(5, 3.5))
         for i, (name, r, var, se, bnd) in enumerate(curves):
             keep = bnd > 1e-9                    # at z = 0 the kernel's own proposal has bound = var = 0
-            ax.errorbar(deltas[keep] + 0.02 * i, var[keep] / bnd[keep], yerr=N_SE * se[keep] / bnd[keep], fmt="o",
+            ax.errorbar(deltas[keep] + 0.02 * i, var[keep] / bnd[keep], yerr=N_SE * se[keep] / bnd[keep],
+                        fmt="o",
                         label=f"{name}, r = {r}")
         ax.axhline(1.0, color="k", ls="--", label="bound (c^2 - f^2)/r")
         ax.set(xlabel="z = r_i - r_j", ylabel="measured Var / bound (+- 5 SE)", ylim=(0, 1.2))
@@ -209,8 +226,10 @@ def _decide_var(ev: dict) -> str:
     return "holds" if ok else "fails"
 
 
-_VAR_RULE = with_rule(_decide_var, f"holds iff the measured variance exceeds the bound by at most {N_SE:g} SE "
-                                   f"(one-sided, entries with positive SE) and zero-SE entries equal it within "
+_VAR_RULE = with_rule(_decide_var, f"holds iff the measured variance exceeds the bound by at most {N_SE:g} "
+                                   "SE "
+                                   "(one-sided, entries with positive SE) and zero-SE entries equal it "
+                                   "within "
                                    f"{EXACT_TOL:g}; fails otherwise.")
 
 
@@ -223,8 +242,10 @@ _VAR_RULE = with_rule(_decide_var, f"holds iff the measured variance exceeds the
 def lemma_a2(ctx: Context) -> Result:
     ev, figs = _var_check(ctx, r_list=(1,), figure="variance-vs-bound")
     return Result(ctx.decide(ev), ev, figures=figs,
-                  summary=f"single-sample variance <= c^2 - f^2 (max excess {ev['max_excess_z']:.1f} SE; equality "
-                          f"for the kernel's own proposal; detectable excess {ev['detectable_relative_to_bound']:.1%} "
+                  summary=f"single-sample variance <= c^2 - f^2 (max excess {ev['max_excess_z']:.1f} SE; "
+                          "equality "
+                          "for the kernel's own proposal; detectable excess "
+                          f"{ev['detectable_relative_to_bound']:.1%} "
                           "of the bound)")
 
 
@@ -242,7 +263,8 @@ def lemma_a2_wrong(ctx: Context) -> Result:
 def thm_a3(ctx: Context) -> Result:
     ev, figs = _var_check(ctx, r_list=(4, 16), figure="variance-vs-bound")
     return Result(ctx.decide(ev), ev, figures=figs,
-                  summary=f"measured variance <= (c^2 - f^2)/r for r = 4, 16 (max excess {ev['max_excess_z']:.1f} "
+                  summary="measured variance <= (c^2 - f^2)/r for r = 4, 16 (max excess "
+                          f"{ev['max_excess_z']:.1f} "
                           f"SE; equality for the kernel's own proposal; detectable excess "
                           f"{ev['detectable_relative_to_bound']:.1%} of the bound)")
 

@@ -1,5 +1,7 @@
-"""Horn et al. Sec. 2.1: FAVOR with h(x) = exp(|x|^2/2), f1 = sin, f2 = cos estimates the softmax kernel without
-bias, and what "an unbiased estimator for the Attention matrix" means (refattn.features.trig, favor_attention)."""
+"""Horn et al. Sec. 2.1: FAVOR with h(x) = exp(|x|^2/2), f1 = sin, f2 = cos estimates the softmax kernel
+without
+bias, and what "an unbiased estimator for the Attention matrix" means (refattn.features.trig,
+favor_attention)."""
 
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ def _qk(rng, L, d, spread):
     """Queries and keys of small norm near a common centre (moderate variance: the 1/m regime of the bias is
     reached at small m)."""
     c = 0.3 * rng.standard_normal(d) / np.sqrt(d)
-    return c + spread * rng.standard_normal((L, d)) / np.sqrt(d), c + spread * rng.standard_normal((L, d)) / np.sqrt(d)
+    q = c + spread * rng.standard_normal((L, d)) / np.sqrt(d)
+    return q, c + spread * rng.standard_normal((L, d)) / np.sqrt(d)
 
 
 def _unbiased(ctx: Context, fmap, target):
@@ -46,7 +49,8 @@ def _unbiased(ctx: Context, fmap, target):
           "estimate": np.round(res.mean, 5).tolist(), "expected": np.round(res.expected, 5).tolist()}
     return Result(ctx.decide(ev), ev,
                   summary=f"max |mean - exp(q.k)| = {res.z:.2f} se over 9 pairs (tolerance {res.n_se:g} se); "
-                          "h(x) = exp(|x|^2/2) with sin/cos is sufficient, not required (positive features also "
+                          "h(x) = exp(|x|^2/2) with sin/cos is sufficient, not required (positive features "
+                          "also "
                           "estimate exp(q.k))")
 
 
@@ -54,9 +58,12 @@ def _unbiased(ctx: Context, fmap, target):
        statement="For the softmax kernel it is required to set h(x) = exp(|x|^2/2), f1 = sin and f2 = cos; "
                  "exp(Q K^T) can then be approximated by Q' K'^T (phi(x) = h(x)/sqrt(m) [f_j(w_i^T x)]).",
        expected="holds",
-       derivation="phi(q).phi(k) = h(q) h(k) (1/m) sum_i cos(w_i.(q - k)) and E cos(w.(q - k)) = exp(-|q - k|^2/2) "
-                  "for w ~ N(0, I), so the mean is exp(|q|^2/2 + |k|^2/2 - |q - k|^2/2) = exp(q.k): unbiased. "
-                  "'Required' is too strong (the positive map exp(w.x - |x|^2/2) also works), which the summary notes.",
+       derivation="phi(q).phi(k) = h(q) h(k) (1/m) sum_i cos(w_i.(q - k)) and E cos(w.(q - k)) = exp(-|q - "
+                  "k|^2/2) "
+                  "for w ~ N(0, I), so the mean is exp(|q|^2/2 + |k|^2/2 - |q - k|^2/2) = exp(q.k): "
+                  "unbiased. "
+                  "'Required' is too strong (the positive map exp(w.x - |x|^2/2) also works), which the "
+                  "summary notes.",
        decide=holds_iff_accepted("max_z", n_se=5.0))
 def favor_unbiased(ctx: Context) -> Result:
     return _unbiased(ctx, softmax_trig_features, softmax_kernel)
@@ -79,7 +86,8 @@ def _matrix_bias(ctx: Context, normalise: bool, wrong_target: bool = False):
     rows = []
     for m in (2, 4, 8, 16):
         W = rng.standard_normal((n, m, d))
-        if normalise:                    # positive features: the normaliser is always > 0 (see the derivation)
+        # positive features: the normaliser is always > 0 (see the derivation)
+        if normalise:
             est = _estimates(positive_features, q, k, W, groups=1)                    # (n, L, L)
             est = est / est.sum(-1, keepdims=True)
         else:
@@ -95,15 +103,21 @@ def _matrix_bias(ctx: Context, normalise: bool, wrong_target: bool = False):
 
 
 @claim("horn.attention-matrix-unbiased", paper=HORN, section="Sec. 2.1 (FAVOR), last sentences",
-       statement="... allows a decomposition that provides an unbiased estimator for the Attention matrix that turns "
+       statement="... allows a decomposition that provides an unbiased estimator for the Attention matrix "
+                 "that turns "
                  "more precise, the more random features m are sampled.",
        expected="erratum",
-       derivation="Q'K'^T is unbiased for the unnormalised exp(Q K^T) entrywise, but the attention matrix A = "
+       derivation="Q'K'^T is unbiased for the unnormalised exp(Q K^T) entrywise, but the attention matrix A "
+                  "= "
                   "D^{-1} exp(Q K^T) (Eq. 1's softmax) is estimated by a ratio of unbiased estimators, "
-                  "A_hat_ij = (Q'K'^T)_ij / sum_l (Q'K'^T)_il, which is consistent but biased at O(1/m) (delta "
-                  "method: -Cov(num, den)/E den^2 + E num Var den / E den^3). The check shows Q'K'^T (Horn's trig map) "
-                  "unbiased and A_hat biased, |bias| falling with m (m * bias tends to a constant as m grows). A_hat is measured with the positive "
-                  "map (FAVOR+): with trig features the normaliser can be <= 0 in some draws (design.md trap 4), and "
+                  "A_hat_ij = (Q'K'^T)_ij / sum_l (Q'K'^T)_il, which is consistent but biased at O(1/m) "
+                  "(delta "
+                  "method: -Cov(num, den)/E den^2 + E num Var den / E den^3). The check shows Q'K'^T (Horn's "
+                  "trig map) "
+                  "unbiased and A_hat biased, |bias| falling with m (m * bias tends to a constant as m "
+                  "grows). A_hat is measured with the positive "
+                  "map (FAVOR+): with trig features the normaliser can be <= 0 in some draws (design.md trap "
+                  "4), and "
                   "then the ratio has no finite mean at all, which does not make it unbiased either.",
        decide=printed_vs_corrected("z_attention_matrix_m2", "z_unnormalised_max", n_se=5.0))
 def attention_matrix(ctx: Context) -> Result:
@@ -129,7 +143,8 @@ def attention_matrix(ctx: Context) -> Result:
         plt.close(fig)
         figs.append(str(path))
     path = ctx.figure_path("rms-error-vs-m")
-    if path is not None:                 # convergence: RMS error of one draw vs m, with the m^{-1/2} reference
+    # convergence: RMS error of one draw vs m, with the m^{-1/2} reference
+    if path is not None:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -139,7 +154,8 @@ def attention_matrix(ctx: Context) -> Result:
             ax.plot(ms, [r["rms_error"] for r in rows_], "o-", label=f"{lab} RMS error")
             ax.plot(ms, rows_[0]["rms_error"] * (ms / ms[0]) ** -0.5, "k--", lw=0.8)
         ax.plot([], [], "k--", lw=0.8, label="m^{-1/2} reference")
-        ax.set(xscale="log", yscale="log", xlabel="m (random features)", ylabel="RMS error over entries and draws")
+        ax.set(xscale="log", yscale="log", xlabel="m (random features)", ylabel="RMS error over entries and "
+                                                                                "draws")
         ax.set_xticks(ms, [str(int(m)) for m in ms], minor=False)
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.legend(fontsize=7)
@@ -148,11 +164,14 @@ def attention_matrix(ctx: Context) -> Result:
         plt.close(fig)
         figs.append(str(path))
     verdict = ctx.decide(ev)
-    corrected = ("Q'K'^T is an unbiased estimator of the unnormalised matrix exp(Q K^T); the attention matrix "
-                 "A = D^{-1} exp(Q K^T) and the output A V are estimated with an O(1/m) bias (ratio estimator), "
+    corrected = ("Q'K'^T is an unbiased estimator of the unnormalised matrix exp(Q K^T); the attention "
+                 "matrix "
+                 "A = D^{-1} exp(Q K^T) and the output A V are estimated with an O(1/m) bias (ratio "
+                 "estimator), "
                  "consistent as m grows (RMS error O(m^{-1/2})).")
     return Result(verdict, ev, corrected=corrected if verdict == "erratum" else None, figures=figs,
-                  summary=f"Q'K'^T unbiased at every m (max z {max(r['max_z'] for r in raw):.1f}); normalised "
+                  summary=f"Q'K'^T unbiased at every m (max z {max(r['max_z'] for r in raw):.1f}); "
+                          "normalised "
                           f"A_hat biased: z = {nrm[0]['max_z']:.0f} at m = 2, m*bias = "
                           + ", ".join(f"{r['m_times_worst_bias']:.4f}" for r in nrm))
 

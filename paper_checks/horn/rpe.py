@@ -1,8 +1,7 @@
-"""Horn et al. Sec. 2.3: Lemma 1 (and its converse), S1 shift invariance, the S2 window trick and its cost."""
+"""Horn et al. Sec. 2.3: S1 shift invariance, the S2 window trick and its cost (Lemma 1 is in lemma1.py)."""
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 
@@ -10,220 +9,19 @@ import numpy as np
 
 from refattn.random.performer import draw_gaussian
 from refattn.random.positional import init_s1_params
-from refattn.rpe.s1_rotation import S1Params, s1_attention
-from validation.montecarlo import mean_test
 from refattn.rpe import s1_rotation
+from refattn.rpe.s1_rotation import S1Params, s1_attention
 from refattn.rpe.s2_clipped import _class_sums_reference, s2_attention, s2_attention_naive, s2_class_index
+from validation.montecarlo import mean_test
 
 from .._claims import HORN, Context, Result, claim, must_fail, stat_evidence
 from .._rules import value, with_rule
-from ..choromanski._common import scaled_arg, scaled_output
+from ..choromanski._common import scaled_output
 from ..power import mutation, patched, wrapped
 
-_HERE = sys.modules[__name__]    # mutations wrap the refattn functions (and printed formulas) this module uses
+# mutations wrap the refattn functions this module uses
+_HERE = sys.modules[__name__]
 TOL = 1e-12                      # exact identities: rounding only
-
-# ------------------------------------------------------------------------------------------------------
-# Lemma 1
-
-
-def _phi(z, omega):
-    return np.stack([np.sin(omega * z), np.cos(omega * z)], -1)                   # (n, 2) row vectors
-
-
-def _pair(z, zp, omega, Wq, Wk):
-    return np.einsum("...i,...i->...", _phi(z, omega) @ Wq, _phi(zp, omega) @ Wk)
-
-
-def printed_value(a, b, omega, delta):
-    """Lemma 1's value: alpha cos(omega (z - z')) + beta sin(omega (z - z'))."""
-    return a * np.cos(omega * delta) + b * np.sin(omega * delta)
-
-
-def printed_line2(a, b, s, c):
-    """App. A.1, the proof's second line as printed: phi(z) M = [a s + b c, b s + a c]."""
-    return np.stack([a * s + b * c, b * s + a * c], -1)
-
-
-def worded_pair(A_, R):
-    """(W_q, W_k) with the text's condition 'W_q^T W_k = R' (of form (3)) met: W_q = A_, W_k = A_^{-T} R."""
-    return A_, np.linalg.inv(A_).T @ R
-
-
-def _lemma1(ctx: Context, beta_sign: float) -> dict:
-    rng = ctx.rng()
-    n = ctx.pick(200, 2000)
-    omega, z, zp, tau = (3 * rng.standard_normal(n) for _ in range(4))
-    fwd_err = 0.0
-    for _ in range(20):
-        a, b = rng.standard_normal(2)
-        Wk = rng.standard_normal((2, 2))
-        Wq = np.array([[a, b], [-b, a]]) @ np.linalg.inv(Wk).T                     # W_q W_k^T = [[a, b], [-b, a]]
-        printed = printed_value(a, beta_sign * b, omega, z - zp)
-        scale = 1 + abs(a) + abs(b)
-        fwd_err = max(fwd_err, float(np.max(np.abs(_pair(z - tau, zp - tau, omega, Wq, Wk) - printed))) / scale)
-    # the text's condition "W_q^T W_k of the form (3)", row-vector convention: a counterexample
-    A = np.diag([1.0, 2.0])
-    R = np.array([[0.0, 1.0], [-1.0, 0.0]])
-    Wq, Wk = worded_pair(A, R)                                                     # W_q^T W_k = R, W_q W_k^T is not
-    moved = float(np.max(np.abs(_pair(z - tau, zp - tau, omega, Wq, Wk) - _pair(z, zp, omega, Wq, Wk))))
-    # the proof's second line: printed [a s + b c, b s + a c] versus the true row vector phi M = [a s - b c, ...]
-    a, b = 0.7, -1.1
-    M = np.array([[a, b], [-b, a]])
-    s, c = np.sin(omega * z), np.cos(omega * z)
-    line2_err = float(np.max(np.abs(printed_line2(a, b, s, c) - _phi(z, omega) @ M)))
-    return {**stat_evidence(n=n, seed=ctx.seed, detectable=TOL), "max_rel_err_constrained_form": fwd_err,
-            "tolerance": TOL, "max_change_under_shift_when_only_WqT_Wk_is_rotation_form": moved,
-            "proof_line2_max_err": line2_err}
-
-
-def _decide_lemma1(ev: dict) -> str:
-    tol = value(ev, "tolerance")
-    if value(ev, "max_rel_err_constrained_form") > tol:
-        return "fails"
-    ok_wording = value(ev, "max_change_under_shift_when_only_WqT_Wk_is_rotation_form") <= tol
-    return "holds" if ok_wording and value(ev, "proof_line2_max_err") <= tol else "erratum"
-
-
-def _lemma1_result(ctx: Context, ev: dict) -> Result:
-    fwd_err, moved = ev["max_rel_err_constrained_form"], ev["max_change_under_shift_when_only_WqT_Wk_is_rotation_form"]
-    verdict = ctx.decide(ev)
-    if verdict != "erratum":
-        return Result(verdict, ev, summary=f"constrained form err {fwd_err:.1e}, counterexample change {moved:.1e}, "
-                                           f"proof line 2 err {ev['proof_line2_max_err']:.1e}")
-    return Result(
-        "erratum", ev,
-        corrected=("Row-vector convention: <phi(z - tau) W_q, phi(z' - tau) W_k> = phi(z) M phi(z')^T is "
-                   "shift invariant iff M = W_q W_k^T = [[alpha, beta], [-beta, alpha]] (the display, Eq. (3)); the "
-                   "text's 'W_q^T W_k' is the condition for column vectors W phi (Appendix statement). The value is "
-                   "alpha cos(omega (z - z')) + beta sin(omega (z - z')); the proof's second line should read "
-                   "[alpha sin - beta cos, beta sin + alpha cos]."),
-        summary=(f"holds for W_q W_k^T of form (3) (err {fwd_err:.0e}); 'W_q^T W_k' as worded is wrong "
-                 f"(counterexample moves by {moved:.2f}); proof line 2 off by {ev['proof_line2_max_err']:.2f}"))
-
-
-@claim("horn.lemma1", paper=HORN, section="Sec. 2.3, Lemma 1, Eq. (3); App. A.1",
-       statement="<phi(z - tau) W_q, phi(z' - tau) W_k> = <phi(z) W_q, phi(z') W_k> if W_q^T W_k is of the form "
-                 "W_q W_k^T = [[alpha, beta], [-beta, alpha]]; the value is alpha cos(omega z - omega z') + "
-                 "beta sin(omega z - omega z').",
-       expected="erratum",
-       derivation="phi(z) M phi(z')^T with M = [[a, b], [c, d]] equals (a+d)/2 cos(omega(z-z')) + (b-c)/2 "
-                  "sin(omega(z-z')) + (d-a)/2 cos(omega(z+z')) + (b+c)/2 sin(omega(z+z')); for M of form (3) the "
-                  "z+z' terms vanish, so the identity holds to rounding (an exact, not statistical, check). The "
-                  "matrix sandwiched between the row vectors is W_q W_k^T, so the wording 'W_q^T W_k' is wrong "
-                  "for the row convention used (a counterexample shows it), and the proof's line 2 has +beta cos "
-                  "for -beta cos.",
-       decide=with_rule(_decide_lemma1,
-                        "fails iff the constrained form (W_q W_k^T of form (3)) deviates from alpha cos + beta sin by "
-                        "more than 1e-12 (relative); otherwise holds iff the worded condition W_q^T W_k of form (3) "
-                        "also gives shift invariance (counterexample change <= 1e-12) and the proof's line 2 equals "
-                        "phi M (<= 1e-12), erratum iff either does not."))
-def lemma1(ctx: Context) -> Result:
-    return _lemma1_result(ctx, _lemma1(ctx, +1.0))
-
-
-@must_fail("horn.lemma1")
-def lemma1_wrong(ctx: Context) -> Result:
-    """The same check with the sine term's sign flipped (Delta = z' - z) must fail."""
-    return _lemma1_result(ctx, _lemma1(ctx, -1.0))
-
-
-mutation("horn.lemma1", "printed value x 0.5")(lambda: scaled_output(_HERE, "printed_value", 0.5))
-mutation("horn.lemma1", "printed value with omega x 2 pi")(lambda: scaled_arg(_HERE, "printed_value", 2, 2 * math.pi))
-
-
-@mutation("horn.lemma1", "wording and proof line 2 as corrected (both neutralised)")
-def _neutralised():
-    import contextlib
-
-    stack = contextlib.ExitStack()
-    stack.enter_context(patched(_HERE, "printed_line2", lambda a, b, s, c: np.stack([a * s - b * c, b * s + a * c], -1)))
-    stack.enter_context(patched(_HERE, "worded_pair", lambda A_, R: (A_, R.T @ np.linalg.inv(A_).T)))  # W_q W_k^T = R
-    return stack
-
-
-def four_terms(M, omega, z, zp, with_sum_terms=True):
-    """phi(z) M phi(z')^T = (a+d)/2 cos(omega(z-z')) + (b-c)/2 sin(omega(z-z')) [+ (d-a)/2 cos(omega(z+z'))
-    + (b+c)/2 sin(omega(z+z'))], M = [[a, b], [c, d]] (the companion drops the z + z' terms)."""
-    a, b, c, d = np.asarray(M).ravel()
-    dm, sm = omega * (z - zp), omega * (z + zp)
-    out = (a + d) / 2 * np.cos(dm) + (b - c) / 2 * np.sin(dm)
-    if with_sum_terms:
-        out = out + (d - a) / 2 * np.cos(sm) + (b + c) / 2 * np.sin(sm)
-    return out
-
-
-def _converse(ctx: Context, with_sum_terms: bool) -> Result:
-    rng = ctx.rng()
-    n = ctx.pick(200, 2000)
-    omega, z, zp = (3 * rng.standard_normal(n) for _ in range(3))
-    decomp_err, min_amp_ratio = 0.0, np.inf
-    taus = np.linspace(0, 2 * np.pi, 64)
-    for _ in range(200):
-        M = rng.standard_normal((2, 2))
-        a, b, c, d = M.ravel()
-        decomp = four_terms(M, omega, z, zp, with_sum_terms)
-        decomp_err = max(decomp_err, float(np.max(np.abs(_pair(z, zp, omega, M, np.eye(2)) - decomp))))
-        # over shifts, the z+z' part sweeps its full amplitude sqrt(((d-a)/2)^2 + ((b+c)/2)^2) (for omega = 1)
-        amp = np.hypot((d - a) / 2, (b + c) / 2)
-        vals = [_pair(np.array([0.3 - t]), np.array([-0.5 - t]), np.array([1.0]), M, np.eye(2))[0] for t in taus]
-        min_amp_ratio = min(min_amp_ratio, (max(vals) - min(vals)) / (2 * amp))
-    # the exceptions: omega = 0 (constant), and integer shifts with omega in pi Z
-    M = np.array([[1.0, 0.4], [0.4, 2.0]])
-    zero_change = abs(_pair(np.array([0.3]), np.array([1.2]), np.array([0.0]), M, np.eye(2))[0]
-                      - _pair(np.array([5.3]), np.array([6.2]), np.array([0.0]), M, np.eye(2))[0])
-    int_change = max(abs(_pair(np.array([2.0]), np.array([5.0]), np.array([np.pi]), M, np.eye(2))[0]
-                         - _pair(np.array([2.0 + t]), np.array([5.0 + t]), np.array([np.pi]), M, np.eye(2))[0])
-                     for t in range(1, 6))
-    ev = {**stat_evidence(n=n, seed=ctx.seed, detectable=TOL), "decomposition_max_err": decomp_err, "tolerance": TOL,
-          "min_over_M_of_observed_swing_over_predicted": float(min_amp_ratio),
-          "omega_0_change": float(zero_change), "omega_pi_integer_shift_change": float(int_change)}
-    verdict = ctx.decide(ev)
-    if verdict != "erratum":
-        return Result(verdict, ev, summary=f"decomposition error {decomp_err:.1e}, swing ratio {min_amp_ratio:.3f}, "
-                                           f"exception changes {zero_change:.1e}, {int_change:.1e}")
-    return Result("erratum", ev,
-                  corrected=("'iff' holds for omega != 0 and all real shifts tau: then W_q W_k^T must be "
-                             "[[alpha, beta], [-beta, alpha]]. It fails for omega = 0 (everything constant) and, "
-                             "for integer shifts only (pixels), when omega is a multiple of pi."),
-                  summary=f"converse holds for omega != 0 (decomposition err {decomp_err:.0e}); exceptions "
-                          f"omega = 0 and integer shifts with omega in pi Z (change {int_change:.0e})")
-
-
-def _decide_converse(ev: dict) -> str:
-    tol = value(ev, "tolerance")
-    if value(ev, "decomposition_max_err") > tol or value(ev, "min_over_M_of_observed_swing_over_predicted") < 0.99:
-        return "fails"
-    exception = min(value(ev, "omega_0_change"), value(ev, "omega_pi_integer_shift_change")) <= tol
-    return "erratum" if exception else "holds"
-
-
-@claim("horn.lemma1-converse", paper=HORN, section="App. A.1 (Lemma, 'iff')",
-       statement="The inner product is shift invariant for z, z' iff W_q^T W_k is of the form (5).",
-       expected="erratum",
-       derivation="Every M gives the four-term decomposition (exact, not statistical); the z+z' terms have "
-                  "amplitude sqrt(((d-a)/2)^2 + ((b+c)/2)^2), which is reached by some real shift whenever "
-                  "omega != 0, so invariance forces d = a, c = -b. For omega = 0 or integer shifts with omega in "
-                  "pi Z the z+z' terms are themselves invariant: the 'iff' needs that proviso.",
-       decide=with_rule(_decide_converse,
-                        "fails iff the four-term decomposition of phi(z) M phi(z')^T is off by > 1e-12 or a shift "
-                        "fails to sweep the z + z' terms' full amplitude (ratio < 0.99); otherwise erratum iff a "
-                        "matrix not of form (5) is still shift invariant in a listed case (omega = 0, or integer "
-                        "shifts with omega in pi Z: change <= 1e-12), holds iff none is."))
-def lemma1_converse(ctx: Context) -> Result:
-    return _converse(ctx, True)
-
-
-@must_fail("horn.lemma1-converse")
-def lemma1_converse_wrong(ctx: Context) -> Result:
-    """Dropping the z + z' terms (claiming every M is shift invariant) must fail."""
-    return _converse(ctx, False)
-
-
-mutation("horn.lemma1-converse", "decomposition x 0.5")(lambda: scaled_output(_HERE, "four_terms", 0.5))
-mutation("horn.lemma1-converse", "M transposed (W_k W_q^T for W_q W_k^T)")(
-    lambda: wrapped(_HERE, "four_terms", lambda f: (lambda M, *a, **k: f(np.asarray(M).T, *a, **k))))
-
 
 # ------------------------------------------------------------------------------------------------------
 # S1 shift invariance with random features
@@ -248,7 +46,8 @@ def _s1_shift(ctx: Context, anisotropic: bool) -> Result:
         y1 = s1_attention(q, k, v, pos + tau, p, omega=omega)
         diffs.append(y0 - y1)
         sq.append(y0 ** 2 - y1 ** 2)
-    t_mean = mean_test(np.asarray(diffs), 0.0, se_floor=1e-14, atol=TOL)        # paired: y(pos) - y(pos + tau)
+    # paired: y(pos) - y(pos + tau)
+    t_mean = mean_test(np.asarray(diffs), 0.0, se_floor=1e-14, atol=TOL)
     t_sq = mean_test(np.asarray(sq), 0.0, se_floor=1e-14, atol=TOL)              # second moments
     diffs, se_m = np.asarray(diffs), t_mean.se
     z_mean, z_sq = t_mean.z, t_sq.z
@@ -281,15 +80,21 @@ def _decide_s1(ev: dict) -> str:
        statement="While our construction is invariant to the absolute position in expectation, this might "
                  "entirely not be the case for any set of random features.",
        expected="holds",
-       derivation="A shift multiplies both augmented Q and K by one orthogonal R (identity on content, rotations "
+       derivation="A shift multiplies both augmented Q and K by one orthogonal R (identity on content, "
+                  "rotations "
                   "on the positional blocks); phi(x R; omega) = phi(x; omega R^T), and omega R^T ~ omega for "
-                  "isotropic Gaussian draws. So the output distribution is unchanged (paired tests of the mean "
-                  "and of the second moment over draws), while a single draw is not invariant; exact softmax S1 "
+                  "isotropic Gaussian draws. So the output distribution is unchanged (paired tests of the "
+                  "mean "
+                  "and of the second moment over draws), while a single draw is not invariant; exact softmax "
+                  "S1 "
                   "is invariant to rounding.",
        decide=with_rule(_decide_s1,
-                        "holds iff exact softmax S1 is shift invariant (change <= 1e-12), the paired mean and second-"
-                        "moment differences of the FAVOR output over draws are within z_critical (5, or 5.5 past 64 "
-                        "entries: Bonferroni) on positive-SE entries and exact on zero-SE ones, and a single draw is "
+                        "holds iff exact softmax S1 is shift invariant (change <= 1e-12), the paired mean "
+                        "and second-"
+                        "moment differences of the FAVOR output over draws are within z_critical (5, or 5.5 "
+                        "past 64 "
+                        "entries: Bonferroni) on positive-SE entries and exact on zero-SE ones, and a single "
+                        "draw is "
                         "not invariant (change > 1e-3); fails otherwise."))
 def s1_shift(ctx: Context) -> Result:
     return _s1_shift(ctx, False)
@@ -297,12 +102,14 @@ def s1_shift(ctx: Context) -> Result:
 
 @must_fail("horn.s1-shift-invariance")
 def s1_shift_wrong(ctx: Context) -> Result:
-    """With anisotropic draws (sin coordinates scaled by 2, cos by 0.3) the invariance in distribution fails."""
+    """With anisotropic draws (sin coordinates scaled by 2, cos by 0.3) the invariance in distribution
+    fails."""
     return _s1_shift(ctx, True)
 
 
 def _key_positions(factor):
-    """s1_augment_fwd (refattn.rpe.s1_rotation, called by s1_attention) rotating the keys by positions x factor."""
+    """s1_augment_fwd (refattn.rpe.s1_rotation, called by s1_attention) rotating the keys by positions x
+    factor."""
     def wrap(f):
         def g(q, k, positions, params):
             (q_aug, _), cache = f(q, k, positions, params)
@@ -375,20 +182,26 @@ def _s2_formula(ctx: Context, radius_offset: int) -> Result:
 
 def _decide_s2(ev: dict) -> str:
     tol = value(ev, "tolerance")
-    return "holds" if max(value(ev, "paper_formula_rel_err"), value(ev, "refattn_fast_vs_naive")) <= tol else "fails"
+    err = max(value(ev, "paper_formula_rel_err"), value(ev, "refattn_fast_vs_naive"))
+    return "holds" if err <= tol else "fails"
 
 
 @claim("horn.s2-fast-equals-naive", paper=HORN, section="Sec. 2.3, Strategy 2 (window formula)",
-       statement="sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_j v_j + sum_m <q'_i, a'_im - w'_k> v_m, where the "
-                 "final term sums over all positions m within clipping distance k - 1 from i (Manhattan pixel "
+       statement="sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_j v_j + sum_m <q'_i, a'_im - w'_k> v_m, where "
+                 "the "
+                 "final term sums over all positions m within clipping distance k - 1 from i (Manhattan "
+                 "pixel "
                  "distance).",
        expected="holds",
-       derivation="For non-negative clipped distances every pair outside the radius-(k-1) window has a_ij = w_k, "
+       derivation="For non-negative clipped distances every pair outside the radius-(k-1) window has a_ij = "
+                  "w_k, "
                   "so adding and subtracting <q'_i, w'_k> v_m inside the window is an identity: exact, not "
                   "statistical (the FAVOR features are fixed). Checked literally on a 6 x 7 grid and through "
                   "refattn's class-sum path.",
-       decide=with_rule(_decide_s2, "holds iff Horn's window formula equals the naive sum and refattn's s2_attention "
-                                    "equals s2_attention_naive, both within 1e-12 (relative / absolute); fails "
+       decide=with_rule(_decide_s2, "holds iff Horn's window formula equals the naive sum and refattn's "
+                                    "s2_attention "
+                                    "equals s2_attention_naive, both within 1e-12 (relative / absolute); "
+                                    "fails "
                                     "otherwise."))
 def s2_fast(ctx: Context) -> Result:
     return _s2_formula(ctx, 0)
@@ -402,7 +215,8 @@ def s2_fast_wrong(ctx: Context) -> Result:
 
 def _grid_transposed():
     return wrapped(_HERE, "s2_class_index",
-                   lambda f: (lambda L, k, grid=None, **kw: f(L, k, None if grid is None else tuple(grid)[::-1], **kw)))
+                   lambda f: (lambda L, k, grid=None, **kw: f(L, k, None if grid is None
+                                                              else tuple(grid)[::-1], **kw)))
 
 
 mutation("horn.s2-fast-equals-naive", "s2_attention x 0.5")(lambda: scaled_output(_HERE, "s2_attention", 0.5))
@@ -415,7 +229,8 @@ def _s2_signed(ctx: Context, two_sided: bool) -> Result:
     L, k, d, d_v, m = 20, 3, 4, 3, 8
     q, v = rng.standard_normal((L, d)), rng.standard_normal((L, d_v))
     w, omega = rng.standard_normal((2 * k + 1, d)), rng.standard_normal((m, d))
-    S = _favor_scores(q, w, omega)                                                 # (L, 2k + 1), row r + k = w_r
+    # (L, 2k + 1), row r + k = w_r
+    S = _favor_scores(q, w, omega)
     cls = s2_class_index(L, k, None, xp=np)
     naive = np.stack([S[i, cls[i]] for i in range(L)]) @ v
     printed = np.outer(S[:, 2 * k], v.sum(0))                                      # one baseline w_k
@@ -438,11 +253,15 @@ def _s2_signed(ctx: Context, two_sided: bool) -> Result:
     if verdict == "erratum":
         return Result("erratum", ev,
                       corrected=("With signed a_ij = w_clip(j - i, k) there are two far regions: "
-                                 "sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_{j >= i+k} v_j + <q'_i, w'_{-k}> "
-                                 "sum_{j <= i-k} v_j + sum_{|j - i| < k} <q'_i, a'_ij> v_j (prefix sums; O(L k))."),
-                      summary=f"one-baseline formula off by {err_printed:.2f} (relative) for signed distances; "
+                                 "sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_{j >= i+k} v_j + <q'_i, "
+                                 "w'_{-k}> "
+                                 "sum_{j <= i-k} v_j + sum_{|j - i| < k} <q'_i, a'_ij> v_j (prefix sums; O(L "
+                                 "k))."),
+                      summary=f"one-baseline formula off by {err_printed:.2f} (relative) for signed "
+                              "distances; "
                               f"two far regions exact ({err_corr:.0e})")
-    return Result(verdict, ev, summary=f"one-baseline formula rel err {err_printed:.1e}, two-region formula rel err "
+    return Result(verdict, ev, summary=f"one-baseline formula rel err {err_printed:.1e}, two-region formula "
+                                       "rel err "
                                        f"{err_corr:.1e}")
 
 
@@ -453,15 +272,19 @@ def _decide_signed(ev: dict) -> str:
     return "erratum" if value(ev, "two_far_regions_rel_err") <= tol else "fails"
 
 
-@claim("horn.s2-signed-clip", paper=HORN, section="Sec. 2.3, Strategy 2 (clip(j - i, k) with the window formula)",
+@claim("horn.s2-signed-clip", paper=HORN, section="Sec. 2.3, Strategy 2 (clip(j - i, k) with the window "
+                                                  "formula)",
        statement="a_ij = w_clip(j-i, k), clip(x, k) = max(-k, min(k, x)); 'most a_ij are equal to w_k', so "
                  "sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_j v_j + sum_m <q'_i, a'_im - w'_k> v_m.",
        expected="erratum",
-       derivation="With the signed clip as printed, pairs with j - i <= -k use w_{-k}, not w_k, so the one-baseline "
+       derivation="With the signed clip as printed, pairs with j - i <= -k use w_{-k}, not w_k, so the "
+                  "one-baseline "
                   "formula is wrong unless w_{-k} = w_k (design.md trap 8); the corrected form has two far "
                   "regions, each a prefix sum. Exact, not statistical.",
-       decide=with_rule(_decide_signed, "holds iff the printed one-baseline formula equals the naive signed-clip sum "
-                                        "within 1e-12 (relative); erratum iff it does not and the two-far-region "
+       decide=with_rule(_decide_signed, "holds iff the printed one-baseline formula equals the naive "
+                                        "signed-clip sum "
+                                        "within 1e-12 (relative); erratum iff it does not and the "
+                                        "two-far-region "
                                         "form (refattn's class sums) does; fails otherwise."))
 def s2_signed(ctx: Context) -> Result:
     return _s2_signed(ctx, True)
@@ -476,7 +299,8 @@ def s2_signed_wrong(ctx: Context) -> Result:
 mutation("horn.s2-signed-clip", "class sums x 0.5 (_class_sums_reference)")(
     lambda: scaled_output(_HERE, "_class_sums_reference", 0.5))
 mutation("horn.s2-signed-clip", "clip(i - j) for clip(j - i) (s2_class_index)")(
-    lambda: wrapped(_HERE, "s2_class_index", lambda f: (lambda L, k, grid=None, **kw: 2 * k - f(L, k, grid, **kw))))
+    lambda: wrapped(_HERE, "s2_class_index",
+                    lambda f: (lambda L, k, grid=None, **kw: 2 * k - f(L, k, grid, **kw))))
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -498,7 +322,8 @@ def _complexity(ctx: Context, swap: bool) -> Result:
     fast_sides = ctx.pick([32, 64, 96], [32, 64, 96, 128], [32, 64, 128, 192])
     naive_sides = ctx.pick([16, 24, 32], [24, 32, 40, 48], [24, 32, 48, 64])
     t_fast, t_naive, Ls, Ls_naive = [], [], [], []
-    for s in fast_sides:                      # the fast path needs larger L to leave its fixed overhead behind
+    # the fast path needs larger L to leave its fixed overhead behind
+    for s in fast_sides:
         L = s * s
         q, v = rng.standard_normal((2, L, d)), rng.standard_normal((2, L, d_v))
         w = rng.standard_normal((k + 1, d))
@@ -529,11 +354,14 @@ def _complexity(ctx: Context, swap: bool) -> Result:
         w = rng.standard_normal((kk + 1, d))
         t_k.append(_best_time(lambda: s2_attention(q, v, w, k=kk, grid=(s, s))))  # noqa: B023 (called at once)
     cells = [1 + 2 * kk * (kk - 1) for kk in ks]
-    ev = {"L_fast": Ls, "t_fast_s": t_fast, "L_naive": Ls_naive, "t_naive_s": t_naive, "slope_fast_in_L": slope_fast,
+    ev = {"L_fast": Ls, "t_fast_s": t_fast, "L_naive": Ls_naive, "t_naive_s": t_naive,
+          "slope_fast_in_L": slope_fast,
           "slope_naive_in_L": slope_naive, "k": ks, "window_cells": cells, "t_fast_vs_k_s": t_k,
           "slope_fast_in_k": float(np.polyfit(np.log(ks), np.log(t_k), 1)[0]),
-          "criterion": ("fast slope closer to 1 than to 2 (< 1.5) and naive slope closer to 2 (> 1.5); timings: "
-                        "min of repeats, same run; memory-bound array code runs out of cache at large L, which "
+          "criterion": ("fast slope closer to 1 than to 2 (< 1.5) and naive slope closer to 2 (> 1.5); "
+                        "timings: "
+                        "min of repeats, same run; memory-bound array code runs out of cache at large L, "
+                        "which "
                         "bends the fast path's line upwards"),
           "speedup_at_L": (naive_sides[-1] ** 2, speedup)}
     if ctx.report_dir is not None:
@@ -565,11 +393,15 @@ def _decide_complexity(ev: dict) -> str:
 @claim("horn.complexity", paper=HORN, section="Sec. 2.3, Strategy 2",
        statement="This allows the attention output to be computed with O(L k^2) cost instead of O(L^2).",
        expected="holds", slow=True,
-       derivation="The radius-(k-1) Manhattan window has 1 + 2k(k-1) cells, each a shifted copy of the values, "
-                  "plus one total sum: O(L k^2 d_v); the naive sum materialises L^2 kernel entries. Measured: "
+       derivation="The radius-(k-1) Manhattan window has 1 + 2k(k-1) cells, each a shifted copy of the "
+                  "values, "
+                  "plus one total sum: O(L k^2 d_v); the naive sum materialises L^2 kernel entries. "
+                  "Measured: "
                   "log-log slopes of wall time in L (same run, min of repeats); timing, not statistical.",
-       decide=with_rule(_decide_complexity, "holds iff the log-log slope of the window trick's wall time in L is "
-                                            "< 1.5 and the naive path's is > 1.5 (same run, min of repeats); fails "
+       decide=with_rule(_decide_complexity, "holds iff the log-log slope of the window trick's wall time in "
+                                            "L is "
+                                            "< 1.5 and the naive path's is > 1.5 (same run, min of repeats); "
+                                            "fails "
                                             "otherwise."))
 def complexity(ctx: Context) -> Result:
     return _complexity(ctx, False)

@@ -1,6 +1,6 @@
-"""Horn and FLT claims (issue 20): verdicts at tiny from their decision rules, the mutations the issue names,
-and the measured numbers behind the changed verdicts. (Every mutation moving at tiny is tested for all claims in
-test_rules.py::test_power_at_tiny_every_mutation_moves.)"""
+"""Horn and FLT claims (issue 20): verdicts at tiny from their decision rules, the mutations the issue
+names, and the measured numbers behind the changed verdicts. (Every mutation moving at tiny is tested for all
+claims in test_rules.py::test_power_at_tiny_every_mutation_moves.)"""
 
 from __future__ import annotations
 
@@ -40,10 +40,12 @@ def test_every_own_claim_has_a_rule():
     assert not [c.id for c in OWN if c.decide is None or not c.rule]
 
 
-@pytest.mark.parametrize("mutation", ["target mask x 0.5", "target mask x 0.9", "positions x 0.5 (flt_attention)"])
+@pytest.mark.parametrize("mutation", ["target mask x 0.5", "target mask x 0.9",
+                                      "positions x 0.5 (flt_attention)"])
 def test_alg1_wrong_target_fails(mutation):
-    """Issue 20 item 3: Algorithm 1 must converge to the masked softmax itself; a target mask x 0.5 or x 0.9, or
-    positions x 0.5 inside flt_attention, leave a bias many null SD above the correct code's mean z^2."""
+    """Issue 20 item 3: Algorithm 1 must converge to the masked softmax itself; a target mask x 0.5 or
+    x 0.9, or positions x 0.5 inside flt_attention, leave a bias many null SD above the correct code's
+    mean z^2."""
     base = _run("flt.alg1-favor")
     assert base.verdict == "holds" and base.evidence["top_mean_z2_excess_null_sd"] < 5
     res = _run("flt.alg1-favor", mutation=mutation)
@@ -52,7 +54,8 @@ def test_alg1_wrong_target_fails(mutation):
 
 
 def test_lemma1_verdict_follows_its_numbers():
-    """With the worded condition and the proof's line 2 both corrected the rule says holds (no fixed erratum)."""
+    """With the worded condition and the proof's line 2 both corrected the rule says holds (no fixed
+    erratum)."""
     base = _run("horn.lemma1")
     assert base.verdict == "erratum"
     assert base.evidence["max_change_under_shift_when_only_WqT_Wk_is_rotation_form"] > 1e-3
@@ -70,9 +73,11 @@ def test_thm41_measures_the_erratum_and_keeps_zero_se_apart():
 
 
 def test_local_sinc_pair_transforms_the_printed_f():
-    """l = 2: the transform of prod_j C 1[...] is C times the printed g (C inside), equal to it with C outside."""
+    """l = 2: the transform of prod_j C 1[...] is C times the printed g (C inside), equal to it with C
+    outside."""
     ev = _run("flt.local-sinc-pair").evidence
-    for inside, printed, outside in ev["l=2: [transform of printed f, printed g, transform of C-outside f] at 4 xi"]:
+    key = "l=2: [transform of printed f, printed g, transform of C-outside f] at 4 xi"
+    for inside, printed, outside in ev[key]:
         if abs(printed) > 1e-3:
             assert inside / printed == pytest.approx(ev["C"], rel=1e-3)
             assert outside == pytest.approx(printed, abs=1e-3)
