@@ -2,7 +2,7 @@
 Toeplitz-FFT RPE vs the dense C * (phi_q phi_k^T) path with its L-scaling and crossover.
 
     python benchmarks/rpe.py [--quick] [--threads N] [--dtype float32] [--repeat 3] [--only s2,s1,toeplitz]
-                             [--workers W] [--toeplitz-L 256,1024,4096] [--toeplitz-reference]
+                             [--workers W] [--toeplitz-L 256,1024,4096] [--toeplitz-reference] [--heads H]
 
 Workload (the issue's): H = 8 heads, d = 64, m = 256 features, d_v = 64, L = 4096 (a 64 x 64 grid for 2-D S2),
 k = 6. Every ratio is measured in one run (median of repeats). The naive and dense references are run one head
@@ -59,6 +59,7 @@ def main():
     ap.add_argument("--workers", type=int, default=None, help="SciPy FFT threads for the Toeplitz FFT path")
     ap.add_argument("--toeplitz-L", default=None,
                     help="comma-separated Toeplitz lengths (default 256,1024,4096)")
+    ap.add_argument("--heads", type=int, default=None, help="H (default 8; a per-head crossover needs 1)")
     ap.add_argument("--toeplitz-reference", action="store_true",
                     help="also time the array-API Toeplitz path (array_api_strict) in the same run")
     args = ap.parse_args()
@@ -70,6 +71,8 @@ def main():
     toeplitz_Ls = [256, 1024, 4096]
     if args.quick:
         H, m, side, toeplitz_Ls = 2, 32, 16, [64, 256]
+    if args.heads is not None:
+        H = args.heads
     if args.toeplitz_L:
         toeplitz_Ls = [int(x) for x in args.toeplitz_L.split(",")]
     L = side * side
