@@ -39,13 +39,21 @@ def _cpu_children() -> float:
 
 
 def _strip(x):
-    """A record without wall-clock fields and the command line; the provenance's BLAS list sorted (it is in
-    the order the client process happened to load its libraries)."""
+    """The records without what may differ: wall-clock fields, fresh temporary paths (an experiment run
+    without --report writes to a new temporary directory, serially too), the timing claims (their evidence is
+    wall-clock times) and the provenance (the command line; the libraries the writing process loaded: a
+    serial run that trained models has loaded libgomp, a dask client has not; the dask run adds the
+    workers' environments)."""
+    from paper_checks.scale import TIMING_CLAIMS
+
+    if isinstance(x, list) and x and isinstance(x[0], dict) and "id" in x[0]:
+        return [_strip(r) for r in x if r["id"] not in TIMING_CLAIMS]
     if isinstance(x, dict):
-        return {k: sorted(map(json.dumps, v)) if k == "blas" and isinstance(v, list) else _strip(v)
-                for k, v in x.items() if "seconds" not in k and k != "command"}
+        return {k: _strip(v) for k, v in x.items() if "seconds" not in k and k != "provenance"}
     if isinstance(x, list):
         return [_strip(v) for v in x]
+    if isinstance(x, str) and x.startswith(tempfile.gettempdir() + "/refattn-"):
+        return "<tmp>"
     return x
 
 

@@ -231,12 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     report_dir = Path(args.report) if args.report else None
     rows = []
     failed: list[str] = []
+    cluster: dict = {}                     # --scheduler: the workers' environments, for the provenance
     if args.scheduler is not None:         # claims, ctx.map batches and experiment runs as dask tasks
         from .scale import SchedulerError, run_claims
 
         try:
             outcomes = run_claims(args.scheduler, claims, seed=args.seed, size=args.size,
-                                  report_dir=report_dir, run_slow=args.all, progress=sys.stderr.isatty())
+                                  report_dir=report_dir, run_slow=args.all, progress=sys.stderr.isatty(),
+                                  info=cluster)
         except SchedulerError as exc:      # no cluster at that address (or none could start)
             print(f"paper_checks: {exc}", file=sys.stderr)
             return 2
@@ -274,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
         counts[key] = counts.get(key, 0) + 1
     print("totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     prov = provenance(seed=args.seed, size=args.size, argv=argv)
+    if cluster:                            # the claims ran on the workers: their versions and BLAS
+        prov["cluster"] = cluster
     blas = ", ".join(f"{b.get('internal_api')} {b.get('num_threads')} thread(s)" for b in prov["blas"])
     print(f"provenance: refattn {prov['refattn']}, commit {prov['git_commit']}, python {prov['python']}, "
           f"numpy {prov['numpy']}, scipy {prov['scipy']}, {blas}, seed {prov['seed']}, size {prov['size']}")

@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 __all__ = ["INSTALL_HINT", "TIMING_CLAIMS", "SchedulerError", "available", "parse_scheduler",
-           "scheduler_problem", "connect", "DaskMap", "run_tasks", "run_claims", "run_seeds"]
+           "scheduler_problem", "connect", "DaskMap", "run_tasks", "run_claims", "run_seeds",
+           "worker_environments"]
 
 INSTALL_HINT = 'pip install "refattn[scale]"  (from a checkout: pip install -e ".[scale]")'
 
@@ -374,15 +375,16 @@ def _finish(out: dict, report_dir: Path | None) -> tuple:
 
 def run_claims(spec_or_client: Any, claims: Sequence[Any], *, seed: int, size: str,
                report_dir: Path | None, run_slow: bool, progress: bool = False,
-               log: Callable[[str], None] | None = None) -> list[tuple]:
+               log: Callable[[str], None] | None = None, info: dict | None = None) -> list[tuple]:
     """Run `claims` as tasks on the cluster ``--scheduler spec`` (or on an existing ``distributed.Client``)
     and return ``[(result or None, seconds, error text or None)]`` in claim order, as the serial CLI does.
 
     Claims that will only report ``skipped`` (slow, without `run_slow`) do not leave the client. The other
     claims are submitted slow ones first (the long experiments start early); timing claims run last, one at a
-    time, with nothing beside them."""
+    time, with nothing beside them. `info`, when given, receives the scheduler address and the workers'
+    environments (:func:`worker_environments`) for the run's provenance."""
     return _run_jobs(spec_or_client, [(c, seed) for c in claims], size=size, report_dir=report_dir,
-                     run_slow=run_slow, progress=progress, log=log)
+                     run_slow=run_slow, progress=progress, log=log, info=info)
 
 
 def run_seeds(spec_or_client: Any, claims: Sequence[Any], seeds: Sequence[int], *, size: str,
@@ -396,15 +398,18 @@ def run_seeds(spec_or_client: Any, claims: Sequence[Any], seeds: Sequence[int], 
 
 
 def _run_jobs(spec_or_client: Any, jobs: list[tuple[Any, int]], *, size: str, report_dir: Path | None,
-              run_slow: bool, progress: bool, log: Callable[[str], None] | None) -> list[tuple]:
+              run_slow: bool, progress: bool, log: Callable[[str], None] | None,
+              info: dict | None = None) -> list[tuple]:
     """(claim, seed) jobs as tasks (see :func:`run_claims`); outcomes in job order."""
     from paper_checks.__main__ import _run_one
 
     if isinstance(spec_or_client, str):
         with connect(spec_or_client, log=log) as client:
             return _run_jobs(client, jobs, size=size, report_dir=report_dir, run_slow=run_slow,
-                             progress=progress, log=log)
+                             progress=progress, log=log, info=info)
     client = spec_or_client
+    if info is not None:
+        info.update(scheduler=client.scheduler.address, workers=worker_environments(client))
     env = {k: v for k, v in os.environ.items() if k.startswith(ENV_PREFIXES)}
     want_files = report_dir is not None
     outcomes: list = [None] * len(jobs)
@@ -435,6 +440,37 @@ def _run_jobs(spec_or_client: Any, jobs: list[tuple[Any, int]], *, size: str, re
         if bar is not None:
             bar.close()
     return outcomes
+
+
+def _environment() -> dict:
+    import platform
+
+    import numpy as np
+
+    from paper_checks.report import _blas
+
+    try:
+        import refattn
+        import scipy
+    except ImportError:  # pragma: no cover - both are dependencies
+        return {}
+    return {"refattn": getattr(refattn, "__version__", None), "python": platform.python_version(),
+            "numpy": np.__version__, "scipy": scipy.__version__, "blas": _blas(),
+            "platform": platform.platform()}
+
+
+def worker_environments(client: Any) -> list[dict]:
+    """The distinct environments of the cluster's workers (versions, BLAS libraries and threads, platform),
+    each with its worker count: where the claims actually ran."""
+    envs: list[dict] = []
+    for env in client.run(_environment).values():
+        for e in envs:
+            if {k: v for k, v in e.items() if k != "n_workers"} == env:
+                e["n_workers"] += 1
+                break
+        else:
+            envs.append({**env, "n_workers": 1})
+    return envs
 
 
 def _bar(total: int, enabled: bool) -> Any:

@@ -65,8 +65,11 @@ def test_cli_scheduler_output_is_the_serial_output(client, tmp_path):
         assert main(args + ["--json", str(b / "out.json"), "--report", str(b),
                             "--scheduler", client.scheduler.address]) == 0
     ra, rb = (json.loads((d / "out.json").read_text()) for d in (a, b))
-    for r in ra + rb:                                   # the provenance's command line names --scheduler
+    workers = rb[0]["provenance"]["cluster"]["workers"]          # where the claims ran
+    assert sum(w["n_workers"] for w in workers) == 2 and workers[0]["numpy"] == np.__version__
+    for r in ra + rb:                # the command line names --scheduler; the cluster is the dask run's
         r.get("provenance", {}).pop("command", None)
+        r.get("provenance", {}).pop("cluster", None)
     assert [r["id"] for r in rb] == IDS
     assert _strip(ra, [a]) == _strip(rb, [b])                                   # number for number
     fa, fb = _files(a), _files(b)
