@@ -25,6 +25,7 @@ from ..random import (check_dtype_arg, check_rng, draw_dropout_mask, draw_fastfo
 from ..rpe.spectra import (Box, BSpline, CauchyKernel, GaussianBasis, GaussianKernel, GaussianMixture,
                            LaplaceKernel, Proposal, SinPower)
 from .config import check_attention_config, check_config
+from ..tree import tree_map
 from .kinds import ATTENTION_KINDS
 
 __all__ = ["SAMPLERS", "draw_declared", "init_mha", "draw_attention_features", "features_for_step",
@@ -85,6 +86,20 @@ _DEFAULT_RADIUS = 2.5
 _DEFAULT_ORDER = {"bspline": 2, "sin_power": 3}
 
 
+def _per_head(sampler):
+    """A sampler drawing one value per head (``heads=H``: independent child streams, leaves stacked on a new
+    leading axis; ``heads=None``: one value)."""
+
+    def draw(rng, *, heads=None, dtype, **args):
+        if heads is None:
+            return sampler(rng, dtype=dtype, **args)
+        streams = [None] * heads if rng is None else rng.spawn(heads)
+        values = [sampler(r, dtype=dtype, **args) for r in streams]
+        return tree_map(lambda a, *rest: np.stack([a, *rest]), values[0], *values[1:])
+
+    return draw
+
+
 def _flt_spectrum(rng, *, family, components, D, dtype, radius=None, order=None):
     T = components
     one = np.asarray(1.0, dtype=dtype)
@@ -129,8 +144,8 @@ SAMPLERS = {
     "fastfood": (_fastfood, True), "generator": (_generator, True),
     "generator_noise": (_generator_noise, True),
     "generator_state": (_generator_state, False), "s1": (_s1, True), "normal": (_normal, True),
-    "zeros": (_zeros, False), "flt_noise": (_flt_noise, True), "flt_spectrum": (_flt_spectrum, True),
-    "flt_proposal": (_flt_proposal, False),
+    "zeros": (_zeros, False), "flt_noise": (_flt_noise, True),
+    "flt_spectrum": (_per_head(_flt_spectrum), True), "flt_proposal": (_per_head(_flt_proposal), False),
 }
 
 
@@ -149,16 +164,25 @@ def draw_declared(rng, declaration: dict, *, dtype) -> dict:
     return {n: SAMPLERS[d.sampler][0](rngs.get(n), dtype=dtype, **d.args) for n, d in declaration.items()}
 
 
-def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64):
-    """MHA parameters ``{"q", "k", "v", "o": DenseParams (D, D), "attn": kind parameters}`` (NumPy)."""
+def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shared=True):
+    """MHA parameters ``{"q", "k", "v", "o": DenseParams (D, D), "attn": kind parameters}`` (NumPy).
+
+    A kind's parameters shared across layers (``kind.shared``, e.g. FLT's per-head spectra) are included
+    for a lone layer (``include_shared=True``); :func:`init_transformer` draws them once, in
+    ``params["shared"]``.
+    """
     check_rng(rng)
     dt = check_dtype_arg(dtype)
     d_head = d_model // n_heads
     att = check_attention_config(attention, d_head=d_head, n_heads=n_heads)
     r = rng.spawn(5)
     out = {name: init_dense(ri, d_model, d_model, dtype=dt) for name, ri in zip("qkvo", r[:4], strict=True)}
-    declared = ATTENTION_KINDS[att["kind"]].params(att, d_head=d_head, n_heads=n_heads)
+    kind = ATTENTION_KINDS[att["kind"]]
+    declared = kind.params(att, d_head=d_head, n_heads=n_heads)
     out["attn"] = draw_declared(r[4], declared, dtype=dt)
+    if include_shared and kind.shared is not None:
+        out["attn"].update(draw_declared(rng.spawn(1)[0], kind.shared(att, d_head=d_head, n_heads=n_heads),
+                                         dtype=dt))
     return out
 
 
@@ -213,7 +237,7 @@ def init_transformer(rng, config):
         ra, r1, r2 = rb.spawn(3)
         blocks.append({
             "ln1": init_layernorm(D, dtype=dt),
-            "attn": init_mha(ra, D, cfg["n_heads"], cfg["attention"], dtype=dt),
+            "attn": init_mha(ra, D, cfg["n_heads"], cfg["attention"], dtype=dt, include_shared=False),
             "ln2": init_layernorm(D, dtype=dt),
             "ff1": init_dense(r1, D, cfg["d_ff"], dtype=dt),
             "ff2": init_dense(r2, cfg["d_ff"], D, dtype=dt),
@@ -222,6 +246,11 @@ def init_transformer(rng, config):
     params["ln_f"] = init_layernorm(D, dtype=dt)
     n_out = cfg["n_classes"] if cfg["task"] == "classify" else cfg["vocab_size"]
     params["head"] = init_dense(r_head, D, n_out, dtype=dt)
+    kind, att = ATTENTION_KINDS[cfg["attention"]["kind"]], cfg["attention"]
+    H = cfg["n_heads"]
+    shared = {} if kind.shared is None else kind.shared(att, d_head=D // H, n_heads=H)
+    if shared:                      # one more child stream: the other components' draws do not change
+        params["shared"] = {"attn": draw_declared(rng.spawn(1)[0], shared, dtype=dt)}
     return params
 
 

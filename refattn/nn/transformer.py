@@ -43,6 +43,7 @@ from ..layers.embeddings import (patch_embedding_bwd, patch_embedding_fwd, posit
                                  token_embedding_fwd)
 from ..layers.layernorm import layernorm_bwd, layernorm_fwd
 from ..layers.losses import softmax_cross_entropy_bwd, softmax_cross_entropy_fwd
+from ..tree import tree_map
 from .config import check_config
 from .mha import mha_bwd, mha_fwd
 
@@ -65,17 +66,23 @@ def _drop_bwd(dy, cache):
     return dy if cache is None else dropout_bwd(dy, cache).x
 
 
-def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None):
+def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, shared=None):
     """One pre-LN block: ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``. ``x: (..., L, D)`` ->
     ``(..., L, D)``.
 
     `masks` (optional dict of inverted-dropout masks, :func:`refattn.nn.init.draw_dropout_masks`): ``"attn"``
     ``(..., H, L, d)`` on the per-head attention output, ``"resid_attn"`` and ``"resid_ff"`` ``(..., L, D)``
     on
-    each sub-layer's output before it is added to the residual stream (Vaswani et al. Sec. 5.4)."""
+    each sub-layer's output before it is added to the residual stream (Vaswani et al. Sec. 5.4).
+    `shared`: attention parameters shared by all layers (``params["shared"]["attn"]``), merged into this
+    layer's; their gradients are returned apart (the third output of :func:`block_bwd`)."""
     masks = masks or {}
+    shared = shared or {}
+    attn_params = params["attn"]
+    if shared:
+        attn_params = {**attn_params, "attn": {**attn_params.get("attn", {}), **shared}}
     a, c_ln1 = layernorm_fwd(x, params["ln1"])                                      # (..., L, D)
-    a, c_att = mha_fwd(a, params["attn"], features, n_heads=cfg["n_heads"], attention=cfg["attention"],
+    a, c_att = mha_fwd(a, attn_params, features, n_heads=cfg["n_heads"], attention=cfg["attention"],
                        causal=cfg["causal"], dropout_mask=masks.get("attn"), positions=positions)
     a, c_da = _drop_fwd(a, masks.get("resid_attn"))                                # (..., L, D)
     h = x + a                                                                       # (..., L, D) residual
@@ -84,12 +91,13 @@ def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None):
     f, c_act = gelu_fwd(f)                                                          # (..., L, d_ff)
     f, c_ff2 = dense_fwd(f, params["ff2"])                                          # (..., L, D)
     f, c_df = _drop_fwd(f, masks.get("resid_ff"))                                   # (..., L, D)
-    return h + f, (c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df)
+    return h + f, (c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df, tuple(shared))
 
 
 def block_bwd(dy, cache):
-    """Backward of :func:`block_fwd`: ``(dx, dparams)``."""
-    c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df = cache
+    """Backward of :func:`block_fwd`: ``(dx, dparams, dshared)`` (``dshared``: the shared parameters'
+    share)."""
+    c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df, shared_keys = cache
     g_ff2 = dense_bwd(_drop_bwd(dy, c_df), c_ff2)
     g_act = gelu_bwd(g_ff2.x, c_act)
     g_ff1 = dense_bwd(g_act.x, c_ff1)
@@ -98,8 +106,12 @@ def block_bwd(dy, cache):
     g_att = mha_bwd(_drop_bwd(dh, c_da), c_att)
     g_ln1 = layernorm_bwd(g_att.x, c_ln1)
     dx = dh + g_ln1.x                                                               # (..., L, D)
-    return dx, {"ln1": g_ln1.params, "attn": g_att.params, "ln2": g_ln2.params, "ff1": g_ff1.params,
-                "ff2": g_ff2.params}
+    dattn = g_att.params
+    dshared = {key: dattn["attn"][key] for key in shared_keys}
+    if shared_keys:
+        dattn = {**dattn, "attn": {k: v for k, v in dattn["attn"].items() if k not in shared_keys}}
+    return dx, {"ln1": g_ln1.params, "attn": dattn, "ln2": g_ln2.params, "ff1": g_ff1.params,
+                "ff2": g_ff2.params}, dshared
 
 
 # ---- readout -----------------------------------------------------------------------------------------------
@@ -185,8 +197,9 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
         table = sinusoid_position_table(L, cfg["d_model"], like=h)                 # fixed (L, D) table
         h, c_pos = position_embedding_fwd(h, table)
     c_blocks = []
+    shared = params.get("shared", {}).get("attn", {})
     for blk, f, mk in zip(params["blocks"], feats, masks, strict=True):
-        h, cb = block_fwd(h, blk, f, cfg=cfg, masks=mk, positions=positions)        # (..., L, D)
+        h, cb = block_fwd(h, blk, f, cfg=cfg, masks=mk, positions=positions, shared=shared)   # (..., L, D)
         c_blocks.append(cb)
     h, c_lnf = layernorm_fwd(h, params["ln_f"])                                     # (..., L, D)
     if cfg["task"] == "classify":
@@ -210,9 +223,14 @@ def transformer_bwd(dlogits, cache) -> TransformerGrads:
     grads["ln_f"] = g_lnf.params
     dh = g_lnf.x
     dblocks = [None] * len(c_blocks)
+    dshared = None
     for i in range(len(c_blocks) - 1, -1, -1):
-        dh, dblocks[i] = block_bwd(dh, c_blocks[i])
+        dh, dblocks[i], ds = block_bwd(dh, c_blocks[i])
+        if ds:                                                                    # shared by every layer: sum
+            dshared = ds if dshared is None else tree_map(lambda a, b: a + b, dshared, ds)
     grads["blocks"] = dblocks
+    if dshared is not None:
+        grads["shared"] = {"attn": dshared}
     if c_pos is not None:
         g_pos = position_embedding_bwd(dh, c_pos)
         if cfg["position"] == "learned":
@@ -224,7 +242,7 @@ def transformer_bwd(dlogits, cache) -> TransformerGrads:
     else:
         g_emb = patch_embedding_bwd(dh, c_emb)
         grads["embed"], dinputs = g_emb.params, g_emb.images
-    order = ["embed", "pos", "blocks", "ln_f", "head"]
+    order = ["embed", "pos", "blocks", "ln_f", "head", "shared"]
     return TransformerGrads(params={k: grads[k] for k in order if k in grads}, inputs=dinputs)
 
 

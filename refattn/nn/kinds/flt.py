@@ -30,8 +30,11 @@ Options
 * ``r`` frequencies, ``m`` features, ``draw``, ``grid`` (None: 1-D positions 0..L-1; ``(H, W)``: 2-D grid
   coordinates), ``pos_dim`` D (any D with the model's ``positions: (L, D)`` input: per-token coordinates,
   e.g. 3-D atoms).
+* ``share``: ``"layer"`` (one spectrum and proposal per layer, shared by its heads) or ``"heads"`` (the
+  paper's default: one spectrum and proposal **per head, shared across layers**; they live once in
+  ``params["shared"]["attn"]`` with a leading head axis, each layer's gradient is summed into them).
 
-Learnable: ``attn["spectrum"]`` and ``attn["proposal"]`` (shared by the heads of a layer), and ``attn["W"]``
+Learnable: ``attn["spectrum"]`` and ``attn["proposal"]`` (per ``share``), and ``attn["W"]``
 for the learnable feature maps. Drawn: the frequency noise ``eps: (r, D)`` (from the proposal's standard
 density) and, for ``feature_map="favor"``, ``omega: (m, 2r + d)``.
 
@@ -49,10 +52,11 @@ from ..._xp import namespace, sum_to_shape
 from ...attention.linear import linear_attention_bwd, linear_attention_fwd
 from ...rpe.flt import flt_attention_bwd, flt_attention_fwd, flt_features_bwd, flt_features_fwd
 from ...rpe.spectra import PROPOSAL_KINDS, Box, Proposal
+from ...tree import tree_leaves, tree_map
 from .base import AttentionKind, Draw, pos_dim, projection, token_positions
 
 __all__ = ["KIND", "FAMILIES", "proposal_kind", "box_truncation_bias_bound", "model_bias_bound",
-           "FLTKindCache"]
+           "FLTKindCache", "spectrum_heads"]
 
 #: family option -> its default proposal kind (None: no Monte Carlo estimator; needs ``truncation``)
 FAMILIES = {
@@ -63,7 +67,7 @@ FAMILIES = {
 
 
 class FLTKindCache(NamedTuple):
-    inner: object          # FLTAttentionCache (favor) or the learnable map's pieces
+    inner: object          # FLTAttentionCache (favor) or the learnable map's pieces; per head: a list of them
     feature_map: str
     learn_proposal: bool
     bias_bound: object     # float or None: box_truncation_bias_bound of this forward (truncated box only)
@@ -151,9 +155,13 @@ def model_bias_bound(params, config, positions=None, L=None):
     att = config["attention"]
     if att["kind"] != "flt" or att["spectrum"] != "box" or att["truncation"] is None:
         return None
+    if att["share"] == "heads":                           # one stacked spectrum, per head
+        stacked = params["shared"]["attn"]["spectrum"]
+        specs = [tree_map(lambda a, h=h: a[h], stacked) for h in range(spectrum_heads(stacked))]
+    else:
+        specs = [blk["attn"]["attn"]["spectrum"] for blk in params["blocks"]]
     bounds = []
-    for blk in params["blocks"]:
-        spec = blk["attn"]["attn"]["spectrum"]
+    for spec in specs:
         xp = namespace(spec.w)
         pos = token_positions(positions, L, att, spec.w, xp=xp, kind="flt")
         bounds.append(box_truncation_bias_bound(spec, att["truncation"], pos, xp=xp))
@@ -165,10 +173,8 @@ def _proposal_grads(g, learn):
     return g if learn else Proposal(g.kind, None, None)                          # fixed: no gradient
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
-    xp = namespace(q)
-    pos = token_positions(positions, q.shape[-2], options, q, xp=xp, kind="flt")     # (L, D)
-    spectrum, proposal = attn_params["spectrum"], attn_params["proposal"]
+def _one_fwd(q, k, v, pos, spectrum, proposal, attn_params, features, *, causal, options, xp):
+    """One spectrum for all heads in `q`: ``(y, inner cache, bias bound or None)``."""
     truncated = options["truncation"] is not None
     bound = None
     if truncated and isinstance(spectrum, Box):
@@ -179,16 +185,67 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
     else:
         y, c = _learned_fwd(q, k, v, pos, features["eps"], spectrum, proposal, attn_params["W"],
                             causal=causal, options=options, xp=xp)
+    return y, c, bound
+
+
+def _one_bwd(do, inner, feature_map):
+    """``(dq, dk, dv, dspectrum, dproposal, dW or None)`` of :func:`_one_fwd`."""
+    if feature_map == "favor":
+        g = flt_attention_bwd(do, inner)          # g.omega: drawn, dropped; positions and noise get none
+        return g.q, g.k, g.v, g.spectrum, g.proposal, None
+    return _learned_bwd(do, inner)
+
+
+def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
+    xp = namespace(q)
+    pos = token_positions(positions, q.shape[-2], options, q, xp=xp, kind="flt")     # (L, D)
+    spectrum, proposal = attn_params["spectrum"], attn_params["proposal"]
+    if options["share"] == "layer":
+        y, c, bound = _one_fwd(q, k, v, pos, spectrum, proposal, attn_params, features, causal=causal,
+                               options=options, xp=xp)
+    else:                                                 # per head: spectrum leaves carry a leading H axis
+        H = q.shape[-3]
+        if spectrum_heads(spectrum) != H:
+            raise ValueError(f"attn_params['spectrum']: share='heads' expects one spectrum per head, leaves "
+                             f"with a leading axis of H = {H}; got {spectrum_heads(spectrum)}")
+        ys, c, bounds = [], [], []
+        for h in range(H):
+            sl = slice(h, h + 1)
+            spec_h = tree_map(lambda a, h=h: a[h], spectrum)                        # head h's spectrum
+            prop_h = tree_map(lambda a, h=h: a[h], proposal)
+            y_h, c_h, b_h = _one_fwd(q[..., sl, :, :], k[..., sl, :, :], v[..., sl, :, :], pos, spec_h,
+                                     prop_h, attn_params, features, causal=causal, options=options, xp=xp)
+            ys.append(y_h)
+            c.append(c_h)
+            bounds.append(b_h)
+        y = xp.concat(ys, axis=-3)                                                  # (..., H, L, d)
+        bound = None if bounds[0] is None else max(bounds)
     return y, FLTKindCache(c, options["feature_map"], bool(options["learn_proposal"]), bound)
 
 
 def _bwd(do, cache):
-    if cache.feature_map == "favor":
-        g = flt_attention_bwd(do, cache.inner)    # g.omega: drawn, dropped; positions and noise get none
-        return g.q, g.k, g.v, {"spectrum": g.spectrum,
-                               "proposal": _proposal_grads(g.proposal, cache.learn_proposal)}
-    dq, dk, dv, dspec, dprop, dW = _learned_bwd(do, cache.inner)
-    return dq, dk, dv, {"spectrum": dspec, "proposal": _proposal_grads(dprop, cache.learn_proposal), "W": dW}
+    if not isinstance(cache.inner, list):
+        dq, dk, dv, dspec, dprop, dW = _one_bwd(do, cache.inner, cache.feature_map)
+    else:
+        xp = namespace(do)
+        parts = [_one_bwd(do[..., h:h + 1, :, :], c_h, cache.feature_map)
+                 for h, c_h in enumerate(cache.inner)]
+        dq, dk, dv = (xp.concat([p[i] for p in parts], axis=-3) for i in range(3))     # (..., H, L, d)
+        def stack(i):                                                               # per head, stacked
+            return tree_map(lambda a, *rest: xp.stack([a, *rest]), parts[0][i], *(p[i] for p in parts[1:]))
+
+        dspec, dprop = stack(3), stack(4)
+        dW = None if parts[0][5] is None else sum(p[5] for p in parts[1:]) + parts[0][5]
+    out = {"spectrum": dspec, "proposal": _proposal_grads(dprop, cache.learn_proposal)}
+    if dW is not None:
+        out["W"] = dW
+    return dq, dk, dv, out
+
+
+def spectrum_heads(spectrum):
+    """The leading (head) axis length of a stacked spectrum's first array leaf."""
+    leaves = tree_leaves(spectrum)
+    return None if not leaves else (leaves[0].shape[0] if leaves[0].ndim else None)
 
 
 def _learned_fwd(q, k, v, pos, eps, spectrum, proposal, W, *, causal, options, xp):
@@ -228,13 +285,21 @@ def _learned_bwd(do, cache):
 
 
 # ---- declarations ------------------------------------------------------------------------------------------
-def _params(att, *, d_head, n_heads):
+def _spectral_draws(att, heads):
     D = pos_dim(att)
     spec = {"family": att["spectrum"], "components": att["components"], "D": D, "radius": att["radius"],
-            "order": att["order"]}
+            "order": att["order"], "heads": heads}
     prop = {"family": att["spectrum"], "D": D, "kind": proposal_kind(att), "scale": att["proposal_scale"],
-            "truncation": att["truncation"], "radius": att["radius"]}
-    out = {"spectrum": Draw("flt_spectrum", spec), "proposal": Draw("flt_proposal", prop)}
+            "truncation": att["truncation"], "radius": att["radius"], "heads": heads}
+    return {"spectrum": Draw("flt_spectrum", spec), "proposal": Draw("flt_proposal", prop)}
+
+
+def _shared(att, *, d_head, n_heads):
+    return _spectral_draws(att, n_heads) if att["share"] == "heads" else {}
+
+
+def _params(att, *, d_head, n_heads):
+    out = _spectral_draws(att, None) if att["share"] == "layer" else {}
     if att["feature_map"] != "favor":
         width = 2 * att["r"] + d_head
         shape = (att["m"], width)                                                  # (m, 2r + d)
@@ -254,8 +319,8 @@ KIND = AttentionKind(
     options={"spectrum": "gaussian_mixture", "components": 2, "r": 8, "m": None, "draw": "orthogonal",
              "grid": None, "pos_dim": None, "radius": None, "order": None, "proposal": None,
              "proposal_scale": None, "learn_proposal": True, "truncation": None, "feature_map": "favor",
-             "on_nonpositive": "raise"},
+             "on_nonpositive": "raise", "share": "layer"},
     choices={"spectrum": tuple(FAMILIES), "draw": ("iid", "orthogonal"), "proposal": (None,) + PROPOSAL_KINDS,
              "learn_proposal": (True, False), "feature_map": ("favor", "linear", "relu"),
-             "on_nonpositive": ("raise", "ignore")},
-    params=_params, features=_features, omega="redrawn", check=_check)
+             "on_nonpositive": ("raise", "ignore"), "share": ("layer", "heads")},
+    params=_params, features=_features, omega="redrawn", check=_check, shared=_shared)
