@@ -83,11 +83,13 @@ def namespace(*arrays: Any, names: tuple[str, ...] | None = None, allow_int: tup
     for n, a in present:
         if n in allow_int and xp.isdtype(a.dtype, "integral"):
             continue
-        if not xp.isdtype(a.dtype, "real floating"):
+        if not xp.isdtype(a.dtype, "real floating") or a.dtype not in (xp.float32, xp.float64):
             expected = "a real floating dtype (float32 or float64)"
             if n in allow_int:
-                expected = "an integer or real floating dtype"
-            raise TypeError(f"{n}: expected {expected}; got dtype {a.dtype}")
+                expected = "an integer or real floating dtype (float32 or float64)"
+            half = " (float16 is not supported: no accuracy is stated for it; convert to float32)" \
+                if xp.isdtype(a.dtype, "real floating") else ""
+            raise TypeError(f"{n}: expected {expected}; got dtype {a.dtype}{half}")
         if float_dtype is None:
             float_dtype, float_name = a.dtype, n
         elif a.dtype != float_dtype:

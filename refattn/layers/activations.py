@@ -1,6 +1,7 @@
 r"""Elementwise activations as forward/backward pairs: ReLU, LeakyReLU, tanh, GELU (tanh approximation).
 
-Every function maps ``x: (...)`` to an array of the same shape; the gradient NamedTuple has one field ``x``.
+Every function maps ``x: (...)`` to an array of the same shape (empty in, empty out); the gradient NamedTuple
+has one field ``x``. Inputs are finite float32/float64; a backward's ``dy`` must have exactly ``x``'s shape.
 
 GELU uses the tanh approximation (Hendrycks & Gimpel 2016, Eq. in Sec. 2)::
 
@@ -18,6 +19,7 @@ import math
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, namespace
+from ._check import check_dy
 
 __all__ = [
     "ActivationGrads",
@@ -58,7 +60,7 @@ def relu_fwd(x):
 def relu_bwd(dy, cache) -> ActivationGrads:
     """``dx = dy * [x > 0]``."""
     x = cache
-    xp = namespace(dy, x, names=("dy", "cache"))
+    xp = check_dy(dy, x)
     return ActivationGrads(x=xp.where(x > 0, dy, xp.zeros_like(dy)))
 
 
@@ -71,7 +73,8 @@ def relu(x):
 def leaky_relu_fwd(x, *, negative_slope=0.01):
     """``x`` for x > 0, ``negative_slope * x`` otherwise (torch's default slope 0.01)."""
     xp = _check(x)
-    if not isinstance(negative_slope, (int, float)) or not math.isfinite(negative_slope):
+    if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) \
+            or not math.isfinite(negative_slope):
         raise ValueError(f"negative_slope: expected a finite real number; got {negative_slope!r}")
     y = xp.where(x > 0, x, negative_slope * x)
     return y, LeakyReluCache(x=x, negative_slope=float(negative_slope))
@@ -79,7 +82,7 @@ def leaky_relu_fwd(x, *, negative_slope=0.01):
 
 def leaky_relu_bwd(dy, cache: LeakyReluCache) -> ActivationGrads:
     """``dx = dy`` for x > 0, ``negative_slope * dy`` otherwise."""
-    xp = namespace(dy, cache.x, names=("dy", "cache.x"))
+    xp = check_dy(dy, cache.x)
     return ActivationGrads(x=xp.where(cache.x > 0, dy, cache.negative_slope * dy))
 
 
@@ -99,7 +102,7 @@ def tanh_fwd(x):
 def tanh_bwd(dy, cache) -> ActivationGrads:
     """``dx = dy (1 - y^2)``."""
     y = cache
-    namespace(dy, y, names=("dy", "cache"))
+    check_dy(dy, y)
     return ActivationGrads(x=dy * (1 - y * y))
 
 
@@ -120,7 +123,7 @@ def gelu_fwd(x):
 def gelu_bwd(dy, cache) -> ActivationGrads:
     r"""``d gelu/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)``."""
     x, t = cache
-    namespace(dy, x, names=("dy", "cache.x"))
+    check_dy(dy, x)
     dgelu = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_C * (1 + 3 * _GELU_A * x * x)   # (...)
     return ActivationGrads(x=dy * dgelu)
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._xp import check_choice, check_finite, check_shape, namespace
+from ._check import check_dy, check_finite_all
 from ._norm import normalize_bwd
 
 __all__ = ["BatchNormParams", "BatchNormState", "BatchNormOutput", "BatchNormCache", "BatchNormGrads",
@@ -88,10 +89,20 @@ def batchnorm_fwd(x, params: BatchNormParams, state: BatchNormState, *, train: b
                  ("state.var", state.var)):
         check_shape(n, a, "d", sizes)
     check_finite("x", x, xp=xp)
-    if not (isinstance(momentum, (int, float)) and 0 <= momentum <= 1):
+    check_finite_all(xp, **{"params.gamma": params.gamma, "params.beta": params.beta,
+                            "state.mean": state.mean, "state.var": state.var})
+    if not bool(xp.all(state.var >= 0)):
+        raise ValueError("state.var: expected a non-negative running variance; got a negative entry")
+    if isinstance(momentum, bool) or not (isinstance(momentum, (int, float)) and 0 <= momentum <= 1):
         raise ValueError(f"momentum: expected a number in [0, 1]; got {momentum!r}")
-    if not (isinstance(eps, (int, float)) and eps > 0):
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and 0 < eps < float("inf")):
         raise ValueError(f"eps: expected a positive number; got {eps!r}")
+    return _batchnorm_fwd(x, params, state, train=train, momentum=momentum, eps=eps, xp=xp)
+
+
+def _batchnorm_fwd(x, params, state, *, train, momentum, eps, xp):
+    """Unchecked core of :func:`batchnorm_fwd` (``d = 0`` gives empty outputs; evaluation mode accepts zero
+    rows)."""
     d = x.shape[-1]
     x2 = xp.reshape(x, (-1, d))                                                     # (N, d)
     N = x2.shape[0]
@@ -123,6 +134,12 @@ def batchnorm_bwd(dy, cache: BatchNormCache) -> BatchNormGrads:
     Training mode: ``dx = rstd (g - mean_N(g) - xhat mean_N(g xhat))`` with ``g = dy gamma`` (the batch
     statistics depend on x). Evaluation mode: ``dx = g rstd``.
     """
+    check_dy(dy, cache.xhat, cache.shape)
+    return _batchnorm_bwd(dy, cache)
+
+
+def _batchnorm_bwd(dy, cache):
+    """Unchecked core of :func:`batchnorm_bwd`."""
     c = cache
     xp = namespace(dy, c.xhat, names=("dy", "cache.xhat"))
     d = c.xhat.shape[-1]

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace
+from ._check import check_dy, check_finite_all
 
 __all__ = ["DenseParams", "DenseCache", "DenseGrads", "dense", "dense_fwd", "dense_bwd"]
 
@@ -47,6 +48,7 @@ def _validate(x, params):
     check_shape("params.b", params.b, "d_out", sizes)
     check_shape("x", x, "..., d_in", sizes)
     check_finite("x", x, xp=xp)
+    check_finite_all(xp, **{"params.W": params.W, "params.b": params.b})
     return xp
 
 
@@ -56,7 +58,8 @@ def dense_fwd(x, params: DenseParams):
     Parameters
     ----------
     x : (..., d_in) array
-        Real floating input.
+        Real floating input (float32 or float64, finite). Empty axes are allowed: zero rows give zero rows;
+        ``d_in = 0`` gives ``y = b`` (the empty sum is zero).
     params : DenseParams
         ``W: (d_in, d_out)``, ``b: (d_out,)``, same namespace and dtype as `x`.
 
@@ -66,6 +69,11 @@ def dense_fwd(x, params: DenseParams):
     cache : DenseCache
     """
     _validate(x, params)
+    return _dense_fwd(x, params)
+
+
+def _dense_fwd(x, params):
+    """Unchecked core of :func:`dense_fwd` (for callers that validated their inputs once)."""
     y = x @ params.W + params.b                                                     # (..., d_out)
     return y, DenseCache(x=x, W=params.W)
 
@@ -82,7 +90,19 @@ def dense_bwd(dy, cache: DenseCache) -> DenseGrads:
     -------
     DenseGrads
         ``x: (..., d_in)``, ``params.W: (d_in, d_out)``, ``params.b: (d_out,)``.
+
+    Raises
+    ------
+    ValueError
+        If `dy` is not exactly of the output's shape ``(..., d_out)`` or is not finite.
     """
+    x, W = cache
+    check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))
+    return _dense_bwd(dy, cache)
+
+
+def _dense_bwd(dy, cache):
+    """Unchecked core of :func:`dense_bwd`."""
     x, W = cache
     xp = namespace(dy, x, names=("dy", "cache.x"))
     d_in, d_out = W.shape

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, namespace, sum_to_shape
+from ._check import check_dy
 
 __all__ = ["DropoutCache", "DropoutGrads", "dropout", "dropout_fwd", "dropout_bwd"]
 
@@ -48,12 +49,13 @@ def dropout_fwd(x, mask):
     if not ok:
         raise ValueError(f"mask: expected a shape broadcastable to x's {full}; got {tuple(mask.shape)}")
     check_finite("x", x, xp=xp)
+    check_finite("mask", mask, xp=xp)
     return x * mask, DropoutCache(x=x, mask=mask)
 
 
 def dropout_bwd(dy, cache: DropoutCache) -> DropoutGrads:
     """``dx = dy * mask``; ``dmask = dy * x`` (summed to the mask's shape)."""
-    xp = namespace(dy, cache.x, names=("dy", "cache.x"))
+    xp = check_dy(dy, cache.x)
     return DropoutGrads(x=dy * cache.mask, mask=sum_to_shape(dy * cache.x, tuple(cache.mask.shape), xp=xp))
 
 

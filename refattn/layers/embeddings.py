@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .. import limits
 from .._xp import check_finite, check_positive_int, check_shape, device_of, namespace
-from .dense import DenseParams, dense_bwd, dense_fwd
-from .losses import one_hot
+from ._check import check_dy_spec
+from .dense import DenseParams, _dense_fwd, _validate, dense_bwd
+from .losses import _one_hot
 
 __all__ = [
     "token_embedding", "token_embedding_fwd", "token_embedding_bwd", "TokenEmbeddingGrads",
@@ -54,20 +56,22 @@ def token_embedding_fwd(ids, table):
     if not xp.isdtype(ids.dtype, "integral"):
         raise TypeError(f"ids: expected an integer array of token indices; got dtype {ids.dtype}")
     check_shape("table", table, "V, d")
+    check_finite("table", table, xp=xp)
     V = table.shape[0]
     if ids.size and (int(xp.min(ids)) < 0 or int(xp.max(ids)) >= V):
         raise ValueError(f"ids: expected token indices in [0, {V}) (vocabulary of table); got values in "
                          f"[{int(xp.min(ids))}, {int(xp.max(ids))}]")
     flat = xp.reshape(ids, (-1,))                                                   # (N,)
     y = xp.reshape(xp.take(table, flat, axis=0), tuple(ids.shape) + (table.shape[1],))   # (..., L, d)
-    return y, (flat, table.shape, table.dtype)
+    return y, (flat, table.shape, table.dtype, tuple(ids.shape) + (table.shape[1],))
 
 
 def token_embedding_bwd(dy, cache) -> TokenEmbeddingGrads:
     """``dtable = onehot(ids)^T dy`` (scatter-add of the rows of dy into the rows of the table)."""
-    flat, (V, d), dtype = cache
-    xp = namespace(dy, names=("dy",))
-    oh = one_hot(flat, V, dtype=dtype, xp=xp)                                       # (N, V)
+    flat, (V, d), dtype, out_shape = cache
+    xp = check_dy_spec(dy, out_shape, dtype)
+    limits.check_nbytes(flat.shape[0] * V * 8, "dy (rows x the table's vocabulary V, one-hot scatter)")
+    oh = _one_hot(flat, V, dtype=dtype, xp=xp)                                       # (N, V)
     return TokenEmbeddingGrads(table=xp.matrix_transpose(oh) @ xp.reshape(dy, (-1, d)))   # (V, d)
 
 
@@ -79,13 +83,21 @@ def token_embedding(ids, table):
 # ---- patches -----------------------------------------------------------------------------------------------
 def patchify(images, patch):
     r"""``(..., H, W, C)`` -> ``(..., (H/p)(W/p), p*p*C)``: non-overlapping patches, row-major (a pure reshape
-    and transpose; its adjoint is :func:`unpatchify`)."""
+    and transpose; its adjoint is :func:`unpatchify`). `images` finite float32/float64; empty axes give empty
+    patches."""
     xp = namespace(images, names=("images",))
     p = check_positive_int(patch, "patch")
     check_shape("images", images, "..., H, W, C")
     *batch, H, W, C = images.shape
     if H % p or W % p:
         raise ValueError(f"patch: expected a divisor of the image height and width ({H}, {W}); got {p}")
+    check_finite("images", images, xp=xp)
+    return _patchify(images, p, xp=xp)
+
+
+def _patchify(images, p, *, xp):
+    """Unchecked core of :func:`patchify`."""
+    *batch, H, W, C = images.shape
     nb = len(batch)
     t = xp.reshape(images, tuple(batch) + (H // p, p, W // p, p, C))               # (..., H/p, p, W/p, p, C)
     perm = tuple(range(nb)) + (nb, nb + 2, nb + 1, nb + 3, nb + 4)
@@ -98,6 +110,18 @@ def unpatchify(patches, patch, image_shape):
     ``image_shape = (H, W, C)``."""
     xp = namespace(patches, names=("patches",))
     p = check_positive_int(patch, "patch")
+    if not (isinstance(image_shape, (tuple, list)) and len(image_shape) == 3):
+        raise TypeError(f"image_shape: expected a tuple (H, W, C); got {image_shape!r}")
+    H, W, C = (check_positive_int(n, f"image_shape[{i}]") for i, n in enumerate(image_shape))
+    if H % p or W % p:
+        raise ValueError(f"patch: expected a divisor of image_shape's height and width ({H}, {W}); got {p}")
+    check_shape("patches", patches, f"..., {(H // p) * (W // p)}, {p * p * C}")
+    check_finite("patches", patches, xp=xp)
+    return _unpatchify(patches, p, (H, W, C), xp=xp)
+
+
+def _unpatchify(patches, p, image_shape, *, xp):
+    """Unchecked core of :func:`unpatchify`."""
     H, W, C = image_shape
     batch = tuple(patches.shape[:-2])
     nb = len(batch)
@@ -123,18 +147,25 @@ def patch_embedding_fwd(images, params: DenseParams, *, patch):
     y : (..., (H/p)(W/p), d) array
     cache
     """
-    namespace(images, names=("images",))
-    check_finite("images", images, xp=namespace(images))
-    tokens = patchify(images, patch)                                                # (..., P, p*p*C)
-    y, dcache = dense_fwd(tokens, params)                                           # (..., P, d)
-    return y, (dcache, patch, tuple(images.shape[-3:]))
+    xp = namespace(images, names=("images",))
+    p = check_positive_int(patch, "patch")
+    check_shape("images", images, "..., H, W, C")
+    H, W = images.shape[-3], images.shape[-2]
+    if H % p or W % p:
+        raise ValueError(f"patch: expected a divisor of the image height and width ({H}, {W}); got {p}")
+    check_finite("images", images, xp=xp)
+    tokens = _patchify(images, p, xp=xp)                                            # (..., P, p*p*C)
+    _validate(tokens, params)  # params.W: (p*p*C, d), b: (d,), finite (tokens: a reshape of checked images)
+    y, dcache = _dense_fwd(tokens, params)                                          # (..., P, d)
+    return y, (dcache, p, tuple(images.shape[-3:]))
 
 
 def patch_embedding_bwd(dy, cache) -> PatchEmbeddingGrads:
     """Dense backward, then :func:`unpatchify` of the token gradient."""
     dcache, patch, image_shape = cache
-    g = dense_bwd(dy, dcache)
-    return PatchEmbeddingGrads(images=unpatchify(g.x, patch, image_shape), params=g.params)
+    g = dense_bwd(dy, dcache)  # checks dy: (..., P, d), finite
+    xp = namespace(g.x)
+    return PatchEmbeddingGrads(images=_unpatchify(g.x, patch, image_shape, xp=xp), params=g.params)
 
 
 def patch_embedding(images, params: DenseParams, *, patch):
@@ -149,6 +180,7 @@ def sinusoid_position_table(L, d, *, like):
     xp = namespace(like, names=("like",))
     L = check_positive_int(L, "L")
     d = check_positive_int(d, "d")
+    limits.check_nbytes(3 * L * d * 8, "L * d (the position table)")
     dev = device_of(like)
     pos = xp.arange(L, dtype=like.dtype, device=dev)                                # (L,)
     j = xp.arange(d, device=dev)                                                    # (d,)
@@ -167,13 +199,14 @@ def position_embedding_fwd(x, table):
     if L > L_max:
         raise ValueError(f"x: sequence length L = {L} exceeds the position table's L_max = {L_max} (table)")
     check_finite("x", x, xp=xp)
-    return x + table[:L, :], (L_max, L)                                             # (..., L, d)
+    check_finite("table", table, xp=xp)
+    return x + table[:L, :], (L_max, L, tuple(x.shape), x.dtype)                    # (..., L, d)
 
 
 def position_embedding_bwd(dy, cache) -> PositionEmbeddingGrads:
     """``dx = dy``; ``dtable[:L] = sum over leading axes of dy``, zero rows past L."""
-    L_max, L = cache
-    xp = namespace(dy, names=("dy",))
+    L_max, L, x_shape, dtype = cache
+    xp = check_dy_spec(dy, x_shape, dtype)
     d = dy.shape[-1]
     dtab = xp.sum(xp.reshape(dy, (-1, L, d)), axis=0)                               # (L, d)
     if L < L_max:

@@ -8,9 +8,11 @@ beta: (d,))`` (``refattn.random.init_layernorm(d)``: ones and zeros). ``eps = 1e
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace
+from ._check import check_dy, check_finite_all
 from ._norm import normalize_bwd
 
 __all__ = ["LayerNormParams", "LayerNormCache", "LayerNormGrads", "layernorm", "layernorm_fwd",
@@ -50,6 +52,12 @@ def layernorm_fwd(x, params: LayerNormParams, *, eps=1e-5):
     -------
     y : (..., d) array
     cache : LayerNormCache
+
+    Raises
+    ------
+    ValueError
+        ``d = 0`` (the mean and variance of an empty row are undefined), non-finite `x` or parameters.
+        Zero rows (an empty leading axis) give an empty `y`.
     """
     if not (isinstance(params, tuple) and hasattr(params, "gamma")):
         raise TypeError(f"params: expected LayerNormParams(gamma, beta); got {type(params).__name__}")
@@ -58,8 +66,17 @@ def layernorm_fwd(x, params: LayerNormParams, *, eps=1e-5):
     check_shape("params.gamma", params.gamma, "d", sizes)
     check_shape("params.beta", params.beta, "d", sizes)
     check_finite("x", x, xp=xp)
-    if not (isinstance(eps, (int, float)) and eps > 0):
+    check_finite_all(xp, **{"params.gamma": params.gamma, "params.beta": params.beta})
+    if x.shape[-1] == 0:
+        raise ValueError("x: expected a non-empty last axis d (layer norm over d = 0 entries is undefined); "
+                         f"got shape {tuple(x.shape)}")
+    if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
         raise ValueError(f"eps: expected a positive number; got {eps!r}")
+    return _layernorm_fwd(x, params, eps, xp=xp)
+
+
+def _layernorm_fwd(x, params, eps, *, xp):
+    """Unchecked core of :func:`layernorm_fwd`."""
     mean = xp.mean(x, axis=-1, keepdims=True)                                       # (..., 1)
     xc = x - mean                                                                   # (..., d)
     rstd = 1.0 / xp.sqrt(xp.mean(xc * xc, axis=-1, keepdims=True) + eps)           # (..., 1)
@@ -71,6 +88,12 @@ def layernorm_fwd(x, params: LayerNormParams, *, eps=1e-5):
 def layernorm_bwd(dy, cache: LayerNormCache) -> LayerNormGrads:
     r"""Gradients of :func:`layernorm`: ``dgamma = sum dy xhat``, ``dbeta = sum dy`` (over leading axes) and
     ``dx = rstd (g - mean(g) - xhat mean(g xhat))`` with ``g = dy gamma`` (means over the last axis)."""
+    check_dy(dy, cache.xhat)
+    return _layernorm_bwd(dy, cache)
+
+
+def _layernorm_bwd(dy, cache):
+    """Unchecked core of :func:`layernorm_bwd`."""
     c = cache
     xp = namespace(dy, c.xhat, names=("dy", "cache.xhat"))
     d = c.xhat.shape[-1]

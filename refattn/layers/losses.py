@@ -11,9 +11,12 @@ Both return a scalar (0-d array): the **mean** over rows / entries.
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
-from .._xp import check_finite, check_shape, device_of, namespace
+from .. import limits
+from .._xp import check_finite, check_nonneg_int, check_shape, device_of, namespace
+from ._check import check_dy
 
 __all__ = ["CrossEntropyCache", "CrossEntropyGrads", "softmax_cross_entropy", "softmax_cross_entropy_fwd",
            "softmax_cross_entropy_bwd", "MseGrads", "mse", "mse_fwd", "mse_bwd", "one_hot"]
@@ -37,7 +40,32 @@ class MseGrads(NamedTuple):
 
 
 def one_hot(labels, C, *, dtype, xp):
-    """``(..., C)`` one-hot rows of integer `labels` (``(...)``), by comparison with ``arange(C)``."""
+    """``(..., C)`` one-hot rows of integer `labels` (``(...)``), by comparison with ``arange(C)``.
+
+    `labels` must be an integer array of `xp` with every entry in ``[0, C)`` (a negative, too large or
+    non-integer label would give a zero row: ``ValueError``/``TypeError``); `dtype` is ``xp.float32`` or
+    ``xp.float64``. Empty `labels` give ``(..., C)`` with no rows; ``C = 0`` is allowed only then.
+    """
+    if not hasattr(xp, "isdtype"):
+        raise TypeError(f"xp: expected an array namespace (array_api_compat.array_namespace(x)); got {xp!r}")
+    C = check_nonneg_int(C, "C")
+    namespace(labels, names=("labels",), allow_int=("labels",))
+    if not xp.isdtype(labels.dtype, "integral"):
+        raise TypeError(f"labels: expected an integer array of class indices; got dtype {labels.dtype}")
+    if dtype not in (xp.float32, xp.float64):
+        raise TypeError(f"dtype: expected xp.float32 or xp.float64; got {dtype!r}")
+    size = 1
+    for n in labels.shape:
+        size *= int(n)
+    if size and (int(xp.min(labels)) < 0 or int(xp.max(labels)) >= C):
+        raise ValueError(f"labels: expected class indices in [0, {C}); got values in "
+                         f"[{int(xp.min(labels))}, {int(xp.max(labels))}]")
+    limits.check_nbytes(size * C * 8, "labels x C (the one-hot array)")
+    return _one_hot(labels, C, dtype=dtype, xp=xp)
+
+
+def _one_hot(labels, C, *, dtype, xp):
+    """Unchecked core of :func:`one_hot`."""
     classes = xp.arange(C, dtype=labels.dtype, device=device_of(labels))               # (C,)
     return xp.astype(xp.expand_dims(labels, axis=-1) == classes, dtype)            # (..., C)
 
@@ -56,6 +84,11 @@ def softmax_cross_entropy_fwd(logits, labels):
     -------
     loss : () array
     cache : CrossEntropyCache
+
+    Raises
+    ------
+    ValueError
+        No rows (the mean over zero examples is undefined), ``C = 0``, labels out of range, non-finite logits.
     """
     xp = namespace(logits, labels, names=("logits", "labels"), allow_int=("labels",))
     if not xp.isdtype(labels.dtype, "integral"):
@@ -64,6 +97,9 @@ def softmax_cross_entropy_fwd(logits, labels):
     check_shape("labels", labels, "...", sizes)
     check_finite("logits", logits, xp=xp)
     C = logits.shape[-1]
+    if C == 0 or math.prod(logits.shape[:-1]) == 0:
+        raise ValueError(f"logits: expected at least one row and one class (the mean loss over no examples "
+                         f"is undefined); got shape {tuple(logits.shape)}")
     if labels.size and (int(xp.min(labels)) < 0 or int(xp.max(labels)) >= C):
         raise ValueError(f"labels: expected class indices in [0, {C}); got values in "
                          f"[{int(xp.min(labels))}, {int(xp.max(labels))}]")
@@ -73,7 +109,7 @@ def softmax_cross_entropy_fwd(logits, labels):
     e = xp.exp(z - zmax)                                                            # (N, C)
     s = xp.sum(e, axis=-1, keepdims=True)                                           # (N, 1)
     lse = zmax + xp.log(s)                                                          # (N, 1)
-    onehot = one_hot(xp.reshape(labels, (-1,)), C, dtype=logits.dtype, xp=xp)       # (N, C)
+    onehot = _one_hot(xp.reshape(labels, (-1,)), C, dtype=logits.dtype, xp=xp)       # (N, C)
     picked = xp.sum(z * onehot, axis=-1, keepdims=True)                             # (N, 1)
     loss = xp.sum(lse - picked) / N                                                 # ()
     return loss, CrossEntropyCache(p=e / s, onehot=onehot, shape=tuple(logits.shape))
@@ -81,7 +117,7 @@ def softmax_cross_entropy_fwd(logits, labels):
 
 def softmax_cross_entropy_bwd(dloss, cache: CrossEntropyCache) -> CrossEntropyGrads:
     """``dlogits = dloss (softmax - onehot) / N``."""
-    xp = namespace(dloss, cache.p, names=("dloss", "cache.p"))
+    xp = check_dy(dloss, cache.p, (), name="dloss")
     N = cache.p.shape[0]
     return CrossEntropyGrads(logits=xp.reshape(dloss * (cache.p - cache.onehot) / N, cache.shape))
 
@@ -92,12 +128,17 @@ def softmax_cross_entropy(logits, labels):
 
 
 def mse_fwd(pred, target):
-    """``mean((pred - target)^2)``; `pred` and `target` of the same shape. Returns ``(loss: (), cache)``."""
+    """``mean((pred - target)^2)``; `pred` and `target` of the same shape. Returns ``(loss: (), cache)``.
+
+    Empty `pred` raises ``ValueError`` (the mean over no entries is undefined)."""
     xp = namespace(pred, target, names=("pred", "target"))
     if tuple(pred.shape) != tuple(target.shape):
         raise ValueError(f"target: expected the shape of pred {tuple(pred.shape)}; got {tuple(target.shape)}")
     check_finite("pred", pred, xp=xp)
     check_finite("target", target, xp=xp)
+    if math.prod(pred.shape) == 0:
+        raise ValueError(f"pred: expected at least one entry (the mean over no entries is undefined); "
+                         f"got shape {tuple(pred.shape)}")
     diff = pred - target
     return xp.mean(diff * diff), diff
 
@@ -105,8 +146,8 @@ def mse_fwd(pred, target):
 def mse_bwd(dloss, cache) -> MseGrads:
     """``dpred = 2 dloss (pred - target) / n = -dtarget``."""
     diff = cache
-    namespace(dloss, diff, names=("dloss", "cache"))
-    g = (2.0 / diff.size) * dloss * diff
+    check_dy(dloss, diff, (), name="dloss")
+    g = (2.0 / math.prod(diff.shape)) * dloss * diff
     return MseGrads(pred=g, target=-g)
 
 
