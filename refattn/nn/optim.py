@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from array_api_compat import array_namespace
 
-from ..tree import tree_leaves, tree_map
+from ..tree import is_leaf, tree_children, tree_map, tree_paths
 
 __all__ = ["SGDState", "AdamState", "sgd_init", "sgd_update", "adam_init", "adam_update", "adamw_update",
            "global_norm", "clip_by_global_norm"]
@@ -57,6 +57,83 @@ def _is_float(p) -> bool:
     return array_namespace(p).isdtype(p.dtype, "real floating")
 
 
+def _leaf_kind(name, a):
+    """``"float"`` (float32/float64) or ``"int"`` (an index leaf); anything else is a ``TypeError``."""
+    xp = array_namespace(a)
+    if a.dtype in (xp.float32, xp.float64):
+        return "float"
+    if xp.isdtype(a.dtype, "integral") and a.dtype != xp.bool:
+        return "int"
+    raise TypeError(f"{name}: expected a float32/float64 array (or an integer index array without a "
+                    f"gradient); got dtype {a.dtype}")
+
+
+def _check_finite_leaf(name, a):
+    xp = array_namespace(a)
+    if not bool(xp.all(xp.isfinite(a))):
+        raise ValueError(f"{name}: expected finite values; got a NaN or an infinity")
+
+
+def _check_like(name, a, ref_name, ref):
+    """`a` (a gradient or a state leaf) must be an array of exactly `ref`'s shape and dtype, finite."""
+    if not is_leaf(a):
+        raise TypeError(f"{name}: expected an array like {ref_name} (shape {tuple(ref.shape)}); "
+                        f"got {type(a).__name__}")
+    if tuple(a.shape) != tuple(ref.shape):
+        raise ValueError(f"{name}: expected the shape of {ref_name} {tuple(ref.shape)}; got {tuple(a.shape)} "
+                         "(no broadcasting)")
+    if a.dtype != ref.dtype:
+        raise TypeError(f"{name}: expected the dtype of {ref_name} ({ref.dtype}); got {a.dtype} "
+                        "(refattn never casts parameters silently)")
+    _check_finite_leaf(name, a)
+
+
+def _check_trees(params, grads, states, path=""):
+    """Walk `params` with `grads` and the optimiser state trees `states` (``{name: tree}``): same containers
+    and keys, every parameter leaf float32/float64 and finite (integer index leaves only with a ``None``
+    gradient), every gradient/state leaf of exactly its parameter's shape and dtype and finite."""
+    where = f"[{path!r}]" if path else ""
+    kids = tree_children(params)
+    if kids is not None:
+        keys = [k for k, _ in kids]
+        for name, tree in (("grads", grads),) + tuple(states.items()):
+            if tree is None:
+                continue
+            tkids = tree_children(tree)
+            if tkids is None or [k for k, _ in tkids] != keys:
+                got = "a leaf" if tkids is None else f"keys {[k for k, _ in tkids]}"
+                raise ValueError(f"{name}{where}: expected the structure of params{where} (keys {keys}); "
+                                 f"got {got}")
+        for i, (k, child) in enumerate(kids):
+            sub = {n: (None if t is None else tree_children(t)[i][1]) for n, t in states.items()}
+            g = None if grads is None else tree_children(grads)[i][1]
+            _check_trees(child, g, sub, f"{path}/{k}" if path else str(k))
+        return
+    if not is_leaf(params):
+        for name, tree in (("grads", grads),) + tuple(states.items()):
+            if is_leaf(tree):
+                raise ValueError(f"{name}{where}: params{where} is not an array ({params!r}); got an array")
+        return
+    pname = f"params{where}"
+    kind = _leaf_kind(pname, params)
+    _check_finite_leaf(pname, params)
+    if kind == "int":
+        if grads is not None:
+            raise TypeError(f"grads{where}: params{where} is an integer (index) array, which takes no "
+                            f"gradient; expected None, got {type(grads).__name__}")
+        return
+    if grads is not None:
+        _check_like(f"grads{where}", grads, pname, params)
+    for name, s in states.items():
+        if s is not None:
+            _check_like(f"{name}{where}", s, pname, params)
+
+
+def _check_step(step):
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise TypeError(f"state.step: expected a non-negative int; got {step!r}")
+
+
 def _zeros_like_tree(params):
     """Zeros for every real floating leaf; ``None`` for integer leaves (e.g. FastFood permutations)."""
     return tree_map(lambda p: p * 0 if _is_float(p) else None, params)
@@ -76,11 +153,17 @@ def sgd_init(params) -> SGDState:
 def sgd_update(params, grads, state: SGDState, *, lr, momentum=0.0, weight_decay=0.0):
     """One SGD step (see module docstring); returns ``(new_params, new_state)``.
 
-    Leaves whose gradient is ``None`` and integer leaves are returned unchanged.
+    Leaves whose gradient is ``None`` and integer leaves are returned unchanged. `grads` and the state must
+    have exactly the structure of `params`, every leaf its parameter's shape and dtype (float32/float64, no
+    broadcasting, no up-cast), all finite: ``ValueError``/``TypeError`` naming the leaf's path otherwise.
     """
     _check_hyper("lr", lr, lo_open=True)
     _check_hyper("momentum", momentum, 0.0, 1.0)
     _check_hyper("weight_decay", weight_decay)
+    if not isinstance(state, SGDState):
+        raise TypeError(f"state: expected SGDState (from sgd_init); got {type(state).__name__}")
+    _check_step(state.step)
+    _check_trees(params, grads, {"state.velocity": state.velocity})
     vel = tree_map(lambda p, g, v: v if _frozen(g, v) else momentum * v + (g + weight_decay * p),
                    params, grads, state.velocity)
     new = tree_map(lambda p, g, v: p if _frozen(g, v) else p - lr * v, params, grads, vel)
@@ -128,6 +211,13 @@ def _check_adam(lr, beta1, beta2, eps, weight_decay):
     _check_hyper("weight_decay", weight_decay)
 
 
+def _check_adam_state(params, grads, state):
+    if not isinstance(state, AdamState):
+        raise TypeError(f"state: expected AdamState (from adam_init); got {type(state).__name__}")
+    _check_step(state.step)
+    _check_trees(params, grads, {"state.m": state.m, "state.v": state.v})
+
+
 def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
                 weight_decay=0.0):
     """One Adam step (L2 weight decay added to the gradient); returns ``(new_params, new_state)``.
@@ -135,6 +225,7 @@ def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.
     Leaves whose gradient is ``None`` and integer leaves are returned unchanged.
     """
     _check_adam(lr, beta1, beta2, eps, weight_decay)
+    _check_adam_state(params, grads, state)
     return _adam(params, grads, state, lr, beta1, beta2, eps, weight_decay, 0.0)
 
 
@@ -143,15 +234,19 @@ def adamw_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0
     """One AdamW step (decoupled weight decay ``p (1 - lr weight_decay)``); returns
     ``(new_params, new_state)``."""
     _check_adam(lr, beta1, beta2, eps, weight_decay)
+    _check_adam_state(params, grads, state)
     return _adam(params, grads, state, lr, beta1, beta2, eps, 0.0, weight_decay)
 
 
 def global_norm(grads) -> float:
-    """``sqrt(sum over leaves of sum(g^2))`` as a Python float."""
+    """``sqrt(sum over leaves of sum(g^2))`` as a Python float (float32/float64 leaves, finite; integer
+    leaves are skipped; an empty tree has norm 0)."""
     total = 0.0
-    for g in tree_leaves(grads):
-        if not _is_float(g):
+    for path, g in tree_paths(grads):
+        name = f"grads[{path!r}]" if path else "grads"
+        if _leaf_kind(name, g) == "int":
             continue
+        _check_finite_leaf(name, g)
         xp = array_namespace(g)
         total += float(xp.sum(g * g))
     return math.sqrt(total)
