@@ -313,6 +313,7 @@ def linear_attention_step(state, phi_q_t, phi_k_t, v_t, k_log_scale_t=None, *, o
     frames = k_log_scale_t.ndim == phi_k_t.ndim                                   # per-feature frame (..., m)
     check_shape("k_log_scale_t", k_log_scale_t, "..., m" if frames else "...", sizes)
     check_finite("k_log_scale_t", k_log_scale_t, xp=xp)
+    check_finite("v_t", v_t, xp=xp)  # the normaliser check below sees phi_q_t and phi_k_t, not v_t
     m, d_v = phi_q_t.shape[-1], v_t.shape[-1]
     if state is None:
         state = LinearAttentionState(
@@ -325,6 +326,10 @@ def linear_attention_step(state, phi_q_t, phi_k_t, v_t, k_log_scale_t=None, *, o
         check_shape("state.S", state.S, "..., m, d_v", sizes)
         check_shape("state.z", state.z, "..., m", sizes)
         check_shape("state.M", state.M, "..., m" if frames else "...", sizes)
+        check_finite("state.S", state.S, xp=xp)
+        check_finite("state.z", state.z, xp=xp)
+        if bool(xp.any(xp.isnan(state.M) | (state.M == float("inf")))):
+            raise ValueError("state.M: expected finite values or -inf (an empty prefix); got NaN or +inf")
     if frames:
         # the frame of step t is at least every earlier one (prefix maxima); phi_k_t is in it already
         decay = xp.exp(state.M - k_log_scale_t)                                   # (..., m) <= 1

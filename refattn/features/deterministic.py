@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace
+from .trig import _check_qk
 
 __all__ = [
     "elu_features", "elu_features_fwd", "elu_features_bwd", "elu_kernel", "EluFeaturesGrads",
@@ -65,7 +66,7 @@ def elu_features(x):
 
 def elu_kernel(q, k):
     """The kernel the elu+1 map defines: ``(elu(q) + 1) . (elu(k) + 1)``, ``(..., Lq, Lk)``."""
-    xp = namespace(q, k, names=("q", "k"))
+    xp = _check_qk(q, k)
     return elu_features(q) @ xp.matrix_transpose(elu_features(k))
 
 
@@ -91,5 +92,5 @@ def relu_features(x, *, eps=RELU_EPS):
 
 def relu_kernel(q, k, *, eps=RELU_EPS):
     """The kernel the ReLU map defines, ``(..., Lq, Lk)``."""
-    xp = namespace(q, k, names=("q", "k"))
+    xp = _check_qk(q, k)
     return relu_features(q, eps=eps) @ xp.matrix_transpose(relu_features(k, eps=eps))

@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 
 from .._dispatch import define, kernel_for
 from .._xp import check_choice, check_finite, check_shape, device_of, namespace
+from .trig import _check_qk
 
 __all__ = [
     "fwht", "fwht_fwd", "fwht_bwd", "FwhtGrads",
@@ -451,6 +452,11 @@ def fastfood_prf_features_stable(x: Array, params: FastFoodParams, *, sigma: flo
 # Closed forms (the kernels of the initial law)
 # ---------------------------------------------------------------------------------------------------------------
 
+def _check_sigma(sigma):
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not (0 < sigma < math.inf):
+        raise ValueError(f"sigma: expected a positive finite number; got {sigma!r}")
+
+
 def _sqdist(q: Array, k: Array, *, xp: Any) -> Array:
     qq = xp.sum(q * q, axis=-1, keepdims=True)                                      # (..., Lq, 1)
     kk = xp.expand_dims(xp.sum(k * k, axis=-1), axis=-2)                              # (..., 1, Lk)
@@ -460,14 +466,16 @@ def _sqdist(q: Array, k: Array, *, xp: Any) -> Array:
 def fastfood_rks_kernel(q: Array, k: Array, *, sigma: float = 1.0) -> Array:
     """``exp(-|q - k|^2 / (2 sigma^2))``, ``(..., Lq, d), (..., Lk, d) -> (..., Lq, Lk)``: what FastFood-RKS
     estimates at initialisation (rows of V ~ N(0, I / sigma^2))."""
-    xp = namespace(q, k, names=("q", "k"))
+    xp = _check_qk(q, k)
+    _check_sigma(sigma)
     return xp.exp(-_sqdist(q, k, xp=xp) / (2.0 * sigma * sigma))
 
 
 def fastfood_prf_kernel(q: Array, k: Array, *, sigma: float = 1.0) -> Array:
     """``exp(-|q|^2 - |k|^2 + |q + k|^2 / (2 sigma^2))``: what FastFood-PRF (Eq. 9 offset) estimates at
     initialisation; the Gaussian kernel ``exp(-|q - k|^2 / 2)`` when sigma = 1, not shift-invariant otherwise."""
-    xp = namespace(q, k, names=("q", "k"))
+    xp = _check_qk(q, k)
+    _check_sigma(sigma)
     qq = xp.sum(q * q, axis=-1, keepdims=True)                                      # (..., Lq, 1)
     kk = xp.expand_dims(xp.sum(k * k, axis=-1), axis=-2)                              # (..., 1, Lk)
     oo = qq + kk + 2.0 * (q @ xp.matrix_transpose(k))  # (..., Lq, Lk)  |q + k|^2

@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 from .._xp import check_finite, check_shape, namespace
 from .positive import (gaussian_positive_features_bwd, gaussian_positive_features_fwd,
                        positive_features_stable_bwd, positive_features_stable_fwd)
-from .trig import trig_features_bwd, trig_features_fwd
+from .trig import _check_qk, trig_features_bwd, trig_features_fwd
 
 __all__ = [
     "GMMParams", "gmm_weights", "gmm_antithetic_params",
@@ -330,7 +330,8 @@ def _pairs(q: Array, k: Array, params: GMMParams, sign: float):
     xp = namespace(q, k, params.mu, names=("q", "k", "params.mu"))
     sizes = check_shape("q", q, "..., Lq, d")
     check_shape("k", k, "..., Lk, d", sizes)
-    _, diagonal, _ = _check_params(params, sizes={"d": sizes["d"]})
+    _check_qk(q, k, extra=max(1, q.shape[-1]))  # finite q, k; the (..., Lq, Lk, d) pairs within the bound
+    _, diagonal, _ = _check_params(params, sizes={"d": sizes["d"]})  # params finite
     v = xp.expand_dims(q, axis=-2) + sign * xp.expand_dims(k, axis=-3)              # (..., Lq, Lk, d)
     return xp, v, diagonal
 

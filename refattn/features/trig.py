@@ -38,7 +38,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .._xp import check_shape, namespace
+from .. import limits
+from .._xp import check_finite, check_shape, namespace
 from ._projection import check_x_omega, project, project_bwd, sq_norm_half
 
 __all__ = [
@@ -74,10 +75,19 @@ class SoftmaxTrigFeaturesCache(NamedTuple):
 # kernels (closed forms)
 
 
-def _check_qk(q, k):
+def _check_qk(q, k, extra=1):
+    """The closed-form kernels' boundary: q: (..., Lq, d), k: (..., Lk, d), same batch, finite; the
+    (..., Lq, Lk) result (times `extra`) within ``refattn.limits``. Empty Lq, Lk or batch give an empty
+    result; d = 0 gives the kernel at q = k = 0 (all ones)."""
     xp = namespace(q, k, names=("q", "k"))
     sizes = check_shape("q", q, "..., Lq, d")
     check_shape("k", k, "..., Lk, d", sizes)
+    n = extra * 8 * q.shape[-2] * k.shape[-2]
+    for s in q.shape[:-2]:
+        n *= s
+    limits.check_nbytes(n, "q, k (the (..., Lq, Lk) kernel matrix)")
+    check_finite("q", q, xp=xp)
+    check_finite("k", k, xp=xp)
     return xp
 
 
