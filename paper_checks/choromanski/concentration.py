@@ -33,9 +33,13 @@ def _coverage(ctx, shrink=1.0, search=True):
     N = np.asarray(rpe_mask(pos, spec))
     n = ctx.pick(400, 1000)
     rng = ctx.rng(int(shrink))
-    est = blocks(flt_features, pos, draw_flt_noise(rng, n * r, 1), spec, prop, n)
-    err = np.max(np.abs(est - N), axis=(1, 2))
-    all_bad = int(np.sum(np.all(np.abs(est - N) > eps_, axis=(1, 2))))      # for Eq. (16) as printed
+    err, all_bad = [], 0
+    for lo in range(0, n, 100):      # 100 replicates at a time (the same stream, a tenth of the memory)
+        m = min(100, n - lo)
+        dev = np.abs(blocks(flt_features, pos, draw_flt_noise(rng, m * r, 1), spec, prop, m) - N)
+        err.append(np.max(dev, axis=(1, 2)))
+        all_bad += int(np.sum(np.all(dev > eps_, axis=(1, 2))))          # for Eq. (16) as printed
+    err = np.concatenate(err)
     cov = binomial_coverage(int(np.sum(err <= eps_)), n, 1 - delta, n_se=N_SE)
     need = None                                       # smallest r reaching 1 - delta empirically
     for rr in (2, 4, 8, 16, 32, 64, 128, 256) if search else ():
