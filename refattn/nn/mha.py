@@ -98,7 +98,7 @@ def _check_params(params, D):
 
 
 def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention, causal=False,
-            dropout_mask=None, positions=None):
+            dropout_mask=None, positions=None, train=True):
     r"""Multi-head attention of `x` with the configured attention kind, and the cache for :func:`mha_bwd`.
 
     Parameters
@@ -123,6 +123,9 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
     positions : (L, D) array, optional
         Per-token coordinates for the positional kinds (``s1``, ``flt``; D = the kind's ``pos_dim``), real
         floating; ``None``: the kind's default (``0..L-1``, or its ``grid``). Other kinds ignore them.
+    train : bool
+        Training (default) or evaluation forward, for kinds whose computation differs (the generative kind's
+        batch norm with ``bn="running"``); the others ignore it.
 
     Returns
     -------
@@ -146,7 +149,7 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
     if positions is not None:
         namespace(x, positions, names=("x", "positions"))                          # same namespace and dtype
     oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=positions,
-                      causal=bool(causal), options=att)
+                      train=bool(train), causal=bool(causal), options=att)
     cd = None
     if dropout_mask is not None:
         oh, cd = dropout_fwd(oh, dropout_mask)                                      # (..., H, L, d)

@@ -20,8 +20,11 @@ is
 so two runs with the same arguments produce bitwise identical parameters (single-threaded BLAS; a different
 BLAS thread count can change the last bits of GEMM sums).
 
-The step itself is ``loss_and_grads`` (the model's manual backward), optional global-norm clipping, then an
-optimiser from :mod:`refattn.nn.optim` (``"sgd"``, ``"adam"`` or ``"adamw"``).
+The step itself is ``transformer_loss_fwd``/``transformer_loss_bwd`` (the model's manual backward), optional
+global-norm clipping, then an optimiser from :mod:`refattn.nn.optim` (``"sgd"``, ``"adam"`` or ``"adamw"``);
+then the non-learnable parameters the forward updated (the generative kind's running batch-norm statistics
+with ``bn="running"``, :func:`refattn.nn.transformer.parameter_updates`) are written back. Evaluation runs
+``train=False``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .._xp import namespace
 from ..layers.losses import softmax_cross_entropy
 from ..random import tree_as_xp, tree_to_numpy
 from .config import check_config
@@ -40,7 +44,7 @@ from .kinds.flt import model_bias_bound
 from .optim import (adam_init, adam_update, adamw_update, clip_by_global_norm, global_norm, sgd_init,
                     sgd_update)
 from .schedules import check_schedule, learning_rate
-from .transformer import loss_and_grads, transformer
+from .transformer import parameter_updates, transformer, transformer_loss_bwd, transformer_loss_fwd
 from ..tree import tree_map
 
 __all__ = ["TrainResult", "train", "evaluate"]
@@ -63,9 +67,18 @@ def evaluate(params, inputs, labels, features, *, config, like=None, positions=N
     pos = positions
     if positions is not None and like is not None:
         pos = tree_as_xp(np.asarray(positions, dtype=np.float64), like=like)     # cast to like's dtype
-    logits = transformer(params, x, features, config=config, positions=pos)
+    logits = transformer(params, x, features, config=config, positions=pos, train=False)
     loss = float(softmax_cross_entropy(logits, y))
     return {"loss": loss, "accuracy": _accuracy(tree_to_numpy(logits), np.asarray(labels))}
+
+
+def _apply_updates(params, updates):
+    """Write each layer's updated non-learnable parameters (running statistics) into the tree."""
+    if not any(updates):
+        return params
+    blocks = [blk if not up else {**blk, "attn": {**blk["attn"], "attn": {**blk["attn"]["attn"], **up}}}
+              for blk, up in zip(params["blocks"], updates, strict=True)]
+    return {**params, "blocks": blocks}
 
 
 def _seq_len(cfg, x):
@@ -147,19 +160,23 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
 
     def micro_grads(t, idx, feats):
         """Mean loss and gradients over the `accumulate` micro-batches of `idx` (consecutive slices)."""
-        total, acc = 0.0, None
+        total, acc, updates = 0.0, None, None
         for j in range(accumulate):
             sl = idx[j * batch_size:(j + 1) * batch_size]
             x, y = inputs[sl], labels[sl]
             masks = draw_dropout_masks(np.random.default_rng([int(seed), 3, t, j]), cfg, y.shape[:1],
                                        _seq_len(cfg, x))
-            loss_j, g_j = loss_and_grads(params, conv(x), conv(y), feats, config=cfg,
-                                         dropout=None if masks is None else conv(masks), positions=pos)
+            drop = None if masks is None else conv(masks)
+            loss_j, cache = transformer_loss_fwd(params, conv(x), conv(y), feats, config=cfg, dropout=drop,
+                                                 positions=pos)
+            one = namespace(loss_j, names=("loss",)).ones_like(loss_j)
+            g_j = transformer_loss_bwd(one, cache).params
+            updates = parameter_updates(cache)     # running statistics (same noise: every micro-batch agrees)
             total += float(loss_j)
             acc = g_j if acc is None else tree_map(lambda a, b: a + b, acc, g_j)
-        if accumulate == 1:
-            return total, acc
-        return total / accumulate, tree_map(lambda a: a / accumulate, acc)
+        if accumulate > 1:
+            total, acc = total / accumulate, tree_map(lambda a: a / accumulate, acc)
+        return total, acc, updates
 
     bar = None
     if progress:
@@ -183,7 +200,7 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
             rng_t = np.random.default_rng([int(seed), 2, t])
             idx = rng_t.choice(n, size=accumulate * batch_size, replace=False)
             feats = conv(features_for_step(seed, t, cfg))
-            loss, grads = micro_grads(t, idx, feats)
+            loss, grads, updates = micro_grads(t, idx, feats)
             rate = learning_rate(t, lr=lr, schedule=sched)
             if not math.isfinite(loss):
                 raise FloatingPointError(f"step {t}: the training loss is not finite ({loss})")
@@ -196,6 +213,7 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
             if bias is not None:
                 entry["flt_bias_bound"] = bias                                        # this step's forward
             params, state = step_fn(params, grads, state, rate)
+            params = _apply_updates(params, updates)
             record(entry)
             if bar is not None:
                 bar.update(1)

@@ -45,9 +45,10 @@ from ..layers.layernorm import layernorm_bwd, layernorm_fwd
 from ..layers.losses import softmax_cross_entropy_bwd, softmax_cross_entropy_fwd
 from ..tree import tree_map
 from .config import check_config
+from .kinds import ATTENTION_KINDS
 from .mha import mha_bwd, mha_fwd
 
-__all__ = ["TransformerGrads", "transformer", "transformer_fwd", "transformer_bwd",
+__all__ = ["TransformerGrads", "parameter_updates", "transformer", "transformer_fwd", "transformer_bwd",
            "transformer_loss_fwd", "transformer_loss_bwd", "loss_and_grads", "block_fwd", "block_bwd"]
 
 Array = Any
@@ -66,7 +67,7 @@ def _drop_bwd(dy, cache):
     return dy if cache is None else dropout_bwd(dy, cache).x
 
 
-def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, shared=None):
+def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, shared=None, train=True):
     """One pre-LN block: ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``. ``x: (..., L, D)`` ->
     ``(..., L, D)``.
 
@@ -83,7 +84,8 @@ def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, sha
         attn_params = {**attn_params, "attn": {**attn_params.get("attn", {}), **shared}}
     a, c_ln1 = layernorm_fwd(x, params["ln1"])                                      # (..., L, D)
     a, c_att = mha_fwd(a, attn_params, features, n_heads=cfg["n_heads"], attention=cfg["attention"],
-                       causal=cfg["causal"], dropout_mask=masks.get("attn"), positions=positions)
+                       causal=cfg["causal"], dropout_mask=masks.get("attn"), positions=positions,
+                       train=train)
     a, c_da = _drop_fwd(a, masks.get("resid_attn"))                                # (..., L, D)
     h = x + a                                                                       # (..., L, D) residual
     f, c_ln2 = layernorm_fwd(h, params["ln2"])                                      # (..., L, D)
@@ -150,7 +152,8 @@ def _check_masks(dropout, n_layers):
     return list(dropout)
 
 
-def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropout=None, positions=None):
+def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropout=None, positions=None,
+                    train=True):
     r"""Forward pass of the configured model, and the cache for :func:`transformer_bwd`.
 
     Parameters
@@ -170,6 +173,10 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     positions : (L, D) array, optional
         Per-token coordinates for positional attention kinds (``s1``, ``flt``), shared by the batch; real
         floating, in the computation's namespace and dtype. ``None``: the kind's default coordinates.
+    train : bool
+        A training forward (default) or an evaluation one (``False``): only kinds with a mode-dependent
+        computation read it (the generative kind with ``bn="running"`` normalises with its running statistics
+        at evaluation); dropout is controlled by the masks alone.
 
     Returns
     -------
@@ -199,7 +206,8 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     c_blocks = []
     shared = params.get("shared", {}).get("attn", {})
     for blk, f, mk in zip(params["blocks"], feats, masks, strict=True):
-        h, cb = block_fwd(h, blk, f, cfg=cfg, masks=mk, positions=positions, shared=shared)   # (..., L, D)
+        h, cb = block_fwd(h, blk, f, cfg=cfg, masks=mk, positions=positions, shared=shared,
+                          train=train)                                              # (..., L, D)
         c_blocks.append(cb)
     h, c_lnf = layernorm_fwd(h, params["ln_f"])                                     # (..., L, D)
     if cfg["task"] == "classify":
@@ -246,16 +254,33 @@ def transformer_bwd(dlogits, cache) -> TransformerGrads:
     return TransformerGrads(params={k: grads[k] for k in order if k in grads}, inputs=dinputs)
 
 
-def transformer(params, inputs, features=None, *, config, dropout=None, positions=None):
+def transformer(params, inputs, features=None, *, config, dropout=None, positions=None, train=True):
     """Logits of the configured model (see :func:`transformer_fwd`)."""
-    return transformer_fwd(params, inputs, features, config=config, dropout=dropout, positions=positions)[0]
+    return transformer_fwd(params, inputs, features, config=config, dropout=dropout, positions=positions,
+                           train=train)[0]
 
 
-def transformer_loss_fwd(params, inputs, labels, features=None, *, config, dropout=None, positions=None):
+def parameter_updates(cache) -> list:
+    """Per layer, the non-learnable parameters a training forward updated (``{}`` when none), from the cache
+    of :func:`transformer_fwd` or :func:`transformer_loss_fwd`: e.g. the generative kind's running batch-norm
+    statistics (``bn="running"``). Write them into ``params["blocks"][i]["attn"]["attn"]`` after the step."""
+    if not isinstance(cache[0], dict):
+        cache = cache[0]                                                         # a loss cache: (model, loss)
+    c_blocks = cache[3]
+    out = []
+    for cb in c_blocks:
+        c_att = cb[1]
+        kind = ATTENTION_KINDS[c_att.kind]
+        out.append({} if kind.updates is None else kind.updates(c_att.attn_cache))
+    return out
+
+
+def transformer_loss_fwd(params, inputs, labels, features=None, *, config, dropout=None, positions=None,
+                         train=True):
     """Mean softmax cross-entropy of the model's logits against integer `labels` (``(...)`` for
     classification, ``(..., L)`` next tokens for the LM). Returns ``(loss: (), cache)``."""
     logits, c_model = transformer_fwd(params, inputs, features, config=config, dropout=dropout,
-                                      positions=positions)
+                                      positions=positions, train=train)
     loss, c_loss = softmax_cross_entropy_fwd(logits, labels)
     return loss, (c_model, c_loss)
 
@@ -266,9 +291,10 @@ def transformer_loss_bwd(dloss, cache) -> TransformerGrads:
     return transformer_bwd(softmax_cross_entropy_bwd(dloss, c_loss).logits, c_model)
 
 
-def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=None, positions=None):
+def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=None, positions=None,
+                   train=True):
     """``(loss, grads)`` with ``grads`` the parameter tree of gradients (the training step's work)."""
     loss, cache = transformer_loss_fwd(params, inputs, labels, features, config=config, dropout=dropout,
-                                       positions=positions)
+                                       positions=positions, train=train)
     xp = namespace(loss, names=("loss",))
     return loss, transformer_loss_bwd(xp.ones_like(loss), cache).params

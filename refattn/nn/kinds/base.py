@@ -36,7 +36,8 @@ class Draw(NamedTuple):
 
 class AttentionKind(NamedTuple):
     name: str
-    fwd: Callable       # (q, k, v, attn_params, features, *, positions=None, causal, options) -> (o, cache)
+    #: (q, k, v, attn_params, features, *, positions=None, train=True, causal, options) -> (o, cache)
+    fwd: Callable
     bwd: Callable       # (do, cache) -> (dq, dk, dv, dattn_params)
     options: dict       # option name -> default value
     choices: dict       # option name -> tuple of allowed values (options not listed: checked by the config)
@@ -47,6 +48,9 @@ class AttentionKind(NamedTuple):
     #: (att, *, d_head, n_heads) -> {name: Draw}: learnable parameters shared by all layers of a model
     #: (params["shared"]["attn"]), merged into each layer's
     shared: Callable | None = None
+    #: (cache) -> {param name: new value}: non-learnable parameters a training forward updates (running
+    #: statistics); written back after the optimiser step (refattn.nn.transformer.parameter_updates)
+    updates: Callable | None = None
 
 
 #: options every kind accepts: the redraw policy of its drawn features (refattn.random.rng_for_step)
@@ -66,7 +70,7 @@ def projection(att, cols) -> dict:
 def linear_kind(feat_fwd, feat_bwd):
     """Adapter pair for linear attention with a deterministic feature map (``elu``, ``relu``)."""
 
-    def fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
+    def fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
         phi_q, cq = feat_fwd(q)                                                     # (..., H, L, d)
         phi_k, ck = feat_fwd(k)                                                     # (..., H, L, d)
         o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal)                # (..., H, L, d)
@@ -92,29 +96,33 @@ def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key):
     Features are computed on ``d^{-1/4} q`` and ``d^{-1/4} k``, as FAVOR does, so that at initialisation
     (mu = 0, S = I) the PRF maps estimate the Gaussian kernel ``exp(-|q - k|^2 / (2 sqrt(d)))`` of the scaled
     inputs. PRF maps are row-stabilised (keys' log-scales go to linear attention); RKS maps can give
-    non-positive normalisers (option ``on_nonpositive``, as for trig FAVOR). ``args_of(attn_params, features,
-    options) -> (args, kwargs)`` gives the map's arguments after ``x``; the map's gradients carry ``.x`` and
-    ``.params``, returned under ``attn_params[key]``.
+    non-positive normalisers (option ``on_nonpositive``, as for trig FAVOR).
+    ``args_of(attn_params, features, options, train) -> (args, kwargs)`` gives the map's arguments after
+    ``x``; the map's gradients carry ``.x`` and ``.params``, returned under ``attn_params[key]``. A map that
+    returns a new state beside its features (the generator's batch-norm statistics) has it kept as the cache's
+    last entry (``None`` otherwise).
     """
 
-    def fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
+    def fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
         scale = float(q.shape[-1]) ** -0.25
-        args, kw = args_of(attn_params, features, options)
+        args, kw = args_of(attn_params, features, options, train)
         if options["features"] == "prf":
             outq, cq = stable_fwd(q * scale, *args, **kw)
             outk, ck = stable_fwd(k * scale, *args, **kw)
             phi_q, phi_k, k_ls = outq[0], outk[0], outk[1]                       # (..., H, L, M), (..., H, L)
+            state = outk[2] if len(outk) > 2 else None                           # same noise: same new state
             o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls)
         else:
-            phi_q, cq = rks_fwd(q * scale, *args, **kw)                             # (..., H, L, 2M)
-            phi_k, ck = rks_fwd(k * scale, *args, **kw)
-            phi_q, phi_k = _first(phi_q), _first(phi_k)
+            outq, cq = rks_fwd(q * scale, *args, **kw)                              # (..., H, L, 2M)
+            outk, ck = rks_fwd(k * scale, *args, **kw)
+            phi_q, phi_k = _first(outq), _first(outk)
+            state = outk[1] if isinstance(outk, tuple) else None
             o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal,
                                          on_nonpositive=options["on_nonpositive"])
-        return o, (cq, ck, ca, scale, options["features"])
+        return o, (cq, ck, ca, scale, options["features"], state)
 
     def bwd(do, cache):
-        cq, ck, ca, scale, feats = cache
+        cq, ck, ca, scale, feats, _ = cache
         g = linear_attention_bwd(do, ca)
         if feats == "prf":
             gq = stable_bwd((g.phi_q, None), cq)                                    # query log-scale dropped

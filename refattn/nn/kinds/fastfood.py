@@ -22,7 +22,7 @@ __all__ = ["KIND"]
 
 _fwd, _bwd = spectral_kind(fastfood_prf_features_stable_fwd, fastfood_prf_features_stable_bwd,
                            fastfood_rks_features_fwd, fastfood_rks_features_bwd,
-                           lambda p, f, o: ((p["fastfood"],), {"variant": o["variant"]}), "fastfood")
+                           lambda p, f, o, t: ((p["fastfood"],), {"variant": o["variant"]}), "fastfood")
 
 
 def _params(att, *, d_head, n_heads):

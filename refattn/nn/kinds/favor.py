@@ -16,7 +16,7 @@ from .base import AttentionKind, no_draws, projection
 __all__ = ["KIND"]
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
     return favor_attention_fwd(q, k, v, features["omega"], causal=causal, features=options["features"],
                                on_nonpositive=options["on_nonpositive"])
 

@@ -196,7 +196,7 @@ def _one_bwd(do, inner, feature_map):
     return _learned_bwd(do, inner)
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
     xp = namespace(q)
     pos = token_positions(positions, q.shape[-2], options, q, xp=xp, kind="flt")     # (L, D)
     spectrum, proposal = attn_params["spectrum"], attn_params["proposal"]

@@ -1,10 +1,20 @@
 """Kind ``generative``: KL-Transformer Generative-PRF / Generative-RKS (Chowdhury et al. Sec. 3.3;
 :mod:`refattn.features.generative`).
 
-Options: ``features`` in {"prf", "rks"}, ``m`` features, ``on_nonpositive`` (RKS). Learnable:
-``attn["generator"]`` (the generator MLP). Drawn: the generator's input noise ``features["noise"]: (M, d)``
-and its batch-norm state ``features["state"]`` (the generator runs with the batch statistics of its M noise
-rows, train mode, at training and evaluation; the state is the initial one).
+Options: ``features`` in {"prf", "rks"}, ``m`` features, ``on_nonpositive`` (RKS), and ``bn``, the batch-norm
+mode of the generator:
+
+* ``"batch"`` (default, the previous behaviour): the generator always runs in training mode, normalising with
+  the batch statistics of its M noise rows, at training and at evaluation; its state is the initial one,
+  drawn with the features (``features["state"]``);
+* ``"running"``: training forwards (``train=True``) use the batch statistics and return updated running
+  statistics (momentum 0.1, as torch), kept in the model as the non-learnable ``attn["bn_state"]`` (its
+  gradient is ``None``: the optimisers leave it; ``refattn.nn.train`` writes each step's updated statistics
+  back, :func:`running_updates`); evaluation forwards (``train=False``) normalise with those running
+  statistics, so the frequencies are iid draws of g(rho_0).
+
+Learnable: ``attn["generator"]`` (the generator MLP). Drawn: the generator's input noise
+``features["noise"]: (M, d)`` (and ``features["state"]`` in ``"batch"`` mode).
 
 omega: **none** (the frequencies are the generator's output: their gradient flows to ``generator``).
 """
@@ -15,25 +25,57 @@ from ...features.generative import (generative_prf_features_stable_bwd, generati
                                     generative_rks_features_bwd, generative_rks_features_fwd)
 from .base import AttentionKind, Draw, spectral_kind
 
-__all__ = ["KIND"]
+__all__ = ["KIND", "running_updates"]
 
-_fwd, _bwd = spectral_kind(generative_prf_features_stable_fwd, generative_prf_features_stable_bwd,
-                           generative_rks_features_fwd, generative_rks_features_bwd,
-                           lambda p, f, o: ((f["noise"], p["generator"], f["state"]), {"train": True}),
-                           "generator")
+
+def _args(p, f, o, train):
+    if o["bn"] == "running":
+        return (f["noise"], p["generator"], p["bn_state"]), {"train": bool(train)}
+    return (f["noise"], p["generator"], f["state"]), {"train": True}
+
+
+_spectral_fwd, _spectral_bwd = spectral_kind(
+    generative_prf_features_stable_fwd, generative_prf_features_stable_bwd, generative_rks_features_fwd,
+    generative_rks_features_bwd, _args, "generator")
+
+
+def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
+    o, cache = _spectral_fwd(q, k, v, attn_params, features, positions=positions, train=train, causal=causal,
+                             options=options)
+    return o, (cache, options["bn"], bool(train))
+
+
+def _bwd(do, cache):
+    inner, bn, _ = cache
+    dq, dk, dv, grads = _spectral_bwd(do, inner)
+    if bn == "running":
+        grads = {**grads, "bn_state": None}                                         # statistics, not learned
+    return dq, dk, dv, grads
+
+
+def running_updates(cache) -> dict:
+    """``{"bn_state": new running statistics}`` of a training forward in ``bn="running"`` mode, else
+    ``{}``."""
+    inner, bn, train = cache
+    return {"bn_state": inner[-1]} if bn == "running" and train else {}
 
 
 def _params(att, *, d_head, n_heads):
-    return {"generator": Draw("generator", {"d": d_head})}
+    out = {"generator": Draw("generator", {"d": d_head})}
+    if att["bn"] == "running":
+        out["bn_state"] = Draw("generator_state", {"d": d_head})                   # running statistics
+    return out
 
 
 def _features(att, *, d_head, n_heads):
-    return {"noise": Draw("generator_noise", {"m": att["m"], "d": d_head}),
-            "state": Draw("generator_state", {"d": d_head})}
+    out = {"noise": Draw("generator_noise", {"m": att["m"], "d": d_head})}
+    if att["bn"] == "batch":
+        out["state"] = Draw("generator_state", {"d": d_head})
+    return out
 
 
 KIND = AttentionKind(
     "generative", _fwd, _bwd,
-    options={"features": "prf", "m": None, "on_nonpositive": "raise"},
-    choices={"features": ("prf", "rks"), "on_nonpositive": ("raise", "ignore")},
-    params=_params, features=_features, omega="none")
+    options={"features": "prf", "m": None, "on_nonpositive": "raise", "bn": "batch"},
+    choices={"features": ("prf", "rks"), "on_nonpositive": ("raise", "ignore"), "bn": ("batch", "running")},
+    params=_params, features=_features, omega="none", updates=running_updates)

@@ -16,7 +16,7 @@ from .base import AttentionKind, Draw, spectral_kind
 __all__ = ["KIND"]
 
 _fwd, _bwd = spectral_kind(gmm_prf_features_stable_fwd, gmm_prf_features_stable_bwd, gmm_rks_features_fwd,
-                           gmm_rks_features_bwd, lambda p, f, o: ((f["noise"], p["gmm"]), {}), "gmm")
+                           gmm_rks_features_bwd, lambda p, f, o, t: ((f["noise"], p["gmm"]), {}), "gmm")
 
 
 def _params(att, *, d_head, n_heads):

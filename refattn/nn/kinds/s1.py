@@ -25,7 +25,7 @@ from .base import AttentionKind, Draw, pos_dim, projection, token_positions
 __all__ = ["KIND"]
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
     xp = namespace(q)
     omega = None if options["features"] is None else features["omega"]
     pos = token_positions(positions, q.shape[-2], options, q, xp=xp, kind="s1")       # (L, A)

@@ -49,7 +49,7 @@ def _check(att, *, d_head, n_heads):
     return att
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
     if causal:
         raise ValueError("attention kind 's2': clipped relative-distance heads are bidirectional only "
                          "(refattn.rpe.s2_clipped has no causal mode); use causal=False")

@@ -12,7 +12,7 @@ from .base import AttentionKind, no_draws
 __all__ = ["KIND"]
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
     return softmax_attention_fwd(q, k, v, causal=causal)
 
 

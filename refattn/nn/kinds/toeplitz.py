@@ -37,7 +37,7 @@ def _feature(x, features, options):
     return positive_features_fwd(x * float(x.shape[-1]) ** -0.25, features["omega"])
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
     xp = namespace(q)
     L = q.shape[-2]
     b = attn_params["log_coeffs"]                                                    # (H, 2 L_max - 1)
