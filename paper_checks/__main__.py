@@ -57,17 +57,36 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _writable(path: Path, is_dir: bool) -> str | None:
-    target = path if is_dir else path.parent
+def _probe_dir(directory: Path) -> str | None:
+    """None if a file can be created in `directory` (tried: a temporary file, removed at once; permission
+    bits alone say nothing for root or on /proc), else the reason."""
+    import tempfile
+
     try:
-        target.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".paper_checks_probe_"):
+            pass
     except OSError as exc:
-        return f"cannot create {target}: {exc.strerror}"
-    if not os.access(target, os.W_OK):
-        return f"{target} is not writable"
-    if not is_dir and path.is_dir():
-        return f"{path} is a directory"
+        return exc.strerror or type(exc).__name__
     return None
+
+
+def _writable(path: Path, is_dir: bool, option: str) -> str | None:
+    """Why `path` cannot be written (one line naming `option`), or None. Nothing is created: a file's parent
+    directory must exist and be writable; a report directory must be a writable directory, or not exist yet
+    with an existing writable parent (the report directory itself is created when the report is written)."""
+    if is_dir and path.exists():
+        if not path.is_dir():
+            return f"{option}: {path} exists and is not a directory"
+        parent = path
+    else:
+        if not is_dir and path.is_dir():
+            return f"{option}: {path} is a directory"
+        parent = path.parent if str(path.parent) else Path(".")
+        if not parent.is_dir():
+            extra = f" (paper_checks creates {option}'s directory only, not its parents)" if is_dir else ""
+            return f"{option}: the directory {parent} does not exist{extra}"
+    why = _probe_dir(parent)
+    return None if why is None else f"{option}: cannot write in {parent} ({why})"
 
 
 def _progress(items, enabled: bool):
@@ -187,35 +206,54 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad arguments already
         return int(exc.code or 0)
+    # every argument is validated before anything runs; one line per bad argument, exit 2
+    problems: list[str] = []
+    if args.seed < 0:
+        problems.append(f"--seed: expected a non-negative integer; got {args.seed}")
     if args.workers < 0:
-        print(f"paper_checks: --workers: expected a count >= 0; got {args.workers}", file=sys.stderr)
-        return 2
-    if args.scheduler is not None:         # paper_checks/scale.py; exits 2 naming the install command
+        problems.append(f"--workers: expected a count >= 0; got {args.workers}")
+    if args.seeds is not None:
+        try:
+            _parse_seeds(args.seeds)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if args.scheduler is not None:         # paper_checks/scale.py; names the install command
         from .scale import scheduler_problem
 
         problem = scheduler_problem(args.scheduler, args.workers, args.power)
         if problem:
-            print(f"paper_checks: {problem}", file=sys.stderr)
-            return 2
+            problems.append(problem)
     if args.data is not None:              # the experiments and worker processes read it from the environment
-        from .experiments.idx import DATA_ENV, mnist_files
+        from .experiments.idx import mnist_files
 
         if mnist_files(args.data) is None:
-            print(f"paper_checks: --data: {args.data} does not hold the MNIST-format files "
-                  "{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]", file=sys.stderr)
-            return 2
-        os.environ[DATA_ENV] = str(Path(args.data).resolve())
+            problems.append(f"--data: {args.data} does not hold the MNIST-format files "
+                            "{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]")
+    claims = []
     try:
         claims = select(args.only)
     except ValueError as exc:
-        print(f"paper_checks: {exc}", file=sys.stderr)
+        problems.append(str(exc))
+    report_problem = None if args.report is None else _writable(Path(args.report), True, "--report")
+    if report_problem:
+        problems.append(report_problem)
+    if args.json is not None:
+        js = Path(args.json)
+        inside_report = (args.report is not None and report_problem is None and not Path(args.report).exists()
+                         and js.parent.resolve() == Path(args.report).resolve())   # created just below
+        problem = None if inside_report and not js.is_dir() else _writable(js, False, "--json")
+        if problem:
+            problems.append(problem)
+    if problems:
+        for problem in problems:
+            print(f"paper_checks: {problem}", file=sys.stderr)
         return 2
-    for path, is_dir in ((args.json, False), (args.report, True)):
-        if path:
-            problem = _writable(Path(path), is_dir)
-            if problem:
-                print(f"paper_checks: {problem}", file=sys.stderr)
-                return 2
+    if args.report is not None and not args.list:
+        Path(args.report).mkdir(exist_ok=True)   # the directory the user named (its parent exists: checked)
+    if args.data is not None:
+        from .experiments.idx import DATA_ENV
+
+        os.environ[DATA_ENV] = str(Path(args.data).resolve())
     if args.power:
         return _power(claims, args, argv)
     if args.seeds is not None:
