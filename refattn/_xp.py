@@ -250,10 +250,10 @@ def quiet_nonfinite(*arrays: Any):
     way."""
     import contextlib
 
-    if any(array_api_compat.is_numpy_array(a) for a in arrays):
-        import numpy as np
-
-        return np.errstate(invalid="ignore", over="ignore", divide="ignore", under="ignore")
+    numpy_arrays = [a for a in arrays if array_api_compat.is_numpy_array(a)]
+    if numpy_arrays:                                                              # numpy.errstate, via compat
+        return array_api_compat.array_namespace(numpy_arrays[0]).errstate(
+            invalid="ignore", over="ignore", divide="ignore", under="ignore")
     return contextlib.nullcontext()
 
 
@@ -265,10 +265,8 @@ def cumulative_max(x: Any, *, axis: int = -2, xp: Any) -> Any:
     running maximum inside each block (B slice updates), then the blocks' carries (another B), so about two
     passes over the data and 2 sqrt(n) small operations.
     """
-    if array_api_compat.is_numpy_array(x):
-        import numpy as np
-
-        return np.maximum.accumulate(x, axis=axis)
+    if array_api_compat.is_numpy_array(x):                                        # NumPy's ufunc, via compat
+        return array_api_compat.array_namespace(x).maximum.accumulate(x, axis=axis)
     axis = axis % x.ndim
     n = x.shape[axis]
     if n <= 1:

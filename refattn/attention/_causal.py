@@ -33,6 +33,8 @@ chunk.
 
 from __future__ import annotations
 
+import array_api_compat
+
 from .. import _dispatch
 from .._xp import device_of, namespace
 
@@ -276,14 +278,12 @@ def _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M, chunk_size):
 
 
 def _host_bools(x, *, xp):
-    """A small boolean array as a Python list (one transfer)."""
-    try:
-        import numpy as np
-
-        return [bool(b) for b in np.asarray(x).tolist()]
-    # noqa: BLE001 - a namespace NumPy cannot read (e.g. a device array): element by element
-    except Exception:
-        return [bool(x[i]) for i in range(x.shape[0])]
+    """A small boolean array as a Python list (one transfer for NumPy arrays)."""
+    if array_api_compat.is_numpy_array(x):
+        return [bool(v) for v in x.tolist()]
+    if bool(xp.all(x)):                                                           # the common case: one sync
+        return [True] * x.shape[0]
+    return [bool(x[i]) for i in range(x.shape[0])]
 
 
 def _chunk_plan(s, chunk_size, *, xp):
