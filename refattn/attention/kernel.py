@@ -29,6 +29,8 @@ def exp_dot_kernel(q, k, *, scale=None):
     xp = namespace(q, k, names=("q", "k"))
     sizes = check_shape("q", q, "..., Lq, d")
     check_shape("k", k, "..., Lk, d", sizes)
+    check_finite("q", q, xp=xp)
+    check_finite("k", k, xp=xp)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     return xp.exp(scale * (q @ xp.matrix_transpose(k)))
 

@@ -231,6 +231,7 @@ def linear_attention_bwd(dy, cache: LinearAttentionCache) -> LinearAttentionGrad
     """
     c = cache
     xp = namespace(dy, c.phi_q, names=("dy", "cache.phi_q"))
+    check_finite("dy", dy, xp=xp)
     check_shape("dy", dy, "..., L, d_v", check_shape("y", c.y, "..., L, d_v"))
     d_v = dy.shape[-1]
     dnumer = dy / c.z                                                             # (..., L, d_v)

@@ -173,6 +173,7 @@ def softmax_attention_bwd(dy, cache: SoftmaxAttentionCache) -> SoftmaxAttentionG
     """
     c = cache
     xp = namespace(dy, c.q, names=("dy", "cache.q"))
+    check_finite("dy", dy, xp=xp)
     check_shape("dy", dy, "..., Lq, d_v", check_shape("y", c.y, "..., Lq, d_v"))
     Lq = c.q.shape[-2]
     dq_blocks, dmask_blocks = [], []

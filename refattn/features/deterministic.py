@@ -56,6 +56,9 @@ def elu_features_bwd(dphi, cache) -> EluFeaturesGrads:
     """Gradient of :func:`elu_features`: 1 for x > 0, exp(x) otherwise."""
     x = cache
     xp = namespace(dphi, x, names=("dphi", "cache"))
+    if tuple(dphi.shape) != tuple(x.shape):
+        raise ValueError(f"dphi: expected the features' shape {tuple(x.shape)}; got {tuple(dphi.shape)}")
+    check_finite("dphi", dphi, xp=xp)
     return EluFeaturesGrads(x=dphi * xp.where(x > 0, xp.ones_like(x), xp.exp(xp.minimum(x, xp.zeros_like(x)))))
 
 
@@ -82,6 +85,9 @@ def relu_features_bwd(dphi, cache) -> ReluFeaturesGrads:
     """Gradient of :func:`relu_features` (0 at x = 0, the subgradient numpy and torch use)."""
     x = cache
     xp = namespace(dphi, x, names=("dphi", "cache"))
+    if tuple(dphi.shape) != tuple(x.shape):
+        raise ValueError(f"dphi: expected the features' shape {tuple(x.shape)}; got {tuple(dphi.shape)}")
+    check_finite("dphi", dphi, xp=xp)
     return ReluFeaturesGrads(x=xp.where(x > 0, dphi, xp.zeros_like(dphi)))
 
 

@@ -141,6 +141,10 @@ def fwht_fwd(x: Array) -> tuple[Array, None]:
 def fwht_bwd(dy: Array, cache: None) -> FwhtGrads:
     """Backward of :func:`fwht`: ``dx = dy H^T = fwht(dy)`` (H is symmetric)."""
     xp = namespace(dy, names=("dy",))
+    check_shape("dy", dy, "..., D")
+    if not _is_pow2(dy.shape[-1]):
+        raise ValueError(f"dy: expected a last axis whose length is a power of two; got {dy.shape[-1]}")
+    check_finite("dy", dy, xp=xp)
     return FwhtGrads(x=_fwht(dy, xp=xp))
 
 

@@ -113,6 +113,7 @@ def _raw_bwd(dphi, cache, omega_grad=True):
     c = cache
     xp = namespace(dphi, c.phi, names=("dphi", "cache.phi"))
     check_shape("dphi", dphi, "..., L, m", check_shape("phi", c.phi, "..., L, m"))
+    check_finite("dphi", dphi, xp=xp)
     du = dphi * c.phi                                                             # (..., L, m) d exponent
     dx, domega = project_bwd(du, c.x, c.omega, xp=xp, omega_grad=omega_grad)
     dx = dx - (2.0 * c.offset) * xp.sum(du, axis=-1, keepdims=True) * c.x         # d(-c|x|^2) = -2c x
@@ -289,6 +290,8 @@ def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache, *,
     check_shape("dphi", dphi, "..., L, m", sizes)
     if dls is not None:
         check_shape("dlog_scale", dls, "..., L", sizes)
+        check_finite("dlog_scale", dls, xp=xp)
+    check_finite("dphi", dphi, xp=xp)
     return _stable_bwd(dphi, dls, c, omega_grad=omega_grad, xp=xp)
 
 
@@ -404,6 +407,9 @@ def positive_key_features_stable_bwd(dout, cache: KeyFeaturesCache, *,
     xp = namespace(dphi, c.phi, dP, names=("dphi", "cache.phi", "dk_log_scale"))
     sizes = check_shape("phi", c.phi, "..., L, m")
     check_shape("dphi", dphi, "..., L, m", sizes)
+    check_finite("dphi", dphi, xp=xp)
+    if dP is not None:
+        check_finite("dk_log_scale", dP, xp=xp)
     if dP is not None:
         check_shape("dk_log_scale", dP, "..., L, m" if c.causal else "..., 1, m", dict(sizes))
     g = dphi * c.phi                                                              # (..., L, m)

@@ -162,6 +162,7 @@ def trig_features_bwd(dphi, cache: TrigFeaturesCache, *, omega_grad=True) -> Tri
     """
     c = cache
     xp = namespace(dphi, c.phi, names=("dphi", "cache.phi"))
+    check_finite("dphi", dphi, xp=xp)
     check_shape("dphi", dphi, "..., L, m2", check_shape("phi", c.phi, "..., L, m2"))
     m = c.omega.shape[0]
     cos_s, sin_s = c.phi[..., :m], c.phi[..., m:]  # (..., L, m) cos u/sqrt(m), ...
@@ -211,6 +212,7 @@ def softmax_trig_features_bwd(dphi, cache: SoftmaxTrigFeaturesCache) -> TrigFeat
     ``dt = h dphi`` through the RKS backward, plus ``x sum(dphi * phi)`` from ``dh/dx = h x``."""
     c = cache
     xp = namespace(dphi, c.phi, names=("dphi", "cache.phi"))
+    check_finite("dphi", dphi, xp=xp)
     check_shape("dphi", dphi, "..., L, m2", check_shape("phi", c.phi, "..., L, m2"))
     h = xp.expand_dims(xp.exp(c.log_h), axis=-1)                                  # (..., L, 1)
     g = trig_features_bwd(h * dphi, c.trig)
@@ -253,6 +255,7 @@ def softmax_trig_features_stable_bwd(dout, cache: TrigFeaturesCache, *,
         return g
     xp = namespace(dls, cache.x, names=("dlog_scale", "cache.x"))
     check_shape("dlog_scale", dls, "..., L", check_shape("x", cache.x, "..., L, d"))
+    check_finite("dlog_scale", dls, xp=xp)
     return TrigFeaturesGrads(x=g.x + xp.expand_dims(dls, axis=-1) * cache.x, omega=g.omega)
 
 

@@ -154,6 +154,11 @@ def patch_embedding_fwd(images, params: DenseParams, *, patch):
     if H % p or W % p:
         raise ValueError(f"patch: expected a divisor of the image height and width ({H}, {W}); got {p}")
     check_finite("images", images, xp=xp)
+    C = images.shape[-1]
+    if isinstance(params, tuple) and hasattr(params, "W") and getattr(params.W, "ndim", 0) == 2 \
+            and params.W.shape[0] != p * p * C:
+        raise ValueError(f"images: C = {C} channels with patch = {p} give patch rows of p*p*C = {p * p * C}; "
+                         f"params.W has {params.W.shape[0]} rows (shape {tuple(params.W.shape)})")
     tokens = _patchify(images, p, xp=xp)                                            # (..., P, p*p*C)
     _validate(tokens, params)  # params.W: (p*p*C, d), b: (d,), finite (tokens: a reshape of checked images)
     y, dcache = _dense_fwd(tokens, params)                                          # (..., P, d)

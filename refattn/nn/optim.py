@@ -146,7 +146,9 @@ def _frozen(g, s) -> bool:
 
 
 def sgd_init(params) -> SGDState:
-    """Initial SGD state (zero velocity)."""
+    """Initial SGD state (zero velocity). Parameter leaves: float32/float64 and finite (integer index leaves
+    get no state)."""
+    _check_trees(params, None, {})
     return SGDState(step=0, velocity=_zeros_like_tree(params))
 
 
@@ -171,7 +173,8 @@ def sgd_update(params, grads, state: SGDState, *, lr, momentum=0.0, weight_decay
 
 
 def adam_init(params) -> AdamState:
-    """Initial Adam/AdamW state (zero moments, step 0)."""
+    """Initial Adam/AdamW state (zero moments, step 0); parameter leaves checked as in :func:`sgd_init`."""
+    _check_trees(params, None, {})
     return AdamState(step=0, m=_zeros_like_tree(params), v=_zeros_like_tree(params))
 
 

@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from .. import limits
 from .._xp import check_positive_int
 from ..layers.batchnorm import BatchNormParams, BatchNormState
 from ..layers.dense import DenseParams
@@ -33,6 +34,7 @@ def init_dense(rng, d_in, d_out, *, dtype=np.float64):
     check_rng(rng)
     dt = check_dtype_arg(dtype)
     d_in, d_out = check_positive_int(d_in, "d_in"), check_positive_int(d_out, "d_out")
+    limits.check_nbytes(2 * d_in * d_out * 8, f"d_in * d_out (init_dense({d_in}, {d_out}))")
     a = math.sqrt(6.0 / (d_in + d_out))
     W = rng.uniform(-a, a, size=(d_in, d_out)).astype(dt)
     return DenseParams(W=W, b=np.zeros(d_out, dtype=dt))
@@ -42,6 +44,7 @@ def init_layernorm(d, *, dtype=np.float64):
     """``LayerNormParams(gamma = ones(d), beta = zeros(d))`` (deterministic)."""
     dt = check_dtype_arg(dtype)
     d = check_positive_int(d, "d")
+    limits.check_nbytes(2 * d * 8, f"d (init_layernorm({d}))")
     return LayerNormParams(gamma=np.ones(d, dtype=dt), beta=np.zeros(d, dtype=dt))
 
 
@@ -49,6 +52,7 @@ def init_batchnorm(d, *, dtype=np.float64):
     """``(BatchNormParams(ones, zeros), BatchNormState(mean = zeros, var = ones))`` (deterministic)."""
     dt = check_dtype_arg(dtype)
     d = check_positive_int(d, "d")
+    limits.check_nbytes(4 * d * 8, f"d (init_batchnorm({d}))")
     return (BatchNormParams(gamma=np.ones(d, dtype=dt), beta=np.zeros(d, dtype=dt)),
             BatchNormState(mean=np.zeros(d, dtype=dt), var=np.ones(d, dtype=dt)))
 
@@ -58,6 +62,7 @@ def init_embedding(rng, n, d, *, scale=0.02, dtype=np.float64):
     check_rng(rng)
     dt = check_dtype_arg(dtype)
     n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
+    limits.check_nbytes(2 * n * d * 8, f"n * d (init_embedding({n}, {d}))")
     if not (isinstance(scale, (int, float)) and scale > 0):
         raise ValueError(f"scale: expected a positive number; got {scale!r}")
     return (scale * rng.standard_normal((n, d))).astype(dt)
@@ -69,5 +74,7 @@ def draw_dropout_mask(rng, shape, rate, *, dtype=np.float64):
     dt = check_dtype_arg(dtype)
     if not (isinstance(rate, (int, float)) and 0 <= rate < 1):
         raise ValueError(f"rate: expected a dropout probability in [0, 1); got {rate!r}")
-    keep = rng.random(tuple(shape)) >= rate
+    shape = tuple(check_positive_int(n, f"shape[{i}]") if n != 0 else 0 for i, n in enumerate(shape))
+    limits.check_nbytes(3 * math.prod(shape) * 8, f"shape {shape}")
+    keep = rng.random(shape) >= rate
     return (keep / (1.0 - rate)).astype(dt)

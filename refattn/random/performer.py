@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import limits
 from .._xp import check_choice, check_positive_int
 from .common import check_dtype_arg, check_rng
 
@@ -61,6 +62,7 @@ def draw_gaussian(rng: np.random.Generator, m: int, d: int, *, dtype: Any = np.f
     rng = check_rng(rng)
     m = check_positive_int(m, "m")
     d = check_positive_int(d, "d")
+    limits.check_nbytes(3 * max(m, d) * d * 8, f"m, d ({m} x {d} frequencies)")
     dt = check_dtype_arg(dtype)
     return rng.standard_normal((m, d)).astype(dt, copy=False)                     # (m, d)
 
@@ -133,6 +135,7 @@ def draw_orthogonal(rng: np.random.Generator, m: int, d: int, *, norms: str = "c
     rng = check_rng(rng)
     m = check_positive_int(m, "m")
     d = check_positive_int(d, "d")
+    limits.check_nbytes(3 * max(m, d) * d * 8, f"m, d ({m} x {d} frequencies)")
     check_choice(norms, "norms", NORMS)
     dt = check_dtype_arg(dtype)
     return _orthogonal_draws(rng, 1, m, d, norms=norms)[0].astype(dt, copy=False)  # (m, d)

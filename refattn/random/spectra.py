@@ -23,6 +23,7 @@ import numpy as np
 from ..features.fastfood import FastFoodParams, padded_dim
 from ..features.generative import GeneratorParams, GeneratorState
 from ..features.gmm import GMMParams
+from .. import limits
 from .common import as_xp, check_dtype_arg, check_rng
 from .layers import init_batchnorm, init_dense
 
@@ -62,6 +63,7 @@ def init_gmm(rng: np.random.Generator, C: int, d: int, *, covariance: str = "ful
     """
     check_rng(rng)
     C, d = _pos_int("C", C), _pos_int("d", d)
+    limits.check_nbytes(2 * C * (d * d + 2 * d + 1) * 8, f"C, d (init_gmm: C = {C}, d = {d})")
     dt = check_dtype_arg(dtype)
     if covariance not in ("full", "diagonal"):
         raise ValueError(f"covariance: expected 'full' or 'diagonal'; got {covariance!r}")
@@ -82,6 +84,7 @@ def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *, dtype: A
     """
     check_rng(rng)
     C, M, d = _pos_int("C", C), _pos_int("M", M), _pos_int("d", d)
+    limits.check_nbytes(2 * M * d * 8, f"M, d (draw_gmm_noise: M = {M} rows of width d = {d})")
     if M % C:
         raise ValueError(f"M: expected a multiple of C = {C} (M/C frequencies per component); got M = {M}")
     return rng.standard_normal((C, M // C, d)).astype(check_dtype_arg(dtype))
@@ -96,6 +99,7 @@ def draw_gmm_antithetic_noise(rng: np.random.Generator, M: int, d: int, *, dtype
     """
     check_rng(rng)
     M, d = _pos_int("M", M), _pos_int("d", d)
+    limits.check_nbytes(2 * M * d * 8, f"M, d (draw_gmm_antithetic_noise: M = {M} rows of width d = {d})")
     if M % 2:
         raise ValueError(f"M: expected an even number (M/2 antithetic pairs); got M = {M}")
     eta = rng.standard_normal((M // 2, d)).astype(check_dtype_arg(dtype))
@@ -127,6 +131,7 @@ def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi
     """
     check_rng(rng)
     M, d = _pos_int("M", M), _pos_int("d", d)
+    limits.check_nbytes(8 * M * 8, f"M (draw_fastfood: M = {M} frequencies, 4 arrays of M entries)")
     dt = check_dtype_arg(dtype)
     D = padded_dim(d)
     if M % D:
@@ -157,6 +162,7 @@ def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *, dtyp
     """Generator input noise ``n ~ N(0, I)`` of shape (M, d_noise) (rho_0 of Eqs. 7, 11)."""
     check_rng(rng)
     M, d_noise = _pos_int("M", M), _pos_int("d_noise", d_noise)
+    limits.check_nbytes(2 * M * d_noise * 8, f"M, d_noise (draw_generator_noise: {M} x {d_noise})")
     return rng.standard_normal((M, d_noise)).astype(check_dtype_arg(dtype))
 
 
