@@ -324,6 +324,72 @@ def b_clip(rng, s):
     return Call({"grads": _tree(rng, s), "max_norm": 1.0}, arrays=arrays, free=arrays, int_ok=arrays)
 
 
+def b_fastfood(rng, s):
+    from refattn.random import draw_fastfood
+
+    D = refattn.padded_dim(s["d"])
+    return Call({"x": _x(rng, s, s["B"], s["L"], s["d"]), "params": draw_fastfood(rng, 2 * D, s["d"])},
+                arrays=["x", "params.S", "params.G", "params.B", "params.perm"], free_last=("x",))  # d <= D
+
+
+def b_fastfood_matrix(rng, s):
+    from refattn.random import draw_fastfood
+
+    D = refattn.padded_dim(s["d"])
+    return Call({"params": draw_fastfood(rng, 2 * D, s["d"]), "d": s["d"]},
+                arrays=["params.S", "params.G", "params.B", "params.perm"])
+
+
+def b_padded_dim(rng, s):
+    return Call({"d": s["d"]}, arrays=[])
+
+
+def _gmm(rng, s):
+    from refattn.random import init_gmm
+
+    p = init_gmm(rng, 2, s["d"], mu_scale=0.3)
+    return p._replace(S=p.S * 0.5)
+
+
+def b_gmm_features(rng, s):
+    from refattn.random import draw_gmm_noise
+
+    return Call({"x": _x(rng, s, s["B"], s["L"], s["d"]), "noise": draw_gmm_noise(rng, 2, 2 * s["m"], s["d"]),
+                 "params": _gmm(rng, s)}, arrays=["x", "noise", "params.logits", "params.mu", "params.S"])
+
+
+def b_gmm_frequencies(rng, s):
+    from refattn.random import draw_gmm_noise
+
+    return Call({"noise": draw_gmm_noise(rng, 2, 2 * s["m"], s["d"]), "params": _gmm(rng, s)},
+                arrays=["noise", "params.logits", "params.mu", "params.S"])
+
+
+def b_gmm_kernel(rng, s):
+    return Call({"q": _x(rng, s, s["B"], s["L"], s["d"]), "k": _x(rng, s, s["B"], s["L"] + 1, s["d"]),
+                 "params": _gmm(rng, s)}, arrays=["q", "k", "params.logits", "params.mu", "params.S"],
+                batch=("q", "k"))
+
+
+def b_gmm_mse(rng, s):
+    c = b_gmm_kernel(rng, s)
+    c.args["M"] = 4
+    return c
+
+
+def b_gmm_antithetic_mse(rng, s):
+    return Call({"q": _x(rng, s, s["B"], s["L"], s["d"]), "k": _x(rng, s, s["B"], s["L"] + 1, s["d"]),
+                 "mu": _x(rng, s, s["d"]), "S": _x(rng, s, s["d"], s["d"]), "M": 4}, batch=("q", "k"))
+
+
+def b_gmm_antithetic_params(rng, s):
+    return Call({"mu": _x(rng, s, s["d"]), "S": _x(rng, s, s["d"], s["d"])})
+
+
+def b_gmm_weights(rng, s):
+    return Call({"logits": _x(rng, s, 3)}, empty_ok=False, free_last=("logits",))
+
+
 # size-argument builders for the NumPy edge: 'huge' passes an oversized int for each size argument
 def b_sizes(*names, extra=None, pos_rng=True):
     def build(rng, s):
@@ -356,11 +422,20 @@ STEMS = {
     "hyperbolic_features": b_xomega, "hyperbolic_features_stable": b_xomega,
     "hyperbolic_key_features_stable": b_xomega, "gaussian_positive_features": b_xomega,
     "elu_features": b_feat_x, "relu_features": b_feat_x, "fwht": b_fwht,
+    "fastfood_projection": b_fastfood, "fastfood_rks_features": b_fastfood,
+    "fastfood_prf_features": b_fastfood,
+    "fastfood_prf_features_stable": b_fastfood, "gmm_rks_features": b_gmm_features,
+    "gmm_prf_features": b_gmm_features, "gmm_prf_features_stable": b_gmm_features,
+    "gmm_frequencies": b_gmm_frequencies,
     "softmax_attention": b_softmax_attention, "linear_attention": b_linear_attention,
     "favor_attention": b_favor,
 }
 PLAIN = {
     "patchify": b_patchify, "unpatchify": b_unpatchify, "one_hot": b_one_hot,
+    "fastfood_matrix": b_fastfood_matrix, "padded_dim": b_padded_dim, "gmm_rks_kernel": b_gmm_kernel,
+    "gmm_prf_kernel": b_gmm_kernel, "gmm_rks_mse": b_gmm_mse, "gmm_prf_mse": b_gmm_mse,
+    "gmm_rks_antithetic_mse": b_gmm_antithetic_mse, "gmm_antithetic_params": b_gmm_antithetic_params,
+    "gmm_weights": b_gmm_weights,
     "softmax_kernel": b_qk, "gaussian_kernel": b_qk, "elu_kernel": b_qk, "relu_kernel": b_qk,
     "exp_dot_kernel": b_qk, "fastfood_rks_kernel": b_qk, "fastfood_prf_kernel": b_qk,
     "kernel_attention": b_kernel_attention, "linear_attention_step": b_step,
@@ -378,7 +453,7 @@ PLAIN = {
 # skipped).
 _NN = "refattn.nn model API: needs a config-driven builder (tests/nn, tests/nn/test_checkpoint.py cover it)"
 _RPE = "refattn.rpe: fuzzed by tests/rpe/test_boundary.py (H-rpe's boundary contract); no builder here yet"
-_FAM = "learnable feature family (FastFood/GMM/Generative params containers): builder not written yet"
+_FAM = "Generative family (generator MLP params and running state): builder not written yet"
 _EDGE = "NumPy-edge helper with non-array arguments (trees, configs, seeds): no builder yet"
 PENDING = {
     **dict.fromkeys("""
@@ -399,14 +474,6 @@ PENDING = {
         toeplitz_matrix init_s1_params draw_flt_noise
     """.split(), _RPE),
     **dict.fromkeys("""
-        fastfood_matrix fastfood_projection fastfood_projection_fwd fastfood_projection_bwd
-        fastfood_rks_features fastfood_rks_features_fwd fastfood_rks_features_bwd fastfood_prf_features
-        fastfood_prf_features_fwd fastfood_prf_features_bwd fastfood_prf_features_stable
-        fastfood_prf_features_stable_fwd fastfood_prf_features_stable_bwd padded_dim gmm_frequencies
-        gmm_frequencies_fwd gmm_frequencies_bwd gmm_rks_features gmm_rks_features_fwd
-        gmm_rks_features_bwd gmm_prf_features gmm_prf_features_fwd gmm_prf_features_bwd
-        gmm_prf_features_stable gmm_prf_features_stable_fwd gmm_prf_features_stable_bwd gmm_rks_kernel
-        gmm_prf_kernel gmm_rks_mse gmm_prf_mse gmm_rks_antithetic_mse gmm_antithetic_params gmm_weights
         generator generator_fwd generator_bwd generator_param_count generative_rks_features
         generative_rks_features_fwd generative_rks_features_bwd generative_prf_features
         generative_prf_features_fwd generative_prf_features_bwd generative_prf_features_stable
@@ -506,7 +573,7 @@ def _calls(name, s):
     arrays = ["dy"] if isinstance(dy, np.ndarray) else [f"dy.{i}" for i, a in enumerate(dy) if a is not None]
     c = Call({"dy": dy, "cache": cache}, arrays=arrays, empty_ok=name in BWD_FREE, batch=arrays,
              free=arrays if name in BWD_FREE else ())
-    return bwd, c, (dname, "dy", "dphi", "dlog_scale", "dk_log_scale", "dout")
+    return bwd, c, (dname, "dy", "dphi", "dlog_scale", "dk_log_scale", "dout", "domega", "dscale")
 
 
 @pytest.mark.parametrize("name", sorted(FUZZED))

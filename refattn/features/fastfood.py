@@ -261,6 +261,7 @@ def fastfood_projection_bwd(du: Array, cache: _ProjCache) -> FastFoodGrads:
     xp = namespace(du, c.x_pad, names=("du", "cache"))
     batch = tuple(c.x_pad.shape[:-1])
     nb, D = p.S.shape
+    _check_cotangent("du", du, batch + (nb * D,), xp=xp)
     red = tuple(range(len(batch)))                        # the (..., L) axes a diagonal's gradient sums over
     du3 = xp.reshape(du, batch + (nb, D))                                            # (..., L, nb, D)
     learn = FASTFOOD_VARIANTS[c.variant]
@@ -377,6 +378,7 @@ def fastfood_rks_features_fwd(x: Array, params: FastFoodParams, *, sigma: float 
 def fastfood_rks_features_bwd(dphi: Array, cache: _FeatCache) -> FastFoodGrads:
     """Backward of :func:`fastfood_rks_features`: ``FastFoodGrads(x, params)``."""
     xp = namespace(dphi, cache.u, names=("dphi", "cache"))
+    _check_cotangent("dphi", dphi, tuple(cache.u.shape[:-1]) + (2 * cache.u.shape[-1],), xp=xp)
     return fastfood_projection_bwd(_rks_from_projection_bwd(dphi, cache.u, xp=xp), cache.proj)
 
 
@@ -407,6 +409,7 @@ def fastfood_prf_features_fwd(x: Array, params: FastFoodParams, *, sigma: float 
 def fastfood_prf_features_bwd(dphi: Array, cache: _FeatCache) -> FastFoodGrads:
     """Backward of :func:`fastfood_prf_features`."""
     xp = namespace(dphi, cache.u, names=("dphi", "cache"))
+    _check_cotangent("dphi", dphi, cache.u.shape, xp=xp)
     du, dx_direct = _prf_exponent_bwd(dphi * cache.phi, cache.x, xp=xp)
     g = fastfood_projection_bwd(du, cache.proj)
     return FastFoodGrads(x=g.x + dx_direct, params=g.params)
@@ -440,7 +443,10 @@ def fastfood_prf_features_stable_fwd(x: Array, params: FastFoodParams, *, sigma:
 def fastfood_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _FeatCache) -> FastFoodGrads:
     """Backward of :func:`fastfood_prf_features_stable`; ``dout = (dphi, dlog_scale)`` (dlog_scale may be None)."""
     dphi, dlog_scale = dout
-    xp = namespace(dphi, cache.u, names=("dphi", "cache"))
+    xp = namespace(dphi, cache.u, dlog_scale, names=("dphi", "cache", "dlog_scale"))
+    _check_cotangent("dphi", dphi, cache.u.shape, xp=xp)
+    if dlog_scale is not None:
+        _check_cotangent("dlog_scale", dlog_scale, cache.u.shape[:-1], xp=xp)
     de = _stable_exp_bwd(dphi, dlog_scale, cache.e, cache.phi, cache.log_scale, xp=xp)
     du, dx_direct = _prf_exponent_bwd(de, cache.x, xp=xp)
     g = fastfood_projection_bwd(du, cache.proj)
@@ -459,6 +465,13 @@ def fastfood_prf_features_stable(x: Array, params: FastFoodParams, *, sigma: flo
 def _check_sigma(sigma):
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not (0 < sigma < math.inf):
         raise ValueError(f"sigma: expected a positive finite number; got {sigma!r}")
+
+
+def _check_cotangent(name, a, shape, *, xp):
+    """A backward's incoming gradient: exactly the forward output's `shape` (never broadcast), finite."""
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"{name}: expected the forward output's shape {tuple(shape)}; got {tuple(a.shape)}")
+    check_finite(name, a, xp=xp)
 
 
 def _sqdist(q: Array, k: Array, *, xp: Any) -> Array:

@@ -86,6 +86,13 @@ class _FreqCache(NamedTuple):
     diagonal: bool
 
 
+def _check_cotangent(name, a, shape, *, xp):
+    """A backward's incoming gradient: exactly the forward output's `shape` (never broadcast), finite."""
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"{name}: expected the forward output's shape {tuple(shape)}; got {tuple(a.shape)}")
+    check_finite(name, a, xp=xp)
+
+
 def _check_params(params: Any, *, d: int | None = None, sizes: dict | None = None) -> tuple[Any, bool, dict]:
     if not isinstance(params, GMMParams):
         raise TypeError(f"params: expected GMMParams(logits, mu, S); got {type(params).__name__}")
@@ -110,8 +117,17 @@ def _check_params(params: Any, *, d: int | None = None, sizes: dict | None = Non
 
 
 def gmm_weights(logits: Array) -> Array:
-    """``pi = softmax(logits)``, ``(C,) -> (C,)`` (max-subtracted)."""
+    """``pi = softmax(logits)``, ``(C,) -> (C,)`` (max-subtracted); `logits` finite with C >= 1."""
     xp = namespace(logits, names=("logits",))
+    check_shape("logits", logits, "C")
+    if logits.shape[0] == 0:
+        raise ValueError("logits: expected at least one mixture component; got shape (0,)")
+    check_finite("logits", logits, xp=xp)
+    return _gmm_weights(logits, xp=xp)
+
+
+def _gmm_weights(logits: Array, *, xp: Any) -> Array:
+    """Unchecked core of :func:`gmm_weights` (params already validated)."""
     z = xp.exp(logits - xp.max(logits))                                              # (C,)
     return z / xp.sum(z)
 
@@ -125,6 +141,8 @@ def gmm_antithetic_params(mu: Array, S: Array) -> GMMParams:
     xp = namespace(mu, S, names=("mu", "S"))
     sizes = check_shape("mu", mu, "d")
     check_shape("S", S, "d, d" if S.ndim == 2 else "d", sizes)
+    check_finite("mu", mu, xp=xp)
+    check_finite("S", S, xp=xp)
     return GMMParams(logits=xp.zeros(2, dtype=mu.dtype), mu=xp.stack((mu, -mu)), S=xp.stack((S, S)))
 
 
@@ -154,7 +172,7 @@ def gmm_frequencies_fwd(noise: Array, params: GMMParams) -> tuple[tuple[Array, A
         omega = xp.expand_dims(params.mu, axis=1) + noise * xp.expand_dims(params.S, axis=1)      # (C, Mc, d)
     else:
         omega = xp.expand_dims(params.mu, axis=1) + noise @ xp.matrix_transpose(params.S)        # (C, Mc, d)
-    pi = gmm_weights(params.logits)                                                  # (C,)
+    pi = _gmm_weights(params.logits, xp=xp)                                                  # (C,)
     scale_c = xp.sqrt(C * pi)                                                         # (C,)
     scale = xp.reshape(xp.broadcast_to(xp.expand_dims(scale_c, axis=1), (C, Mc)), (C * Mc,))  # (M,)
     return (xp.reshape(omega, (C * Mc, d)), scale), _FreqCache(noise, params, pi, scale_c, diagonal)
@@ -164,8 +182,11 @@ def gmm_frequencies_bwd(dout: tuple[Array, Array | None], cache: _FreqCache) -> 
     """Backward of :func:`gmm_frequencies`: from ``(domega (M, d), dscale (M,) or None)`` to noise and params."""
     domega, dscale = dout
     c = cache
-    xp = namespace(domega, c.noise, names=("domega", "cache"))
+    xp = namespace(domega, c.noise, dscale, names=("domega", "cache", "dscale"))
     C, Mc, d = c.noise.shape
+    _check_cotangent("domega", domega, (C * Mc, d), xp=xp)
+    if dscale is not None:
+        _check_cotangent("dscale", dscale, (C * Mc,), xp=xp)
     dom = xp.reshape(domega, (C, Mc, d))                                             # (C, Mc, d)
     dmu = xp.sum(dom, axis=1)                                                         # (C, d)
     if c.diagonal:
@@ -241,6 +262,7 @@ def gmm_rks_features_fwd(x: Array, noise: Array, params: GMMParams) -> tuple[Arr
 def gmm_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GMMFeaturesGrads:
     """Backward of :func:`gmm_rks_features`: ``GMMFeaturesGrads(x, noise, params(logits, mu, S))``."""
     xp = namespace(dphi, cache.phi0, names=("dphi", "cache"))
+    _check_cotangent("dphi", dphi, cache.phi0.shape, xp=xp)
     dphi0, dcol = _weighted_bwd(dphi, cache, xp=xp)
     M = dcol.shape[0] // 2
     g = trig_features_bwd(dphi0, cache.inner)
@@ -272,6 +294,7 @@ def gmm_prf_features_fwd(x: Array, noise: Array, params: GMMParams) -> tuple[Arr
 def gmm_prf_features_bwd(dphi: Array, cache: _FeatCache) -> GMMFeaturesGrads:
     """Backward of :func:`gmm_prf_features`."""
     xp = namespace(dphi, cache.phi0, names=("dphi", "cache"))
+    _check_cotangent("dphi", dphi, cache.phi0.shape, xp=xp)
     dphi0, dscale = _weighted_bwd(dphi, cache, xp=xp)
     g = gaussian_positive_features_bwd(dphi0, cache.inner)
     gf = gmm_frequencies_bwd((g.omega, dscale), cache.freq)
@@ -308,7 +331,10 @@ def gmm_prf_features_stable_fwd(x: Array, noise: Array, params: GMMParams
 def gmm_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _FeatCache) -> GMMFeaturesGrads:
     """Backward of :func:`gmm_prf_features_stable`; ``dout = (dphi, dlog_scale)`` (dlog_scale may be None)."""
     dphi, dls = dout
-    xp = namespace(dphi, cache.phi0, names=("dphi", "cache"))
+    xp = namespace(dphi, cache.phi0, dls, names=("dphi", "cache", "dlog_scale"))
+    _check_cotangent("dphi", dphi, cache.phi0.shape, xp=xp)
+    if dls is not None:
+        _check_cotangent("dlog_scale", dls, cache.phi0.shape[:-1], xp=xp)
     dphi0, dscale = _weighted_bwd(dphi, cache, xp=xp)
     g = positive_features_stable_bwd((dphi0, dls), cache.inner)
     dx = g.x if dls is None else g.x - xp.expand_dims(dls, axis=-1) * cache.x          # d(-|x|^2/2) = -x
@@ -348,7 +374,7 @@ def gmm_rks_kernel(q: Array, k: Array, params: GMMParams) -> Array:
     ``q: (..., Lq, d)``, ``k: (..., Lk, d)`` -> ``(..., Lq, Lk)``. Materialises (..., Lq, Lk, d): for tests.
     """
     xp, p, diagonal = _pairs(q, k, params, -1.0)
-    pi = gmm_weights(params.logits)
+    pi = _gmm_weights(params.logits, xp=xp)
     out = 0.0
     for c in range(params.logits.shape[0]):
         s = _quad(p, params.S[c, ...], diagonal, xp=xp)                               # (..., Lq, Lk)
@@ -362,7 +388,7 @@ def gmm_prf_kernel(q: Array, k: Array, params: GMMParams) -> Array:
     ``(..., Lq, d), (..., Lk, d)`` -> ``(..., Lq, Lk)``; the Gaussian kernel at mu = 0, S = I.
     """
     xp, o, diagonal = _pairs(q, k, params, 1.0)
-    pi = gmm_weights(params.logits)
+    pi = _gmm_weights(params.logits, xp=xp)
     qq = xp.sum(q * q, axis=-1, keepdims=True)                                        # (..., Lq, 1)
     kk = xp.expand_dims(xp.sum(k * k, axis=-1), axis=-2)                              # (..., 1, Lk)
     out = 0.0
@@ -388,7 +414,7 @@ def gmm_rks_mse(q: Array, k: Array, params: GMMParams, M: int) -> Array:
     xp, p, diagonal = _pairs(q, k, params, -1.0)
     C = params.logits.shape[0]
     _check_M(M, C)
-    pi = gmm_weights(params.logits)
+    pi = _gmm_weights(params.logits, xp=xp)
     out = 0.0
     for c in range(C):
         s = _quad(p, params.S[c, ...], diagonal, xp=xp)
@@ -422,7 +448,7 @@ def gmm_prf_mse(q: Array, k: Array, params: GMMParams, M: int) -> Array:
     xp, o, diagonal = _pairs(q, k, params, 1.0)
     C = params.logits.shape[0]
     _check_M(M, C)
-    pi = gmm_weights(params.logits)
+    pi = _gmm_weights(params.logits, xp=xp)
     qq = xp.sum(q * q, axis=-1, keepdims=True)
     kk = xp.expand_dims(xp.sum(k * k, axis=-1), axis=-2)
     out = 0.0
