@@ -18,8 +18,8 @@ entries with i - j < 0 (``coeffs[..., :L - 1]``) are ignored (treated as 0) and 
 
 **Two implementations, one result.**
 
-* *NumPy/SciPy fast path* (NumPy arrays; the NumPy edge of this module, :func:`_numer_numpy_scipy` and
-  :func:`_grads_numpy_scipy`): ``scipy.fft.rfft``/``irfft`` along the contiguous last axis of a
+* *NumPy/SciPy fast path* (NumPy arrays; the NumPy-only edge module
+  ``refattn/rpe/_toeplitz_numpy.py``): ``scipy.fft.rfft``/``irfft`` along the contiguous last axis of a
   ``(ca, d_v + 1, N)`` block (``ca`` features of one head and all their value columns in one call, the
   sequence zero-padded in place), ``workers`` threads, N = ``scipy.fft.next_fast_len(2L - 1, real=True)``.
 * *Array-API path* (every other namespace: array_api_strict, CuPy, ...): ``xp.fft.rfft``/``irfft`` along the
@@ -64,6 +64,7 @@ from .._xp import (
 )
 from ..attention._normaliser import augment as _augment
 from ..attention._normaliser import check_normaliser
+from . import _toeplitz_numpy as _np_path
 
 __all__ = [
     "toeplitz_attention",
@@ -202,82 +203,6 @@ def _grads_generic(g, c, *, xp):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# NumPy/SciPy fast path (NumPy edge): scipy.fft along the contiguous last axis of (ca, e, N) blocks, per head
-
-
-def _heads(x, batch, tail):
-    """NumPy view/broadcast of `x` as ``(B, *tail)`` over the flattened batch axes."""
-    import numpy as np
-
-    return np.broadcast_to(x, batch + tail).reshape((-1,) + tail)
-
-
-def _numer_numpy_scipy(phi_q, phi_k, v_aug, h_hat, n_fft, ca, workers):
-    """NumPy/SciPy version of :func:`_numer_generic` (same result to rounding), one head at a time."""
-    import numpy as np
-    import scipy.fft as sfft
-
-    batch, (L, m), e = tuple(phi_q.shape[:-2]), phi_q.shape[-2:], v_aug.shape[-1]
-    F = n_fft // 2 + 1
-    pq, pk = _heads(phi_q, batch, (L, m)), _heads(phi_k, batch, (L, m))           # (B, L, m)
-    va = _heads(v_aug, batch, (L, e))                                              # (B, L, e)
-    hh = _heads(h_hat, batch, (F,))                                                # (B, F) complex
-    numer = np.empty((pq.shape[0], e, L), dtype=v_aug.dtype)                       # (B, e, L)
-    U = np.zeros((ca, e, n_fft), dtype=v_aug.dtype)                                # (ca, e, N) zero tail kept
-    for b in range(pq.shape[0]):
-        # contiguous transposes: the outer products below then stream along L (strided reads cost 10x here)
-        vT, qT, kT = (np.ascontiguousarray(x[b].T) for x in (va, pq, pk))          # (e, L), (m, L), (m, L)
-        acc = numer[b]                                                             # (e, L)
-        acc[...] = 0
-        for a0 in range(0, m, ca):
-            n = min(m, a0 + ca) - a0
-            np.multiply(kT[a0:a0 + n, None, :], vT, out=U[:n, :, :L])              # (n, e, L) U_j,ae
-            U_hat = sfft.rfft(U[:n], axis=-1, workers=workers)                     # (n, e, F)
-            U_hat *= hh[b]                                                         # Toeplitz = circular conv
-            T = sfft.irfft(U_hat, n=n_fft, axis=-1, workers=workers, overwrite_x=True)  # (n, e, N)
-            for a in range(n):
-                acc += T[a, :, :L] * qT[a0 + a]                                  # (e, L) sum_a phi_q_ia T_aei
-    return np.swapaxes(numer, -1, -2).reshape(batch + (L, e))                      # (..., L, e)
-
-
-def _grads_numpy_scipy(g, c):
-    """NumPy/SciPy version of :func:`_grads_generic`, one head at a time."""
-    import numpy as np
-    import scipy.fft as sfft
-
-    batch, (L, m), e = tuple(c.phi_q.shape[:-2]), c.phi_q.shape[-2:], c.v_aug.shape[-1]
-    N, F, ca, w = c.n_fft, c.n_fft // 2 + 1, c.chunk, c.workers
-    pq, pk = _heads(c.phi_q, batch, (L, m)), _heads(c.phi_k, batch, (L, m))       # (B, L, m)
-    va, gg = _heads(c.v_aug, batch, (L, e)), _heads(g, batch, (L, e))              # (B, L, e)
-    hh = _heads(c.h_hat, batch, (F,))                                              # (B, F)
-    B, dt = pq.shape[0], c.v_aug.dtype
-    dq, dk = np.empty((B, m, L), dtype=dt), np.empty((B, m, L), dtype=dt)          # (B, m, L)
-    dva = np.zeros((B, e, L), dtype=dt)                                            # (B, e, L)
-    corr_hat = np.zeros((B, F), dtype=hh.dtype)                                    # (B, F)
-    U, dT = np.zeros((ca, e, N), dtype=dt), np.zeros((ca, e, N), dtype=dt)         # (ca, e, N) zero tails
-    for b in range(B):
-        vT, gT, qT, kT = (np.ascontiguousarray(x[b].T) for x in (va, gg, pq, pk))  # (e|m, L) contiguous
-        for a0 in range(0, m, ca):
-            n = min(m, a0 + ca) - a0
-            np.multiply(kT[a0:a0 + n, None, :], vT, out=U[:n, :, :L])              # (n, e, L)
-            np.multiply(qT[a0:a0 + n, None, :], gT, out=dT[:n, :, :L])             # (n, e, L) dT = phi_q g
-            U_hat = sfft.rfft(U[:n], axis=-1, workers=w)                           # (n, e, F)
-            dT_hat = sfft.rfft(dT[:n], axis=-1, workers=w)                         # (n, e, F)
-            corr_hat[b] += (dT_hat * U_hat.conj()).reshape(-1, F).sum(axis=0)     # (F,) sum over channels
-            U_hat *= hh[b]
-            T = sfft.irfft(U_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) recomputed
-            dT_hat *= hh[b].conj()                                               # adjoint: conjugate spectrum
-            dU = sfft.irfft(dT_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) C^T dT
-            dq[b, a0:a0 + n] = (T * gT).sum(axis=1)                                # sum_e g_ie T_aei
-            dk[b, a0:a0 + n] = (dU * vT).sum(axis=1)                               # sum_e dU_aej v_aug_je
-            dva[b] += (dU * kT[a0:a0 + n, None, :]).sum(axis=0)                    # sum_a dU_aej phi_k_ja
-    def back(x, k):                                                                # (B, k, L) -> (..., L, k)
-        return np.swapaxes(x, -1, -2).reshape(batch + (L, k))
-
-    return back(dq, m), back(dk, m), back(dva, e), corr_hat.reshape(batch + (F,))
-
-
-# ----------------------------------------------------------------------------------------------------------
 # the pair
 
 
@@ -321,12 +246,10 @@ def toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, *, causal=False, chunk_eleme
     c_eff = _causal_coeffs(coeffs, L, xp=xp) if causal else coeffs                 # (*c, 2L - 1)
     v_aug = _augment(v, xp=xp)                                                     # (..., L, e)
     if array_api_compat.is_numpy_array(phi_q):                                     # NumPy/SciPy fast path
-        import scipy.fft as sfft
-
-        n_fft = sfft.next_fast_len(2 * L - 1, real=True)
-        h_hat = sfft.rfft(_wrapped_kernel(c_eff, L, n_fft, xp=xp), axis=-1)        # (*c, F)
+        n_fft = _np_path.fast_len(L)
+        h_hat = _np_path.kernel_spectrum(_wrapped_kernel(c_eff, L, n_fft, xp=xp))  # (*c, F)
         ca = max(1, min(m, chunk_elements // (n_fft * e)))
-        numer = _numer_numpy_scipy(phi_q, phi_k, v_aug, h_hat, n_fft, ca, workers)  # (..., L, e)
+        numer = _np_path.numer(phi_q, phi_k, v_aug, h_hat, n_fft, ca, workers)     # (..., L, e)
     else:                                                                          # array-API path
         n_fft = _next_pow2(2 * L - 1)
         h_hat = xp.fft.rfft(_wrapped_kernel(c_eff, L, n_fft, xp=xp), axis=-1)      # (*c, F)
@@ -358,10 +281,8 @@ def toeplitz_attention_bwd(dy, cache: ToeplitzAttentionCache) -> ToeplitzAttenti
     dz = -xp.sum(dnumer * c.y, axis=-1, keepdims=True)                             # (..., L, 1)
     g = xp.concat([dnumer, dz], axis=-1)                                           # (..., L, e)
     if array_api_compat.is_numpy_array(c.phi_q):                                   # NumPy/SciPy fast path
-        import scipy.fft as sfft
-
-        dphi_q, dphi_k, dv_aug, corr_hat = _grads_numpy_scipy(g, c)
-        r = sfft.irfft(corr_hat, n=N, axis=-1, workers=c.workers)                 # (..., N) r_t, t mod N
+        dphi_q, dphi_k, dv_aug, corr_hat = _np_path.grads(g, c)
+        r = _np_path.correlation(corr_hat, N, c.workers)                           # (..., N) r_t, t mod N
     else:
         dphi_q, dphi_k, dv_aug, corr_hat = _grads_generic(g, c, xp=xp)
         r = xp.fft.irfft(corr_hat, n=N, axis=-1)                                   # (..., N) r_t, t mod N

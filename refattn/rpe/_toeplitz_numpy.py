@@ -1,0 +1,95 @@
+"""NumPy-only edge of :mod:`refattn.rpe.toeplitz`: the NumPy/SciPy fast path of the Toeplitz FFT RPE.
+
+``scipy.fft`` real FFTs (``workers`` threads) along the contiguous last axis of per-head ``(ca, e, N)``
+blocks: ``ca`` features and all ``e = d_v + 1`` value columns of one head per call, the sequence written
+into a zero-padded buffer that is reused, ``N = next_fast_len(2L - 1, real=True)``. Taken by
+``toeplitz_attention_fwd`` and ``_bwd`` for NumPy inputs; every other namespace takes the array-API path in
+``toeplitz.py``, and the tests check that both give the same result and gradients. Axes as in
+``toeplitz.py``; ``B`` = flattened batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.fft as sfft
+
+__all__ = ["fast_len", "kernel_spectrum", "numer", "grads", "correlation"]
+
+
+def fast_len(L: int) -> int:
+    """FFT size for a linear convolution of length-L signals with a (2L - 1)-tap kernel."""
+    return sfft.next_fast_len(2 * L - 1, real=True)
+
+
+def kernel_spectrum(h):
+    """``rfft`` of the wrapped kernel ``h: (*c, N)`` -> ``(*c, F)``."""
+    return sfft.rfft(h, axis=-1)
+
+
+def correlation(corr_hat, n_fft, workers):
+    """Inverse real FFT of the summed cross-spectrum: ``(..., F)`` -> ``(..., N)``."""
+    return sfft.irfft(corr_hat, n=n_fft, axis=-1, workers=workers)
+
+
+def _heads(x, batch, tail):
+    """NumPy view/broadcast of `x` as ``(B, *tail)`` over the flattened batch axes."""
+    return np.broadcast_to(x, batch + tail).reshape((-1,) + tail)
+
+
+def numer(phi_q, phi_k, v_aug, h_hat, n_fft, ca, workers):
+    """NumPy/SciPy version of ``toeplitz._numer_generic`` (same result to rounding), one head at a time."""
+    batch, (L, m), e = tuple(phi_q.shape[:-2]), phi_q.shape[-2:], v_aug.shape[-1]
+    F = n_fft // 2 + 1
+    pq, pk = _heads(phi_q, batch, (L, m)), _heads(phi_k, batch, (L, m))           # (B, L, m)
+    va = _heads(v_aug, batch, (L, e))                                              # (B, L, e)
+    hh = _heads(h_hat, batch, (F,))                                                # (B, F) complex
+    numer = np.empty((pq.shape[0], e, L), dtype=v_aug.dtype)                       # (B, e, L)
+    U = np.zeros((ca, e, n_fft), dtype=v_aug.dtype)                                # (ca, e, N) zero tail kept
+    for b in range(pq.shape[0]):
+        # contiguous transposes: the outer products below then stream along L (strided reads cost 10x here)
+        vT, qT, kT = (np.ascontiguousarray(x[b].T) for x in (va, pq, pk))          # (e, L), (m, L), (m, L)
+        acc = numer[b]                                                             # (e, L)
+        acc[...] = 0
+        for a0 in range(0, m, ca):
+            n = min(m, a0 + ca) - a0
+            np.multiply(kT[a0:a0 + n, None, :], vT, out=U[:n, :, :L])              # (n, e, L) U_j,ae
+            U_hat = sfft.rfft(U[:n], axis=-1, workers=workers)                     # (n, e, F)
+            U_hat *= hh[b]                                                         # Toeplitz = circular conv
+            T = sfft.irfft(U_hat, n=n_fft, axis=-1, workers=workers, overwrite_x=True)  # (n, e, N)
+            for a in range(n):
+                acc += T[a, :, :L] * qT[a0 + a]                                  # (e, L) sum_a phi_q_ia T_aei
+    return np.swapaxes(numer, -1, -2).reshape(batch + (L, e))                      # (..., L, e)
+
+
+def grads(g, c):
+    """NumPy/SciPy version of ``toeplitz._grads_generic``, one head at a time."""
+    batch, (L, m), e = tuple(c.phi_q.shape[:-2]), c.phi_q.shape[-2:], c.v_aug.shape[-1]
+    N, F, ca, w = c.n_fft, c.n_fft // 2 + 1, c.chunk, c.workers
+    pq, pk = _heads(c.phi_q, batch, (L, m)), _heads(c.phi_k, batch, (L, m))       # (B, L, m)
+    va, gg = _heads(c.v_aug, batch, (L, e)), _heads(g, batch, (L, e))              # (B, L, e)
+    hh = _heads(c.h_hat, batch, (F,))                                              # (B, F)
+    B, dt = pq.shape[0], c.v_aug.dtype
+    dq, dk = np.empty((B, m, L), dtype=dt), np.empty((B, m, L), dtype=dt)          # (B, m, L)
+    dva = np.zeros((B, e, L), dtype=dt)                                            # (B, e, L)
+    corr_hat = np.zeros((B, F), dtype=hh.dtype)                                    # (B, F)
+    U, dT = np.zeros((ca, e, N), dtype=dt), np.zeros((ca, e, N), dtype=dt)         # (ca, e, N) zero tails
+    for b in range(B):
+        vT, gT, qT, kT = (np.ascontiguousarray(x[b].T) for x in (va, gg, pq, pk))  # (e|m, L) contiguous
+        for a0 in range(0, m, ca):
+            n = min(m, a0 + ca) - a0
+            np.multiply(kT[a0:a0 + n, None, :], vT, out=U[:n, :, :L])              # (n, e, L)
+            np.multiply(qT[a0:a0 + n, None, :], gT, out=dT[:n, :, :L])             # (n, e, L) dT = phi_q g
+            U_hat = sfft.rfft(U[:n], axis=-1, workers=w)                           # (n, e, F)
+            dT_hat = sfft.rfft(dT[:n], axis=-1, workers=w)                         # (n, e, F)
+            corr_hat[b] += (dT_hat * U_hat.conj()).reshape(-1, F).sum(axis=0)     # (F,) sum over channels
+            U_hat *= hh[b]
+            T = sfft.irfft(U_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) recomputed
+            dT_hat *= hh[b].conj()                                               # adjoint: conjugate spectrum
+            dU = sfft.irfft(dT_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) C^T dT
+            dq[b, a0:a0 + n] = (T * gT).sum(axis=1)                                # sum_e g_ie T_aei
+            dk[b, a0:a0 + n] = (dU * vT).sum(axis=1)                               # sum_e dU_aej v_aug_je
+            dva[b] += (dU * kT[a0:a0 + n, None, :]).sum(axis=0)                    # sum_a dU_aej phi_k_ja
+    def back(x, k):                                                                # (B, k, L) -> (..., L, k)
+        return np.swapaxes(x, -1, -2).reshape(batch + (L, k))
+
+    return back(dq, m), back(dk, m), back(dva, e), corr_hat.reshape(batch + (F,))
