@@ -28,8 +28,8 @@ to ``|q'| = |k'| = 60`` (README, reliability; ``benchmarks/favor_float32.py``). 
 no scale afterwards (the frame cancels between the two sides); causal attention takes the prefix frames as
 ``linear_attention(..., k_log_scale=(..., L, m))``. Trig keys keep their row log-scale ``|k|^2/2`` (a row
 scale is the only one a signed feature allows), combined by ``linear_attention`` with a running maximum. The
-backward is the composition of the backwards of the feature pairs and of ``linear_attention_bwd``, nothing
-else: the frame's cotangent from linear attention and from the query map goes into the key map's backward.
+backward is ``linear_attention_bwd`` followed by the feature maps' backwards with the frames and row maxima
+held fixed: they are a gauge (the output does not depend on them), so their cotangents sum to zero exactly.
 
 Estimator properties (tested in ``tests/attention/test_favor.py``): the output converges to
 ``softmax_attention`` with RMS error proportional to ``m^{-1/2}``; it is a ratio of unbiased estimators and
@@ -44,6 +44,7 @@ from typing import Any, NamedTuple
 
 from .._xp import check_choice, check_positive_int, check_shape, namespace, quiet_nonfinite
 from ..features import positive as _pos
+from ..features._projection import project_bwd
 from ..features import trig as _trig
 from .linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd
 from .linear import _fwd_core as _linear_fwd_core
@@ -196,14 +197,35 @@ def favor_attention_bwd(dy, cache: FavorAttentionCache, *, omega_grad=True) -> F
     c = cache
     _, q_bwd, _, k_bwd = FAVOR_FEATURES[c.features]
     ga = linear_attention_bwd(dy, c.attn_cache)
-    gq = q_bwd((ga.phi_q, None), c.q_cache, omega_grad=omega_grad)               # query log-scale was dropped
-    if k_bwd is None:
+    if k_bwd is None:                                                             # trig: row log-scales
+        gq = q_bwd((ga.phi_q, None), c.q_cache, omega_grad=omega_grad)           # query log-scale was dropped
         gk = q_bwd((ga.phi_k, ga.k_log_scale), c.k_cache, omega_grad=omega_grad)
-    else:                                                                         # the frame feeds both sides
-        dframe = gq.k_log_scale if ga.k_log_scale is None else gq.k_log_scale + ga.k_log_scale
-        gk = k_bwd((ga.phi_k, dframe), c.k_cache, omega_grad=omega_grad)
-    domega = gq.omega + gk.omega if omega_grad else None                          # (m, d)
-    return FavorAttentionGrads(q=gq.x * c.scale, k=gk.x * c.scale, v=ga.v, omega=domega)
+        dq, dk, dwq, dwk = gq.x, gk.x, gq.omega, gk.omega
+    else:
+        # Per-feature frames and row maxima are a gauge: the output does not depend on them (they enter the
+        # query and key features with opposite signs), so their cotangents from linear attention, the query
+        # map and the key map sum to zero exactly, and each map's backward reduces to du = dphi * phi with the
+        # frame held fixed. (The maps' own backwards, with the maxima's routing, are tested on their own;
+        # composing them gives the same gradients up to rounding, at the cost of segment sums over L.)
+        xp = namespace(dy, ga.phi_q)
+        dq, dwq = _gauge_bwd(ga.phi_q, c.q_cache, key=False, omega_grad=omega_grad, xp=xp)
+        dk, dwk = _gauge_bwd(ga.phi_k, c.k_cache, key=True, omega_grad=omega_grad, xp=xp)
+    domega = dwq + dwk if omega_grad else None                                    # (m, d)
+    return FavorAttentionGrads(q=dq * c.scale, k=dk * c.scale, v=ga.v, omega=domega)
+
+
+def _gauge_bwd(dphi, cache, *, key, omega_grad, xp):
+    """``(dx, domega)`` of a stabilised positive/hyperbolic map with its frame and row maxima held fixed:
+    ``du = dphi * phi``; keys' exponent ``u - |x|^2/2`` adds ``-sum_m(du) x`` (queries' norm term went into
+    the dropped log-scale)."""
+    inner = cache.inner if isinstance(cache, _pos.HyperbolicFeaturesCache) else cache
+    du = dphi * inner.phi                                                         # (..., L, m')
+    dx, domega = project_bwd(du, inner.x, inner.omega, xp=xp, omega_grad=omega_grad)
+    if key:
+        dx = dx - xp.sum(du, axis=-1, keepdims=True) * inner.x                    # d(-|x|^2/2) = -x
+    if isinstance(cache, _pos.HyperbolicFeaturesCache):
+        domega = _pos._antithetic_grad(domega, inner.omega.shape[0] // 2)         # [omega; -omega] -> omega
+    return dx, domega
 
 
 def favor_attention(q, k, v, omega, *, causal=False, features="positive", chunk_size=DEFAULT_CHUNK_SIZE,
