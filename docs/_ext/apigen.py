@@ -1,0 +1,117 @@
+"""Generate the API reference pages from each module's ``__all__`` (no hand-written listings).
+
+At ``builder-inited`` this writes ``docs/api/<module>.rst`` for every module in :data:`MODULES`: the module
+docstring (``automodule``), then an ``autosummary`` table of the names in its ``__all__``. Each object gets
+exactly one generated page, under the module that defines it (the most specific listed module whose name
+prefixes ``obj.__module__``); a module that re-exports it (``refattn`` re-exports the subpackages) lists it
+in a table linking to that page. Adding a name to ``__all__`` adds it to the site; a public function whose
+docstring does not parse breaks the ``-W`` build.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import types
+from pathlib import Path
+
+MODULES = ("refattn", "refattn.attention", "refattn.features", "refattn.layers", "refattn.rpe", "refattn.nn",
+           "refattn.random", "refattn.tree", "refattn.limits", "validation", "paper_checks")
+
+
+def _home(obj, modname: str) -> str:
+    """The listed module that documents `obj`: the longest prefixing ``obj.__module__``, else `modname`."""
+    where = getattr(obj, "__module__", None) or modname
+    best = None
+    for m in MODULES:
+        if (where == m or where.startswith(m + ".")) and (best is None or len(m) > len(best)):
+            best = m
+    return best or modname
+
+
+def exported(modname: str) -> list[str]:
+    """The non-module names of ``modname.__all__`` (ValueError when the module has none)."""
+    mod = importlib.import_module(modname)
+    names = getattr(mod, "__all__", None)
+    if names is None:
+        raise ValueError(f"{modname}: the API reference is generated from __all__, and this module has none")
+    return [n for n in names if not isinstance(getattr(mod, n), types.ModuleType)]
+
+
+def canonical_objects() -> dict[str, list[str]]:
+    """``{module: [names it documents]}``: every exported object once, under its home module."""
+    out: dict[str, list[str]] = {m: [] for m in MODULES}
+    seen: set[int] = set()
+    for modname in MODULES:
+        mod = importlib.import_module(modname)
+        for name in exported(modname):
+            obj = getattr(mod, name)
+            home = _home(obj, modname)
+            if home != modname or id(obj) in seen:
+                continue
+            seen.add(id(obj))
+            out[modname].append(name)
+    return out
+
+
+def _kind(obj) -> str:
+    if inspect.isclass(obj):
+        return "classes"
+    if callable(obj):
+        return "functions"
+    return "data"
+
+
+def write_pages(api_dir: Path) -> list[Path]:
+    """Write ``api_dir/<module>.rst`` for every module and ``api_dir/index.rst``; return the paths written
+    (only files whose text changed are rewritten, so Sphinx's incremental build stays incremental)."""
+    api_dir.mkdir(parents=True, exist_ok=True)
+    canon = canonical_objects()
+    # where each object is documented: id -> qualified name
+    qual = {}
+    for modname, names in canon.items():
+        mod = importlib.import_module(modname)
+        for n in names:
+            qual[id(getattr(mod, n))] = f"{modname}.{n}"
+    written = []
+    for modname in MODULES:
+        mod = importlib.import_module(modname)
+        title = f"``{modname}``"
+        lines = [title, "=" * len(title), "", f".. automodule:: {modname}", "   :no-members:", ""]
+        own = {}
+        for n in canon[modname]:
+            own.setdefault(_kind(getattr(mod, n)), []).append(n)
+        for kind in ("functions", "classes", "data"):
+            if kind not in own:
+                continue
+            lines += [kind.capitalize(), "-" * len(kind), "", f".. currentmodule:: {modname}", "",
+                      ".. autosummary::", "   :toctree: generated", "   :nosignatures:", ""]
+            lines += [f"   {n}" for n in own[kind]] + [""]
+        reexp = [n for n in exported(modname) if n not in canon[modname]]
+        if reexp:
+            lines += ["Re-exported", "-----------", "",
+                      f"Also importable as ``{modname}.<name>``; documented where they are defined.", "",
+                      ".. currentmodule:: None", "", ".. autosummary::", "   :nosignatures:", ""]
+            lines += [f"   ~{qual.get(id(getattr(mod, n)), f'{modname}.{n}')}" for n in reexp] + [""]
+        path = api_dir / f"{modname}.rst"
+        _write_if_changed(path, "\n".join(lines))
+        written.append(path)
+    index = ["API reference", "=============", "",
+             "Generated from each module's ``__all__`` (``docs/_ext/apigen.py``).", "",
+             ".. toctree::", "   :maxdepth: 1", ""] + [f"   {m}" for m in MODULES] + [""]
+    _write_if_changed(api_dir / "index.rst", "\n".join(index))
+    return written
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def _on_builder_inited(app) -> None:
+    write_pages(Path(app.srcdir) / "api")
+
+
+def setup(app):
+    app.connect("builder-inited", _on_builder_inited, priority=100)   # before autosummary (priority 500)
+    return {"version": "0.1", "parallel_read_safe": True}

@@ -1,0 +1,162 @@
+"""Render paper-check verdicts and evidence on the paper pages, generated at build time.
+
+At ``builder-inited`` this runs
+``python -m paper_checks --size tiny --seed 0 --json <outdir>/../paper_checks.json``
+(the non-slow claims; 5-12 s on 2 cores) in a subprocess and keeps the rows. Two directives read them:
+
+``.. paper-claim:: <claim id>``
+    the claim as the registry states it (section, statement, expected verdict, decision rule), then the
+    verdict this build measured, the summary, the corrected statement for an erratum and the evidence table.
+``.. paper-claims-table:: <glob>``
+    one row per matching claim: id, section, expected, measured verdict, summary.
+
+A claim the run did not produce (slow claims are skipped at this size) is rendered as such, with the command
+that runs it. Set ``REFATTN_DOCS_CHECKS_JSON=<path>`` to render an existing JSON instead of running the checks
+(the path is printed on the page's provenance line either way).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import Directive, directives
+from docutils.statemachine import StringList
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+_ROWS: dict[str, dict] = {}
+_META: dict[str, object] = {}
+
+
+def _run_checks(app) -> None:
+    given = os.environ.get("REFATTN_DOCS_CHECKS_JSON")
+    if given:
+        path = Path(given)
+    else:
+        path = Path(app.outdir).parent / "paper_checks.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "paper_checks", "--size", "tiny", "--seed", "0", "--json", str(path)]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=Path(app.srcdir).parent, capture_output=True, text=True)
+        if proc.returncode not in (0, 1) or not path.exists():
+            raise RuntimeError(f"paper checks failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        _META["seconds"] = time.perf_counter() - t0
+        logger.info(f"[paperclaims] ran {' '.join(cmd[1:])} in {_META['seconds']:.1f} s")
+    rows = json.loads(path.read_text())
+    _ROWS.clear()
+    _ROWS.update({r["id"]: r for r in rows})
+    _META["path"] = str(path)
+    _META["provenance"] = rows[0].get("provenance", {}) if rows else {}
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (list, tuple)):
+        s = ", ".join(_fmt(x) for x in v[:8])
+        return f"[{s}{', ...' if len(v) > 8 else ''}]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_fmt(x)}" for k, x in list(v.items())[:8]) + "}"
+    return str(v)
+
+
+def _literal(text: str) -> str:
+    """`text` as an inline literal that survives rst parsing (backquotes dropped)."""
+    text = str(text).replace("`", "'").replace("\n", " ")
+    return f"``{text}``" if text.strip() else ""
+
+
+def _esc(text: str) -> str:
+    """Plain rst text: escape the characters rst would interpret."""
+    out = str(text).replace("\\", "\\\\")
+    for ch in "*`|_[]":
+        out = out.replace(ch, "\\" + ch)
+    return out.replace("\n", " ")
+
+
+def _provenance_line() -> str:
+    p = _META.get("provenance", {})
+    keys = ("refattn", "git_commit", "numpy", "seed", "size")
+    return ("Generated at build time: " + ", ".join(f"{k} {p.get(k)}" for k in keys if k in p)
+            + f" (``{Path(str(_META.get('path', '?'))).name}``).")
+
+
+class PaperClaim(Directive):
+    required_arguments = 1
+    has_content = False
+
+    def run(self):
+        cid = self.arguments[0]
+        lines: list[str] = []
+        r = _ROWS.get(cid)
+        if r is None:
+            from paper_checks._claims import REGISTRY, load_all
+            load_all()
+            c = REGISTRY.get(cid)
+            if c is None:
+                raise self.error(f"paper-claim: no claim {cid!r} in the registry")
+            lines += [f"**Claim** ``{cid}`` ({_esc(c.section)}) -- **not run in this build**"
+                      + (" (slow)" if c.slow else "") + f"; run it with ``{c.command}``.", "",
+                      f"*Statement:* {_esc(c.statement)}", ""]
+        else:
+            verdict = r.get("verdict")
+            lines += [f"**Claim** ``{cid}`` ({_esc(r['section'])}): measured verdict **{verdict}** "
+                      f"(expected: {r.get('expected')}).", "",
+                      f"*Statement (as printed):* {_esc(r['statement'])}", ""]
+            if r.get("rule"):
+                lines += [f"*Decision rule:* {_esc(r['rule'])}", ""]
+            if r.get("summary"):
+                lines += [f"*Result:* {_esc(r['summary'])}", ""]
+            if r.get("corrected"):
+                lines += [f"*Corrected statement:* {_esc(r['corrected'])}", ""]
+            ev = r.get("evidence") or {}
+            if ev:
+                lines += [".. list-table:: Evidence", "   :header-rows: 1", "",
+                          "   * - quantity", "     - value"]
+                for k, v in ev.items():
+                    lines += [f"   * - {_literal(k)}", f"     - {_literal(_fmt(v))}"]
+                lines.append("")
+        container = nodes.container(classes=["paper-claim"])
+        self.state.nested_parse(StringList(lines, source=f"paper-claim {cid}"), self.content_offset,
+                                container)
+        return [container]
+
+
+class PaperClaimsTable(Directive):
+    required_arguments = 1
+    has_content = False
+
+    def run(self):
+        pattern = self.arguments[0]
+        from paper_checks._claims import REGISTRY, load_all
+        load_all()
+        ids = sorted(i for i in REGISTRY if fnmatch.fnmatch(i, pattern))
+        if not ids:
+            raise self.error(f"paper-claims-table: no claim matches {pattern!r}")
+        lines = [_provenance_line(), "", ".. list-table::", "   :header-rows: 1",
+                 "   :widths: 20 20 10 10 40", "",
+                 "   * - claim", "     - section", "     - expected", "     - measured", "     - summary"]
+        for i in ids:
+            c, r = REGISTRY[i], _ROWS.get(i)
+            measured = r["verdict"] if r else ("not run (slow)" if c.slow else "not run")
+            lines += [f"   * - ``{i}``", f"     - {_esc(c.section)}", f"     - {c.expected}",
+                      f"     - **{measured}**", f"     - {_esc(r.get('summary', '')) if r else ''}"]
+        lines.append("")
+        container = nodes.container(classes=["paper-claims-table"])
+        src = StringList(lines, source=f"paper-claims-table {pattern}")
+        self.state.nested_parse(src, self.content_offset, container)
+        return [container]
+
+
+def setup(app):
+    app.connect("builder-inited", _run_checks)
+    directives.register_directive("paper-claim", PaperClaim)
+    directives.register_directive("paper-claims-table", PaperClaimsTable)
+    return {"version": "0.1", "parallel_read_safe": True}
