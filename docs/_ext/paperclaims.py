@@ -9,6 +9,9 @@ At ``builder-inited`` this runs
     verdict this build measured, the summary, the corrected statement for an erratum and the evidence table.
 ``.. paper-claims-table:: <glob>``
     one row per matching claim: id, section, expected, measured verdict, summary.
+``.. code-of:: <module.function>``
+    the body of that function as it is in the source now (docstring elided, real line numbers), with a link to
+    its API entry: the lines that compute an equation, read from the code at build time.
 
 A claim the run did not produce (slow claims are skipped at this size) is rendered as such, with the command
 that runs it. Set ``REFATTN_DOCS_CHECKS_JSON=<path>`` to render an existing JSON instead of running the checks
@@ -155,8 +158,60 @@ class PaperClaimsTable(Directive):
         return [container]
 
 
+class CodeOf(Directive):
+    required_arguments = 1
+    has_content = False
+
+    def run(self):
+        import ast
+        import importlib
+        import inspect
+        import textwrap
+
+        qual = self.arguments[0]
+        modname, name = qual.rsplit(".", 1)
+        try:
+            obj = getattr(importlib.import_module(modname), name)
+        except (ImportError, AttributeError) as exc:
+            raise self.error(f"code-of: cannot import {qual!r}: {exc}") from None
+        src, start = inspect.getsourcelines(obj)
+        tree = ast.parse(textwrap.dedent("".join(src)))
+        fn = tree.body[0]
+        body = fn.body
+        keep = list(range(len(src)))
+        first = body[0] if body else None
+        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            d0, d1 = body[0].lineno - 1, body[0].end_lineno          # 0-based [d0, d1) within src
+            indent = src[d0][: len(src[d0]) - len(src[d0].lstrip())]
+            keep = list(range(d0)) + [-1] + list(range(d1, len(src)))
+            elided = indent + '"""..."""  # docstring: see the API entry\n'
+            text = "".join(elided if i < 0 else src[i] for i in keep)
+        else:
+            text = "".join(src)
+        path = Path(inspect.getsourcefile(obj)).resolve()
+        try:
+            rel = path.relative_to(Path(self.state.document.settings.env.srcdir).parent)
+        except ValueError:
+            rel = path
+        public = getattr(obj, "__module__", modname)
+        intro = StringList([f"{rel}, line {start}: :func:`{public}.{name}`", ""], source=f"code-of {qual}")
+        para = nodes.container(classes=["code-of"])
+        self.state.nested_parse(intro, self.content_offset, para)
+        block = nodes.literal_block(text, text, language="python", linenos=True)
+        block["highlight_args"] = {"linenostart": start}
+        para += block
+        return [para]
+
+
+def _always_reread(app, env, added, changed, removed):
+    """The paper pages show this build's verdicts, so they are re-read on every build, not only when edited."""
+    return [d for d in env.found_docs if d.startswith("papers/")]
+
+
 def setup(app):
     app.connect("builder-inited", _run_checks)
+    app.connect("env-get-outdated", _always_reread)
     directives.register_directive("paper-claim", PaperClaim)
     directives.register_directive("paper-claims-table", PaperClaimsTable)
+    directives.register_directive("code-of", CodeOf)
     return {"version": "0.1", "parallel_read_safe": True}
