@@ -59,7 +59,7 @@ def _report(app, exc) -> None:
     uniq = sorted(set(_FILTER.records))
     out.write_text("\n".join(uniq) + ("\n" if uniq else ""))
     logger.info(f"[docstring_debt] {len(uniq)} reStructuredText problems in package docstrings read in "
-                f"this build (-E for all; not counted as warnings; REFATTN_DOCS_STRICT=1 makes them errors): {out}")
+                f"this build (-E for all; not counted as warnings; REFATTN_DOCS_STRICT=1: errors): {out}")
 
 
 def setup(app):

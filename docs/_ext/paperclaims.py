@@ -8,7 +8,7 @@ At ``builder-inited`` this runs
     the claim as the registry states it (section, statement, expected verdict, decision rule), then the
     verdict this build measured, the summary, the corrected statement for an erratum and the evidence table.
 ``.. paper-claims-table:: <glob>``
-    one row per matching claim: id, section, expected, measured verdict, summary.
+    one row per matching claim: id (linking to its paper-claim block), section, expected, measured verdict.
 ``.. code-of:: <module.function>``
     the body of that function as it is in the source now (docstring elided, real line numbers), with a link to
     its API entry: the lines that compute an equation, read from the code at build time.
@@ -35,6 +35,7 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 _ROWS: dict[str, dict] = {}
+PAPER_PREFIXES = ("horn.", "kl.", "flt.")   # every registered claim with these ids must be on a page
 _META: dict[str, object] = {}
 
 
@@ -97,7 +98,11 @@ class PaperClaim(Directive):
 
     def run(self):
         cid = self.arguments[0]
-        lines: list[str] = []
+        env = self.state.document.settings.env
+        if not hasattr(env, "refattn_claims_shown"):
+            env.refattn_claims_shown = {}
+        env.refattn_claims_shown[cid] = env.docname
+        lines: list[str] = [f".. _claim-{cid}:", ""]
         r = _ROWS.get(cid)
         if r is None:
             from paper_checks._claims import REGISTRY, load_all
@@ -144,13 +149,13 @@ class PaperClaimsTable(Directive):
         if not ids:
             raise self.error(f"paper-claims-table: no claim matches {pattern!r}")
         lines = [_provenance_line(), "", ".. list-table::", "   :header-rows: 1",
-                 "   :widths: 20 20 10 10 40", "",
-                 "   * - claim", "     - section", "     - expected", "     - measured", "     - summary"]
+                 "   :widths: 30 40 15 15", "",
+                 "   * - claim", "     - section", "     - expected", "     - measured"]
         for i in ids:
             c, r = REGISTRY[i], _ROWS.get(i)
             measured = r["verdict"] if r else ("not run (slow)" if c.slow else "not run")
-            lines += [f"   * - ``{i}``", f"     - {_esc(c.section)}", f"     - {c.expected}",
-                      f"     - **{measured}**", f"     - {_esc(r.get('summary', '')) if r else ''}"]
+            lines += [f"   * - :ref:`{i} <claim-{i}>`", f"     - {_esc(c.section)}", f"     - {c.expected}",
+                      f"     - **{measured}**"]
         lines.append("")
         container = nodes.container(classes=["paper-claims-table"])
         src = StringList(lines, source=f"paper-claims-table {pattern}")
@@ -180,7 +185,8 @@ class CodeOf(Directive):
         body = fn.body
         keep = list(range(len(src)))
         first = body[0] if body else None
-        if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        is_doc = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+        if is_doc and isinstance(first.value.value, str):
             d0, d1 = body[0].lineno - 1, body[0].end_lineno          # 0-based [d0, d1) within src
             indent = src[d0][: len(src[d0]) - len(src[d0].lstrip())]
             keep = list(range(d0)) + [-1] + list(range(d1, len(src)))
@@ -204,11 +210,29 @@ class CodeOf(Directive):
 
 
 def _always_reread(app, env, added, changed, removed):
-    """The paper pages show this build's verdicts, so they are re-read on every build, not only when edited."""
+    """The paper pages show this build's verdicts, so they are re-read on every build."""
     return [d for d in env.found_docs if d.startswith("papers/")]
 
 
+def _check_coverage(app, env):
+    """Warn (an error under -W) for every registered paper claim that no page shows."""
+    from paper_checks._claims import REGISTRY, load_all
+    load_all()
+    shown = getattr(env, "refattn_claims_shown", {})
+    for cid in sorted(REGISTRY):
+        if cid.startswith(PAPER_PREFIXES) and cid not in shown:
+            logger.warning(f"paper claim {cid!r} is registered but no paper page shows it (.. paper-claim::)")
+
+
+def _purge(app, env, docname):
+    shown = getattr(env, "refattn_claims_shown", {})
+    for cid in [c for c, d in shown.items() if d == docname]:
+        del shown[cid]
+
+
 def setup(app):
+    app.connect("env-check-consistency", _check_coverage)
+    app.connect("env-purge-doc", _purge)
     app.connect("builder-inited", _run_checks)
     app.connect("env-get-outdated", _always_reread)
     directives.register_directive("paper-claim", PaperClaim)
