@@ -34,8 +34,10 @@ extensions = [
     "docstring_debt",
 ]
 
-# Offline build: no intersphinx (it would fetch inventories from the network), MathJax from its CDN only at
-# view time in the reader's browser (the build itself reaches nothing).
+# Offline build: no intersphinx (it would fetch inventories from the network). MathJax: when the system has
+# MathJax 2 (Debian/Ubuntu `apt-get install libjs-mathjax`), the few files it needs are copied into the site
+# (about 1.5 MB, see _copy_mathjax) so pages render equations without a network; otherwise the pages load
+# MathJax from its CDN when read (the build itself reaches nothing either way).
 autosummary_generate = True
 autosummary_imported_members = True
 autodoc_default_options = {"members": False}
@@ -60,3 +62,29 @@ html_theme_options = {
 }
 html_static_path: list[str] = []
 suppress_warnings: list[str] = []
+
+SYSTEM_MATHJAX = Path("/usr/share/javascript/mathjax")
+MATHJAX_PARTS = ("MathJax.js", "config/TeX-AMS_CHTML.js", "jax/input/TeX", "jax/output/CommonHTML",
+                 "jax/element",
+                 "extensions", "localization/en", "fonts/HTML-CSS/TeX/woff")
+if (SYSTEM_MATHJAX / "MathJax.js").exists():
+    mathjax_path = "mathjax/MathJax.js?config=TeX-AMS_CHTML"   # relative: under _static/
+
+
+def _copy_mathjax(app, exc) -> None:
+    import shutil
+
+    if exc is not None or app.builder.format != "html" or not (SYSTEM_MATHJAX / "MathJax.js").exists():
+        return
+    dest = Path(app.outdir) / "_static" / "mathjax"
+    for part in MATHJAX_PARTS:
+        src = SYSTEM_MATHJAX / part
+        if src.is_dir():
+            shutil.copytree(src, dest / part, dirs_exist_ok=True)
+        elif src.exists():
+            (dest / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / part)
+
+
+def setup(app):
+    app.connect("build-finished", _copy_mathjax)
