@@ -14,7 +14,7 @@ The flat namespace re-exports the public names of ``attention``, ``features``, `
 (``refattn.favor_attention`` is ``refattn.attention.favor_attention``).
 """
 
-from . import attention, features, layers, nn, random, rpe, tree
+from . import attention, features, layers, limits, nn, random, rpe, tree
 from .attention import (
     softmax_attention, softmax_attention_fwd, softmax_attention_bwd, SoftmaxAttentionCache,
     SoftmaxAttentionGrads, kernel_attention, exp_dot_kernel, linear_attention, linear_attention_fwd,
@@ -89,7 +89,7 @@ from .nn import (
 __version__ = "0.2.0"
 
 __all__ = [
-    "__version__", "attention", "features", "layers", "nn", "random", "rpe", "tree",
+    "__version__", "attention", "features", "layers", "limits", "nn", "random", "rpe", "tree",
     "softmax_attention", "softmax_attention_fwd", "softmax_attention_bwd", "SoftmaxAttentionCache",
     "SoftmaxAttentionGrads", "kernel_attention", "exp_dot_kernel", "linear_attention",
     "linear_attention_fwd", "linear_attention_bwd", "linear_attention_step", "LinearAttentionCache",
