@@ -32,6 +32,7 @@ extensions = [
     "apigen",
     "paperclaims",
     "docstring_debt",
+    "executed",
 ]
 
 # Offline build: no intersphinx (it would fetch inventories from the network). MathJax: when the system has
