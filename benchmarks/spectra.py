@@ -4,17 +4,19 @@
 
 Prints (default sizes; ``--quick``: H = 2, L = 256 and 512..2048 for the slopes, fewer repeats):
 
-1. time of one feature-map forward on x of shape (1, H, L, d), H = 8, d = 64, M = 256 frequencies, L = 4096, for
-   every map, as a ratio to plain FAVOR+ (``positive_features_stable`` with a (256, 64) Gaussian omega) measured in
-   the same run. RKS maps output 2M columns, PRF maps M. GMM: C = 2 components, full factors (RKS) and diagonal
-   factors (PRF); Generative: evaluation mode (its generator runs once per call, included). FastFood: the FWHT
-   path, and the same features through the explicit V (dense GEMM) for comparison;
+1. time of one feature-map forward on x of shape (1, H, L, d), H = 8, d = 64, M = 256 frequencies,
+   L = 4096, for every map, as a ratio to plain FAVOR+ (``positive_features_stable`` with a (256, 64)
+   Gaussian omega) measured in the same run. RKS maps output 2M columns, PRF maps M. GMM: C = 2
+   components, full factors (RKS) and diagonal factors (PRF); Generative: evaluation mode (its generator
+   runs once per call, included). FastFood: the FWHT path, and the same features through the explicit V
+   (dense GEMM) for comparison;
 2. ``fwht`` against ``x @ scipy.linalg.hadamard(d)`` on (8 x 4096, d) arrays, d in {64, 256, 1024};
-3. linear scaling in L: the slope of log(time) vs log(L) over L in {1024, 2048, 4096, 8192, 16384} (median of
-   repeated runs per L) for every map; a linear-time map has slope 1 (cache effects move single runs by ~0.15).
+3. linear scaling in L: the slope of log(time) vs log(L) over L in {1024, 2048, 4096, 8192, 16384}
+   (median of repeated runs per L) for every map; a linear-time map has slope 1 (cache effects move
+   single runs by ~0.15).
 
-BLAS threads are pinned with threadpoolctl (``--threads``, default 1) and printed. Every ratio compares numbers
-measured in this one run.
+BLAS threads are pinned with threadpoolctl (``--threads``, default 1) and printed. Every ratio compares
+numbers measured in this one run.
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ def make_maps(rng, d, M):
         "FastFood-PRF (FWHT path, stable)": lambda x: fastfood_prf_features_stable(x, ff),
         "FastFood-RKS via explicit V (GEMM)": lambda x: trig_features(x, V),
         "Generative-RKS (eval)": lambda x: generative_rks_features(x, gnoise, gp, gs, train=False),
-        "Generative-PRF (eval, stable)": lambda x: generative_prf_features_stable(x, gnoise, gp, gs, train=False),
+        "Generative-PRF (eval, stable)": lambda x: generative_prf_features_stable(
+            x, gnoise, gp, gs, train=False),
     }
 
 
@@ -91,7 +94,7 @@ def main(argv=None):
         print(f"1. one forward, (1, {H}, {L}, {d}) -> features; ratio to FAVOR+ in this run")
         base = None
         for name, fn in maps.items():
-            t = timeit(lambda: fn(x), repeat)
+            t = timeit(lambda fn=fn: fn(x), repeat)  # loop variables bound as defaults (B023)
             base = t if base is None else base
             print(f"   {name:40s} {1e3 * t:9.2f} ms   x{t / base:6.2f}")
         print("\n2. fwht vs dense Hadamard product on (8 x 4096, d) rows" if not args.quick
@@ -100,15 +103,16 @@ def main(argv=None):
         for dd in (64, 256, 1024):
             y = rng.standard_normal((N, dd))
             Hm = scipy.linalg.hadamard(dd).astype(np.float64)
-            t_f = timeit(lambda: fwht(y), repeat)
-            t_d = timeit(lambda: y @ Hm, repeat)
-            print(f"   d = {dd:5d}: fwht {1e3 * t_f:8.2f} ms, dense {1e3 * t_d:8.2f} ms, fwht/dense x{t_f / t_d:5.2f}")
+            t_f = timeit(lambda y=y: fwht(y), repeat)
+            t_d = timeit(lambda y=y, Hm=Hm: y @ Hm, repeat)
+            print(f"   d = {dd:5d}: fwht {1e3 * t_f:8.2f} ms, dense {1e3 * t_d:8.2f} ms, "
+                  f"fwht/dense x{t_f / t_d:5.2f}")
         print(f"\n3. slope of log time vs log L over L in {Ls} (median of {repeat} runs per L)")
         for name, fn in maps.items():
             ts = []
             for LL in Ls:
                 xl = 0.125 * rng.standard_normal((1, H, LL, d))
-                ts.append(timeit(lambda: fn(xl), repeat))
+                ts.append(timeit(lambda fn=fn, xl=xl: fn(xl), repeat))
             slope = float(np.polyfit(np.log(Ls), np.log(ts), 1)[0])
             flag = "" if abs(slope - 1) <= 0.2 else "   (outside 1 +- 0.2)"
             print(f"   {name:40s} slope {slope:5.2f}{flag}")
