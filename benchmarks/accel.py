@@ -36,6 +36,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 sys.path.insert(0, os.path.dirname(_HERE))
 
 import numpy as np  # noqa: E402
+from benchmarks._timing import timeit  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
 import accel  # noqa: E402
@@ -48,14 +49,6 @@ _causal_fwd_reference = reference("linear_attention.causal_fwd")
 _causal_bwd_reference = reference("linear_attention.causal_bwd")
 
 
-def timeit(fn, *, repeat):
-    fn()                                                                 # warm-up (and JIT load)
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def peak_traced(fn):

@@ -21,19 +21,12 @@ import platform
 import time
 
 import numpy as np
+from _timing import timeit
 
 import refattn
 from refattn import linear_attention_bwd, linear_attention_fwd, softmax_attention_bwd, softmax_attention_fwd
 
 
-def timeit(fn, *, repeat=5, min_time=0.0):
-    fn()  # warm-up
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def gemm_baseline(phi_q, phi_k, v_aug):

@@ -24,19 +24,12 @@ import platform
 import time
 
 import numpy as np
+from _timing import timeit
 
 from refattn import favor_attention, favor_attention_bwd, favor_attention_fwd
 from refattn.random import draw_orthogonal
 
 
-def timeit(fn, *, repeat=5):
-    fn()                                                  # warm-up
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def interleaved_min(fns, *, repeat):

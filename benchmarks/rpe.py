@@ -20,9 +20,9 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 
 import numpy as np
+from _timing import timeit
 
 from refattn.attention.favor import favor_attention
 from refattn.random.performer import draw_gaussian
@@ -32,14 +32,6 @@ from refattn.rpe.s2_clipped import s2_attention, s2_attention_naive
 from refattn.rpe.toeplitz import toeplitz_attention, toeplitz_attention_dense
 
 
-def timeit(fn, *, repeat=3):
-    fn()  # warm-up
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def per_head(fn, *arrays):
