@@ -1,6 +1,6 @@
 """Generate the API reference pages from each module's ``__all__`` (no hand-written listings).
 
-At ``builder-inited`` this writes ``docs/api/<module>.rst`` for every module in :data:`MODULES`: the module
+At ``config-inited`` this writes ``docs/api/<module>.rst`` for every module in :data:`MODULES`: the module
 docstring (``automodule``), then an ``autosummary`` table of the names in its ``__all__``. Each object gets
 exactly one generated page, under the module that defines it (the most specific listed module whose name
 prefixes ``obj.__module__``); a module that re-exports it (``refattn`` re-exports the subpackages) lists it
@@ -108,10 +108,12 @@ def _write_if_changed(path: Path, text: str) -> None:
         path.write_text(text)
 
 
-def _on_builder_inited(app) -> None:
+def _on_config_inited(app, config) -> None:
     write_pages(Path(app.srcdir) / "api")
 
 
 def setup(app):
-    app.connect("builder-inited", _on_builder_inited, priority=100)   # before autosummary (priority 500)
+    # config-inited: before Sphinx lists the source files, so a fresh checkout (no docs/api) sees the pages
+    # and autosummary generates their stubs (builder-inited is too late: found_docs is already fixed).
+    app.connect("config-inited", _on_config_inited)
     return {"version": "0.1", "parallel_read_safe": True}
