@@ -19,18 +19,43 @@ argument as passed. Empty sizes:
   in ``flt_features`` (the features are divided by r).
 """
 
-from .s1_rotation import *  # noqa: F401,F403  (Horn S1)
-from .s1_rotation import __all__ as _s1_all
-from .s2_clipped import *  # noqa: F401,F403  (Horn S2)
-from .s2_clipped import __all__ as _s2_all
-from .toeplitz import *  # noqa: F401,F403  (exact Toeplitz-FFT RPE)
-from .toeplitz import __all__ as _toeplitz_all
+from .s1_rotation import (  # Horn S1
+    S1Params, s1_positional, s1_positional_fwd, s1_positional_bwd, s1_augment, s1_augment_fwd, s1_augment_bwd,
+    s1_attention, s1_attention_fwd, s1_attention_bwd, s1_relative_term, s1_relative_matrix, S1PositionalGrads,
+    S1AugmentGrads, S1AttentionGrads,
+)
+from .s2_clipped import (  # Horn S2
+    s2_attention, s2_attention_fwd, s2_attention_bwd, s2_attention_naive, s2_logits, s2_class_index,
+    S2AttentionCache, S2AttentionGrads, DEFAULT_CLIP,
+)
+from .toeplitz import (  # exact Toeplitz-FFT RPE
+    toeplitz_attention, toeplitz_attention_fwd, toeplitz_attention_bwd, toeplitz_attention_dense,
+    toeplitz_matrix, ToeplitzAttentionCache, ToeplitzAttentionGrads,
+)
+from .spectra import (  # FLT spectra and proposals
+    GaussianMixture, GaussianKernel, LaplaceKernel, CauchyKernel, Box, SinPower, BSpline, GaussianBasis,
+    Shifted, Proposal, PROPOSAL_KINDS, spectrum_g, spectrum_g_fwd, spectrum_g_bwd, spectrum_f, rpe_mask,
+    proposal_log_density, check_spectrum, check_proposal, kernel_proposal, spectrum_dim, spectrum_arrays,
+    check_proposal_shape, SpectrumGCache, SpectrumGGrads,
+)
+from .flt import (  # FLT features and Algorithm 1
+    flt_frequencies, flt_importance_weights, flt_features, flt_features_fwd, flt_features_bwd,
+    flt_mask_estimate, flt_attention, flt_attention_fwd, flt_attention_bwd, FLTFeaturesCache,
+    FLTFeaturesGrads, FLTAttentionCache, FLTAttentionGrads,
+)
 
-from .spectra import *  # noqa: F401,F403  (FLT spectra and proposals)
-from .spectra import __all__ as _spectra_all
-from .flt import *  # noqa: F401,F403  (FLT features and Algorithm 1)
-from .flt import __all__ as _flt_all
-
-__all__: list[str] = []
-__all__ += list(_s1_all) + list(_s2_all) + list(_toeplitz_all)
-__all__ += list(_spectra_all) + list(_flt_all)
+__all__ = [
+    "S1Params", "s1_positional", "s1_positional_fwd", "s1_positional_bwd", "s1_augment", "s1_augment_fwd",
+    "s1_augment_bwd", "s1_attention", "s1_attention_fwd", "s1_attention_bwd", "s1_relative_term",
+    "s1_relative_matrix", "S1PositionalGrads", "S1AugmentGrads", "S1AttentionGrads", "s2_attention",
+    "s2_attention_fwd", "s2_attention_bwd", "s2_attention_naive", "s2_logits", "s2_class_index",
+    "S2AttentionCache", "S2AttentionGrads", "DEFAULT_CLIP", "toeplitz_attention", "toeplitz_attention_fwd",
+    "toeplitz_attention_bwd", "toeplitz_attention_dense", "toeplitz_matrix", "ToeplitzAttentionCache",
+    "ToeplitzAttentionGrads", "GaussianMixture", "GaussianKernel", "LaplaceKernel", "CauchyKernel", "Box",
+    "SinPower", "BSpline", "GaussianBasis", "Shifted", "Proposal", "PROPOSAL_KINDS", "spectrum_g",
+    "spectrum_g_fwd", "spectrum_g_bwd", "spectrum_f", "rpe_mask", "proposal_log_density", "check_spectrum",
+    "check_proposal", "kernel_proposal", "spectrum_dim", "spectrum_arrays", "check_proposal_shape",
+    "SpectrumGCache", "SpectrumGGrads", "flt_frequencies", "flt_importance_weights", "flt_features",
+    "flt_features_fwd", "flt_features_bwd", "flt_mask_estimate", "flt_attention", "flt_attention_fwd",
+    "flt_attention_bwd", "FLTFeaturesCache", "FLTFeaturesGrads", "FLTAttentionCache", "FLTAttentionGrads",
+]
