@@ -26,15 +26,16 @@ __all__ += ["draw_flt_noise", "FLT_NOISE_KINDS"]  # FLT block at the end of this
 # Horn et al. Strategy 1
 
 
-def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: int = 4, *, base: float = 10000.0,
-                   alpha: float = 1.0, beta_std: float = 0.1, batch_shape: tuple = (),
+def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: int = 4, *,
+                   base: float = 10000.0, alpha: float = 1.0, beta_std: float = 0.1, batch_shape: tuple = (),
                    dtype: Any = np.float64):
     r"""Initial S1 parameters ``S1Params(freqs, alpha, beta)``, each of shape ``(*batch_shape, A, S)``.
 
-    ``freqs[..., a, s] = base ** (-s / S)`` (s = 0..S-1, the same ladder on every axis: wavelengths from 2 pi to
-    2 pi base^{(S-1)/S}, as the sinusoid encodings of Vaswani et al. with d_model = 2S); ``alpha = alpha``
-    (so that at initialisation the positional logit ``sum alpha cos(omega Delta)`` peaks at Delta = 0, a locality
-    prior); ``beta ~ N(0, beta_std^2)`` iid, the only random part (it breaks the Delta -> -Delta symmetry).
+    ``freqs[..., a, s] = base ** (-s / S)`` (s = 0..S-1, the same ladder on every axis: wavelengths from
+    2 pi to 2 pi base^{(S-1)/S}, as the sinusoid encodings of Vaswani et al. with d_model = 2S);
+    ``alpha = alpha`` (so that at initialisation the positional logit ``sum alpha cos(omega Delta)`` peaks
+    at Delta = 0, a locality prior); ``beta ~ N(0, beta_std^2)`` iid, the only random part (it breaks the
+    Delta -> -Delta symmetry).
 
     Parameters
     ----------
@@ -48,7 +49,8 @@ def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: in
         Ladder base (10000 as in Vaswani et al.; a smaller base suits short grids such as 32 x 32).
     alpha, beta_std : float
     batch_shape : tuple
-        Leading axes, e.g. ``(H,)`` for per-head parameters (they broadcast against the batch axes ``(..., H)``).
+        Leading axes, e.g. ``(H,)`` for per-head parameters (they broadcast against the batch
+        axes ``(..., H)``).
     dtype : float32 or float64
     """
     check_rng(rng)
@@ -73,7 +75,8 @@ def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: in
 FLT_NOISE_KINDS = ("gaussian", "laplace", "cauchy", "mv_cauchy", "uniform")
 
 
-def draw_flt_noise(rng: np.random.Generator, r: int, D: int, kind: str = "gaussian", *, dtype: Any = np.float64):
+def draw_flt_noise(rng: np.random.Generator, r: int, D: int, kind: str = "gaussian", *,
+                   dtype: Any = np.float64):
     r"""Standard noise ``eps: (r, D)`` for the FLT frequencies ``xi = loc + scale * eps`` (Theorem 4.1's iid
     xi_1..xi_r ~ p, reparameterised so that a proposal's loc and scale are learnable).
 

@@ -1,4 +1,4 @@
-"""NumPy-only edge: draws and initialisations for the KL-Transformer's learnable spectra (Chowdhury et al. §2.1).
+"""NumPy-only edge: draws and initialisations for the KL-Transformer's learnable spectra (Chowdhury §2.1).
 
 * GMM (Eqs. 4-5, 10): :func:`init_gmm` (parameters: logits, means, covariance factors), :func:`draw_gmm_noise`
   (the reparameterisation noise, M/C rows per component, assigned deterministically) and
@@ -6,8 +6,8 @@
   noise eta, so omega = mu + S eta and chi = -mu + S eta);
 * FastFood (Eqs. 6, 12): :func:`draw_fastfood` (B, G, Pi and S with Le et al.'s law S_ii = s_i / ||G||_F,
   s_i ~ chi(D), or S = I);
-* Generative (Eqs. 7, 11): :func:`draw_generator_noise` (the generator's input noise) and :func:`init_generator`
-  (the generator MLP's weights).
+* Generative (Eqs. 7, 11): :func:`draw_generator_noise` (the generator's input noise) and
+  :func:`init_generator` (the generator MLP's weights).
 
 Everything returns NumPy arrays; move them to another namespace with :func:`gmm_as_xp`, :func:`fastfood_as_xp`
 or ``as_xp``.
@@ -76,7 +76,8 @@ def init_gmm(rng: np.random.Generator, C: int, d: int, *, covariance: str = "ful
     return GMMParams(logits=logits, mu=mu, S=S)
 
 
-def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *, dtype: Any = np.float64) -> np.ndarray:
+def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *,
+                   dtype: Any = np.float64) -> np.ndarray:
     """Reparameterisation noise ``n ~ N(0, I_d)``, shape (C, M/C, d): rows of component c give
     ``omega = mu_c + S_c n`` (Eq. 5 with the factor convention of :mod:`refattn.features.gmm`).
 
@@ -90,12 +91,13 @@ def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *, dtype: A
     return rng.standard_normal((C, M // C, d)).astype(check_dtype_arg(dtype))
 
 
-def draw_gmm_antithetic_noise(rng: np.random.Generator, M: int, d: int, *, dtype: Any = np.float64) -> np.ndarray:
+def draw_gmm_antithetic_noise(rng: np.random.Generator, M: int, d: int, *,
+                              dtype: Any = np.float64) -> np.ndarray:
     """Theorem 3's special case: noise of shape (2, M/2, d) whose two slices are the *same* draw eta.
 
-    With ``gmm_antithetic_params(mu, S)`` (mu_1 = -mu_2 = mu, S_1 = S_2 = S, equal weights) the frequencies are
-    ``omega_j = mu + S eta_j`` and ``chi_j = -mu + S eta_j``, and ``cos(omega^T p) + cos(chi^T p)
-    = 2 cos(mu^T p) cos(eta^T S^T p)``. M must be even.
+    With ``gmm_antithetic_params(mu, S)`` (mu_1 = -mu_2 = mu, S_1 = S_2 = S, equal weights) the frequencies
+    are ``omega_j = mu + S eta_j`` and ``chi_j = -mu + S eta_j``, and
+    ``cos(omega^T p) + cos(chi^T p) = 2 cos(mu^T p) cos(eta^T S^T p)``. M must be even.
     """
     check_rng(rng)
     M, d = _pos_int("M", M), _pos_int("d", d)
@@ -116,13 +118,13 @@ def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi
     """One FastFood draw for M frequencies of width d (Le et al. 2013; Chowdhury et al. Eq. 6).
 
     d is padded to D = next power of two; M must be a multiple of D (M / D independent blocks; the paper's
-    "M | d_q" is reversed). Per block: ``B ~ uniform{-1, +1}``, ``G ~ N(0, 1)``, ``perm`` a uniform permutation,
-    and
+    "M | d_q" is reversed). Per block: ``B ~ uniform{-1, +1}``, ``G ~ N(0, 1)``, ``perm`` a uniform
+    permutation, and
 
     * ``s_law="chi"``: ``S_ii = s_i / ||G||_F`` with ``s_i ~ chi(D)`` iid, so that every row of V has the norm
       law of a Gaussian row, independently (rows exactly N(0, I / sigma^2));
-    * ``s_law="identity"``: ``S = I``: rows are N(0, I / sigma^2) only marginally; all rows of a block share the
-      norm ``||G||_F / sigma``.
+    * ``s_law="identity"``: ``S = I``: rows are N(0, I / sigma^2) only marginally; all rows of a block share
+      the norm ``||G||_F / sigma``.
 
     Returns
     -------
@@ -135,8 +137,8 @@ def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi
     dt = check_dtype_arg(dtype)
     D = padded_dim(d)
     if M % D:
-        raise ValueError(f"M: expected a multiple of the padded width D = {D} (d = {d} padded to a power of two; "
-                         f"M / D blocks are stacked); got M = {M}")
+        raise ValueError(f"M: expected a multiple of the padded width D = {D} (d = {d} padded to a power of "
+                         f"two; M / D blocks are stacked); got M = {M}")
     if s_law not in ("chi", "identity"):
         raise ValueError(f"s_law: expected 'chi' or 'identity'; got {s_law!r}")
     nb = M // D
@@ -144,8 +146,8 @@ def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi
     G = rng.standard_normal((nb, D))
     perm = np.stack([rng.permutation(D) for _ in range(nb)]).astype(np.int64)
     if s_law == "chi":
-        s = np.sqrt(rng.chisquare(D, size=(nb, D)))                                  # chi(D)
-        S = s / np.linalg.norm(G, axis=1, keepdims=True)                              # / ||G||_F per block
+        s = np.sqrt(rng.chisquare(D, size=(nb, D)))                                # chi(D)
+        S = s / np.linalg.norm(G, axis=1, keepdims=True)                            # / ||G||_F per block
     else:
         S = np.ones((nb, D))
     return FastFoodParams(S=S.astype(dt), G=G.astype(dt), B=B.astype(dt), perm=perm)
@@ -154,11 +156,13 @@ def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi
 def fastfood_as_xp(params: FastFoodParams, *, like: Any) -> FastFoodParams:
     """`params` (NumPy) in `like`'s namespace: S, G, B with `like`'s dtype, perm as int64."""
     xp = array_api_compat.array_namespace(like)
-    return FastFoodParams(S=as_xp(params.S, like=like), G=as_xp(params.G, like=like), B=as_xp(params.B, like=like),
-                          perm=xp.asarray(np.asarray(params.perm, dtype=np.int64), device=array_api_compat.device(like)))
+    perm = xp.asarray(np.asarray(params.perm, dtype=np.int64), device=array_api_compat.device(like))
+    return FastFoodParams(S=as_xp(params.S, like=like), G=as_xp(params.G, like=like),
+                          B=as_xp(params.B, like=like), perm=perm)
 
 
-def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *, dtype: Any = np.float64) -> np.ndarray:
+def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *,
+                         dtype: Any = np.float64) -> np.ndarray:
     """Generator input noise ``n ~ N(0, I)`` of shape (M, d_noise) (rho_0 of Eqs. 7, 11)."""
     check_rng(rng)
     M, d_noise = _pos_int("M", M), _pos_int("d_noise", d_noise)
@@ -168,7 +172,7 @@ def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *, dtyp
 
 def init_generator(rng: np.random.Generator, d: int, *, d_noise: int | None = None, width: int | None = None,
                    n_hidden: int = 4, dtype: Any = np.float64):
-    """Weights of the generator MLP of Generative-RKS/PRF (n_hidden x (FC + BatchNorm + LeakyReLU), FC + tanh).
+    """Weights of the generator MLP of Generative-RKS/PRF: n_hidden x (FC + BatchNorm + LeakyReLU), FC + tanh.
 
     Dense layers from ``init_dense`` (Glorot-uniform W, zero b); batch norms from ``init_batchnorm`` (gamma 1,
     beta 0, running mean 0, running variance 1). Widths d_noise -> width (x n_hidden) -> d; the defaults
@@ -193,4 +197,5 @@ def init_generator(rng: np.random.Generator, d: int, *, d_noise: int | None = No
         states.append(bs)
         fan_in = width
     out = init_dense(rng, fan_in, d, dtype=dtype)
-    return GeneratorParams(hidden=tuple(dense), norms=tuple(norms), out=out), GeneratorState(norms=tuple(states))
+    params = GeneratorParams(hidden=tuple(dense), norms=tuple(norms), out=out)
+    return params, GeneratorState(norms=tuple(states))

@@ -1,6 +1,6 @@
-"""Performer projection draws: shapes and dtypes, exact orthogonality, Haar distribution (against the exact law of a
-coordinate and against scipy.stats.ortho_group), the direction-dependent bias of uncorrected QR (design.md trap 2),
-the MSE advantage of orthogonal over iid projections, and bad input.
+"""Performer projection draws: shapes and dtypes, exact orthogonality, Haar distribution (against the exact
+law of a coordinate and against scipy.stats.ortho_group), the direction-dependent bias of uncorrected QR
+(design.md trap 2), the MSE advantage of orthogonal over iid projections, and bad input.
 
 Monte Carlo sizes: 2 * 10^4 draws of a (16, 16) block per direction (vectorised: one batched QR), well under a
 second each. Every statistical test has a must-fail companion on a known-wrong draw or formula.
@@ -51,7 +51,8 @@ def test_orthogonal_blocks_are_orthogonal(m, d, norms):
 
 
 def test_chi_norms_follow_chi_d():
-    """Row norms of the "chi" variant are chi(d)-distributed (KS test at level KS_ALPHA), the sqrt_d ones are not."""
+    """Row norms of the "chi" variant are chi(d)-distributed (KS test at level KS_ALPHA), the sqrt_d ones
+    are not."""
     d = 8
     W = _orthogonal_draws(np.random.default_rng(2), 500, 8, d, norms="chi")
     p = scipy.stats.kstest(np.linalg.norm(W, axis=-1).ravel(), scipy.stats.chi(d).cdf).pvalue
@@ -75,15 +76,17 @@ def _coordinate_cdf(d):
 @pytest.mark.parametrize("d", [4, 16])
 @pytest.mark.parametrize("coord", [(0, 0), (1, 2)])
 def test_haar_coordinate_matches_exact_law_and_ortho_group(d, coord):
-    """One fixed coordinate of the draws, KS-tested at level KS_ALPHA against (a) its exact law and (b) the same
-    coordinate of scipy.stats.ortho_group draws (two-sample)."""
+    """One fixed coordinate of the draws, KS-tested at level KS_ALPHA against (a) its exact law and (b) the
+    same coordinate of scipy.stats.ortho_group draws (two-sample)."""
     n = 3000
     rng = np.random.default_rng(10 + d)
     ours = _haar_blocks(rng, n, d)[:, coord[0], coord[1]]
     p_exact = scipy.stats.kstest(ours, _coordinate_cdf(d)).pvalue
-    ref = scipy.stats.ortho_group.rvs(d, size=n, random_state=np.random.default_rng(99 + d))[:, coord[0], coord[1]]
+    ref = scipy.stats.ortho_group.rvs(d, size=n, random_state=np.random.default_rng(99 + d))
+    ref = ref[:, coord[0], coord[1]]
     p_two = scipy.stats.ks_2samp(ours, ref).pvalue
-    assert p_exact > KS_ALPHA and p_two > KS_ALPHA, f"Haar test rejected: p exact {p_exact:.2e}, ortho_group {p_two:.2e}"
+    assert p_exact > KS_ALPHA and p_two > KS_ALPHA, (
+        f"Haar test rejected: p exact {p_exact:.2e}, ortho_group {p_two:.2e}")
     # the draw_orthogonal path: rows normalised are the same Haar blocks
     om = _orthogonal_draws(np.random.default_rng(20 + d), n, d, d)
     unit = om / np.linalg.norm(om, axis=-1, keepdims=True)
@@ -106,8 +109,8 @@ def test_haar_must_fail_without_sign_correction():
 
 
 def _prf_estimates(W, x):
-    """Per-draw PRF estimates of exp(x . x) from a batch W: (n, m, d), through refattn.positive_features on the
-    stacked (n m, d) projections (the 1/sqrt(n m) normalisation is undone per draw)."""
+    """Per-draw PRF estimates of exp(x . x) from a batch W: (n, m, d), through refattn.positive_features on
+    the stacked (n m, d) projections (the 1/sqrt(n m) normalisation is undone per draw)."""
     n, m, d = W.shape
     phi = positive_features(x[None, :], W.reshape(n * m, d)).reshape(n, m) * np.sqrt(n)   # (n, m)
     return np.sum(phi * phi, axis=-1)                                                      # (n,)
@@ -129,8 +132,8 @@ def test_orthogonal_prf_unbiased_every_direction(direction, seed):
 
 
 def test_uncorrected_qr_bias_depends_on_direction(seed):
-    """Must fail (design.md trap 2): without the sign correction the same estimator is biased; the bias is a few
-    percent along e1 and several times larger along the all-ones direction (d = 16)."""
+    """Must fail (design.md trap 2): without the sign correction the same estimator is biased; the bias is a
+    few percent along e1 and several times larger along the all-ones direction (d = 16)."""
     d, m, n, r = 16, 16, 20000, 0.6
     rng = np.random.default_rng(seed)
     W = _orthogonal_draws(rng, n, m, d, sign_correction=False)
@@ -156,7 +159,8 @@ def test_orthogonal_lower_mse_than_iid(seed):
     e_iid = (_prf_estimates(rng.standard_normal((n, m, d)), x) - target) ** 2
     diff = e_iid.mean() - e_orth.mean()
     se = np.sqrt(e_iid.var(ddof=1) / n + e_orth.var(ddof=1) / n)
-    assert diff > 5 * se, f"MSE iid {e_iid.mean():.4e} vs orthogonal {e_orth.mean():.4e}, se of difference {se:.2e}"
+    assert diff > 5 * se, (
+        f"MSE iid {e_iid.mean():.4e} vs orthogonal {e_orth.mean():.4e}, se of difference {se:.2e}")
     # must fail: two iid batches are not distinguishable by the same test
     e_iid2 = (_prf_estimates(rng.standard_normal((n, m, d)), x) - target) ** 2
     diff0 = e_iid.mean() - e_iid2.mean()
