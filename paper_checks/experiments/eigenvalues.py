@@ -104,9 +104,10 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None) -> dict
                               "min": float(ev.min()), "max": float(ev.max()), "mean": float(ev.mean()),
                               "mse_ratio_learnt_over_init": implied_mse_ratio(gp, m, cfg["attention"]["m"], d, rng)})
             allv = np.concatenate(allv)
-            summary.setdefault(f"{m} wd={wd}", []).append({"max": float(allv.max()), "mean": float(allv.mean())})
-    agg = {k: {"max": max(r["max"] for r in v), "mean": float(np.mean([r["mean"] for r in v]))}
-           for k, v in summary.items()}
+            summary.setdefault(f"{m} wd={wd}", []).append({"max": float(allv.max()), "mean": float(allv.mean()),
+                                                           "min": float(allv.min())})
+    agg = {k: {"max": max(r["max"] for r in v), "mean": float(np.mean([r["mean"] for r in v])),
+               "min": min(r["min"] for r in v)} for k, v in summary.items()}
     record = {
         "experiment": NAME, "size": size, "seed": seed,
         "scale": dict(sz) | {"task": "sign of sparse sum (variance_metrics)",
