@@ -11,7 +11,8 @@ At ``builder-inited`` this runs
     one row per matching claim: id (linking to its paper-claim block), section, expected, measured verdict.
 ``.. code-of:: <module.function>``
     the body of that function as it is in the source now (docstring elided, real line numbers), with a link to
-    its API entry: the lines that compute an equation, read from the code at build time.
+    its API entry: the lines that compute an equation, read from the code at build time; lines whose comment
+    names an equation (``# Eq. (3)``) are highlighted.
 
 A claim the run did not produce (slow claims are skipped at this size) is rendered as such, with the command
 that runs it. Set ``REFATTN_DOCS_CHECKS_JSON=<path>`` to render an existing JSON instead of running the checks
@@ -23,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -125,12 +127,14 @@ class PaperClaim(Directive):
             if r.get("corrected"):
                 lines += [f"*Corrected statement:* {_esc(r['corrected'])}", ""]
             ev = r.get("evidence") or {}
-            if ev:
-                lines += [".. list-table:: Evidence", "   :header-rows: 1", "",
+            if ev:   # collapsed: a <details> element in HTML, a plain table elsewhere
+                summary = f"<details><summary>Evidence ({len(ev)} quantities)</summary>"
+                lines += [".. raw:: html", "", f"   {summary}", ""]
+                lines += [".. list-table::", "   :header-rows: 1", "",
                           "   * - quantity", "     - value"]
                 for k, v in ev.items():
                     lines += [f"   * - {_literal(k)}", f"     - {_literal(_fmt(v))}"]
-                lines.append("")
+                lines += ["", ".. raw:: html", "", "   </details>", ""]
         container = nodes.container(classes=["paper-claim"])
         self.state.nested_parse(StringList(lines, source=f"paper-claim {cid}"), self.content_offset,
                                 container)
@@ -204,7 +208,10 @@ class CodeOf(Directive):
         para = nodes.container(classes=["code-of"])
         self.state.nested_parse(intro, self.content_offset, para)
         block = nodes.literal_block(text, text, language="python", linenos=True)
-        block["highlight_args"] = {"linenostart": start}
+        # highlight the lines whose comment names an equation ("# ... Eq. (7)"): the ones that compute it
+        shown = text.splitlines()
+        hl = [i + 1 for i, ln in enumerate(shown) if re.search(r"#.*\b(Eqs?\.|Lemma|Thm|Theorem|Alg)", ln)]
+        block["highlight_args"] = {"linenostart": start, **({"hl_lines": hl} if hl else {})}
         para += block
         return [para]
 
