@@ -1,5 +1,5 @@
-"""Deterministic feature maps (elu + 1, relu + eps): formulas, positivity, linear attention with them is exactly
-kernel attention with the kernel they define (both modes), gradients, bad input."""
+"""Deterministic feature maps (elu + 1, relu + eps): formulas, positivity, linear attention with them is
+exactly kernel attention with the kernel they define (both modes), gradients, bad input."""
 
 from __future__ import annotations
 
@@ -40,7 +40,8 @@ def test_linear_equals_kernel_attention(xp, causal, name, rng):
                  kernel_attention(q, k, v, kern, causal=causal), rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("pair", [(elu_features_fwd, elu_features_bwd), (relu_features_fwd, relu_features_bwd)],
+@pytest.mark.parametrize("pair",
+                         [(elu_features_fwd, elu_features_bwd), (relu_features_fwd, relu_features_bwd)],
                          ids=["elu", "relu"])
 def test_gradients(xp, pair, rng):
     xn = rng.standard_normal((2, 5, 4))

@@ -21,7 +21,7 @@ from validation import assert_close, assert_mean_within_se, check_vjp, mean_test
 
 def _numpy_generator(noise, params, state, train, slope=0.01, eps=1e-5):
     h = noise
-    for dp, bp, bs in zip(params.hidden, params.norms, state.norms):
+    for dp, bp, bs in zip(params.hidden, params.norms, state.norms, strict=True):
         z = h @ dp.W + dp.b
         if train:
             mean, var = z.mean(0), z.var(0)
@@ -101,7 +101,7 @@ def test_eval_mode_unbiased_for_the_generators_kernel(rng, kind):
     assert not mean_test(est, gauss).passed
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # gradients
 
 
@@ -121,7 +121,7 @@ def test_generator_gradients(rng, train):
 def _leaf_split(fwd, bwd, params):
     """Each generator weight as its own argument (checked on its own scale)."""
     names = []
-    for i, (dp, bp) in enumerate(zip(params.hidden, params.norms)):
+    for i in range(len(params.hidden)):
         names += [(f"W{i}", ("hidden", i, "W")), (f"b{i}", ("hidden", i, "b")),
                   (f"gamma{i}", ("norms", i, "gamma")), (f"beta{i}", ("norms", i, "beta"))]
     names += [("W_out", ("out", "W")), ("b_out", ("out", "b"))]
@@ -132,7 +132,8 @@ def _leaf_split(fwd, bwd, params):
         return tree
 
     def build(leaves):
-        hidden = tuple(dp._replace(W=leaves[f"W{i}"], b=leaves[f"b{i}"]) for i, dp in enumerate(params.hidden))
+        hidden = tuple(dp._replace(W=leaves[f"W{i}"], b=leaves[f"b{i}"])
+                       for i, dp in enumerate(params.hidden))
         norms = tuple(bp._replace(gamma=leaves[f"gamma{i}"], beta=leaves[f"beta{i}"])
                       for i, bp in enumerate(params.norms))
         return GeneratorParams(hidden, norms, params.out._replace(W=leaves["W_out"], b=leaves["b_out"]))
@@ -159,7 +160,8 @@ def test_feature_gradients_every_weight(rng, kind):
     elif kind == "prf":
         fwd, bwd, out = generative_prf_features_fwd, generative_prf_features_bwd, (lambda o: o.phi)
     else:
-        fwd, bwd, out = generative_prf_features_stable_fwd, generative_prf_features_stable_bwd, (lambda o: o[:2])
+        fwd, bwd, out = (generative_prf_features_stable_fwd, generative_prf_features_stable_bwd,
+                         (lambda o: o[:2]))
     f, b, leaves = _leaf_split(fwd, bwd, params)
     errs = check_vjp(f, b, {"x": x, "noise": noise, **leaves}, output=out)
     assert {"gamma0", "beta3", "W_out", "noise", "x"} <= set(errs)
@@ -189,7 +191,7 @@ def test_stable_prf_equals_raw(rng):
     assert np.all(np.isfinite(phi_b)) and np.all(np.isfinite(ls_b)) and np.all(phi_b > 0)
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # bad inputs
 
 

@@ -245,7 +245,8 @@ def test_gradient_check_must_fail(rng):
 def test_bad_input(fn):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 5, 16))
-    with pytest.raises(ValueError, match=r"omega: expected shape \(m, d\) with .*d = 16 \(from x\); got \(64, 15\)"):
+    with pytest.raises(ValueError,
+                       match=r"omega: expected shape \(m, d\) with .*d = 16 \(from x\); got \(64, 15\)"):
         fn(x, rng.standard_normal((64, 15)))
     with pytest.raises(ValueError, match=r"omega: expected shape \(m, d\).*got \(64,\)"):
         fn(x, rng.standard_normal(64))

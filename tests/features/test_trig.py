@@ -1,9 +1,10 @@
-r"""Trig (RKS) and softmax-trig features: exact formulas (numpy and array_api_strict), unbiasedness against the
-kernel each one estimates (with the wrong kernel rejected), the derived MSE formulas, gradients, bad input.
+r"""Trig (RKS) and softmax-trig features: exact formulas (numpy and array_api_strict), unbiasedness
+against the kernel each one estimates (with the wrong kernel rejected), the derived MSE formulas,
+gradients, bad input.
 
 Derivation checked here (iid omega ~ N(0, I_d), m projections, delta = q - k). The RKS estimate is
-``(1/m) sum_i cos(omega_i . delta)``; ``E cos(omega . delta) = exp(-|delta|^2/2)`` (characteristic function) and
-``E cos^2 = (1 + E cos(2 omega . delta))/2 = (1 + exp(-2|delta|^2))/2``, so
+``(1/m) sum_i cos(omega_i . delta)``; ``E cos(omega . delta) = exp(-|delta|^2/2)`` (characteristic function)
+and ``E cos^2 = (1 + E cos(2 omega . delta))/2 = (1 + exp(-2|delta|^2))/2``, so
 
     Var cos(omega . delta) = (1 + e^{-2|delta|^2})/2 - e^{-|delta|^2} = (1 - e^{-|delta|^2})^2 / 2,
     MSE_RKS = (1 - e^{-|delta|^2})^2 / (2m),      MSE_softmax-trig = e^{|q|^2 + |k|^2} MSE_RKS.
@@ -39,9 +40,9 @@ from validation import assert_close, assert_mean_within_se, assert_mse_matches, 
 def per_draw_kernel(feature_map, q, k, W, groups):
     """Estimates ``phi(q) . phi(k)`` for each of the n draws in ``W: (n, m, d)``, shape ``(n, Pq, Pk)``.
 
-    The map is called once on the stacked projections ``(n m, d)``; its output has `groups` blocks of n m columns
-    (2 for [cos, sin] or [exp(u), exp(-u)], 1 for positive maps) and a normalisation ``1/sqrt(n m)`` (or
-    ``1/sqrt(2 n m)``), so the per-draw inner product is n times the block-restricted one.
+    The map is called once on the stacked projections ``(n m, d)``; its output has `groups` blocks of n m
+    columns (2 for [cos, sin] or [exp(u), exp(-u)], 1 for positive maps) and a normalisation ``1/sqrt(n m)``
+    (or ``1/sqrt(2 n m)``), so the per-draw inner product is n times the block-restricted one.
     """
     n, m, d = W.shape
     Wf = W.reshape(n * m, d)
@@ -88,7 +89,8 @@ def test_kernels_closed_forms(xp):
     assert_close(softmax_kernel(q, k), asxp(xp, np.exp(qn @ np.swapaxes(kn, -1, -2))))
     # the two kernels differ by exp(-|q|^2/2 - |k|^2/2) (design.md trap 1)
     ratio = to_numpy(gaussian_kernel(q, k)) / to_numpy(softmax_kernel(q, k))
-    np.testing.assert_allclose(ratio, np.exp(-0.5 * (qn ** 2).sum(-1)[..., None] - 0.5 * (kn ** 2).sum(-1)[:, None]))
+    np.testing.assert_allclose(
+        ratio, np.exp(-0.5 * (qn ** 2).sum(-1)[..., None] - 0.5 * (kn ** 2).sum(-1)[:, None]))
 
 
 def test_inner_product_is_mean_cosine(rng):
@@ -146,7 +148,8 @@ def test_mse_formulas(seed):
     assert_mse_matches(est, gaussian_kernel(q, k), _mse_rks(q, k, m), label="RKS MSE", seed=seed)
     h2 = np.exp((q ** 2).sum(-1)[:, None] + (k ** 2).sum(-1)[None, :])
     est_s = per_draw_kernel(softmax_trig_features, q, k, W, 2)
-    assert_mse_matches(est_s, softmax_kernel(q, k), h2 * _mse_rks(q, k, m), label="softmax-trig MSE", seed=seed)
+    assert_mse_matches(est_s, softmax_kernel(q, k), h2 * _mse_rks(q, k, m), label="softmax-trig MSE",
+                       seed=seed)
     # must fail: the same MSE without the factor 1/2
     e2 = (est - gaussian_kernel(q, k)) ** 2
     assert not mean_test(e2, 2 * _mse_rks(q, k, m)).passed
@@ -172,7 +175,8 @@ def test_gradients_stable(xp, rng):
     x, w = _xw(xp, rng)
     check_vjp(softmax_trig_features_stable_fwd, softmax_trig_features_stable_bwd, {"x": x, "omega": w})
     # queries: the log-scale's cotangent is None
-    check_vjp(softmax_trig_features_stable_fwd, lambda c, cache: softmax_trig_features_stable_bwd((c, None), cache),
+    check_vjp(softmax_trig_features_stable_fwd,
+              lambda c, cache: softmax_trig_features_stable_bwd((c, None), cache),
               {"x": x, "omega": w}, output=lambda y: y[0])
 
 
@@ -196,7 +200,8 @@ def test_gradient_check_must_fail(rng):
 def test_bad_input(fn):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 5, 16))
-    with pytest.raises(ValueError, match=r"omega: expected shape \(m, d\) with .*d = 16 \(from x\); got \(64, 15\)"):
+    with pytest.raises(ValueError,
+                       match=r"omega: expected shape \(m, d\) with .*d = 16 \(from x\); got \(64, 15\)"):
         fn(x, rng.standard_normal((64, 15)))
     with pytest.raises(ValueError, match=r"omega: expected shape \(m, d\).*got \(2, 64, 16\)"):
         fn(x, rng.standard_normal((2, 64, 16)))
