@@ -10,11 +10,11 @@ import pytest
 import scipy.linalg
 
 from refattn.features.fastfood import (
-    FastFoodParams, fastfood_matrix, fastfood_prf_features, fastfood_prf_features_bwd, fastfood_prf_features_fwd,
-    fastfood_prf_features_stable, fastfood_prf_features_stable_bwd, fastfood_prf_features_stable_fwd,
-    fastfood_prf_kernel, fastfood_projection, fastfood_projection_bwd, fastfood_projection_fwd,
-    fastfood_rks_features, fastfood_rks_features_bwd, fastfood_rks_features_fwd, fastfood_rks_kernel, fwht,
-    fwht_bwd, fwht_fwd, padded_dim)
+    FastFoodParams, fastfood_matrix, fastfood_prf_features, fastfood_prf_features_bwd,
+    fastfood_prf_features_fwd, fastfood_prf_features_stable, fastfood_prf_features_stable_bwd,
+    fastfood_prf_features_stable_fwd, fastfood_prf_kernel, fastfood_projection, fastfood_projection_bwd,
+    fastfood_projection_fwd, fastfood_rks_features, fastfood_rks_features_bwd, fastfood_rks_features_fwd,
+    fastfood_rks_kernel, fwht, fwht_bwd, fwht_fwd, padded_dim)
 from refattn.features.positive import gaussian_positive_features
 from refattn.features.trig import trig_features
 from refattn.random import draw_fastfood, fastfood_as_xp
@@ -22,7 +22,7 @@ from tests.helpers import asxp, randn
 from validation import assert_close, assert_mean_within_se, check_vjp, mean_test
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # fwht
 
 @pytest.mark.parametrize("D", [2 ** j for j in range(11)])
@@ -41,7 +41,8 @@ def test_fwht_float32_and_involution(xp, rng):
 
 @pytest.mark.parametrize("D", [3, 6, 12, 1000])
 def test_fwht_rejects_non_power_of_two(xp, D):
-    with pytest.raises(ValueError, match=rf"x: expected a last axis whose length D is a power of two.*got D = {D}"):
+    with pytest.raises(ValueError,
+                       match=rf"x: expected a last axis whose length D is a power of two.*got D = {D}"):
         fwht(xp.ones((2, D), dtype=xp.float64))
 
 
@@ -52,11 +53,11 @@ def test_fwht_backward_is_itself(rng):
     np.testing.assert_allclose(fwht_bwd(dy, None).x, dy @ scipy.linalg.hadamard(16), rtol=1e-12, atol=1e-12)
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # the projection against a dense V built from Eq. 6
 
 
-def _dense_V(p: FastFoodParams, d: int, sigma: float) -> np.ndarray:
+def _dense_V(p: FastFoodParams, d: int, sigma: float) -> np.ndarray:  # noqa: N802  paper notation (V, Eq. 6)
     nb, D = p.S.shape
     H = scipy.linalg.hadamard(D).astype(np.float64)
     blocks = []
@@ -99,14 +100,14 @@ def test_stable_prf_survives_large_norms(rng):
     phi, ls = fastfood_prf_features_stable(x, p)
     assert np.all(raw == 0.0)
     assert np.all(np.isfinite(phi)) and np.all(np.isfinite(ls))
-    assert np.all(phi >= 0) and np.all(phi.max(axis=-1) == 1.0)   # entries far below the row max may underflow
+    assert np.all(phi >= 0) and np.all(phi.max(axis=-1) == 1.0)  # entries far below the row max may underflow
     x32 = (x / 40.0 * 12.0).astype(np.float32)                # float32 overflow range of exp(w.x)
     p32 = FastFoodParams(*(a.astype(np.float32) for a in p[:3]), perm=p.perm)
     phi32, ls32 = fastfood_prf_features_stable(x32, p32)
     assert np.all(np.isfinite(phi32)) and np.all(np.isfinite(ls32))
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # unbiasedness (each block of a many-block draw is an independent replicate)
 
 
@@ -125,7 +126,8 @@ def test_rks_unbiased_for_gaussian_kernel(rng, s_law, sigma):
     d, n = 6, 6000
     p = draw_fastfood(rng, 8 * n, d, s_law=s_law)
     q, k = 0.5 * rng.standard_normal((3, d)), 0.5 * rng.standard_normal((2, d))
-    est = _block_estimates(fastfood_rks_features(q, p, sigma=sigma), fastfood_rks_features(k, p, sigma=sigma), n, 2)
+    est = _block_estimates(fastfood_rks_features(q, p, sigma=sigma), fastfood_rks_features(k, p, sigma=sigma),
+                           n, 2)
     assert_mean_within_se(est, fastfood_rks_kernel(q, k, sigma=sigma), label=f"FastFood-RKS ({s_law})")
     # must fail: the unit-bandwidth kernel when sigma = 1.5, the softmax kernel when sigma = 1
     wrong = np.exp(q @ k.T) if sigma == 1.0 else fastfood_rks_kernel(q, k, sigma=1.0)
@@ -137,15 +139,18 @@ def test_prf_unbiased_for_its_kernel(rng, sigma):
     d, n = 5, 6000
     p = draw_fastfood(rng, 8 * n, d)
     q, k = 0.3 * rng.standard_normal((3, d)), 0.3 * rng.standard_normal((2, d))
-    est = _block_estimates(fastfood_prf_features(q, p, sigma=sigma), fastfood_prf_features(k, p, sigma=sigma), n, 1)
+    est = _block_estimates(fastfood_prf_features(q, p, sigma=sigma), fastfood_prf_features(k, p, sigma=sigma),
+                           n, 1)
     assert_mean_within_se(est, fastfood_prf_kernel(q, k, sigma=sigma), label="FastFood-PRF")
     if sigma == 1.0:
-        assert_close(fastfood_prf_kernel(q, k), fastfood_rks_kernel(q, k), rtol=1e-12)   # Gaussian at sigma = 1
+        # Gaussian at sigma = 1
+        assert_close(fastfood_prf_kernel(q, k), fastfood_rks_kernel(q, k), rtol=1e-12)
     # must fail: the softmax-style offset |x|^2/2 (design.md trap 1): exp(q.k) at sigma = 1
-    assert not mean_test(est, np.exp(q @ k.T) if sigma == 1.0 else fastfood_rks_kernel(q, k, sigma=sigma)).passed
+    wrong = np.exp(q @ k.T) if sigma == 1.0 else fastfood_rks_kernel(q, k, sigma=sigma)
+    assert not mean_test(est, wrong).passed
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # the law of S: row norms
 
 
@@ -171,14 +176,14 @@ def test_identity_law_shares_one_norm_per_block(rng):
     D, n = 16, 3000
     r2 = _row_sq_norms(draw_fastfood(rng, D * n, D, s_law="identity"), D)
     np.testing.assert_allclose(r2, r2[:, :1] * np.ones((1, D)), rtol=1e-12)   # all rows of a block: ||G||_F^2
-    assert_mean_within_se(r2[:, :1], np.array([D]), label="E|v|^2 (S = I)")    # the marginal is still chi^2(D)
+    assert_mean_within_se(r2[:, :1], np.array([D]), label="E|v|^2 (S = I)")  # the marginal is still chi^2(D)
     assert_mean_within_se((r2[:, :1] - D) ** 2, np.array([2.0 * D]), label="Var|v|^2 (S = I)")
     prod = (r2[:, 0] - D) * (r2[:, 1] - D)                                     # covariance 2D, not 0
     assert not mean_test(prod[:, None], np.array([0.0])).passed
     assert_mean_within_se(prod[:, None], np.array([2.0 * D]), label="Cov (S = I) = Var")
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # gradients
 
 
@@ -205,7 +210,8 @@ def test_prf_stable_gradients(rng, with_log_scale):
     if with_log_scale:
         check_vjp(fastfood_prf_features_stable_fwd, fastfood_prf_features_stable_bwd, args)
     else:
-        check_vjp(fastfood_prf_features_stable_fwd, lambda dphi, c: fastfood_prf_features_stable_bwd((dphi, None), c),
+        check_vjp(fastfood_prf_features_stable_fwd,
+                  lambda dphi, c: fastfood_prf_features_stable_bwd((dphi, None), c),
                   args, output=lambda y: y[0])
 
 
@@ -238,7 +244,7 @@ def test_gradient_check_catches_a_wrong_backward(rng):
         check_vjp(fastfood_rks_features_fwd, bad_bwd, _args(rng))
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # bad inputs
 
 
@@ -253,7 +259,8 @@ def test_bad_inputs(rng):
     x = rng.standard_normal((3, 10))
     with pytest.raises(ValueError, match=r"params.S: expected shape \(n_blocks, D\)"):
         fastfood_projection(x, p._replace(S=p.S[:, :8]))
-    with pytest.raises(ValueError, match=r"params.S: expected shape \(n_blocks, D\) with .*D = 8 \(from x: d = 5 padded to a power of two\)"):
+    with pytest.raises(ValueError, match=r"params.S: expected shape \(n_blocks, D\) with .*D = 8 "
+                                         r"\(from x: d = 5 padded to a power of two\)"):
         fastfood_projection(rng.standard_normal((3, 5)), p)          # d = 5 pads to 8, params are for 16
     bad_perm = p.perm.copy()
     bad_perm[0, 0] = bad_perm[0, 1]
