@@ -61,7 +61,8 @@ html_theme_options = {
     "show_toc_level": 2,
     "icon_links": [],
 }
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["refattn.css"]
 suppress_warnings: list[str] = []
 
 SYSTEM_MATHJAX = Path("/usr/share/javascript/mathjax")

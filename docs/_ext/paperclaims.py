@@ -2,7 +2,8 @@
 
 At ``builder-inited`` this runs
 ``python -m paper_checks --size tiny --seed 0 --json <outdir>/../paper_checks.json``
-(the non-slow claims; 5-12 s on 2 cores) in a subprocess and keeps the rows. Two directives read them:
+and ``--report <outdir>/../paper_checks_report`` (figures): the non-slow claims, 5-12 s on 2 cores, in a
+subprocess; it keeps the rows. Three directives read them:
 
 ``.. paper-claim:: <claim id>``
     the claim as the registry states it (section, statement, expected verdict, decision rule), then the
@@ -48,7 +49,9 @@ def _run_checks(app) -> None:
     else:
         path = Path(app.outdir).parent / "paper_checks.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "paper_checks", "--size", "tiny", "--seed", "0", "--json", str(path)]
+        report = path.parent / "paper_checks_report"      # figures (PNGs) of the checks that draw them
+        cmd = [sys.executable, "-m", "paper_checks", "--size", "tiny", "--seed", "0", "--json", str(path),
+               "--report", str(report)]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, cwd=Path(app.srcdir).parent, capture_output=True, text=True)
         if proc.returncode not in (0, 1) or not path.exists():
@@ -124,8 +127,19 @@ class PaperClaim(Directive):
                 lines += [f"*Decision rule:* {_esc(r['rule'])}", ""]
             if r.get("summary"):
                 lines += [f"*Result:* {_esc(r['summary'])}", ""]
-            if r.get("corrected"):
-                lines += [f"*Corrected statement:* {_esc(r['corrected'])}", ""]
+            if r.get("corrected"):   # the erratum side by side: as printed | corrected
+                lines += [".. list-table::", "   :header-rows: 1", "   :widths: 50 50", "",
+                          "   * - as printed", "     - corrected",
+                          f"   * - {_esc(r['statement'])}", f"     - {_esc(r['corrected'])}", ""]
+            srcdir = Path(self.state.document.settings.env.srcdir)
+            for fig in r.get("figures") or []:
+                fp = Path(fig).resolve()
+                try:
+                    rel = fp.relative_to(srcdir)
+                except ValueError:
+                    continue        # a figure outside the docs tree (REFATTN_DOCS_CHECKS_JSON from elsewhere)
+                lines += [f".. figure:: /{rel.as_posix()}", "   :width: 80%", "",
+                          f"   ``{fp.name}``, drawn by the check during this build.", ""]
             ev = r.get("evidence") or {}
             if ev:   # collapsed: a <details> element in HTML, a plain table elsewhere
                 summary = f"<details><summary>Evidence ({len(ev)} quantities)</summary>"
