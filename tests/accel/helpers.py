@@ -1,4 +1,5 @@
-"""Test helpers for accel: the registered kernels are wrapped (thread-safety lock); compare the raw kernels."""
+"""Test helpers for accel: the registered kernels are wrapped (thread-safety lock); compare the
+raw kernels."""
 
 
 def unwrap(fn):

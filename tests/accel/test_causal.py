@@ -43,13 +43,15 @@ def _inputs(rng, shape, dtype, with_scale, scale=3.0):
 
 
 def _close(actual, expected, dtype, label):
-    assert_close(actual, expected, rtol=TOL[dtype], atol=TOL[dtype] * float(np.max(np.abs(expected))), label=label)
+    assert_close(actual, expected, rtol=TOL[dtype], atol=TOL[dtype] * float(np.max(np.abs(expected))),
+                 label=label)
 
 
 def test_supported_table_matches_registration():
     for name, row in causal.SUPPORTED.items():
         assert row["backends"] == ("numpy",)
-        assert PRIMITIVES.get(row["primitive"]) is None or _unwrap(PRIMITIVES[row["primitive"]]) is getattr(causal, name)
+        registered = PRIMITIVES.get(row["primitive"])
+        assert registered is None or _unwrap(registered) is getattr(causal, name)
     with accel.use("numba"):
         for name, row in causal.SUPPORTED.items():
             assert _unwrap(_dispatch.kernel_for(row["primitive"])) is getattr(causal, name)
@@ -156,7 +158,8 @@ def test_prefix_invariance_under_numba(rng, dtype_name, rtol):
 
 
 def test_large_log_scales_stay_finite_under_numba():
-    """Log-scales of +-800 overflow exp() in both dtypes; the kernel's running maximum keeps the output exact."""
+    """Log-scales of +-800 overflow exp() in both dtypes; the kernel's running maximum keeps the
+    output exact."""
     L = 9
     phi = np.ones((1, L, 2))
     v = np.arange(L, dtype=float).reshape(1, L, 1)
@@ -178,7 +181,8 @@ def test_recurrent_equals_causal_under_numba(rng, dtype, with_scale):
         y = linear_attention(phi_q, phi_k, v, causal=True, k_log_scale=s)
     state, outs = None, []
     for t in range(L):
-        o, state = linear_attention_step(state, phi_q[:, t], phi_k[:, t], v[:, t], None if s is None else s[:, t])
+        o, state = linear_attention_step(state, phi_q[:, t], phi_k[:, t], v[:, t],
+                                         None if s is None else s[:, t])
         outs.append(o)
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == "float32" else dict(rtol=1e-10, atol=1e-12)
     assert_close(np.stack(outs, axis=1), y, **tol)
@@ -189,8 +193,8 @@ def test_recurrent_equals_causal_under_numba(rng, dtype, with_scale):
 @pytest.mark.parametrize("with_scale", [False, True], ids=["plain", "logscale"])
 def test_gradcheck_under_numba(rng, with_scale):
     B, H, L, m, d_v = 2, 2, 13, 5, 3
-    args = dict(phi_q=np.exp(rng.standard_normal((B, H, L, m))), phi_k=np.exp(rng.standard_normal((B, H, L, m))),
-                v=rng.standard_normal((B, H, L, d_v)))
+    args = dict(phi_q=np.exp(rng.standard_normal((B, H, L, m))),
+                phi_k=np.exp(rng.standard_normal((B, H, L, m))), v=rng.standard_normal((B, H, L, d_v)))
     if with_scale:
         args["k_log_scale"] = 3.0 * rng.standard_normal((B, H, L))
     with accel.use("numba"):
@@ -262,7 +266,8 @@ def test_non_numpy_arrays_raise_typeerror(rng):
     phi = xps.asarray(np.exp(rng.standard_normal((1, 5, 3))))
     v = xps.asarray(rng.standard_normal((1, 5, 2)))
     with accel.use("numba"):
-        with pytest.raises(TypeError, match=r"phi_q: numba kernels take NumPy arrays; got array_api_strict\.Array"):
+        with pytest.raises(TypeError,
+                           match=r"phi_q: numba kernels take NumPy arrays; got array_api_strict\.Array"):
             linear_attention(phi, phi, v, causal=True)
     y = linear_attention(phi, phi, v, causal=True)                    # outside the scope: the reference runs
     assert tuple(y.shape) == (1, 5, 2)

@@ -34,14 +34,16 @@ def _inputs(rng, shape, dtype, with_scale, scale=3.0):
     *bt, L, m, e = shape
     phi_q = np.exp(rng.standard_normal((*bt, L, m))).astype(dtype)
     phi_k = np.exp(rng.standard_normal((*bt, L, m))).astype(dtype)
-    v_aug = np.concatenate([rng.standard_normal((*bt, L, e - 1)), np.ones((*bt, L, 1))], axis=-1).astype(dtype)
+    v_aug = np.concatenate([rng.standard_normal((*bt, L, e - 1)), np.ones((*bt, L, 1))],
+                           axis=-1).astype(dtype)
     s = (scale * rng.standard_normal((*bt, L))).astype(dtype) if with_scale else None
     return phi_q, phi_k, v_aug, s
 
 
 def _close(actual, expected, dtype, label):
     expected = np.asarray(expected)
-    assert_close(actual, expected, rtol=TOL[dtype], atol=TOL[dtype] * float(np.max(np.abs(expected))), label=label)
+    assert_close(actual, expected, rtol=TOL[dtype], atol=TOL[dtype] * float(np.max(np.abs(expected))),
+                 label=label)
 
 
 # ------------------------------------------------------------------------- the algorithm, on the CPU
@@ -229,7 +231,8 @@ def test_recurrent_equals_causal_under_cupy(rng, cp, with_scale):
                              k_log_scale=None if s is None else cp.asarray(s))
     state, outs = None, []
     for t in range(L):
-        o, state = linear_attention_step(state, phi_q[:, t], phi_k[:, t], v[:, t], None if s is None else s[:, t])
+        o, state = linear_attention_step(state, phi_q[:, t], phi_k[:, t], v[:, t],
+                                         None if s is None else s[:, t])
         outs.append(o)
     assert_close(cp.asnumpy(y), np.stack(outs, axis=1), rtol=1e-10, atol=1e-12)
 
@@ -293,7 +296,8 @@ def test_training_step_under_cupy_equals_reference(cp):
         np.testing.assert_allclose(cp.asnumpy(a), b, rtol=1e-9, atol=1e-9 * float(np.max(np.abs(b)) or 1.0),
                                    err_msg=f"gradient leaf {i}")
     for i, (a, b) in enumerate(zip(tree_leaves(p1), tree_leaves(p0), strict=True)):
-        np.testing.assert_allclose(cp.asnumpy(a), b, rtol=1e-9, atol=1e-9, err_msg=f"updated parameter leaf {i}")
+        np.testing.assert_allclose(cp.asnumpy(a), b, rtol=1e-9, atol=1e-9,
+                                   err_msg=f"updated parameter leaf {i}")
 
 
 @needs_gpu
@@ -306,20 +310,22 @@ def test_clear_errors(rng, cp):
     with accel.use("cupy"):
         with pytest.raises(TypeError, match=r"phi_q: CuPy kernels take CuPy arrays; got numpy.ndarray"):
             linear_attention(phi, phi, v, causal=True)
-    with pytest.raises(TypeError, match=r"phi_q: the CuPy kernel causal_fwd supports dtypes float32, float64; "
-                                        r"got dtype float16"):
+    with pytest.raises(TypeError, match=r"phi_q: the CuPy kernel causal_fwd supports dtypes float32, "
+                                        r"float64; got dtype float16"):
         causal.causal_fwd(cp.asarray(phi, dtype=cp.float16), cp.asarray(phi, dtype=cp.float16),
                           cp.asarray(v, dtype=cp.float16), None, 8)
     with pytest.raises(TypeError, match=r"omega: dtype float32 differs from float64"):
         positive.positive_features_stable(cp.asarray(phi), cp.asarray(phi[0], dtype=cp.float32))
-    with pytest.raises(ValueError, match=r"phi_k: expected shape \(1, 7, 3\) \(from phi_q\); got \(1, 6, 3\)"):
+    with pytest.raises(ValueError,
+                       match=r"phi_k: expected shape \(1, 7, 3\) \(from phi_q\); got \(1, 6, 3\)"):
         causal.causal_fwd(cp.asarray(phi), cp.asarray(phi[:, :6]), cp.asarray(v), None, 8)
 
 
 @needs_gpu
 @pytest.mark.parametrize("loop_max", [64, 0], ids=["loop", "split"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("shape", [(5, 3, 2), (2, 3, 4096, 7, 5), (3000, 6, 4), (2, 5000, 9, 3), (1, 2500, 4, 3)],
+@pytest.mark.parametrize("shape",
+                         [(5, 3, 2), (2, 3, 4096, 7, 5), (3000, 6, 4), (2, 5000, 9, 3), (1, 2500, 4, 3)],
                          ids=["short", "batchHeadsSplitExact", "2d", "batchRemainder", "batchOf1"])
 def test_contract_rows_equals_reference(rng, cp, monkeypatch, dtype, shape, loop_max):
     """Each path (one 2-D GEMM, a loop over batch entries, the split over rows) equals the reference."""

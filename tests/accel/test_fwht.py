@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("numba")
 fastfood = pytest.importorskip("refattn.features.fastfood")
 
-import accel
+import accel  # noqa: E402
 from tests.accel.helpers import unwrap as _unwrap  # noqa: E402
 from accel.numba import fwht as nfwht  # noqa: E402
 from refattn import _dispatch  # noqa: E402
@@ -52,7 +52,8 @@ def test_public_fwht_under_use(rng):
 
 
 def test_errors():
-    with pytest.raises(ValueError, match=r"x: the FWHT needs a last axis of power-of-two length.*got shape \(2, 6\)"):
+    with pytest.raises(ValueError,
+                       match=r"x: the FWHT needs a last axis of power-of-two length.*got shape \(2, 6\)"):
         nfwht.fwht(np.ones((2, 6)))
     with pytest.raises(TypeError, match=r"x: numba kernels take NumPy arrays; got array_api_strict\.Array"):
         nfwht.fwht(get_namespace("array_api_strict").ones((2, 4)))

@@ -35,7 +35,8 @@ def test_sums_equal_reference(rng, dtype, grid, L, k):
     u = rng.standard_normal((2, 3, L, 4)).astype(dtype)
     ua = rng.standard_normal((2, 3, L, R, 4)).astype(dtype)
     for got, exp in [(ns2.s2_window_sums(u, k, grid), _class_sums_reference(u, k, grid)),
-                     (ns2.s2_window_sums(ua, k, grid, adjoint=True), _class_sums_reference(ua, k, grid, adjoint=True))]:
+                     (ns2.s2_window_sums(ua, k, grid, adjoint=True),
+                      _class_sums_reference(ua, k, grid, adjoint=True))]:
         scale = float(np.max(np.abs(exp))) if exp.size else 1.0
         assert_close(got, exp, rtol=TOL[dtype], atol=TOL[dtype] * scale)
 

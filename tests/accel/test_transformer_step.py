@@ -27,8 +27,8 @@ def _step(params, ids, labels, feats, cfg):
 @pytest.mark.parametrize("att", [{"kind": "favor", "features": "positive", "m": 16, "draw": "orthogonal"},
                                  {"kind": "elu"}], ids=["favor-positive", "elu"])
 def test_training_step_under_numba_equals_reference(att, dtype, tol):
-    cfg = dict(task="lm", vocab_size=11, d_model=16, n_heads=2, n_layers=2, max_len=40, d_ff=24, attention=att,
-               position="learned", dtype=dtype)
+    cfg = dict(task="lm", vocab_size=11, d_model=16, n_heads=2, n_layers=2, max_len=40, d_ff=24,
+               attention=att, position="learned", dtype=dtype)
     rng = np.random.default_rng(0)
     params = nninit.init_transformer(rng, cfg)
     params = tree_map(lambda a: a + (0.1 * rng.standard_normal(a.shape)).astype(a.dtype), params)

@@ -111,7 +111,8 @@ def test_finite_for_norm_60_float32(features, causal):
     y = favor_attention(q, k, v, w, causal=causal, features=features)
     assert y.dtype == np.float32 and np.all(np.isfinite(y))
     # each output is a convex combination of values
-    assert np.all(y <= v.max(axis=-2, keepdims=True) + 1e-4) and np.all(y >= v.min(axis=-2, keepdims=True) - 1e-4)
+    assert np.all(y <= v.max(axis=-2, keepdims=True) + 1e-4)
+    assert np.all(y >= v.min(axis=-2, keepdims=True) - 1e-4)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -140,7 +141,8 @@ def test_causal_prefix_invariance(dtype, features):
     _, ls = positive_features_stable(k[0] * k.shape[-1] ** -0.25, w)
     assert ls[L0:].min() > ls[:L0].max() + 100              # the appended keys dominate every earlier one
     full = favor_attention(q, k, v, w, causal=True, features=features, chunk_size=16)
-    prefix = favor_attention(q[:, :L0], k[:, :L0], v[:, :L0], w, causal=True, features=features, chunk_size=16)
+    prefix = favor_attention(q[:, :L0], k[:, :L0], v[:, :L0], w, causal=True, features=features,
+                             chunk_size=16)
     assert np.all(np.isfinite(full))
     rtol = 1e-12 if dtype == np.float64 else 2e-5
     np.testing.assert_allclose(full[:, :L0], prefix, rtol=rtol, atol=0)
@@ -217,11 +219,13 @@ def test_bad_input():
     rng = np.random.default_rng(0)
     q, k, v = _qkv(rng, shape=(2, 5, 16))
     w = rng.standard_normal((8, 16))
-    with pytest.raises(ValueError, match=r"omega: expected shape \(m, d\) with .*d = 16 \(from q\); got \(8, 15\)"):
+    with pytest.raises(ValueError,
+                       match=r"omega: expected shape \(m, d\) with .*d = 16 \(from q\); got \(8, 15\)"):
         favor_attention(q, k, v, w[:, :15])
     with pytest.raises(ValueError, match=r"omega: expected shape \(m, d\).*got \(1, 8, 16\)"):
         favor_attention(q, k, v, w[None])
-    with pytest.raises(ValueError, match=r"features: expected one of 'positive', 'hyperbolic', 'trig'; got 'relu'"):
+    with pytest.raises(ValueError,
+                       match=r"features: expected one of 'positive', 'hyperbolic', 'trig'; got 'relu'"):
         favor_attention(q, k, v, w, features="relu")
     with pytest.raises(ValueError, match=r"k: expected shape \(\.\.\., L, d\)"):
         favor_attention(q, k[:, :4], v, w)

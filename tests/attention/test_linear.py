@@ -43,13 +43,15 @@ def test_causal_independent_of_chunk_size(xp, rng, chunk_size):
     q, k, v = _elu_inputs(rng, xp, (2, 37, 4))
     s = randn(rng, xp, 2, 37, scale=3.0)
     ref = linear_attention(elu_features(q), elu_features(k), v, causal=True, k_log_scale=s, chunk_size=5)
-    y = linear_attention(elu_features(q), elu_features(k), v, causal=True, k_log_scale=s, chunk_size=chunk_size)
+    y = linear_attention(elu_features(q), elu_features(k), v, causal=True, k_log_scale=s,
+                         chunk_size=chunk_size)
     assert_close(y, ref, rtol=1e-12)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidir", "causal"])
 def test_k_log_scale_equals_unscaled_where_finite(xp, dtype, rng, causal):
-    """Keys given as phi_k * exp(s): the stabilised path equals the raw product where that does not overflow."""
+    """Keys given as phi_k * exp(s): the stabilised path equals the raw product where that does
+    not overflow."""
     q, k, v = _elu_inputs(rng, xp, (2, 19, 4), dtype)
     s = randn(rng, xp, 2, 19, dtype=dtype, scale=2.0)
     phi_q, phi_k = elu_features(q), elu_features(k)
@@ -99,7 +101,8 @@ def test_causal_prefix_invariance(xp, rng, dtype_name, rtol):
 
 
 def test_causal_prefix_invariance_enlarged_future_keys(xp, rng):
-    """Changing only later keys (values and scales) leaves earlier outputs bit-for-bit equal up to rounding."""
+    """Changing only later keys (values and scales) leaves earlier outputs bit-for-bit equal up
+    to rounding."""
     q, k, v = _elu_inputs(rng, xp, (1, 30, 3))
     s = randn(rng, xp, 1, 30)
     k2 = xp.concat([k[:, :13, :], 50.0 * k[:, 13:, :]], axis=1)
@@ -131,11 +134,13 @@ def test_recurrent_equals_causal(xp, dtype, rng, with_scale):
 @pytest.mark.parametrize("chunk_size", [1, 4, 64])
 def test_linear_attention_gradcheck(rng, causal, with_scale, chunk_size):
     B, H, L, m, d_v = 2, 1, 13, 5, 3
-    args = dict(phi_q=np.exp(rng.standard_normal((B, H, L, m))), phi_k=np.exp(rng.standard_normal((B, H, L, m))),
+    args = dict(phi_q=np.exp(rng.standard_normal((B, H, L, m))),
+                phi_k=np.exp(rng.standard_normal((B, H, L, m))),
                 v=rng.standard_normal((B, H, L, d_v)))
     if with_scale:
         args["k_log_scale"] = 3.0 * rng.standard_normal((B, H, L))
-    check_vjp(linear_attention_fwd, linear_attention_bwd, args, kwargs=dict(causal=causal, chunk_size=chunk_size))
+    check_vjp(linear_attention_fwd, linear_attention_bwd, args,
+              kwargs=dict(causal=causal, chunk_size=chunk_size))
 
 
 def test_linear_attention_gradcheck_strict(rng):
@@ -240,18 +245,22 @@ def test_nonpositive_normaliser_raises_with_count_and_minimum(xp):
 @pytest.mark.parametrize(
     "change, exc, match",
     [
-        (dict(phi_q=np.ones((5,))), ValueError, r"phi_q: expected shape \(\.\.\., L, m\).*expected at least 2 dim"),
-        (dict(phi_k=np.ones((2, 6, 4))), ValueError, r"phi_k: expected shape \(\.\.\., L, m\) with .*L = 5 \(from phi_q\).*got \(2, 6, 4\)"),
+        (dict(phi_q=np.ones((5,))), ValueError,
+         r"phi_q: expected shape \(\.\.\., L, m\).*expected at least 2 dim"),
+        (dict(phi_k=np.ones((2, 6, 4))), ValueError,
+         r"phi_k: expected shape \(\.\.\., L, m\) with .*L = 5 \(from phi_q\).*got \(2, 6, 4\)"),
         (dict(phi_k=np.ones((2, 5, 3))), ValueError, r"phi_k: expected shape \(\.\.\., L, m\) with .*m = 4"),
         (dict(v=np.ones((3, 5, 2))), ValueError, r"v: .*leading batch axes must be equal"),
         (dict(k_log_scale=np.ones((2, 4))), ValueError, r"k_log_scale: expected shape \(\.\.\., L\)"),
         (dict(phi_q=np.ones((2, 5, 4), dtype=np.int64)), TypeError, r"phi_q: expected a real floating dtype"),
         (dict(v=np.ones((2, 5, 2), dtype=np.float32)), TypeError, r"v: dtype float32 differs from phi_q"),
         (dict(k_log_scale=np.full((2, 5), np.nan)), ValueError, r"k_log_scale: expected finite values"),
-        (dict(on_nonpositive="clip"), ValueError, r"on_nonpositive: expected one of 'raise', 'ignore'; got 'clip'"),
+        (dict(on_nonpositive="clip"), ValueError,
+         r"on_nonpositive: expected one of 'raise', 'ignore'; got 'clip'"),
         (dict(chunk_size=0), ValueError, r"chunk_size: expected a positive integer; got 0"),
         (dict(causal="yes"), TypeError, r"causal: expected a bool"),
-        (dict(phi_q=np.ones((2, 5, 4), dtype=np.complex128)), TypeError, r"phi_q: expected a real floating dtype"),
+        (dict(phi_q=np.ones((2, 5, 4), dtype=np.complex128)), TypeError,
+         r"phi_q: expected a real floating dtype"),
     ],
 )
 def test_bad_input_messages(change, exc, match):
@@ -278,5 +287,7 @@ def test_mixed_libraries_rejected():
 
 
 def test_step_bad_input():
-    with pytest.raises(ValueError, match=r"phi_k_t: expected shape \(\.\.\., m\) with .*m = 3 \(from phi_q_t\); got \(2, 4\)"):
+    with pytest.raises(ValueError,
+                       match=r"phi_k_t: expected shape \(\.\.\., m\) with .*m = 3 \(from phi_q_t\); "
+                             r"got \(2, 4\)"):
         linear_attention_step(None, np.ones((2, 3)), np.ones((2, 4)), np.ones((2, 1)))

@@ -1,6 +1,6 @@
 """Property-based contracts of linear_attention (hypothesis): for any shapes, chunk size and key log-scales,
-causal outputs equal the dense masked reference, do not depend on the chunk size, and do not change when tokens
-are appended (prefix invariance), even when the appended keys carry much larger log-scales."""
+causal outputs equal the dense masked reference, do not depend on the chunk size, and do not change when
+tokens are appended (prefix invariance), even when the appended keys carry much larger log-scales."""
 
 from __future__ import annotations
 
@@ -15,25 +15,28 @@ from refattn import linear_attention  # noqa: E402
 
 
 def dense_causal(phi_q, phi_k, v, s):
-    """softmax-free reference: tril(phi_q (phi_k e^s)^T) v / row sums, computed with the global max removed."""
+    """softmax-free reference: tril(phi_q (phi_k e^s)^T) v / row sums, computed with the global
+    max removed."""
     w = np.exp(s - s.max(axis=-1, keepdims=True))[..., None]
     A = np.tril(phi_q @ np.swapaxes(phi_k * w, -1, -2))
     return (A @ v) / A.sum(-1, keepdims=True)
 
 
-shapes = st.tuples(st.integers(0, 2), st.integers(1, 24), st.integers(1, 24), st.integers(1, 5), st.integers(1, 3),
-                   st.integers(1, 9))
+shapes = st.tuples(st.integers(0, 2), st.integers(1, 24), st.integers(1, 24), st.integers(1, 5),
+                   st.integers(1, 3), st.integers(1, 9))
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
-@given(shape=shapes, seed=st.integers(0, 2**16), frac=st.floats(0.0, 1.0), dtype=st.sampled_from(["float32", "float64"]))
+@given(shape=shapes, seed=st.integers(0, 2**16), frac=st.floats(0.0, 1.0),
+       dtype=st.sampled_from(["float32", "float64"]))
 def test_causal_contracts(shape, seed, frac, dtype):
     n_batch, L0, extra, m, d_v, chunk = shape
     rng = np.random.default_rng(seed)
     batch = (2,) * n_batch
     L = L0 + extra
-    # later keys may dominate by up to e^200 (float32: past its underflow at e^-87) or e^900 (float64: past e^-708),
-    # so a stabiliser taking the maximum over all keys would flush the prefix's keys to zero and be caught
+    # later keys may dominate by up to e^200 (float32: past its underflow at e^-87) or e^900 (float64: past
+    # e^-708), so a stabiliser taking the maximum over all keys would flush the prefix's keys to zero and
+    # be caught
     jump = frac * (200.0 if dtype == "float32" else 900.0)
     phi_q = np.exp(rng.standard_normal(batch + (L, m))).astype(dtype)
     phi_k = np.exp(rng.standard_normal(batch + (L, m))).astype(dtype)

@@ -54,7 +54,8 @@ def test_mask_add_enters_logits(xp, rng):
     sel[:, 2] = 0.0
     y = softmax_attention(q, k, v, mask_add=asxp(xp, sel))
     np.testing.assert_allclose(to_numpy(y), np.repeat(to_numpy(v)[2:3], 5, axis=0), rtol=1e-15, atol=1e-15)
-    assert_close(softmax_attention(q, k, v, mask_add=asxp(xp, np.full((5, 5), 3.0))), softmax_attention(q, k, v))
+    assert_close(softmax_attention(q, k, v, mask_add=asxp(xp, np.full((5, 5), 3.0))),
+                 softmax_attention(q, k, v))
 
 
 def test_rectangular_and_scale(xp, rng):
@@ -64,13 +65,15 @@ def test_rectangular_and_scale(xp, rng):
 
 
 def test_large_logits_stay_finite(xp, dtype, rng):
-    q, k, v = randn(rng, xp, 6, 4, dtype=dtype), randn(rng, xp, 6, 4, dtype=dtype), randn(rng, xp, 6, 2, dtype=dtype)
+    q, k, v = (randn(rng, xp, 6, 4, dtype=dtype), randn(rng, xp, 6, 4, dtype=dtype),
+               randn(rng, xp, 6, 2, dtype=dtype))
     y = softmax_attention(300.0 * q, 300.0 * k, v)
     assert bool(xp.all(xp.isfinite(y)))
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["bidir", "causal"])
-@pytest.mark.parametrize("mask_shape", [None, (9, 9), (2, 1, 9, 9), (1, 9)], ids=["nomask", "LL", "perBatch", "rowBcast"])
+@pytest.mark.parametrize("mask_shape", [None, (9, 9), (2, 1, 9, 9), (1, 9)],
+                         ids=["nomask", "LL", "perBatch", "rowBcast"])
 def test_softmax_gradcheck(rng, causal, mask_shape):
     args = dict(q=rng.standard_normal((2, 3, 9, 4)), k=rng.standard_normal((2, 3, 9, 4)),
                 v=rng.standard_normal((2, 3, 9, 2)))
@@ -105,7 +108,8 @@ def test_gradcheck_catches_wrong_softmax_backward(rng):
         (dict(v=np.ones((2, 6, 2))), ValueError, r"v: expected shape \(\.\.\., Lk, d_v\) with .*Lk = 5"),
         (dict(mask_add=np.ones((3, 5))), ValueError, r"mask_add: expected a shape broadcastable to"),
         (dict(q=np.ones((2, 4, 3)), causal=True), ValueError, r"causal=True needs as many queries as keys"),
-        (dict(q=np.ones((2, 5, 3), dtype=np.float32)), TypeError, r"k: dtype float64 differs from q's dtype float32"),
+        (dict(q=np.ones((2, 5, 3), dtype=np.float32)), TypeError,
+         r"k: dtype float64 differs from q's dtype float32"),
         (dict(v=np.full((2, 5, 2), np.inf)), ValueError, r"v: expected finite values"),
         (dict(scale=float("nan")), ValueError, r"scale: expected a finite real number"),
     ],
