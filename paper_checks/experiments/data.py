@@ -1,18 +1,20 @@
-"""Data for the papers' experiments, generated here (no download): shifted digits, the sparse sum task, ListOps.
+"""Data for the papers' experiments, generated here (no download): shifted digits, the sparse sum
+task, ListOps.
 
-* :func:`digits_on_canvas`, :func:`shift_horizontal`, :func:`shiftable` -- Horn et al. Sec. 3 / Figure 1 at laptop
-  scale: scikit-learn's bundled 8x8 digits placed in the centre of a larger canvas; a horizontal shift is applied
-  only to images that keep every non-zero pixel (the paper evaluates "the subset of images ... which can be
-  shifted for 8 pixels in both directions without removing non-zero pixels").
+* :func:`digits_on_canvas`, :func:`shift_horizontal`, :func:`shiftable` -- Horn et al. Sec. 3 / Figure 1 at
+  laptop scale: scikit-learn's bundled 8x8 digits placed in the centre of a larger canvas; a horizontal shift
+  is applied only to images that keep every non-zero pixel (the paper evaluates "the subset of images ...
+  which can be shifted for 8 pixels in both directions without removing non-zero pixels").
 * :func:`sparse_sum_task` -- Chowdhury et al. Appendix E.1: pairs ``(v_i, a_i)``, label ``sum_i v_i a_i`` in
   ``-4..4`` (9 classes), ``v`` flips biased so that no prefix sum leaves ``[-4, 4]``, classes balanced by
   over-generation and sampling.
-* :func:`listops_dataset` with :func:`listops_generate` / :func:`listops_evaluate` -- LRA's ListOps (Tay et al.
-  2021; Nangia & Bowman 2018): prefix expressions over ``MAX MIN MED SM`` of digits. The generator evaluates the
-  tree it builds; :func:`listops_evaluate` is an independent evaluator (an explicit-stack shift-reduce pass over
-  the token string) used by the tests to check every label.
+* :func:`listops_dataset` with :func:`listops_generate` / :func:`listops_evaluate` -- LRA's ListOps (Tay et
+  al. 2021; Nangia & Bowman 2018): prefix expressions over ``MAX MIN MED SM`` of digits. The generator
+  evaluates the tree it builds; :func:`listops_evaluate` is an independent evaluator (an explicit-stack
+  shift-reduce pass over the token string) used by the tests to check every label.
 
-Everything takes a ``numpy.random.Generator`` (NumPy-only edge: this is data generation, not the array-API core).
+Everything takes a ``numpy.random.Generator`` (NumPy-only edge: this is data generation, not the
+array-API core).
 """
 
 from __future__ import annotations
@@ -25,17 +27,17 @@ import numpy as np
 __all__ = [
     "digits_on_canvas", "shift_horizontal", "shiftable", "column_extent",
     "SparseTask", "sparse_sum_task", "sparse_features", "SPARSE_MAX_ABS", "SPARSE_CLASSES",
-    "LISTOPS_OPS", "LISTOPS_VOCAB", "listops_generate", "listops_tokens", "listops_evaluate", "listops_dataset",
-    "ListOpsData",
+    "LISTOPS_OPS", "LISTOPS_VOCAB", "listops_generate", "listops_tokens", "listops_evaluate",
+    "listops_dataset", "ListOpsData",
 ]
 
 
-# ---- shifted digits (Horn et al. Sec. 3, Figure 1) ---------------------------------------------------------------
+# ---- shifted digits (Horn et al. Sec. 3, Figure 1) ---------------------------------------------------------
 def digits_on_canvas(canvas: tuple[int, int] = (16, 16)) -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's bundled 8x8 digits (1797 images, intensities 0..16) centred on a ``canvas`` of zeros.
 
-    Returns ``images: (N, H, W)`` float64 in ``[0, 1]`` and ``labels: (N,)`` int64 (0..9). The 8x8 image occupies
-    rows ``(H-8)//2 ..`` and columns ``(W-8)//2 ..``; everything else is background (exact zeros).
+    Returns ``images: (N, H, W)`` float64 in ``[0, 1]`` and ``labels: (N,)`` int64 (0..9). The 8x8 image
+    occupies rows ``(H-8)//2 ..`` and columns ``(W-8)//2 ..``; everything else is background (exact zeros).
     """
     from sklearn.datasets import load_digits  # bundled with scikit-learn: no download
 
@@ -51,7 +53,8 @@ def digits_on_canvas(canvas: tuple[int, int] = (16, 16)) -> tuple[np.ndarray, np
 
 
 def column_extent(images: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """First and last column holding a non-zero pixel, per image: ``images (N, H, W)`` -> two ``(N,)`` int arrays.
+    """First and last column holding a non-zero pixel, per image: ``images (N, H, W)`` -> two ``(N,)``
+    int arrays.
 
     An all-zero image gets ``first = W``, ``last = -1`` (it can be shifted anywhere)."""
     nz_cols = np.any(images != 0, axis=1)                                           # (N, W)
@@ -82,7 +85,8 @@ def shift_horizontal(images: np.ndarray, dx: int) -> np.ndarray:
     bad = (first + dx < 0) | (last + dx > W - 1)
     if np.any(bad):
         raise ValueError(f"dx: shifting by {dx} would drop non-zero pixels of {int(bad.sum())} image(s) "
-                         f"(first index {int(np.argmax(bad))}); select images with shiftable(images, {abs(dx)})")
+                         f"(first index {int(np.argmax(bad))}); "
+                         f"select images with shiftable(images, {abs(dx)})")
     out = np.zeros_like(images)
     if dx >= 0:
         out[..., dx:] = images[..., :W - dx]
@@ -91,7 +95,7 @@ def shift_horizontal(images: np.ndarray, dx: int) -> np.ndarray:
     return out
 
 
-# ---- sparse sum task (Chowdhury et al. Appendix E.1) ------------------------------------------------------------
+# ---- sparse sum task (Chowdhury et al. Appendix E.1) -------------------------------------------------------
 SPARSE_MAX_ABS = 4
 SPARSE_CLASSES = 2 * SPARSE_MAX_ABS + 1  # labels -4..4, stored as class index label + 4
 
@@ -106,7 +110,8 @@ class SparseTask(NamedTuple):
 
 
 def _sparse_draw(rng: np.random.Generator, n: int, L: int, p: float) -> tuple[np.ndarray, np.ndarray]:
-    """Draw ``n`` raw sequences (before class balancing), vectorised over sequences, sequential over positions.
+    """Draw ``n`` raw sequences (before class balancing), vectorised over sequences, sequential
+    over positions.
 
     Appendix E.1: ``a_i ~ Bernoulli(p)`` independently; ``v_i`` is a fair coin except that it is biased to 1
     (forced) towards zero when the running sum ``S = sum_{j<i} v_j a_j`` sits at ``+-4`` and the position is
@@ -126,16 +131,19 @@ def _sparse_draw(rng: np.random.Generator, n: int, L: int, p: float) -> tuple[np
     return v, a
 
 
-def sparse_sum_task(rng: np.random.Generator, n: int, L: int, p: float, *, max_rounds: int = 200) -> SparseTask:
-    """``n`` sequences of the sparse sum task (Appendix E.1), classes balanced by over-generation and sampling.
+def sparse_sum_task(rng: np.random.Generator, n: int, L: int, p: float, *,
+                    max_rounds: int = 200) -> SparseTask:
+    """``n`` sequences of the sparse sum task (Appendix E.1), classes balanced by over-generation
+    and sampling.
 
     Parameters
     ----------
     n : int        number of sequences; must be a multiple of 9 (equal count per class).
     L : int        sequence length (paper: 200).
-    p : float      probability that a position is relevant, ``a_i ~ Bernoulli(p)``. The paper labels its datasets
-                   0.1, 0.5 and 0.9 and calls the number "sparsity", while its Figure 6 caption says the number
-                   "is inversely proportional to sparsity": we read it as this Bernoulli parameter ``p``.
+    p : float      probability that a position is relevant, ``a_i ~ Bernoulli(p)``. The paper labels its
+                   datasets 0.1, 0.5 and 0.9 and calls the number "sparsity", while its Figure 6 caption
+                   says the number "is inversely proportional to sparsity": we read it as this Bernoulli
+                   parameter ``p``.
     """
     if n % SPARSE_CLASSES:
         raise ValueError(f"n: expected a multiple of {SPARSE_CLASSES} (balanced classes); got {n}")
@@ -159,8 +167,8 @@ def sparse_sum_task(rng: np.random.Generator, n: int, L: int, p: float, *, max_r
                 have[c] += idx.size
     else:
         if not np.all(have >= per):
-            raise RuntimeError(f"sparse_sum_task: classes still short after {max_rounds} rounds: {have.tolist()} "
-                               f"of {per} (L={L}, p={p} make the extreme classes too rare)")
+            raise RuntimeError(f"sparse_sum_task: classes still short after {max_rounds} rounds: "
+                               f"{have.tolist()} of {per} (L={L}, p={p} make the extreme classes too rare)")
     vs = np.concatenate([np.concatenate([b[0] for b in pools[c]]) for c in range(SPARSE_CLASSES)])
     as_ = np.concatenate([np.concatenate([b[1] for b in pools[c]]) for c in range(SPARSE_CLASSES)])
     y = np.repeat(np.arange(SPARSE_CLASSES), per)
@@ -173,7 +181,7 @@ def sparse_features(task: SparseTask, dtype=np.float64) -> np.ndarray:
     return np.stack([task.v == 1, task.v == -1, task.a == 1], axis=-1).astype(dtype)
 
 
-# ---- ListOps (LRA) -------------------------------------------------------------------------------------------------
+# ---- ListOps (LRA) -----------------------------------------------------------------------------------------
 LISTOPS_OPS = ("MAX", "MIN", "MED", "SM")
 # token ids: 0 pad, 1..10 digits 0..9, 11..14 "[MAX" "[MIN" "[MED" "[SM", 15 "]"
 LISTOPS_VOCAB = ("<pad>",) + tuple(str(i) for i in range(10)) + tuple("[" + o for o in LISTOPS_OPS) + ("]",)
@@ -192,7 +200,8 @@ def _apply(op: str, args: list[int]) -> int:
 
 
 def listops_generate(rng: np.random.Generator, *, max_depth: int, max_args: int, p_leaf: float = 0.25):
-    """One random ListOps tree, returned as ``(tree, value)``; ``tree`` is an int (a digit) or ``(op, [children])``.
+    """One random ListOps tree, returned as ``(tree, value)``; ``tree`` is an int (a digit)
+    or ``(op, [children])``.
 
     At depth ``< max_depth`` a node is a digit with probability ``p_leaf`` (always at ``max_depth``), else an
     operator with ``2..max_args`` arguments; the value is computed while the tree is built (bottom-up)."""
@@ -215,7 +224,8 @@ def listops_generate(rng: np.random.Generator, *, max_depth: int, max_args: int,
 
 
 def listops_tokens(tree) -> list[str]:
-    """Prefix token string of a tree: ``[MAX 2 [MIN 4 7 ] 0 ]`` -> ``['[MAX', '2', '[MIN', '4', '7', ']', '0', ']']``."""
+    """Prefix token string of a tree: ``[MAX 2 [MIN 4 7 ] 0 ]`` ->
+    ``['[MAX', '2', '[MIN', '4', '7', ']', '0', ']']``."""
     if isinstance(tree, int):
         return [str(tree)]
     op, kids = tree
@@ -281,8 +291,8 @@ def listops_dataset(rng: np.random.Generator, n: int, *, max_len: int, min_len: 
     while len(toks) < n:
         tries += 1
         if tries > max_tries:
-            raise RuntimeError(f"listops_dataset: could not draw {n} expressions of length {min_len}..{max_len} "
-                               f"with max_depth={max_depth}, max_args={max_args}")
+            raise RuntimeError(f"listops_dataset: could not draw {n} expressions of length "
+                               f"{min_len}..{max_len} with max_depth={max_depth}, max_args={max_args}")
         tree, value = listops_generate(rng, max_depth=max_depth, max_args=max_args)
         t = listops_tokens(tree)
         if not min_len <= len(t) <= max_len:
