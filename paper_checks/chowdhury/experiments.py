@@ -4,87 +4,94 @@ kl.sec4.2-sparsity, kl.sec4.1-variance-metrics, kl.table4-eigenvalues, kl.lra-li
 from __future__ import annotations
 
 from .._claims import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
-from ..experiments import _harness as H
-from ..experiments import eigenvalues as EIG
-from ..experiments import listops as LO
-from ..experiments import sparse_task as SP
-from ..experiments import variance_metrics as VM
+from ..experiments import _harness as harness
+from ..experiments import eigenvalues
+from ..experiments import listops
+from ..experiments import sparse_task
+from ..experiments import variance_metrics
 
 
 @claim("kl.sec4.2-sparsity", paper=CHOWDHURY, section="Sec. 4.2, Figure 6, Appendix E, Table 14",
-       statement="'the convergence time of GMM-RKS remains more or less unchanged with increasing sparsity, while "
-                 "for GMM-PRF the model converges slower as sparsity decreases ... not only is the variance in the "
-                 "gradients higher for GMM-PRF, but also the mean is higher' (Table 14). Pre-registered criterion: "
-                 + SP.CRITERION,
+       statement="'the convergence time of GMM-RKS remains more or less unchanged with increasing sparsity, "
+                 "while for GMM-PRF the model converges slower as sparsity decreases ... not only is the "
+                 "variance in the gradients higher for GMM-PRF, but also the mean is higher' (Table 14). "
+                 "Pre-registered criterion: "
+                 + sparse_task.CRITERION,
        expected="holds",
-       derivation="The PRF estimator's MSE grows like exp(2||S^T(q+k)||^2) (Theorem 3, re-derived), unbounded in "
-                   "the query/key norms, while the RKS estimator's variance is bounded by a constant; noisier "
-                   "attention outputs give noisier gradients at the classifier. Appendix E.1's data (pairs, prefix "
-                   "bound 4, balanced classes) and E.2's model (3 layers, d_model = d_ff = 64, 64 samples, AdamW "
-                   "beta2 0.98, eps 1e-9, wd 0.1) are reproduced at length 40 and 300 steps (small size); the "
-                   "paper's lr 5e-6 with 200K sequences is replaced by lr 2e-3 so that the accuracy thresholds are "
-                   "reached. Side note: Table 14's last two columns are labelled GMM-RKS/GMM-PRF but hold "
-                   "PRF/RKS (0.434024 / 0.069646 = 6.2318).",
+       derivation="The PRF estimator's MSE grows like exp(2||S^T(q+k)||^2) (Theorem 3, re-derived), "
+                   "unbounded in the query/key norms, while the RKS estimator's variance is bounded by a "
+                   "constant; noisier attention outputs give noisier gradients at the classifier. Appendix "
+                   "E.1's data (pairs, prefix bound 4, balanced classes) and E.2's model (3 layers, d_model "
+                   "= d_ff = 64, 64 samples, AdamW beta2 0.98, eps 1e-9, wd 0.1) are reproduced at length 40 "
+                   "and 300 steps (small size); the paper's lr 5e-6 with 200K sequences is replaced by lr "
+                   "2e-3 so that the accuracy thresholds are reached. Side note: Table 14's last two columns "
+                   "are labelled GMM-RKS/GMM-PRF but hold PRF/RKS (0.434024 / 0.069646 = 6.2318).",
        slow=True)
 def sec42_sparsity(ctx: Context) -> Result:
-    sz = SP.SIZES[ctx.size]
-    note = f"L={sz['L']}, {sz['n']} sequences, p in {sz['ps']}, {sz['steps']} steps, {sz['repeats']} gradient repeats"
-    return H.claim_result(ctx, SP.NAME, SP.run, SP.decide, scale_note=note)
+    sz = sparse_task.SIZES[ctx.size]
+    note = (f"L={sz['L']}, {sz['n']} sequences, p in {sz['ps']}, {sz['steps']} steps, "
+            f"{sz['repeats']} gradient repeats")
+    return harness.claim_result(ctx, sparse_task.NAME, sparse_task.run, sparse_task.decide, scale_note=note)
 
 
 @claim("kl.sec4.1-variance-metrics", paper=CHOWDHURY, section="Sec. 4.1, Figure 5, Figures 9-10",
-       statement="RSD, PI and AGV computed from 100 runs per example 'are all highly correlated with each other "
-                 "(R^2 values 0.95, 0.98 and 0.89 for RSD-AGV, RSD-PI and AGV-PI)' and 'our RKS based models, in "
-                 "general, have lower variance as compared to our PRF models'. Pre-registered criterion: "
-                 + VM.CRITERION,
+       statement="RSD, PI and AGV computed from 100 runs per example 'are all highly correlated with each "
+                 "other (R^2 values 0.95, 0.98 and 0.89 for RSD-AGV, RSD-PI and AGV-PI)' and 'our RKS based "
+                 "models, in general, have lower variance as compared to our PRF models'. Pre-registered "
+                 "criterion: "
+                 + variance_metrics.CRITERION,
        expected="holds",
-       derivation="All three metrics are monotone functions of how often redrawn features flip the sign of the "
-                   "output, so across models they should rank alike; RKS's bounded estimator variance (Theorem 3) "
-                   "predicts fewer flips than PRF. Scale: a binary sign-of-sparse-sum task of length 24, 250 "
-                   "steps, 2 seeds per model (small size) instead of LRA Text/Retrieval at 4K tokens.",
+       derivation="All three metrics are monotone functions of how often redrawn features flip the sign of "
+                   "the output, so across models they should rank alike; RKS's bounded estimator variance "
+                   "(Theorem 3) predicts fewer flips than PRF. Scale: a binary sign-of-sparse-sum task of "
+                   "length 24, 250 steps, 2 seeds per model (small size) instead of LRA Text/Retrieval at 4K "
+                   "tokens.",
        slow=True)
 def sec41_variance(ctx: Context) -> Result:
-    sz = VM.SIZES[ctx.size]
+    sz = variance_metrics.SIZES[ctx.size]
     note = f"binary task L={sz['L']}, {sz['steps']} steps, {sz['seeds']} seed(s), {sz['passes']} passes"
-    return H.claim_result(ctx, VM.NAME, VM.run, VM.decide, scale_note=note)
+    return harness.claim_result(ctx, variance_metrics.NAME, variance_metrics.run, variance_metrics.decide,
+                                scale_note=note)
 
 
 @claim("kl.table4-eigenvalues", paper=CHOWDHURY, section="Sec. 4.1, Table 4 (Tables 9-12)",
        statement="'GMM-RKS and GMM-PRF models trained on the Text and Retrieval tasks indeed learn to have "
                  "eigenvalues significantly smaller than 1' (Table 4: max 0.096-0.499, mean 0.025-0.053). "
-                 "Pre-registered criterion: " + EIG.CRITERION,
+                 "Pre-registered criterion: " + eigenvalues.CRITERION,
        expected="holds",
-       derivation="Theorem 3's MSE decreases with the eigenvalues of Sigma, so a model that benefits from less "
-                   "noise can learn to shrink them; independently, decoupled weight decay (0.1 in the paper's "
-                   "Table 6) shrinks S geometrically whatever the gradient, so eigenvalues below 1 are expected "
-                   "with decay -- the weight-decay-0 ablation tells the two apart. Scale: the variance-metrics "
-                   "task (small size: width 32, 2 layers, 250 steps), not LRA.",
+       derivation="Theorem 3's MSE decreases with the eigenvalues of Sigma, so a model that benefits from "
+                   "less noise can learn to shrink them; independently, decoupled weight decay (0.1 in the "
+                   "paper's Table 6) shrinks S geometrically whatever the gradient, so eigenvalues below 1 "
+                   "are expected with decay -- the weight-decay-0 ablation tells the two apart. Scale: the "
+                   "variance-metrics task (small size: width 32, 2 layers, 250 steps), not LRA.",
        slow=True)
 def table4_eigenvalues(ctx: Context) -> Result:
-    sz = VM.SIZES[ctx.size]
+    sz = variance_metrics.SIZES[ctx.size]
     note = f"binary task L={sz['L']}, {sz['steps']} steps, {sz['seeds']} seed(s), wd 0.1 and 0"
-    return H.claim_result(ctx, EIG.NAME, EIG.run, EIG.decide, scale_note=note)
+    return harness.claim_result(ctx, eigenvalues.NAME, eigenvalues.run, eigenvalues.decide, scale_note=note)
 
 
 @claim("kl.lra-listops", paper=CHOWDHURY, section="Sec. 3.1, Table 2 (ListOps column)",
-       statement="ListOps accuracy: GMM-RKS 18.55, FastFood-RKS 18.65, Generative-RKS 18.50 vs GMM-PRF 36.96, "
-                 "FastFood-PRF 37.05, Generative-PRF 37.42, softmax 36.38, Performer 36.00; 'for some datasets "
-                 "such as ListOps, RKS based models tend to fall short of their PRF counterparts'. Pre-registered "
-                 "criterion: " + LO.CRITERION,
+       statement="ListOps accuracy: GMM-RKS 18.55, FastFood-RKS 18.65, Generative-RKS 18.50 vs GMM-PRF "
+                 "36.96, FastFood-PRF 37.05, Generative-PRF 37.42, softmax 36.38, Performer 36.00; 'for some "
+                 "datasets such as ListOps, RKS based models tend to fall short of their PRF counterparts'. "
+                 "Pre-registered criterion: " + listops.CRITERION,
        expected="holds",
-       derivation="RKS features give signed kernel estimates whose row sums (the attention normaliser) can be near "
-                   "zero or negative, which destabilises the normalised attention that ListOps' nested reductions "
-                   "need; PRF features are positive. Scale: expressions of 16-64 tokens, depth <= 3, 250 steps, "
-                   "width 32 (small size) instead of 2000 tokens and 10K steps; accuracies are not the paper's.",
+       derivation="RKS features give signed kernel estimates whose row sums (the attention normaliser) can "
+                   "be near zero or negative, which destabilises the normalised attention that ListOps' "
+                   "nested reductions need; PRF features are positive. Scale: expressions of 16-64 tokens, "
+                   "depth <= 3, 250 steps, width 32 (small size) instead of 2000 tokens and 10K steps; "
+                   "accuracies are not the paper's.",
        slow=True)
 def lra_listops(ctx: Context) -> Result:
-    sz = LO.SIZES[ctx.size]
-    note = f"length {sz['min_len']}-{sz['max_len']}, depth<={sz['max_depth']}, {sz['steps']} steps, width {sz['d_model']}"
-    return H.claim_result(ctx, LO.NAME, LO.run, LO.decide, scale_note=note)
+    sz = listops.SIZES[ctx.size]
+    note = (f"length {sz['min_len']}-{sz['max_len']}, depth<={sz['max_depth']}, {sz['steps']} steps, "
+            f"width {sz['d_model']}")
+    return harness.claim_result(ctx, listops.NAME, listops.run, listops.decide, scale_note=note)
 
 
-# Table 14 as printed (Appendix E.3): sparsity -> rows (checkpoint %, RKS std, RKS |mean|, PRF std, PRF |mean|,
-# ratio std, ratio |mean|), the last two columns headed "GMM-RKS/GMM-PRF".
+# Table 14 as printed (Appendix E.3): sparsity -> rows (checkpoint %, RKS std, RKS |mean|, PRF std, PRF
+# |mean|, ratio std, ratio |mean|), the last two columns headed "GMM-RKS/GMM-PRF".
 _TABLE14 = {
     0.1: [(20, 0.083064, 0.144132, 0.079822, 0.139948, 0.960974, 0.97097),
           (40, 0.094528, 0.16609, 0.11077, 0.193444, 1.171828, 1.164689),
@@ -113,21 +120,23 @@ def _table14_max_rel_err(prf_over_rks: bool) -> float:
 @claim("kl.table14-ratio-columns", paper=CHOWDHURY, section="Appendix E.3, Table 14",
        statement="Table 14's last two columns are headed 'GMM-RKS/GMM-PRF' (Std. Dev. and Abs. Mean ratios).",
        expected="erratum",
-       derivation="Exact arithmetic on the printed numbers (not statistical): dividing the PRF column by the RKS "
-                  "column reproduces all 24 printed ratios to the printed 6-7 digits (e.g. 0.434024 / 0.069646 = "
-                  "6.2318), while RKS/PRF does not (0.1605 for that cell). The columns hold GMM-PRF/GMM-RKS.")
+       derivation="Exact arithmetic on the printed numbers (not statistical): dividing the PRF column by the "
+                  "RKS column reproduces all 24 printed ratios to the printed 6-7 digits (e.g. 0.434024 / "
+                  "0.069646 = 6.2318), while RKS/PRF does not (0.1605 for that cell). The columns hold "
+                  "GMM-PRF/GMM-RKS.")
 def table14_ratio_columns(ctx: Context) -> Result:
     as_printed, swapped = _table14_max_rel_err(False), _table14_max_rel_err(True)
-    # tolerance 1e-4 relative: the printed entries carry 6-7 significant digits, so a ratio of two rounded entries
-    # is off by at most ~1e-5; the wrong orientation is off by O(1)
+    # tolerance 1e-4 relative: the printed entries carry 6-7 significant digits, so a ratio of two rounded
+    # entries is off by at most ~1e-5; the wrong orientation is off by O(1)
     ev = {"max_rel_err_rks_over_prf": as_printed, "max_rel_err_prf_over_rks": swapped, "cells": 24,
           "tolerance": 1e-4, **stat_evidence(n=24, seed=ctx.seed, detectable=1e-4)}
     if as_printed <= 1e-4:
         return Result("holds", ev, summary=f"RKS/PRF reproduces the columns (max rel. err {as_printed:.1e})")
     if swapped <= 1e-4:
-        return Result("erratum", ev, corrected="The last two columns of Table 14 are GMM-PRF/GMM-RKS (the PRF "
-                      "statistics divided by the RKS ones), not GMM-RKS/GMM-PRF.",
-                      summary=f"columns are PRF/RKS (max rel. err {swapped:.1e}); as headed, max rel. err {as_printed:.2f}")
+        return Result("erratum", ev, corrected="The last two columns of Table 14 are GMM-PRF/GMM-RKS (the "
+                      "PRF statistics divided by the RKS ones), not GMM-RKS/GMM-PRF.",
+                      summary=f"columns are PRF/RKS (max rel. err {swapped:.1e}); "
+                              f"as headed, max rel. err {as_printed:.2f}")
     return Result("fails", ev, summary="neither ratio reproduces the printed columns")
 
 
@@ -135,4 +144,5 @@ def table14_ratio_columns(ctx: Context) -> Result:
 def table14_ratio_columns_wrong(ctx: Context) -> Result:
     """The same check demanding that the header's direction reproduce the numbers must fail."""
     err = _table14_max_rel_err(False)
-    return Result("holds" if err <= 1e-4 else "fails", {"max_rel_err": err}, summary=f"max rel. err {err:.2f}")
+    return Result("holds" if err <= 1e-4 else "fails", {"max_rel_err": err},
+                  summary=f"max rel. err {err:.2f}")
