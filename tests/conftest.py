@@ -49,10 +49,7 @@ def _backends():
 
 
 #: test function name -> why it cannot pass on torch tensors (marked xfail for the torch parameter only)
-TORCH_KNOWN_FAILURES = {
-    "test_mse": "mse_bwd divides by x.size, an attribute in the array API standard but a method on "
-                "torch.Tensor (array_api_compat.size(x) is the portable spelling)",
-}
+TORCH_KNOWN_FAILURES: dict[str, str] = {}   # empty: mse_bwd's x.size (a method on torch.Tensor) is fixed
 
 
 def pytest_collection_modifyitems(config, items):

@@ -391,7 +391,7 @@ NON_CALLABLES = {
     'SoftmaxAttentionGrads', 'SoftmaxTrigFeaturesCache', 'SpectrumGCache', 'SpectrumGGrads',
     'ToeplitzAttentionCache', 'ToeplitzAttentionGrads', 'TokenEmbeddingGrads', 'TransformerGrads',
     'TrigFeaturesCache', 'TrigFeaturesGrads', '__version__', 'attention', 'features', 'layers', 'nn',
-    'random', 'rpe', 'tree',
+    'limits', 'random', 'rpe', 'tree',
 }
 
 
