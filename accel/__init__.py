@@ -52,7 +52,8 @@ __all__ = ["available", "use", "BackendUnavailableError", "BACKENDS"]
 BACKENDS = {
     "numba": {"package": "numba", "extra": "accel", "installs": "numba>=0.59"},
     "cupy": {"package": "cupy", "extra": "gpu",
-             "installs": "cupy-cuda12x>=13 (for CUDA 13 install cupy-cuda13x, for CUDA 11 cupy-cuda11x instead)"},
+             "installs": "cupy-cuda12x>=13 (for CUDA 13 install cupy-cuda13x, "
+                         "for CUDA 11 cupy-cuda11x instead)"},
 }
 
 
@@ -122,8 +123,8 @@ def use(name: str) -> Iterator[None]:
     if not ok:
         info = BACKENDS[name]
         raise BackendUnavailableError(
-            f"accel.use({name!r}): backend unavailable: {why}; install it with "
-            f"pip install 'refattn[{info['extra']}]' (the {info['extra']!r} extra installs {info['installs']})")
+            f"accel.use({name!r}): backend unavailable: {why}; install it with pip install "
+            f"'refattn[{info['extra']}]' (the {info['extra']!r} extra installs {info['installs']})")
     register = _registrar(name)
     register()
     with _dispatch.use_backend(name):

@@ -295,8 +295,8 @@ def micro_profile(L, dt, repeat):
             contract.ROWS_PER_SPLIT = R
             t1 = gpu_time(lambda: contract.contract_rows(phik, ua), repeat=repeat)
             t2 = gpu_time(lambda: contract.contract_rows(du2, xx), repeat=repeat)
-            print(f"profile {dt} L={L} contract_rows split R={R if R < 1 << 30 else 'none':>5}: phi_k^T [v, 1] "
-                  f"{t1 * 1e3:7.3f} ms, du^T x (N={N}, m={M}, d={D}) {t2 * 1e3:7.3f} ms")
+            print(f"profile {dt} L={L} contract_rows split R={R if R < 1 << 30 else 'none':>5}: "
+                  f"phi_k^T [v, 1] {t1 * 1e3:7.3f} ms, du^T x (N={N}, m={M}, d={D}) {t2 * 1e3:7.3f} ms")
     finally:
         contract.ROWS_PER_SPLIT, contract.LOOP_MAX_BATCH = keep
 

@@ -110,7 +110,8 @@ def _fwd_kernel(phi_q, phi_k, v_aug, dec, wk, numer, state, T):  # pragma: no co
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def _bwd_kernel(g, phi_q, phi_k, v_aug, dec, wk, dq, dk, dv, state, T):  # pragma: no cover - compiled
-    """Forward sweep for dq, reverse sweep for dk and dv (`dv`, `state` must come zeroed); rows four at a time."""
+    """Forward sweep for dq, reverse sweep for dk and dv (`dv`, `state` must come zeroed); rows four at
+    a time."""
     B, L, m = phi_q.shape
     D = v_aug.shape[2]
     m4 = m - m % 4
@@ -185,7 +186,8 @@ def _bwd_kernel(g, phi_q, phi_k, v_aug, dec, wk, dq, dk, dv, state, T):  # pragm
                         e3 += x3 * uc
                         # dv_aug_t[c] += w_t k_t[a] G_t[a, c]
                         o[c] += (k0 * x0 + k1 * x1) + (k2 * x2 + k3 * x3)
-                    dk[b, t, a], dk[b, t, a + 1], dk[b, t, a + 2], dk[b, t, a + 3] = w * e0, w * e1, w * e2, w * e3
+                    dk[b, t, a], dk[b, t, a + 1] = w * e0, w * e1
+                    dk[b, t, a + 2], dk[b, t, a + 3] = w * e2, w * e3
             for a in range(m4, m):
                 Ga = G[a]
                 for t in range(t1 - 1, t0 - 1, -1):

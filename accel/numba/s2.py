@@ -62,7 +62,8 @@ def _sums_1d(u, k, V):  # pragma: no cover - compiled
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def _sums_1d_adjoint(u, k, out):  # pragma: no cover - compiled
-    """``u: (B, L, 2k + 1, e) -> out: (B, L, e)`` (out zeroed), ``out_j = sum_i sum_r [clip(j - i) = r] u_ir``."""
+    """``u: (B, L, 2k + 1, e) -> out: (B, L, e)`` (out zeroed),
+    ``out_j = sum_i sum_r [clip(j - i) = r] u_ir``."""
     B, L, R, e = u.shape
     acc = np.zeros((B, e), dtype=out.dtype)
     for b in prange(B):

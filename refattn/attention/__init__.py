@@ -31,5 +31,6 @@ __all__ = [
     "kernel_attention", "exp_dot_kernel",
     "linear_attention", "linear_attention_fwd", "linear_attention_bwd", "linear_attention_step",
     "LinearAttentionCache", "LinearAttentionGrads", "LinearAttentionState",
-    "favor_attention", "favor_attention_fwd", "favor_attention_bwd", "FavorAttentionCache", "FavorAttentionGrads",
+    "favor_attention", "favor_attention_fwd", "favor_attention_bwd",
+    "FavorAttentionCache", "FavorAttentionGrads",
 ]

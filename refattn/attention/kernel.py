@@ -35,7 +35,8 @@ def exp_dot_kernel(q, k, *, scale=None):
     return xp.exp(scale * (q @ xp.matrix_transpose(k)))
 
 
-def kernel_attention(q, k, v, kernel: Callable[[Array, Array], Array], *, causal=False, on_nonpositive="raise"):
+def kernel_attention(q, k, v, kernel: Callable[[Array, Array], Array], *, causal=False,
+                     on_nonpositive="raise"):
     r"""Attention with an arbitrary kernel, materialising the (Lq, Lk) kernel matrix (Chowdhury et al. Eq.
     (1)).
 
@@ -77,7 +78,8 @@ def kernel_attention(q, k, v, kernel: Callable[[Array, Array], Array], *, causal
         K = xp.where(keep, K, xp.zeros_like(K))
     denom = xp.sum(K, axis=-1, keepdims=True)                                     # (..., Lq, 1)
     if not bool(xp.all(xp.isfinite(denom))):
-        raise ValueError("kernel_attention: the kernel matrix has non-finite row sums (overflow in kernel(q, k))")
+        raise ValueError("kernel_attention: the kernel matrix has non-finite row sums "
+                         "(overflow in kernel(q, k))")
     if on_nonpositive == "raise" and bool(xp.any(denom <= 0)):
         count = int(xp.sum(xp.astype(denom <= 0, xp.int64)))
         raise ValueError(

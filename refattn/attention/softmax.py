@@ -68,7 +68,8 @@ def _validate(q, k, v, mask_add, causal, scale):
         )
         if not ok:
             raise ValueError(
-                f"mask_add: expected a shape broadcastable to (..., Lq, Lk) = {full}; got {tuple(mask_add.shape)}"
+                f"mask_add: expected a shape broadcastable to (..., Lq, Lk) = {full}; "
+                f"got {tuple(mask_add.shape)}"
             )
     for name, a in (("q", q), ("k", k), ("v", v), ("mask_add", mask_add)):
         if a is not None:

@@ -1,7 +1,7 @@
 r"""Deterministic feature maps for generalized (linear) attention.
 
-* ``elu_features(x) = elu(x) + 1`` (Katharopoulos et al.), positive everywhere, estimating nothing: it *defines*
-  the kernel ``K(q, k) = phi(q) . phi(k)`` (:func:`elu_kernel`);
+* ``elu_features(x) = elu(x) + 1`` (Katharopoulos et al.), positive everywhere, estimating nothing: it
+  *defines* the kernel ``K(q, k) = phi(q) . phi(k)`` (:func:`elu_kernel`);
 * ``relu_features(x) = relu(x) + eps`` (Choromanski et al. "Performer-ReLU" style; the small constant
   ``eps = 1e-3`` by default keeps every normaliser positive, since relu alone gives all-zero rows for inputs
   with no positive coordinate).
@@ -43,9 +43,9 @@ def _check_x(x):
 
 
 def elu_features_fwd(x):
-    r"""``phi(x) = elu(x) + 1``: ``x + 1`` for x > 0, ``exp(x)`` otherwise. ``x: (..., L, d)`` -> ``(..., L, d)``.
+    r"""``phi(x) = elu(x) + 1``: ``x + 1`` for x > 0, ``exp(x)`` otherwise.
 
-    Returns ``(phi, cache)``; the cache is ``x``.
+    ``x: (..., L, d)`` -> ``(..., L, d)``. Returns ``(phi, cache)``; the cache is ``x``.
     """
     xp = _check_x(x)
     phi = xp.where(x > 0, x + 1, xp.exp(xp.minimum(x, xp.zeros_like(x))))       # (..., L, d) > 0
@@ -59,7 +59,8 @@ def elu_features_bwd(dphi, cache) -> EluFeaturesGrads:
     if tuple(dphi.shape) != tuple(x.shape):
         raise ValueError(f"dphi: expected the features' shape {tuple(x.shape)}; got {tuple(dphi.shape)}")
     check_finite("dphi", dphi, xp=xp)
-    return EluFeaturesGrads(x=dphi * xp.where(x > 0, xp.ones_like(x), xp.exp(xp.minimum(x, xp.zeros_like(x)))))
+    dphi_dx = xp.where(x > 0, xp.ones_like(x), xp.exp(xp.minimum(x, xp.zeros_like(x))))
+    return EluFeaturesGrads(x=dphi * dphi_dx)
 
 
 def elu_features(x):
