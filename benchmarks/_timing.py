@@ -10,7 +10,7 @@ import numpy as np
 __all__ = ["timeit"]
 
 
-def timeit(fn, *, repeat: int = 5) -> float:
+def timeit(fn, repeat: int = 5) -> float:
     """Median wall time in seconds of `repeat` calls of ``fn()``, after one warm-up call (imports, JIT,
     caches)."""
     fn()

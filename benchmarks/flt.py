@@ -12,9 +12,9 @@ slope of time against L (target 1 +- 0.2). BLAS threads pinned with threadpoolct
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from _timing import timeit
 
 from refattn import linear_attention, positive_features_stable
 from refattn.random import draw_flt_noise, draw_orthogonal
@@ -22,14 +22,6 @@ from refattn.rpe.flt import flt_attention
 from refattn.rpe.spectra import GaussianMixture, Proposal
 
 
-def timeit(fn, repeat):
-    fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def main():

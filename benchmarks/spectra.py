@@ -24,11 +24,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
+from _timing import timeit  # noqa: E402
 import scipy.linalg  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
@@ -42,14 +42,6 @@ from refattn.random import (draw_fastfood, draw_gaussian, draw_generator_noise, 
                             init_generator)
 
 
-def timeit(fn, repeat):
-    fn()                                                                 # warm-up
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def make_maps(rng, d, M):

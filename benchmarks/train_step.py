@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 
 import numpy as np
+from _timing import timeit
 
 import refattn.nn.init as nninit
 from refattn.nn.transformer import loss_and_grads
@@ -32,14 +32,6 @@ KINDS = {
 }
 
 
-def median_time(fn, repeat):
-    fn()                                                            # warm-up
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 # ---- the same network in torch (eager) ---------------------------------------------------------------------
@@ -142,7 +134,7 @@ def main():
                 def ours(out=out, params=params, ids=ids, labels=labels, feats=feats, cfg=cfg):
                     out["loss"] = float(loss_and_grads(params, ids, labels, feats, config=cfg)[0])
 
-                t_ours = median_time(ours, repeat)
+                t_ours = timeit(ours, repeat)
                 t_torch, tl = float("nan"), float("nan")
                 if torch is not None:
                     tp = tree_map(lambda a: torch.tensor(a, requires_grad=a.dtype.kind == "f"), params)
@@ -155,7 +147,7 @@ def main():
                             t.grad = None
                         res["loss"] = torch_step(torch, tp, tf, tid, tlab, cfg)
 
-                    t_torch = median_time(theirs, repeat)
+                    t_torch = timeit(theirs, repeat)
                     tl = res["loss"]
                 print(f"{name:>9} {L:>6} {t_ours:>10.4f} {t_torch:>9.4f} {t_ours / t_torch:>7.2f}  "
                       f"({out['loss']:.5f}, {tl:.5f})")
