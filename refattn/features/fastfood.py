@@ -63,9 +63,9 @@ Array = Any
 FASTFOOD_VARIANTS = {"SGB": ("S", "G", "B"), "S": ("S",), "fixed": ()}
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # The fast Walsh-Hadamard transform
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 class FwhtGrads(NamedTuple):
     x: Array  # (..., D)
@@ -100,7 +100,8 @@ def _fwht_reference(x: Array, *, xp: Any) -> Array:
 
 
 def _fwht(x: Array, *, xp: Any) -> Array:
-    """The hot primitive: an accel kernel when one is switched in (``kernel_for("fwht")``), else the reference."""
+    """The hot primitive: an accel kernel when one is switched in (``kernel_for("fwht")``), else
+    the reference."""
     kernel = kernel_for("fwht")
     if kernel is not None:
         return kernel(x)
@@ -132,7 +133,8 @@ def fwht_fwd(x: Array) -> tuple[Array, None]:
     check_shape("x", x, "..., D")
     D = x.shape[-1]
     if not _is_pow2(D):
-        raise ValueError(f"x: expected a last axis whose length D is a power of two (1, 2, 4, ...); got D = {D}. "
+        raise ValueError(f"x: expected a last axis whose length D is a power of two (1, 2, 4, ...); "
+                         f"got D = {D}. "
                          "Pad with zeros to the next power of two (FastFood does) or use a smaller width")
     check_finite("x", x, xp=xp)
     return _fwht(x, xp=xp), None
@@ -153,9 +155,9 @@ def fwht(x: Array) -> Array:
     return fwht_fwd(x)[0]
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # The FastFood projection u = x V^T
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 class FastFoodParams(NamedTuple):
     """One FastFood draw: learnable diagonals S, G, B (real floating) and the fixed permutations (integer)."""
@@ -187,20 +189,22 @@ def _check_params(params: Any, d: int, x: Array, xp: Any) -> tuple[int, int]:
     if not isinstance(params, FastFoodParams):
         raise TypeError(f"params: expected a FastFoodParams(S, G, B, perm); got {type(params).__name__}")
     D = padded_dim(d)
-    namespace(x, params.S, params.G, params.B, params.perm, names=("x", "params.S", "params.G", "params.B",
-                                                                    "params.perm"), allow_int=("params.perm",))
+    namespace(x, params.S, params.G, params.B, params.perm,
+              names=("x", "params.S", "params.G", "params.B", "params.perm"), allow_int=("params.perm",))
     sizes = {"D": (D, f"x: d = {d} padded to a power of two")}
     check_shape("params.S", params.S, "n_blocks, D", sizes)
     check_shape("params.G", params.G, "n_blocks, D", sizes)
     check_shape("params.B", params.B, "n_blocks, D", sizes)
     check_shape("params.perm", params.perm, "n_blocks, D", sizes)
     if not xp.isdtype(params.perm.dtype, "integral"):
-        raise TypeError(f"params.perm: expected an integer dtype (a permutation per block); got {params.perm.dtype}")
+        raise TypeError(f"params.perm: expected an integer dtype (a permutation per block); got "
+                        f"{params.perm.dtype}")
     for name in ("S", "G", "B"):
         check_finite(f"params.{name}", getattr(params, name), xp=xp)
     ref = xp.arange(D, dtype=params.perm.dtype, device=device_of(params.perm))
     if not bool(xp.all(xp.sort(params.perm, axis=-1) == ref)):
-        raise ValueError(f"params.perm: expected each row to be a permutation of 0..{D - 1}; got another array")
+        raise ValueError(f"params.perm: expected each row to be a permutation of 0..{D - 1}; "
+                         f"got another array")
     return D, params.S.shape[0]
 
 
@@ -293,9 +297,9 @@ def fastfood_matrix(params: FastFoodParams, d: int, *, sigma: float = 1.0) -> Ar
     return xp.matrix_transpose(fastfood_projection(eye, params, sigma=sigma))        # (M, d)
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Nonlinearities on the projections (the RKS map of Eq. 3 and the PRF map of Eq. 9, applied to u = x V^T)
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 def _rks_from_projection(u: Array, *, xp: Any) -> Array:
     M = u.shape[-1]
@@ -338,9 +342,9 @@ def _stable_exp_bwd(dphi: Array, dlog_scale: Array | None, e: Array, phi: Array,
     return g + at_max * xp.expand_dims(dls, axis=-1)                                 # (..., L, M)
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # FastFood-RKS and FastFood-PRF
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 class _FeatCache(NamedTuple):
     proj: _ProjCache
@@ -441,7 +445,8 @@ def fastfood_prf_features_stable_fwd(x: Array, params: FastFoodParams, *, sigma:
 
 
 def fastfood_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _FeatCache) -> FastFoodGrads:
-    """Backward of :func:`fastfood_prf_features_stable`; ``dout = (dphi, dlog_scale)`` (dlog_scale may be None)."""
+    """Backward of :func:`fastfood_prf_features_stable`; ``dout = (dphi, dlog_scale)`` (dlog_scale may
+    be None)."""
     dphi, dlog_scale = dout
     xp = namespace(dphi, cache.u, dlog_scale, names=("dphi", "cache", "dlog_scale"))
     _check_cotangent("dphi", dphi, cache.u.shape, xp=xp)
@@ -453,14 +458,15 @@ def fastfood_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _F
     return FastFoodGrads(x=g.x + dx_direct, params=g.params)
 
 
-def fastfood_prf_features_stable(x: Array, params: FastFoodParams, *, sigma: float = 1.0) -> tuple[Array, Array]:
+def fastfood_prf_features_stable(x: Array, params: FastFoodParams, *,
+                                 sigma: float = 1.0) -> tuple[Array, Array]:
     """``(phi, log_scale)`` of the row-stabilised FastFood-PRF map."""
     return fastfood_prf_features_stable_fwd(x, params, sigma=sigma)[0]
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Closed forms (the kernels of the initial law)
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 def _check_sigma(sigma):
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not (0 < sigma < math.inf):
@@ -489,8 +495,9 @@ def fastfood_rks_kernel(q: Array, k: Array, *, sigma: float = 1.0) -> Array:
 
 
 def fastfood_prf_kernel(q: Array, k: Array, *, sigma: float = 1.0) -> Array:
-    """``exp(-|q|^2 - |k|^2 + |q + k|^2 / (2 sigma^2))``: what FastFood-PRF (Eq. 9 offset) estimates at
-    initialisation; the Gaussian kernel ``exp(-|q - k|^2 / 2)`` when sigma = 1, not shift-invariant otherwise."""
+    """``exp(-|q|^2 - |k|^2 + |q + k|^2 / (2 sigma^2))``: what FastFood-PRF (Eq. 9 offset) estimates
+    at initialisation; the Gaussian kernel ``exp(-|q - k|^2 / 2)`` when sigma = 1, not
+    shift-invariant otherwise."""
     xp = _check_qk(q, k)
     _check_sigma(sigma)
     qq = xp.sum(q * q, axis=-1, keepdims=True)                                      # (..., Lq, 1)

@@ -9,16 +9,17 @@ The generator is the paper's ``4 x (FC + BatchNorm + LeakyReLU)`` followed by ``
 and one generator is shared by all heads of a layer (the same (M, d) frequencies for every head). Its
 frequencies feed the RKS map (Generative-RKS, Eq. 8: ``trig_features(x, omega)``) or the PRF map of Eq. 9
 (Generative-PRF, Eq. 11: ``gaussian_positive_features(x, omega)``). Parameters: 5 dense layers
-(``5 d^2 + 5 d`` at constant width d, as the paper counts) plus 4 batch norms (``8 d`` more, which the paper's count
-leaves out), and 4 running-statistics pairs (state, not learned).
+(``5 d^2 + 5 d`` at constant width d, as the paper counts) plus 4 batch norms (``8 d`` more, which the paper's
+count leaves out), and 4 running-statistics pairs (state, not learned).
 
-**Training vs evaluation sampling.** In training mode batch norm normalises with the statistics of the M noise
-rows, so the M frequencies are *coupled* (not iid: each depends on the whole batch), and the running statistics
-are updated (returned as a new :class:`GeneratorState`; nothing is mutated). In evaluation mode (``train=False``)
-batch norm uses the running statistics, the generator is a fixed function applied row by row, and the
-frequencies are iid draws from the pushforward law ``g(rho_0)``: the estimator is then unbiased for
-``kappa(q, k) = E_n[cos(g(n)^T (q - k))]`` (RKS) or ``E_n[exp(g(n)^T (q + k))] exp(-|q|^2 - |k|^2)`` (PRF).
-These kernels have no closed form: the tests compare with a large-sample Monte Carlo of the same generator.
+**Training vs evaluation sampling.** In training mode batch norm normalises with the statistics of the M
+noise rows, so the M frequencies are *coupled* (not iid: each depends on the whole batch), and the running
+statistics are updated (returned as a new :class:`GeneratorState`; nothing is mutated). In evaluation mode
+(``train=False``) batch norm uses the running statistics, the generator is a fixed function applied row by
+row, and the frequencies are iid draws from the pushforward law ``g(rho_0)``: the estimator is then
+unbiased for ``kappa(q, k) = E_n[cos(g(n)^T (q - k))]`` (RKS) or
+``E_n[exp(g(n)^T (q + k))] exp(-|q|^2 - |k|^2)`` (PRF). These kernels have no closed form: the tests
+compare with a large-sample Monte Carlo of the same generator.
 
 Axes: ``...`` batch and heads, ``L`` positions, ``d`` head width, ``M`` frequencies, ``d_noise`` noise width,
 ``width`` hidden width.
@@ -41,7 +42,8 @@ __all__ = [
     "GenerativeGrads", "generator", "generator_fwd", "generator_bwd", "generator_param_count",
     "generative_rks_features", "generative_rks_features_fwd", "generative_rks_features_bwd",
     "generative_prf_features", "generative_prf_features_fwd", "generative_prf_features_bwd",
-    "generative_prf_features_stable", "generative_prf_features_stable_fwd", "generative_prf_features_stable_bwd",
+    "generative_prf_features_stable", "generative_prf_features_stable_fwd",
+    "generative_prf_features_stable_bwd",
 ]
 
 Array = Any
@@ -95,8 +97,9 @@ def _check_generator(noise: Array, params: Any, state: Any) -> Any:
     if not isinstance(state, GeneratorState):
         raise TypeError(f"state: expected GeneratorState(norms); got {type(state).__name__}")
     if len(params.hidden) != len(params.norms) or len(params.norms) != len(state.norms):
-        raise ValueError(f"params/state: expected as many dense layers as batch norms and running states; got "
-                         f"{len(params.hidden)} dense, {len(params.norms)} batch norms, {len(state.norms)} states")
+        raise ValueError(f"params/state: expected as many dense layers as batch norms and running states; "
+                         f"got {len(params.hidden)} dense, {len(params.norms)} batch norms, "
+                         f"{len(state.norms)} states")
     xp = namespace(noise, names=("noise",))
     check_shape("noise", noise, "M, d_noise")
     check_finite("noise", noise, xp=xp)
@@ -125,7 +128,7 @@ def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, 
     _check_generator(noise, params, state)
     h = noise                                                                        # (M, d_noise)
     layers, new_states = [], []
-    for dp, bp, bs in zip(params.hidden, params.norms, state.norms):
+    for dp, bp, bs in zip(params.hidden, params.norms, state.norms, strict=True):
         z, dc = dense_fwd(h, dp)                                                     # (M, width)  FC
         bn, bc = batchnorm_fwd(z, bp, bs, train=train, momentum=momentum, eps=eps)   # (M, width)  BatchNorm
         h, lc = leaky_relu_fwd(bn.y, negative_slope=negative_slope)                  # (M, width)  LeakyReLU
@@ -133,7 +136,7 @@ def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, 
         new_states.append(bn.state)
     z, oc = dense_fwd(h, params.out)                                                 # (M, d)
     omega, tc = tanh_fwd(z)                                                          # (M, d) in [-1, 1]
-    new_state = GeneratorState(tuple(new_states)) if train else state                # eval: the input state itself
+    new_state = GeneratorState(tuple(new_states)) if train else state   # eval: the input state itself
     return GeneratorOutput(omega, new_state), _GenCache(tuple(layers), oc, tc)
 
 
@@ -145,12 +148,13 @@ def generator_bwd(domega: Array, cache: _GenCache) -> GeneratorGrads:
     dense_grads, norm_grads = [], []
     for dc, bc, lc in reversed(cache.layers):
         dbn = leaky_relu_bwd(dh, lc).x                                               # (M, width)
-        gb = batchnorm_bwd(dbn, bc)                                                  # through batch statistics (train)
+        gb = batchnorm_bwd(dbn, bc)                                     # through batch statistics (train)
         gd = dense_bwd(gb.x, dc)
         dh = gd.x                                                                    # (M, d_in)
         dense_grads.append(gd.params)
         norm_grads.append(gb.params)
-    params = GeneratorParams(hidden=tuple(reversed(dense_grads)), norms=tuple(reversed(norm_grads)), out=go.params)
+    params = GeneratorParams(hidden=tuple(reversed(dense_grads)), norms=tuple(reversed(norm_grads)),
+                             out=go.params)
     return GeneratorGrads(noise=dh, params=params)
 
 
@@ -161,15 +165,16 @@ def generator(noise: Array, params: GeneratorParams, state: GeneratorState, *, t
 
 
 def generator_param_count(params: GeneratorParams) -> dict:
-    """Learnable scalars: ``{"dense": ..., "batchnorm": ...}`` (the paper's ``5 d^2 + 5 d`` counts the dense ones)."""
+    """Learnable scalars: ``{"dense": ..., "batchnorm": ...}`` (the paper's ``5 d^2 + 5 d`` counts the
+    dense ones)."""
     dense = sum(int(p.W.shape[0] * p.W.shape[1] + p.b.shape[0]) for p in (*params.hidden, params.out))
     norm = sum(int(p.gamma.shape[0] + p.beta.shape[0]) for p in params.norms)
     return {"dense": dense, "batchnorm": norm}
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Generative-RKS and Generative-PRF
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 class _FeatCache(NamedTuple):
     gen: _GenCache
@@ -238,7 +243,8 @@ def generative_prf_features(x: Array, noise: Array, params: GeneratorParams, sta
     return generative_prf_features_fwd(x, noise, params, state, train=train)[0]
 
 
-def generative_prf_features_stable_fwd(x: Array, noise: Array, params: GeneratorParams, state: GeneratorState, *,
+def generative_prf_features_stable_fwd(x: Array, noise: Array, params: GeneratorParams,
+                                       state: GeneratorState, *,
                                        train: bool) -> tuple[tuple[Array, Array, GeneratorState], _FeatCache]:
     r"""Row-stabilised Generative-PRF: ``((phi, log_scale, state), cache)``, raw map ``phi * exp(log_scale)``.
 

@@ -1,4 +1,5 @@
-r"""GMM spectra: learnable Gaussian-mixture spectral densities for RKS and PRF (Chowdhury et al. Eqs. 4-5, 10).
+r"""GMM spectra: learnable Gaussian-mixture spectral densities for RKS and PRF (Chowdhury et al.
+Eqs. 4-5, 10).
 
 **Convention (design.md trap 5).** Component c has weight ``pi_c = softmax(logits)_c``, mean ``mu_c`` and a
 covariance factor ``S_c`` with
@@ -6,10 +7,10 @@ covariance factor ``S_c`` with
     Sigma_c = S_c S_c^T,        omega = mu_c + S_c n,        n ~ N(0, I_d).
 
 The paper prints ``omega = Sigma n + mu`` (Eq. 5, which has covariance Sigma^2) and states Theorem 3 with
-``Sigma = S^T S`` while its proof samples ``omega = S eta + mu`` (covariance S S^T); the convention here is the
-proof's, so ``p^T Sigma p = ||S^T p||^2`` everywhere, including the MSE formulas below. A factor of shape
-(C, d) is a *diagonal* factor (standard deviations, ``Sigma_c = diag(S_c^2)``, O(d) per component: the
-GMM-PRF setting of the paper's complexity analysis); shape (C, d, d) is a full factor.
+``Sigma = S^T S`` while its proof samples ``omega = S eta + mu`` (covariance S S^T); the convention here is
+the proof's, so ``p^T Sigma p = ||S^T p||^2`` everywhere, including the MSE formulas below. A factor of shape
+(C, d) is a *diagonal* factor (standard deviations, ``Sigma_c = diag(S_c^2)``, O(d) per component: the GMM-PRF
+setting of the paper's complexity analysis); shape (C, d, d) is a full factor.
 
 **Deterministic assignment.** A sampled component index is piecewise constant in the weights, so the weights
 would get no gradient. Instead the M frequencies are split M/C per component (noise of shape (C, M/C, d),
@@ -52,7 +53,8 @@ __all__ = [
     "gmm_frequencies", "gmm_frequencies_fwd", "gmm_frequencies_bwd", "GMMFrequenciesGrads",
     "gmm_rks_features", "gmm_rks_features_fwd", "gmm_rks_features_bwd",
     "gmm_prf_features", "gmm_prf_features_fwd", "gmm_prf_features_bwd",
-    "gmm_prf_features_stable", "gmm_prf_features_stable_fwd", "gmm_prf_features_stable_bwd", "GMMFeaturesGrads",
+    "gmm_prf_features_stable", "gmm_prf_features_stable_fwd", "gmm_prf_features_stable_bwd",
+    "GMMFeaturesGrads",
     "gmm_rks_kernel", "gmm_prf_kernel", "gmm_rks_mse", "gmm_rks_antithetic_mse", "gmm_prf_mse",
 ]
 
@@ -179,7 +181,8 @@ def gmm_frequencies_fwd(noise: Array, params: GMMParams) -> tuple[tuple[Array, A
 
 
 def gmm_frequencies_bwd(dout: tuple[Array, Array | None], cache: _FreqCache) -> GMMFrequenciesGrads:
-    """Backward of :func:`gmm_frequencies`: from ``(domega (M, d), dscale (M,) or None)`` to noise and params."""
+    """Backward of :func:`gmm_frequencies`: from ``(domega (M, d), dscale (M,) or None)`` to noise
+    and params."""
     domega, dscale = dout
     c = cache
     xp = namespace(domega, c.noise, dscale, names=("domega", "cache", "dscale"))
@@ -193,7 +196,7 @@ def gmm_frequencies_bwd(dout: tuple[Array, Array | None], cache: _FreqCache) -> 
         dS = xp.sum(dom * c.noise, axis=1)                                            # (C, d)
         dnoise = dom * xp.expand_dims(c.params.S, axis=1)                             # (C, Mc, d)
     else:
-        dS = xp.matrix_transpose(dom) @ c.noise                                       # (C, d, d)  dS_ab = sum_j dw_a n_b
+        dS = xp.matrix_transpose(dom) @ c.noise                   # (C, d, d)  dS_ab = sum_j dw_a n_b
         dnoise = dom @ c.params.S                                                     # (C, Mc, d)
     if dscale is None:
         dlogits = xp.zeros_like(c.params.logits)
@@ -209,9 +212,9 @@ def gmm_frequencies(noise: Array, params: GMMParams) -> tuple[Array, Array]:
     return gmm_frequencies_fwd(noise, params)[0]
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # GMM-RKS and GMM-PRF feature maps
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 class _FeatCache(NamedTuple):
     freq: _FreqCache
@@ -308,7 +311,8 @@ def gmm_prf_features(x: Array, noise: Array, params: GMMParams) -> Array:
 
 def gmm_prf_features_stable_fwd(x: Array, noise: Array, params: GMMParams
                                 ) -> tuple[tuple[Array, Array], _FeatCache]:
-    r"""Row-stabilised GMM-PRF: ``((phi, log_scale), cache)`` with ``phi * exp(log_scale) = gmm_prf_features``.
+    r"""Row-stabilised GMM-PRF: ``((phi, log_scale), cache)`` with
+    ``phi * exp(log_scale) = gmm_prf_features``.
 
     Built on ``positive_features_stable`` (offset |x|^2/2) with the extra ``-|x|^2/2`` of Eq. 9 moved into
     the log-scale.
@@ -347,9 +351,9 @@ def gmm_prf_features_stable(x: Array, noise: Array, params: GMMParams) -> tuple[
     return gmm_prf_features_stable_fwd(x, noise, params)[0]
 
 
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 # Closed forms: kernels and mean squared errors
-# ---------------------------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------------------
 
 def _pairs(q: Array, k: Array, params: GMMParams, sign: float):
     """``q_i + sign k_j``: (..., Lq, Lk, d), after validation."""
@@ -364,7 +368,7 @@ def _pairs(q: Array, k: Array, params: GMMParams, sign: float):
 
 def _quad(v: Array, S_c: Array, diagonal: bool, *, xp: Any) -> Array:
     """``||S_c^T v||^2 = v^T Sigma_c v`` over the last axis."""
-    w = v * S_c if diagonal else v @ S_c                                             # (..., d)  (S^T v)^T = v^T S
+    w = v * S_c if diagonal else v @ S_c                                 # (..., d)  (S^T v)^T = v^T S
     return xp.sum(w * w, axis=-1)
 
 
@@ -398,14 +402,15 @@ def gmm_prf_kernel(q: Array, k: Array, params: GMMParams) -> Array:
     return out
 
 
-def _check_M(M: Any, C: int) -> int:
+def _check_M(M: Any, C: int) -> int:  # noqa: N802  paper notation (M frequencies)
     if isinstance(M, bool) or not isinstance(M, int) or M <= 0 or M % C:
         raise ValueError(f"M: expected a positive multiple of C = {C}; got {M!r}")
     return M
 
 
 def gmm_rks_mse(q: Array, k: Array, params: GMMParams, M: int) -> Array:
-    r"""MSE of GMM-RKS with independent noise per component (derived; see module docstring), ``(..., Lq, Lk)``.
+    r"""MSE of GMM-RKS with independent noise per component (derived; see module docstring),
+    ``(..., Lq, Lk)``.
 
     ``sum_c (C pi_c^2 / M) [(1 + cos(2 mu_c^T p) e^{-2 s_c}) / 2 - cos^2(mu_c^T p) e^{-s_c}]``,
     ``s_c = ||S_c^T p||^2``: each component contributes M/C iid cosines ``Var cos(omega^T p)``, weighted
@@ -430,7 +435,8 @@ def gmm_rks_antithetic_mse(q: Array, k: Array, mu: Array, S: Array, M: int) -> A
         (1 / M) cos^2(mu^T p) (1 - exp(-||S^T p||^2))^2,     p = q - k,  M = total frequencies = 2 x pairs.
 
     Derivation: ``phi(q).phi(k) = (2/M) sum_{j<=M/2} cos(mu^T p) cos(eta_j^T S^T p)`` and
-    ``Var cos(eta^T a) = (1 - e^{-|a|^2})^2 / 2``. The printed Eq. 13 has 2/m (a factor 4 larger with m = pairs).
+    ``Var cos(eta^T a) = (1 - e^{-|a|^2})^2 / 2``. The printed Eq. 13 has 2/m (a factor 4
+    larger with m = pairs).
     """
     params = gmm_antithetic_params(mu, S)
     xp, p, diagonal = _pairs(q, k, params, -1.0)
