@@ -26,7 +26,6 @@ import argparse
 import os
 import platform
 import sys
-import time
 import tracemalloc
 
 # This script is named accel.py: run as a script, its own directory comes first on sys.path and
@@ -75,7 +74,8 @@ def mb(x):
 def bench_causal(args, H, m, d_v):
     from accel.numba.causal import causal_bwd, causal_fwd
 
-    print(f"\n## causal scan, features given (H = {H}, m' = {m}, d_v = {d_v}; numpy chunk = {DEFAULT_CHUNK_SIZE})")
+    print(f"\n## causal scan, features given (H = {H}, m' = {m}, d_v = {d_v}; "
+          f"numpy chunk = {DEFAULT_CHUNK_SIZE})")
     print("dtype    L      pass  numba_s   GF/s  %GEMM  numpy_s  speedup  numba_MB  numpy_MB")
     for dt in args.dtypes:
         gem = gemm_rate(dt, args.gemm_n, args.repeat)
@@ -167,7 +167,8 @@ def main():
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     with threadpool_limits(limits=args.threads):
         blas = [(i["internal_api"], i["num_threads"]) for i in threadpool_info()]
-        print(f"# benchmarks/accel.py {'--quick ' if args.quick else ''}| {platform.processor() or platform.machine()}"
+        cpu = platform.processor() or platform.machine()
+        print(f"# benchmarks/accel.py {'--quick ' if args.quick else ''}| {cpu}"
               f" | numpy {np.__version__}, numba {numba.__version__} | BLAS threads {blas} | numba threads "
               f"{numba.get_num_threads()}")
         bench_causal(args, H=8, m=m, d_v=64)
