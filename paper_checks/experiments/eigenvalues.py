@@ -1,15 +1,16 @@
-"""Chowdhury et al. Sec. 4.1, Table 4 (Tables 9-12) at laptop scale: eigenvalues of the learnt GMM covariances.
+"""Chowdhury et al. Sec. 4.1, Table 4 (Tables 9-12) at laptop scale: eigenvalues of the learnt
+GMM covariances.
 
-The GMM-RKS and GMM-PRF models of :mod:`.variance_metrics` (binary task; AdamW with weight decay 0.1, the paper's
-LRA setting, Table 6) are trained -- the same memoised runs -- and for every layer and component the eigenvalues
-of ``Sigma_c = S_c S_c^T`` are listed (refattn's convention, ``refattn/features/gmm.py``; a diagonal factor gives
-``S_c^2``). The initial value is ``S = I`` (all eigenvalues 1). An ablation trains the same models with weight
-decay 0 to separate "learnt to reduce the variance" from "shrunk by weight decay" (decoupled decay multiplies
-S by ``1 - lr wd`` every step whatever the gradient says).
+The GMM-RKS and GMM-PRF models of :mod:`.variance_metrics` (binary task; AdamW with weight decay 0.1, the
+paper's LRA setting, Table 6) are trained -- the same memoised runs -- and for every layer and component the
+eigenvalues of ``Sigma_c = S_c S_c^T`` are listed (refattn's convention, ``refattn/features/gmm.py``; a
+diagonal factor gives ``S_c^2``). The initial value is ``S = I`` (all eigenvalues 1). An ablation trains the
+same models with weight decay 0 to separate "learnt to reduce the variance" from "shrunk by weight decay"
+(decoupled decay multiplies S by ``1 - lr wd`` every step whatever the gradient says).
 
-The MSE they imply: ``refattn.features.gmm.gmm_rks_mse`` / ``gmm_prf_mse`` (Theorem 3, re-derived) evaluated with
-the learnt spectrum and with the same spectrum at ``S = I``, on query/key pairs ``q, k ~ N(0, I/d)``; reported as
-the median ratio learnt / initial.
+The MSE they imply: ``refattn.features.gmm.gmm_rks_mse`` / ``gmm_prf_mse`` (Theorem 3, re-derived) evaluated
+with the learnt spectrum and with the same spectrum at ``S = I``, on query/key pairs ``q, k ~ N(0, I/d)``;
+reported as the median ratio learnt / initial.
 """
 
 from __future__ import annotations
@@ -18,16 +19,16 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _harness as H
-from . import variance_metrics as V
+from . import _harness as harness
+from . import variance_metrics
 
 NAME = "eigenvalues"
 METHODS = ("gmm-rks", "gmm-prf")
 
-CRITERION = ("holds iff, for both GMM-RKS and GMM-PRF trained with weight decay 0.1 (the paper's setting), the mean "
-             "eigenvalue over all layers/heads/components is < 0.9 and the maximum is < 1 (the paper, Table 4: "
-             "max 0.19-0.50, mean 0.025-0.053, 'significantly smaller than 1'); fails otherwise. The weight-decay-0 "
-             "ablation is reported, not part of the verdict.")
+CRITERION = ("holds iff, for both GMM-RKS and GMM-PRF trained with weight decay 0.1 (the paper's setting), "
+             "the mean eigenvalue over all layers/heads/components is < 0.9 and the maximum is < 1 (the "
+             "paper, Table 4: max 0.19-0.50, mean 0.025-0.053, 'significantly smaller than 1'); fails "
+             "otherwise. The weight-decay-0 ablation is reported, not part of the verdict.")
 
 
 def gmm_leaves(params) -> list[tuple[int, object]]:
@@ -60,7 +61,8 @@ def covariance_eigenvalues(S: np.ndarray, d: int) -> np.ndarray:
 
 
 def implied_mse_ratio(gp, method: str, M: int, d: int, rng: np.random.Generator, n: int = 64) -> float:
-    """Median over ``n`` pairs ``q, k ~ N(0, I/d)`` of MSE(learnt spectrum) / MSE(same spectrum with S = I)."""
+    """Median over ``n`` pairs ``q, k ~ N(0, I/d)`` of MSE(learnt spectrum) / MSE(same spectrum
+    with S = I)."""
     from refattn.features import gmm
 
     mse = gmm.gmm_rks_mse if method == "gmm-rks" else gmm.gmm_prf_mse
@@ -84,27 +86,30 @@ def implied_mse_ratio(gp, method: str, M: int, d: int, rng: np.random.Generator,
 
 
 def run(size: str = "small", seed: int = 0, out_dir: Path | None = None) -> dict:
-    H.require_kinds(*METHODS)
-    sz = V.SIZES[size]
+    harness.require_kinds(*METHODS)
+    sz = variance_metrics.SIZES[size]
     d = sz["d_model"] // sz["n_heads"]
-    out_dir = H.ensure_dir(out_dir, NAME)
+    out_dir = harness.ensure_dir(out_dir, NAME)
     rng = np.random.default_rng([seed, 5])
     table, summary = [], {}
     for wd in (0.1, 0.0):
-        models, _ = V.trained_models(size, seed, METHODS, weight_decay=wd)
+        models, _ = variance_metrics.trained_models(size, seed, METHODS, weight_decay=wd)
         for (m, s), (params, cfg) in models.items():
             leaves = gmm_leaves(params)
             if not leaves:
-                raise H.MissingPiece(f"needs GMM parameters (S, mu, logits) in the {m} attention parameters")
+                raise harness.MissingPiece(f"needs GMM parameters (S, mu, logits) "
+                                           f"in the {m} attention parameters")
             allv = []
             for layer, gp in leaves:
                 ev = covariance_eigenvalues(gp.S, d)
                 allv.append(ev.ravel())
                 table.append({"method": m, "seed": s, "weight_decay": wd, "layer": layer + 1,
                               "min": float(ev.min()), "max": float(ev.max()), "mean": float(ev.mean()),
-                              "mse_ratio_learnt_over_init": implied_mse_ratio(gp, m, cfg["attention"]["m"], d, rng)})
+                              "mse_ratio_learnt_over_init":
+                                  implied_mse_ratio(gp, m, cfg["attention"]["m"], d, rng)})
             allv = np.concatenate(allv)
-            summary.setdefault(f"{m} wd={wd}", []).append({"max": float(allv.max()), "mean": float(allv.mean()),
+            summary.setdefault(f"{m} wd={wd}", []).append({"max": float(allv.max()),
+                                                           "mean": float(allv.mean()),
                                                            "min": float(allv.min())})
     agg = {k: {"max": max(r["max"] for r in v), "mean": float(np.mean([r["mean"] for r in v])),
                "min": min(r["min"] for r in v)} for k, v in summary.items()}
@@ -115,21 +120,20 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None) -> dict
         "per_layer": table, "criterion": CRITERION,
         "criterion_values": agg, "summary": agg,
     }
-    fig, axes = H.new_figure(2, width=4.0)
-    for ax, wd in zip(axes, (0.1, 0.0)):
+    fig, axes = harness.new_figure(2, width=4.0)
+    for ax, wd in zip(axes, (0.1, 0.0), strict=True):
         for m in METHODS:
             rows = [r for r in table if r["method"] == m and r["weight_decay"] == wd]
-            ax.scatter([r["layer"] + (0.1 if m == "gmm-prf" else -0.1) for r in rows], [r["mean"] for r in rows],
-                       label=f"{m} mean")
-            ax.scatter([r["layer"] + (0.1 if m == "gmm-prf" else -0.1) for r in rows], [r["max"] for r in rows],
-                       marker="^", label=f"{m} max")
+            xs = [r["layer"] + (0.1 if m == "gmm-prf" else -0.1) for r in rows]
+            ax.scatter(xs, [r["mean"] for r in rows], label=f"{m} mean")
+            ax.scatter(xs, [r["max"] for r in rows], marker="^", label=f"{m} max")
         ax.axhline(1.0, color="k", lw=0.8, ls="--")
         ax.set_yscale("log")
         ax.set_xlabel("layer")
         ax.set_title(f"eigenvalues of S S^T, weight decay {wd}, size={size}", fontsize=8)
     axes[0].legend(fontsize=6)
-    record["figures"] = [str(H.save_figure(fig, out_dir / f"{NAME}.png"))]
-    H.save_json(out_dir / f"{NAME}.json", record)
+    record["figures"] = [str(harness.save_figure(fig, out_dir / f"{NAME}.png"))]
+    harness.save_json(out_dir / f"{NAME}.json", record)
     return record
 
 
