@@ -393,21 +393,24 @@ def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=Fa
     return y, FLTAttentionCache(fcache, qcache, kcache, lcache, tuple(N1.shape), two_r, d_scale)
 
 
-def flt_attention_bwd(dy, cache: FLTAttentionCache) -> FLTAttentionGrads:
-    """Backward of :func:`flt_attention_fwd`: gradients of q, k, v, omega, the spectrum and the proposal."""
+def flt_attention_bwd(dy, cache: FLTAttentionCache, *, omega_grad=True) -> FLTAttentionGrads:
+    """Backward of :func:`flt_attention_fwd`: gradients of q, k, v, omega, the spectrum and the proposal.
+
+    ``omega_grad=False`` skips omega's gradient (``omega=None`` in the result): for callers whose omega is
+    drawn, not learned (computed only on request)."""
     c = cache
     xp = namespace(dy, names=("dy",))
     check_finite("dy", dy, xp=xp)
     lg = linear_attention_bwd(dy, c.lcache)
-    gq = positive_features_stable_bwd((lg.phi_q, None), c.qcache)
-    gk = positive_features_stable_bwd((lg.phi_k, lg.k_log_scale), c.kcache)
+    gq = positive_features_stable_bwd((lg.phi_q, None), c.qcache, omega_grad=omega_grad)
+    gk = positive_features_stable_bwd((lg.phi_k, lg.k_log_scale), c.kcache, omega_grad=omega_grad)
     two_r = c.two_r
     dN1 = sum_to_shape(gq.x[..., :two_r], c.n1_shape, xp=xp)                 # (..., L, 2r) back to pos's axes
     dN2 = sum_to_shape(gk.x[..., :two_r], c.n1_shape, xp=xp)
     fg = flt_features_bwd((dN1, dN2), c.fcache)
     return FLTAttentionGrads(q=gq.x[..., two_r:] * c.d_scale, k=gk.x[..., two_r:] * c.d_scale, v=lg.v,
                              pos=None, eps=None, spectrum=fg.spectrum, proposal=fg.proposal,
-                             omega=gq.omega + gk.omega)
+                             omega=(gq.omega + gk.omega) if omega_grad else None)
 
 
 def flt_attention(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False, allow_truncation=False,

@@ -293,15 +293,18 @@ def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal
     return y, _AttnCache(ac, cache, False)
 
 
-def s1_attention_bwd(dy, cache: _AttnCache) -> S1AttentionGrads:
-    """Gradients of :func:`s1_attention` for q, k, v, params (freqs, alpha, beta) and omega."""
+def s1_attention_bwd(dy, cache: _AttnCache, *, omega_grad=True) -> S1AttentionGrads:
+    """Gradients of :func:`s1_attention` for q, k, v, params (freqs, alpha, beta) and omega.
+
+    ``omega_grad=False`` skips omega's gradient (``omega=None`` in the result): for callers whose omega is
+    drawn, not learned (computed only on request)."""
     check_finite("dy", dy, xp=namespace(dy, names=("dy",)))
     if cache.exact:
         ga = softmax_attention_bwd(dy, cache.attn_cache)
         domega = None
     else:
-        ga = favor_attention_bwd(dy, cache.attn_cache)
-        domega = ga.omega
+        ga = favor_attention_bwd(dy, cache.attn_cache, omega_grad=omega_grad)
+        domega = ga.omega if omega_grad else None
     gs = s1_augment_bwd((ga.q, ga.k), cache.aug_cache)
     return S1AttentionGrads(q=gs.q, k=gs.k, v=ga.v, params=gs.params, omega=domega)
 

@@ -251,7 +251,7 @@ def _scores_fwd(q, w, omega, *, xp):
     return S, (cache_q, cache_w, pws, e_w)
 
 
-def _scores_bwd(dS, c: S2AttentionCache, *, xp):
+def _scores_bwd(dS, c: S2AttentionCache, *, xp, omega_grad=True):
     d = c.q.shape[-1]
     if c.omega is None:
         dlogits = dS * c.S * (d ** -0.5)                                           # (..., L, R)
@@ -265,9 +265,9 @@ def _scores_bwd(dS, c: S2AttentionCache, *, xp):
     dpws = sum_to_shape(xp.matrix_transpose(dS) @ pq, tuple(pws.shape), xp=xp)     # (*w, R, m)
     dpw = dpws * xp.expand_dims(e_w, axis=-1)                                      # (*w, R, m)
     dlw = xp.sum(dpws * cache_w.phi, axis=-1) * e_w                                # (*w, R)
-    gq = positive_features_stable_bwd((dpq, None), cache_q)
-    gw = positive_features_stable_bwd((dpw, dlw), cache_w)
-    return gq.x * scale, gw.x * scale, gq.omega + gw.omega
+    gq = positive_features_stable_bwd((dpq, None), cache_q, omega_grad=omega_grad)
+    gw = positive_features_stable_bwd((dpw, dlw), cache_w, omega_grad=omega_grad)
+    return gq.x * scale, gw.x * scale, (gq.omega + gw.omega) if omega_grad else None
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -339,7 +339,7 @@ def s2_attention_fwd(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
     return y, S2AttentionCache(q, w, omega, v_aug, S, z, y, k, grid, feat)
 
 
-def s2_attention_bwd(dy, cache: S2AttentionCache) -> S2AttentionGrads:
+def s2_attention_bwd(dy, cache: S2AttentionCache, *, omega_grad=True) -> S2AttentionGrads:
     r"""Gradients of :func:`s2_attention` for `q`, `v`, `w` (and `omega` with FAVOR+).
 
     With ``g = [dy / z, -sum(dy * y) / z]``: ``dS_ir = g_i . V_r(i)`` (class sums recomputed),
@@ -358,7 +358,7 @@ def s2_attention_bwd(dy, cache: S2AttentionCache) -> S2AttentionGrads:
     dS = xp.sum(V * xp.expand_dims(g, axis=-2), axis=-1)                           # (..., L, R)
     dv_aug = _class_sums(xp.expand_dims(c.S, axis=-1) * xp.expand_dims(g, axis=-2), c.k, c.grid,
                          adjoint=True)                                             # (..., L, e)
-    dq, dw, domega = _scores_bwd(dS, c, xp=xp)
+    dq, dw, domega = _scores_bwd(dS, c, xp=xp, omega_grad=omega_grad)
     return S2AttentionGrads(q=dq, v=dv_aug[..., :d_v], w=dw, omega=domega)
 
 

@@ -38,8 +38,8 @@ Learnable: ``attn["spectrum"]`` and ``attn["proposal"]`` (per ``share``), and ``
 for the learnable feature maps. Drawn: the frequency noise ``eps: (r, D)`` (from the proposal's standard
 density) and, for ``feature_map="favor"``, ``omega: (m, 2r + d)``.
 
-omega: **redrawn** for ``feature_map="favor"`` (never learned; ``refattn.rpe.flt.flt_attention_bwd`` computes
-its gradient and this kind drops it: the rpe backward has no ``omega_grad`` switch yet); **learnable** for
+omega: **redrawn** for ``feature_map="favor"`` (never learned, so its gradient is not computed:
+``refattn.rpe.flt.flt_attention_bwd(..., omega_grad=False)``); **learnable** for
 ``"linear"``/``"relu"``, where the projection is the parameter ``W`` and its gradient is returned.
 """
 
@@ -191,7 +191,7 @@ def _one_fwd(q, k, v, pos, spectrum, proposal, attn_params, features, *, causal,
 def _one_bwd(do, inner, feature_map):
     """``(dq, dk, dv, dspectrum, dproposal, dW or None)`` of :func:`_one_fwd`."""
     if feature_map == "favor":
-        g = flt_attention_bwd(do, inner)          # g.omega: drawn, dropped; positions and noise get none
+        g = flt_attention_bwd(do, inner, omega_grad=False)   # omega drawn: not computed; pos, noise: none
         return g.q, g.k, g.v, g.spectrum, g.proposal, None
     return _learned_bwd(do, inner)
 

@@ -11,8 +11,8 @@ grid (A = 2: one rotation block per axis and lengthscale, so the positional logi
 ``sum_(a, s) alpha_as cos(omega_as Delta_a) + beta_as sin(omega_as Delta_a)``, a function of the 2-D offset);
 ``pos_dim=A`` with the model's ``positions: (L, A)`` input takes any coordinates.
 
-omega: **redrawn** (never learned). ``refattn.rpe.s1_rotation.s1_attention_bwd`` computes its gradient and
-this kind drops it (the rpe backward has no ``omega_grad`` switch yet; issue 21's rpe part).
+omega: **redrawn** (never learned), so its gradient is not computed
+(``refattn.rpe.s1_rotation.s1_attention_bwd(..., omega_grad=False)``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
 
 
 def _bwd(do, cache):
-    g = s1_attention_bwd(do, cache)                                                 # g.omega (drawn): dropped
+    g = s1_attention_bwd(do, cache, omega_grad=False)                              # omega drawn: not computed
     return g.q, g.k, g.v, {"s1": g.params}
 
 

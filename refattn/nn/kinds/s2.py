@@ -9,8 +9,8 @@ heads positional. Options ``clip`` k, ``grid`` (None: 1-D signed distances, R = 
 distances on the grid, R = k + 1).
 
 omega: **redrawn** (FAVOR+ only; never learned). The content heads' backward skips its gradient
-(``favor_attention_bwd(..., omega_grad=False)``); ``refattn.rpe.s2_clipped.s2_attention_bwd`` computes the
-positional heads' share and this kind drops it (the rpe backward has no ``omega_grad`` switch yet).
+(``favor_attention_bwd(..., omega_grad=False)``), and so does the positional heads'
+(``refattn.rpe.s2_clipped.s2_attention_bwd(..., omega_grad=False)``).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
 def _bwd(do, cache):
     cp, cc, k, nc = cache
     xp = namespace(do)
-    gp = s2_attention_bwd(do[..., nc:, :, :], cp)                                  # gp.omega (drawn): dropped
+    gp = s2_attention_bwd(do[..., nc:, :, :], cp, omega_grad=False)                # omega drawn: not computed
     dk_pos = xp.zeros_like(k[..., nc:, :, :])                                      # positional heads: no keys
     if cc is None:
         return gp.q, dk_pos, gp.v, {"w": gp.w}
