@@ -211,7 +211,8 @@ def load(path, *, config: dict | None = None, like: Any = None):
                                   f"bytes of parameters, but the file holds {held}")
         template = init_transformer(np.random.default_rng(0), cfg)   # structure, shapes, dtypes only
         wanted = _fill(template, headers, path)
-        extra = sorted(k for k in headers if k != _CONFIG_KEY and k not in set(wanted))
+        implied_entries = set(wanted)
+        extra = sorted(k for k in headers if k != _CONFIG_KEY and k not in implied_entries)
         if extra:
             raise CheckpointError(f"checkpoint {path}: entries not implied by the configuration: {extra[:5]}")
         flat = {}

@@ -14,7 +14,7 @@ from tests.rpe.test_s1_rotation import _params, _positions
 from tests.rpe.test_s2_clipped import _inputs
 
 
-def _same_except_omega(full, lean):
+def _assert_same_except_omega(full, lean):
     assert lean.omega is None and full.omega is not None
     a = dict(tree_paths(full._replace(omega=None)))
     b = dict(tree_paths(lean))
@@ -31,14 +31,14 @@ def test_s1(rng, causal):
     omega = draw_gaussian(rng, 8, d + 2 * A * S)
     y, c = s1_attention_fwd(q, k, v, _positions(np, 6, A), p, omega=omega, causal=causal)
     dy = rng.standard_normal(y.shape)
-    _same_except_omega(s1_attention_bwd(dy, c), s1_attention_bwd(dy, c, omega_grad=False))
+    _assert_same_except_omega(s1_attention_bwd(dy, c), s1_attention_bwd(dy, c, omega_grad=False))
 
 
 def test_s2(rng):
     q, v, w, omega = _inputs(rng, np, 11, None, 3)
     y, c = s2_attention_fwd(q, v, w, k=3, omega=omega)
     dy = rng.standard_normal(y.shape)
-    _same_except_omega(s2_attention_bwd(dy, c), s2_attention_bwd(dy, c, omega_grad=False))
+    _assert_same_except_omega(s2_attention_bwd(dy, c), s2_attention_bwd(dy, c, omega_grad=False))
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -49,4 +49,4 @@ def test_flt(rng, causal):
     eps, omega = draw_flt_noise(rng, 3, 1), draw_gaussian(rng, 7, 6 + 4)
     y, c = flt_attention_fwd(q, k, v, pos, eps, spec, prop, omega, causal=causal, chunk_size=4)
     dy = rng.standard_normal(y.shape)
-    _same_except_omega(flt_attention_bwd(dy, c), flt_attention_bwd(dy, c, omega_grad=False))
+    _assert_same_except_omega(flt_attention_bwd(dy, c), flt_attention_bwd(dy, c, omega_grad=False))

@@ -17,7 +17,7 @@ CANDIDATES = {"gmm-rks": fc.gmm_rks, "gmm-prf": fc.gmm_prf, "fastfood-rks": fc.f
               "generative-prf": fc.generative_prf, "flt": fc.flt}
 
 
-def _all_pass(rep):
+def _assert_all_pass(rep):
     for c in rep.checks:
         assert c.passed is not False, (
             f"{rep.target} as {rep.family}: {c.name} failed: {c.figure} > {c.threshold}: {c.detail}"
@@ -28,7 +28,7 @@ def _all_pass(rep):
 @pytest.mark.parametrize("family", FEATURE_FAMILIES)
 def test_refattn_passes_its_own_contract(family):
     rep = check("refattn", kind="features", family=family, quick=True)
-    _all_pass(rep)
+    _assert_all_pass(rep)
     assert rep["values"].figure <= 1e-12 and rep["kernel"].passed and rep["dtype"].passed
 
 
@@ -38,7 +38,7 @@ def test_every_family_has_an_outside_candidate():
 
 @pytest.mark.parametrize("family", sorted(CANDIDATES))
 def test_outside_numpy_candidate_passes(family):
-    _all_pass(check(CANDIDATES[family], kind="features", family=family, quick=True))
+    _assert_all_pass(check(CANDIDATES[family], kind="features", family=family, quick=True))
 
 
 @pytest.mark.parametrize("family", sorted(CANDIDATES))
@@ -46,7 +46,7 @@ def test_outside_torch_candidate_passes_with_gradients(family):
     pytest.importorskip("torch")
     rep = check(CANDIDATES[family], kind="features", family=family, framework="torch", quick=True,
                 checks=("values", "gradients", "dtype"))
-    _all_pass(rep)
+    _assert_all_pass(rep)
     assert rep["gradients"].passed is True, rep["gradients"].detail
 
 
@@ -72,14 +72,14 @@ def test_planted_family_defect_is_flagged_by_its_check(label, fn, family, name):
 
 
 def test_s2_refattn_outside_candidate_and_one_tail_defect():
-    _all_pass(check("refattn", kind="attention", family="s2", quick=True))
-    _all_pass(check(fc.s2, kind="attention", family="s2", quick=True))
+    _assert_all_pass(check("refattn", kind="attention", family="s2", quick=True))
+    _assert_all_pass(check(fc.s2, kind="attention", family="s2", quick=True))
     rep = check(fc.s2_one_tail, kind="attention", family="s2", quick=True, checks=("values",))
     assert rep["values"].passed is False
     torch = pytest.importorskip("torch")
     assert torch is not None
     rep = check(fc.s2, kind="attention", family="s2", framework="torch", quick=True)
-    _all_pass(rep)
+    _assert_all_pass(rep)
     assert rep["gradients"].passed is True
 
 
@@ -115,13 +115,13 @@ def test_every_family_has_an_attention_contract_and_candidate():
 @pytest.mark.parametrize("family", ATTENTION_FAMILIES)
 def test_refattn_passes_its_own_attention_contract(family):
     rep = check("refattn", kind="attention", family=family, quick=True)
-    _all_pass(rep)
+    _assert_all_pass(rep)
     assert rep["values"].figure <= 1e-12
 
 
 @pytest.mark.parametrize("family", ATTENTION_FAMILIES)
 def test_outside_numpy_attention_candidate_passes(family):
-    _all_pass(check(ATTENTION[family], kind="attention", family=family, quick=True))
+    _assert_all_pass(check(ATTENTION[family], kind="attention", family=family, quick=True))
 
 
 @pytest.mark.parametrize("family", ATTENTION_FAMILIES)
@@ -129,7 +129,7 @@ def test_outside_torch_attention_candidate_passes_with_gradients(family):
     pytest.importorskip("torch")
     rep = check(ATTENTION[family], kind="attention", family=family, framework="torch", quick=True,
                 checks=("values", "gradients", "prefix_invariance", "dtype"))
-    _all_pass(rep)
+    _assert_all_pass(rep)
     assert rep["gradients"].passed is True, rep["gradients"].detail
 
 
@@ -155,7 +155,7 @@ def test_refattn_forward_on_torch_tensors_differentiates_to_its_manual_backward(
     pytest.importorskip("torch")
     rep = check("refattn", kind="features", family=family, framework="torch", quick=True,
                 checks=("values", "gradients", "dtype"))
-    _all_pass(rep)
+    _assert_all_pass(rep)
     assert rep["gradients"].passed is True and rep.framework == "torch"
 
 
@@ -175,5 +175,5 @@ def test_refattn_attention_on_torch_tensors_with_its_manual_backward(family):
     pytest.importorskip("torch")
     rep = check("refattn", kind="attention", family=family, framework="torch", quick=True,
                 checks=("values", "gradients", "dtype"))
-    _all_pass(rep)
+    _assert_all_pass(rep)
     assert rep["gradients"].passed is True and "DISAGREES" not in rep["gradients"].detail
