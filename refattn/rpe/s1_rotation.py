@@ -67,7 +67,11 @@ Array = Any
 
 
 class S1Params(NamedTuple):
-    """Learnable S1 parameters (one rotation block per (axis, lengthscale)); all three ``(*p, A, S)``."""
+    r"""Learnable S1 parameters: one rotation block per (axis, lengthscale), all three ``(*p, A, S)``.
+
+    ``freqs`` holds omega_as, ``alpha`` and ``beta`` the entries of ``W_q* = [[alpha, beta], [-beta, alpha]]``
+    (Horn et al. Lemma 1). Draw initial values with :func:`refattn.random.init_s1_params`.
+    """
 
     freqs: Array  # (*p, A, S) omega_as
     alpha: Array  # (*p, A, S)
@@ -126,19 +130,34 @@ def _positions(positions, A, like, *, xp):
 
 
 def s1_positional_fwd(positions, params: S1Params):
-    r"""Positional parts ``(Q_p, K_p)`` of S1 (module docstring), and the cache.
+    r"""Positional parts ``(Q_p, K_p)`` of Horn et al. Strategy 1, and the cache for the backward.
+
+    ``K_p(z) = [sin(omega_as z_a), cos(omega_as z_a)]_(a, s)`` and ``Q_p(z) = K_p(z) W_q*`` with the rotation
+    blocks ``W_q* = [[alpha, beta], [-beta, alpha]]`` (Horn et al. Lemma 1, Sec. 2.3 Eq. (3); see the module
+    docstring), so that ``Q_p(z_i) . K_p(z_j)`` depends on ``z_i - z_j`` only.
 
     Parameters
     ----------
     positions : (L,) or (L, A) array
-        Positions (integers, indices by nature, or floats); (L,) when A = 1.
+        Positions (integers, indices by nature, or floats); (L,) when A = 1. Cast to the dtype of
+        ``params.freqs``; must be finite.
     params : S1Params
-        ``freqs, alpha, beta: (*p, A, S)``.
+        ``freqs, alpha, beta: (\*p, A, S)``, real floating (float64 reference, float32 supported), one
+        dtype and namespace.
 
     Returns
     -------
-    (Q_p, K_p) : ((*p, L, P), (*p, L, P)) arrays, P = 2 A S, blocks ordered (axis, lengthscale, [sin, cos])
-    cache
+    (Q_p, K_p) : tuple of two (\*p, L, P) arrays
+        ``P = 2 A S``, blocks ordered (axis, lengthscale, [sin, cos]); the dtype and namespace of `params`.
+    cache : _PosCache
+        What :func:`s1_positional_bwd` needs (positions, parameters, sines and cosines).
+
+    Raises
+    ------
+    TypeError
+        `params` is not an :class:`S1Params`, or dtypes/namespaces are mixed.
+    ValueError
+        Parameter shapes disagree, `positions` is not ``(L,)``/``(L, A)``, or an input is not finite.
     """
     xp = _validate_params(params)
     A = params.freqs.shape[-2]
@@ -156,8 +175,29 @@ def s1_positional_fwd(positions, params: S1Params):
 
 
 def s1_positional_bwd(dout, cache: _PosCache) -> S1PositionalGrads:
-    r"""Gradients of :func:`s1_positional` for ``params`` from ``(dQ_p, dK_p)`` (each broadcast-compatible
-    with ``(*p, L, P)``; extra leading axes are summed)."""
+    r"""Gradients of :func:`s1_positional` for ``params`` (freqs, alpha and beta).
+
+    Positions get no gradient (they are indices or coordinates, not parameters).
+
+    Parameters
+    ----------
+    dout : tuple of two arrays
+        ``(dQ_p, dK_p)``, each ``(..., L, P)`` and broadcast-compatible with ``(*p, L, P)``; extra leading
+        axes (e.g. the batch) are summed. Same dtype and namespace as the forward's parameters; finite.
+    cache : _PosCache
+        The cache returned by :func:`s1_positional_fwd`.
+
+    Returns
+    -------
+    S1PositionalGrads
+        ``params``: an :class:`S1Params` of gradients, each field of the shape of the corresponding parameter
+        ``(*p, A, S)``.
+
+    Raises
+    ------
+    ValueError
+        A cotangent whose last two axes are not ``(L, P)``, or a non-finite cotangent.
+    """
     dQp, dKp = dout
     c = cache
     xp = namespace(dQp, dKp, c.sin, names=("dQ_p", "dK_p", "cache"))
@@ -187,7 +227,22 @@ def s1_positional_bwd(dout, cache: _PosCache) -> S1PositionalGrads:
 
 
 def s1_positional(positions, params: S1Params):
-    """``(Q_p, K_p)``, each ``(*p, L, 2 A S)``; see :func:`s1_positional_fwd`."""
+    r"""Positional parts ``(Q_p, K_p)`` of Horn et al. Strategy 1 (Lemma 1 rotation features).
+
+    The forward of :func:`s1_positional_fwd` without the cache.
+
+    Parameters
+    ----------
+    positions : (L,) or (L, A) array
+        Positions (integers or floats); (L,) when A = 1.
+    params : S1Params
+        ``freqs, alpha, beta: (\*p, A, S)``, real floating.
+
+    Returns
+    -------
+    (Q_p, K_p) : tuple of two (\*p, L, P) arrays
+        ``P = 2 A S``; the dtype and namespace of `params`.
+    """
     return s1_positional_fwd(positions, params)[0]
 
 
@@ -197,19 +252,36 @@ class _AugCache(NamedTuple):
 
 
 def s1_augment_fwd(q, k, positions, params: S1Params):
-    r"""``Q = [q, Q_p]``, ``K = [k, K_p]`` (Horn et al. Strategy 1: "concat(Q_c, Q_p)"), and the cache.
+    r"""Concatenate content and positional parts, ``Q = [q, Q_p]``, ``K = [k, K_p]``, and return the cache.
+
+    Horn et al. Strategy 1 ("concat(Q_c, Q_p)", Sec. 2.3): the augmented inner product is
+    ``q_i . k_j + Q_p(z_i) . K_p(z_j)``, the second term a function of ``z_i - z_j`` only (Lemma 1).
 
     Parameters
     ----------
-    q, k : (..., L, d) arrays
-        Content queries and keys (``e W_q``, ``e W_k``).
+    q : (..., L, d) array
+        Content queries (``e W_q``), real floating.
+    k : (..., L, d) array
+        Content keys (``e W_k``), same dtype and namespace as `q`.
     positions : (L,) or (L, A) array
-    params : S1Params, fields ``(*p, A, S)`` with ``*p`` broadcasting to ``...``
+        Positions of the L tokens (integers or floats).
+    params : S1Params
+        Fields ``(\*p, A, S)`` with ``*p`` broadcasting to ``...`` (e.g. ``(H, A, S)`` per head).
 
     Returns
     -------
-    (q_aug, k_aug) : (..., L, d + P) arrays
-    cache
+    (q_aug, k_aug) : tuple of two (..., L, d + P) arrays
+        ``P = 2 A S``; dtype and namespace of `q`.
+    cache : _AugCache
+        For :func:`s1_augment_bwd`.
+
+    Raises
+    ------
+    ValueError
+        Mismatched shapes (`positions` must have L rows; ``params``' leading axes must broadcast to ``q``'s
+        batch axes) or non-finite input.
+    TypeError
+        Mixed dtypes or namespaces.
     """
     xp = namespace(q, k, *params, names=("q", "k", "params.freqs", "params.alpha", "params.beta"))
     sizes = check_shape("q", q, "..., L, d")
@@ -237,7 +309,20 @@ def s1_augment_fwd(q, k, positions, params: S1Params):
 
 
 def s1_augment_bwd(dout, cache: _AugCache) -> S1AugmentGrads:
-    """Gradients of :func:`s1_augment` from ``(dq_aug, dk_aug)``: split, then :func:`s1_positional_bwd`."""
+    r"""Gradients of :func:`s1_augment`: split the cotangents, then :func:`s1_positional_bwd`.
+
+    Parameters
+    ----------
+    dout : tuple of two (..., L, d + P) arrays
+        ``(dq_aug, dk_aug)``, cotangents of the augmented queries and keys.
+    cache : _AugCache
+        The cache returned by :func:`s1_augment_fwd`.
+
+    Returns
+    -------
+    S1AugmentGrads
+        ``q, k: (..., L, d)`` and ``params``: an :class:`S1Params` of gradients shaped like the parameters.
+    """
     dq_aug, dk_aug = dout
     d = cache.d
     gp = s1_positional_bwd((dq_aug[..., d:], dk_aug[..., d:]), cache.pos_cache)
@@ -245,7 +330,25 @@ def s1_augment_bwd(dout, cache: _AugCache) -> S1AugmentGrads:
 
 
 def s1_augment(q, k, positions, params: S1Params):
-    """``(q_aug, k_aug)``, each ``(..., L, d + 2 A S)``; see :func:`s1_augment_fwd`."""
+    r"""Augmented queries and keys ``([q, Q_p], [k, K_p])`` of Horn et al. Strategy 1.
+
+    See :func:`s1_augment_fwd` (this is its forward without the cache).
+
+    Parameters
+    ----------
+    q : (..., L, d) array
+        Content queries, real floating.
+    k : (..., L, d) array
+        Content keys.
+    positions : (L,) or (L, A) array
+        Positions (integers or floats).
+    params : S1Params
+        Fields ``(\*p, A, S)``.
+
+    Returns
+    -------
+    (q_aug, k_aug) : tuple of two (..., L, d + 2 A S) arrays
+    """
     return s1_augment_fwd(q, k, positions, params)[0]
 
 
@@ -256,28 +359,46 @@ class _AttnCache(NamedTuple):
 
 
 def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal=False, features="positive"):
-    r"""S1 attention: exact softmax (``omega=None``) or FAVOR on the augmented queries and keys.
+    r"""S1 attention, exact softmax (``omega=None``) or FAVOR on the augmented inputs, and the cache.
 
     ``softmax([q, Q_p] [k, K_p]^T / sqrt(d + P)) v`` = ``softmax(q k^T / sqrt(d + P) + N) v`` with
-    ``N_ij = s1_relative_term(z_i - z_j) / sqrt(d + P)``; with ``omega`` the FAVOR estimate of it
-    (:func:`refattn.attention.favor.favor_attention`, features of ``(d + P)^{-1/4} [q, Q_p]``).
+    ``N_ij = s1_relative_term(z_i - z_j) / sqrt(d + P)`` (Horn et al. Strategy 1, Lemma 1 / Eq. (3)); with
+    ``omega`` the FAVOR estimate of it (:func:`refattn.attention.favor.favor_attention`, features of
+    ``(d + P)^{-1/4} [q, Q_p]``).
 
     Parameters
     ----------
-    q, k : (..., L, d) arrays
+    q : (..., L, d) array
+        Content queries, real floating (float64 reference, float32 supported); L >= 1.
+    k : (..., L, d) array
+        Content keys, same dtype and namespace as `q`.
     v : (..., L, d_v) array
+        Values.
     positions : (L,) or (L, A) array
-    params : S1Params, fields ``(*p, A, S)``
+        Positions (integers or floats).
+    params : S1Params
+        Fields ``(\*p, A, S)``, ``*p`` broadcasting to ``...``.
     omega : (m, d + P) array, optional
-        Random projections over the concatenated width; None: exact softmax.
+        Random projections over the concatenated width (``refattn.random.draw_*`` with width ``d + 2 A S``);
+        None: exact softmax.
     causal : bool
+        Position i attends to j <= i only.
     features : {"positive", "hyperbolic", "trig"}
         FAVOR feature map (ignored for exact softmax).
 
     Returns
     -------
     y : (..., L, d_v) array
-    cache
+        Dtype and namespace of `q`.
+    cache : _AttnCache
+        For :func:`s1_attention_bwd`.
+
+    Raises
+    ------
+    ValueError
+        L = 0, `omega` not ``(m, d + P)``, mismatched shapes or non-finite input.
+    TypeError
+        Mixed dtypes or namespaces, or `params` not an :class:`S1Params`.
     """
     if q.ndim >= 2 and q.shape[-2] < 1:
         raise ValueError(f"q: expected shape (..., L, d) with L >= 1 positions; got {tuple(q.shape)}")
@@ -294,10 +415,31 @@ def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal
 
 
 def s1_attention_bwd(dy, cache: _AttnCache, *, omega_grad=True) -> S1AttentionGrads:
-    """Gradients of :func:`s1_attention` for q, k, v, params (freqs, alpha, beta) and omega.
+    r"""Gradients of :func:`s1_attention` for q, k, v, params (freqs, alpha, beta) and omega.
 
-    ``omega_grad=False`` skips omega's gradient (``omega=None`` in the result): for callers whose omega is
-    drawn, not learned (computed only on request)."""
+    The composition of the softmax / FAVOR attention backward and :func:`s1_augment_bwd`.
+
+    Parameters
+    ----------
+    dy : (..., L, d_v) array
+        Cotangent of the output, finite, dtype and namespace of the forward.
+    cache : _AttnCache
+        The cache returned by :func:`s1_attention_fwd`.
+    omega_grad : bool
+        ``False`` skips omega's gradient (``omega=None`` in the result): for callers whose omega is drawn, not
+        learned (computed only on request).
+
+    Returns
+    -------
+    S1AttentionGrads
+        ``q, k: (..., L, d)``, ``v: (..., L, d_v)``, ``params`` (an :class:`S1Params` shaped like the
+        parameters) and ``omega: (m, d + P)`` (None for exact softmax or with ``omega_grad=False``).
+
+    Raises
+    ------
+    ValueError
+        A non-finite `dy`.
+    """
     check_finite("dy", dy, xp=namespace(dy, names=("dy",)))
     if cache.exact:
         ga = softmax_attention_bwd(dy, cache.attn_cache)
@@ -310,22 +452,75 @@ def s1_attention_bwd(dy, cache: _AttnCache, *, omega_grad=True) -> S1AttentionGr
 
 
 def s1_attention(q, k, v, positions, params: S1Params, *, omega=None, causal=False, features="positive"):
-    """S1 attention; see :func:`s1_attention_fwd`. Returns ``(..., L, d_v)``."""
+    r"""Horn et al. Strategy 1 attention (rotation-constrained sinusoid features), exact or with FAVOR.
+
+    The forward of :func:`s1_attention_fwd` without the cache:
+    ``softmax([q, Q_p] [k, K_p]^T / sqrt(d + P)) v``, whose positional logit depends on ``z_i - z_j``
+    only (Lemma 1).
+
+    Parameters
+    ----------
+    q : (..., L, d) array
+        Content queries, real floating.
+    k : (..., L, d) array
+        Content keys.
+    v : (..., L, d_v) array
+        Values.
+    positions : (L,) or (L, A) array
+        Positions (integers or floats).
+    params : S1Params
+        Fields ``(\*p, A, S)`` (:func:`refattn.random.init_s1_params`).
+    omega : (m, d + P) array, optional
+        FAVOR projections over the width ``d + 2 A S``; None: exact softmax.
+    causal : bool
+        Position i attends to j <= i only.
+    features : {"positive", "hyperbolic", "trig"}
+        FAVOR feature map (ignored for exact softmax).
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+        Dtype and namespace of `q`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.random import draw_gaussian, init_s1_params
+    >>> from refattn.rpe import s1_attention
+    >>> q, k, v = np.random.default_rng(0).standard_normal((3, 2, 5, 4))   # (batch, L, d)
+    >>> params = init_s1_params(np.random.default_rng(1), n_axes=1, n_lengthscales=2)
+    >>> y = s1_attention(q, k, v, np.arange(5), params)                    # exact softmax
+    >>> y.shape
+    (2, 5, 4)
+    >>> omega = draw_gaussian(np.random.default_rng(2), 64, 4 + 2 * 1 * 2)  # (m, d + P)
+    >>> s1_attention(q, k, v, np.arange(5), params, omega=omega).shape      # FAVOR+ estimate
+    (2, 5, 4)
+    """
     return s1_attention_fwd(q, k, v, positions, params, omega=omega, causal=causal, features=features)[0]
 
 
 def s1_relative_term(delta, params: S1Params):
-    r"""The positional logit as a function of the offset: ``sum_(a, s) alpha cos(omega Delta_a) + beta
-    sin(omega Delta_a)`` (Lemma 1, row-vector convention, ``Delta = z_query - z_key``).
+    r"""The S1 positional logit as a function of the offset (Horn et al. Lemma 1, row-vector convention).
+
+    ``sum_(a, s) alpha_as cos(omega_as Delta_a) + beta_as sin(omega_as Delta_a)`` with
+    ``Delta = z_query - z_key``.
 
     Parameters
     ----------
-    delta : (..., A) array (or (...,) when A = 1), real floating
-    params : S1Params with fields ``(A, S)`` (leading axes broadcast against ``delta``'s)
+    delta : (..., A) array
+        Offsets (or (...,) when A = 1), real floating, finite, dtype and namespace of the parameters.
+    params : S1Params
+        Fields ``(A, S)`` (leading axes broadcast against `delta`'s).
 
     Returns
     -------
     (...) array
+        The positional logit for each offset.
+
+    Raises
+    ------
+    ValueError
+        The last axis of `delta` is not A, or non-finite input.
     """
     xp = _validate_params(params)
     namespace(delta, params.freqs, names=("delta", "params.freqs"))
@@ -341,8 +536,34 @@ def s1_relative_term(delta, params: S1Params):
 
 
 def s1_relative_matrix(positions, params: S1Params):
-    r"""``N0_ij = s1_relative_term(z_i - z_j)``: ``(*p, L, L)``. Equals ``Q_p K_p^T`` (Lemma 1); the softmax
-    oracle's mask for S1 is ``N0 / sqrt(d + P)``."""
+    r"""The dense S1 positional logits ``N0_ij = s1_relative_term(z_i - z_j)``.
+
+    Equals ``Q_p K_p^T`` (Lemma 1); the softmax oracle's mask for S1 is ``N0 / sqrt(d + P)``. O(L^2)
+    memory: for tests and small L.
+
+    Parameters
+    ----------
+    positions : (L,) or (L, A) array
+        Positions (integers or floats).
+    params : S1Params
+        Fields ``(\*p, A, S)``, real floating.
+
+    Returns
+    -------
+    N0 : (\*p, L, L) array
+        Dtype and namespace of `params`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.random import init_s1_params
+    >>> from refattn.rpe import s1_positional, s1_relative_matrix
+    >>> params = init_s1_params(np.random.default_rng(1), n_axes=1, n_lengthscales=2)
+    >>> N0 = s1_relative_matrix(np.arange(4), params)
+    >>> Q_p, K_p = s1_positional(np.arange(4), params)
+    >>> bool(np.allclose(N0, Q_p @ K_p.T)), bool(np.allclose(np.diag(N0), N0[0, 0]))
+    (True, True)
+    """
     xp = _validate_params(params)
     A = params.freqs.shape[-2]
     pos = _positions(positions, A, params.freqs, xp=xp)                            # (L, A)
