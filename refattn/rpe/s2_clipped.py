@@ -65,6 +65,8 @@ DEFAULT_CLIP = 6
 
 
 class S2AttentionCache(NamedTuple):
+    r"""Cache of :func:`s2_attention_fwd` for :func:`s2_attention_bwd` (fields commented in the source)."""
+
     q: Array          # (..., L, d)
     w: Array          # (*w, R, d)
     omega: Array      # (m, d) or None (exact softmax)
@@ -78,6 +80,8 @@ class S2AttentionCache(NamedTuple):
 
 
 class S2AttentionGrads(NamedTuple):
+    r"""Gradients from :func:`s2_attention_bwd`: ``q``, ``v``, ``w``, ``omega`` (None: exact softmax)."""
+
     q: Array          # (..., L, d)
     v: Array          # (..., L, d_v)
     w: Array          # (*w, R, d)
@@ -103,8 +107,43 @@ def _check_geometry(L, k, grid):
 
 
 def s2_class_index(L, k=DEFAULT_CLIP, grid=None, *, xp):
-    r"""The (L, L) integer matrix of distance classes: row ``clip(j - i, k) + k`` (1-D signed, ``grid=None``)
-    or ``min(|dy| + |dx|, k)`` (2-D Manhattan on ``grid=(H, W)``): the index into the table ``w``."""
+    r"""The (L, L) integer matrix of distance classes, the index into the relative-position table ``w``.
+
+    Row ``clip(j - i, k) + k`` for signed 1-D distances (``grid=None``) or ``min(|dy| + |dx|, k)`` for
+    Manhattan distances on ``grid=(H, W)`` (Horn et al. Strategy 2, Eq. (4) term (b):
+    ``a_ij = w[clip(dist(i, j), k)]``).
+
+    Parameters
+    ----------
+    L : int
+        Number of positions (``H W`` for a grid).
+    k : int
+        Clipping distance, k >= 1 (default 6, the paper's).
+    grid : None or (H, W)
+        None: signed 1-D distances ``j - i``; ``(H, W)``: Manhattan distances, row-major positions.
+    xp : namespace
+        Array namespace of the result (e.g. ``numpy``).
+
+    Returns
+    -------
+    cls : (L, L) integer array
+        Values in ``0..2k`` (1-D) or ``0..k`` (grid).
+
+    Raises
+    ------
+    ValueError
+        `k` not a positive integer, or ``H W != L``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.rpe import s2_class_index
+    >>> s2_class_index(4, 2, xp=np)
+    array([[2, 3, 4, 4],
+           [1, 2, 3, 4],
+           [0, 1, 2, 3],
+           [0, 0, 1, 2]])
+    """
     k, grid, _ = _check_geometry(L, k, grid)
     pos = xp.arange(L)
     if grid is None:
@@ -303,15 +342,16 @@ def s2_attention_fwd(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
 
     ``y_i = sum_j K(q_i, w[class(i, j)]) v_j / sum_j K(q_i, w[class(i, j)])`` (Horn Eq. (4) term (b),
     normalised by the same kernel's row sums), computed through class sums (module docstring) in
-    O(L k (d + d_v)) for 1-D and O(L k^2 d_v) for 2-D.
+    O(L k (d + d_v)) for 1-D and O(L k^2 d_v) for 2-D. ``K(q, a) = exp(q . a / sqrt(d))`` (exact) or its
+    FAVOR+ estimate ``phi(q d^{-1/4}) . phi(a d^{-1/4})`` with one shared draw `omega`.
 
     Parameters
     ----------
     q : (..., L, d) array
-        Queries of the positional heads.
+        Queries of the positional heads, real floating (float64 reference, float32 supported); d >= 1.
     v : (..., L, d_v) array
-        Values.
-    w : (*w, R, d) array
+        Values, same dtype and namespace as `q`.
+    w : (\*w, R, d) array
         Relative-position table, ``R = 2k + 1`` (row r + k is w_r, r = -k..k) when ``grid`` is None,
         ``R = k + 1`` (w_0..w_k) for a grid; leading axes (e.g. heads) broadcast to q's.
     k : int
@@ -326,7 +366,17 @@ def s2_attention_fwd(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
     Returns
     -------
     y : (..., L, d_v) array
+        Dtype and namespace of `q`.
     cache : S2AttentionCache
+        For :func:`s2_attention_bwd`.
+
+    Raises
+    ------
+    ValueError
+        Shapes that disagree (`w` not ``(..., R, d)``, ``H W != L``, `omega` not ``(m, d)``), d = 0, a bad `k`
+        or non-finite input.
+    TypeError
+        Mixed dtypes or namespaces.
     """
     xp, k, grid = _validate(q, v, w, omega, k, grid)
     d_v = v.shape[-1]
@@ -345,6 +395,26 @@ def s2_attention_bwd(dy, cache: S2AttentionCache, *, omega_grad=True) -> S2Atten
     With ``g = [dy / z, -sum(dy * y) / z]``: ``dS_ir = g_i . V_r(i)`` (class sums recomputed),
     ``dv_aug = ClassSums^T(S_ir g_i)`` (the adjoint window sums), then the score map's backward (softmax:
     ``dlogits = S * dS``; FAVOR+: through both positive-feature maps, summing omega's two contributions).
+
+    Parameters
+    ----------
+    dy : (..., L, d_v) array
+        Cotangent of the output, finite, dtype and namespace of the forward.
+    cache : S2AttentionCache
+        The cache returned by :func:`s2_attention_fwd`.
+    omega_grad : bool
+        ``False`` skips omega's gradient (``omega=None`` in the result), for a drawn (not learned) omega.
+
+    Returns
+    -------
+    S2AttentionGrads
+        ``q: (..., L, d)``, ``v: (..., L, d_v)``, ``w`` shaped like the table, ``omega: (m, d)`` (None for the
+        exact kernel or with ``omega_grad=False``).
+
+    Raises
+    ------
+    ValueError
+        `dy` not of the output's shape, or not finite.
     """
     c = cache
     xp = namespace(dy, c.q, names=("dy", "cache.q"))
@@ -363,10 +433,44 @@ def s2_attention_bwd(dy, cache: S2AttentionCache, *, omega_grad=True) -> S2Atten
 
 
 def s2_attention(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
-    r"""Horn et al. Strategy 2 attention (fast path). See :func:`s2_attention_fwd`.
+    r"""Horn et al. Strategy 2 attention with clipped relative encodings (fast path).
 
-    Shapes: ``q: (..., L, d)``, ``v: (..., L, d_v)``, ``w: (*w, R, d)``, ``omega: (m, d)``; returns
-    ``(..., L, d_v)``.
+    The forward of :func:`s2_attention_fwd` without the cache: ``y_i = sum_j K(q_i, a_ij) v_j / sum_j
+    K(q_i, a_ij)`` with ``a_ij = w[clip(dist(i, j), k)]`` (Horn et al. Eq. (4) term (b)), in O(L k) (1-D) or
+    O(L k^2) (grid) by the window trick.
+
+    Parameters
+    ----------
+    q : (..., L, d) array
+        Queries of the positional heads, real floating; d >= 1.
+    v : (..., L, d_v) array
+        Values.
+    w : (\*w, R, d) array
+        Relative-position table, ``R = 2k + 1`` (1-D) or ``k + 1`` (grid).
+    k : int
+        Clipping distance (default 6, the paper's).
+    grid : None or (H, W)
+        None: signed 1-D distances; ``(H, W)``: Manhattan distances on a row-major grid.
+    omega : (m, d) array, optional
+        FAVOR+ projections; None: exact softmax kernel.
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+        Dtype and namespace of `q`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.rpe import s2_attention, s2_attention_naive
+    >>> rng = np.random.default_rng(0)
+    >>> q, v = rng.standard_normal((2, 2, 5, 4))                 # (batch, L, d)
+    >>> w = 0.1 * rng.standard_normal((2 * 2 + 1, 4))           # (2k + 1, d) for k = 2
+    >>> y = s2_attention(q, v, w, k=2)
+    >>> y.shape
+    (2, 5, 4)
+    >>> bool(np.allclose(y, s2_attention_naive(q, v, w, k=2)))  # the quadratic reference
+    True
     """
     return s2_attention_fwd(q, v, w, k=k, grid=grid, omega=omega)[0]
 
@@ -381,10 +485,31 @@ def _dense_from_classes(S, cls, *, xp):
 
 
 def s2_logits(q, w, *, k=DEFAULT_CLIP, grid=None):
-    r"""The dense logits ``N_ij = q_i . w[class(i, j)] / sqrt(d)``: ``(..., L, L)``, O(L^2) memory.
+    r"""The dense S2 logits ``N_ij = q_i . w[class(i, j)] / sqrt(d)``, O(L^2) memory.
 
     ``softmax_attention(q, zeros_like(q), v, mask_add=s2_logits(q, w, ...))`` is exact S2 attention (the
-    oracle for :func:`s2_attention` with ``omega=None``).
+    oracle for :func:`s2_attention` with ``omega=None``; Horn et al. Eq. (4) term (b)).
+
+    Parameters
+    ----------
+    q : (..., L, d) array
+        Queries, real floating; d >= 1.
+    w : (\*w, R, d) array
+        Relative-position table (``R = 2k + 1`` for 1-D, ``k + 1`` for a grid).
+    k : int
+        Clipping distance.
+    grid : None or (H, W)
+        None: signed 1-D distances; ``(H, W)``: Manhattan distances.
+
+    Returns
+    -------
+    N : (..., L, L) array
+        Dtype and namespace of `q`.
+
+    Raises
+    ------
+    ValueError
+        Shapes that disagree, a bad `k`/`grid`, or non-finite input.
     """
     v = q[..., :1]
     xp, k, grid = _validate(q, v, w, None, k, grid)
@@ -394,7 +519,28 @@ def s2_logits(q, w, *, k=DEFAULT_CLIP, grid=None):
 
 
 def s2_attention_naive(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
-    r"""Quadratic reference for :func:`s2_attention`: materialises ``K_ij = K(q_i, a_ij)`` (O(L^2) memory)."""
+    r"""Quadratic reference for :func:`s2_attention`: materialises ``K_ij = K(q_i, a_ij)`` (O(L^2) memory).
+
+    Parameters
+    ----------
+    q : (..., L, d) array
+        Queries, real floating; d >= 1.
+    v : (..., L, d_v) array
+        Values.
+    w : (\*w, R, d) array
+        Relative-position table (``R = 2k + 1`` for 1-D, ``k + 1`` for a grid).
+    k : int
+        Clipping distance.
+    grid : None or (H, W)
+        None: signed 1-D distances; ``(H, W)``: Manhattan distances.
+    omega : (m, d) array, optional
+        FAVOR+ projections; None: exact softmax kernel.
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+        Same value as :func:`s2_attention` to rounding.
+    """
     xp, k, grid = _validate(q, v, w, omega, k, grid)
     d = q.shape[-1]
     if omega is None:
