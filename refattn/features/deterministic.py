@@ -28,10 +28,14 @@ RELU_EPS = 1e-3
 
 
 class EluFeaturesGrads(NamedTuple):
+    """Gradient of :func:`elu_features` (returned by :func:`elu_features_bwd`)."""
+
     x: Array  # (..., L, d)
 
 
 class ReluFeaturesGrads(NamedTuple):
+    """Gradient of :func:`relu_features` (returned by :func:`relu_features_bwd`)."""
+
     x: Array  # (..., L, d)
 
 
@@ -43,9 +47,33 @@ def _check_x(x):
 
 
 def elu_features_fwd(x):
-    r"""``phi(x) = elu(x) + 1``: ``x + 1`` for x > 0, ``exp(x)`` otherwise.
+    r"""The elu+1 feature map ``phi(x) = elu(x) + 1`` and the cache for its backward.
 
-    ``x: (..., L, d)`` -> ``(..., L, d)``. Returns ``(phi, cache)``; the cache is ``x``.
+    ``phi(x) = x + 1`` for x > 0 and ``exp(x)`` otherwise, elementwise (Katharopoulos et al. 2020, Eq. (7)):
+    positive everywhere, so every normaliser of linear attention is positive.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
+
+    Returns
+    -------
+    phi : (..., L, d) array
+        Same namespace, dtype and device as `x`; entries > 0 (feature width m = d).
+    cache : array
+        The input `x` itself, for :func:`elu_features_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If `x` has fewer than 2 axes or non-finite entries.
+    TypeError
+        If `x` is not a real floating array.
+
+    See Also
+    --------
+    elu_features, elu_features_bwd, elu_kernel
     """
     xp = _check_x(x)
     phi = xp.where(x > 0, x + 1, xp.exp(xp.minimum(x, xp.zeros_like(x))))       # (..., L, d) > 0
@@ -53,7 +81,27 @@ def elu_features_fwd(x):
 
 
 def elu_features_bwd(dphi, cache) -> EluFeaturesGrads:
-    """Gradient of :func:`elu_features`: 1 for x > 0, exp(x) otherwise."""
+    """Backward of :func:`elu_features`: ``dx = dphi * (1 if x > 0 else exp(x))``.
+
+    Parameters
+    ----------
+    dphi : (..., L, d) array
+        Cotangent of the features; exactly the features' shape, same namespace and dtype, finite.
+    cache : array
+        The cache returned by :func:`elu_features_fwd` (its input ``x``).
+
+    Returns
+    -------
+    EluFeaturesGrads
+        ``x : (..., L, d)``, the gradient with respect to the input.
+
+    Raises
+    ------
+    ValueError
+        If ``dphi.shape`` differs from the features' shape or `dphi` is not finite.
+    TypeError
+        If `dphi` and the cache differ in namespace or dtype.
+    """
     x = cache
     xp = namespace(dphi, x, names=("dphi", "cache"))
     if tuple(dphi.shape) != tuple(x.shape):
@@ -64,18 +112,101 @@ def elu_features_bwd(dphi, cache) -> EluFeaturesGrads:
 
 
 def elu_features(x):
-    """``elu(x) + 1`` (Katharopoulos et al. Eq. (7)). ``x: (..., L, d)`` -> ``(..., L, d)``."""
+    """The elu+1 feature map ``elu(x) + 1`` of linear attention (Katharopoulos et al. 2020, Eq. (7)).
+
+    Deterministic: it estimates nothing, it *defines* the kernel ``phi(q) . phi(k)`` (:func:`elu_kernel`).
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
+
+    Returns
+    -------
+    phi : (..., L, d) array
+        ``x + 1`` where x > 0, ``exp(x)`` elsewhere; same namespace, dtype and device as `x`.
+
+    Raises
+    ------
+    ValueError
+        If `x` has fewer than 2 axes or non-finite entries.
+    TypeError
+        If `x` is not a real floating array.
+
+    See Also
+    --------
+    elu_features_fwd, elu_features_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import elu_features
+    >>> elu_features(np.array([[-1.0, 0.0, 2.0]]))
+    array([[0.36787944, 1.        , 3.        ]])
+    """
     return elu_features_fwd(x)[0]
 
 
 def elu_kernel(q, k):
-    """The kernel the elu+1 map defines: ``(elu(q) + 1) . (elu(k) + 1)``, ``(..., Lq, Lk)``."""
+    """The kernel matrix the elu+1 map defines, ``K(q, k) = (elu(q) + 1) . (elu(k) + 1)``.
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating, finite.
+    k : (..., Lk, d) array
+        Keys, with the batch axes and width of `q`; same namespace and dtype.
+
+    Returns
+    -------
+    K : (..., Lq, Lk) array
+        ``elu_features(q) @ elu_features(k)^T``; entries > 0.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree, an input is not finite, or the result exceeds ``refattn.limits``.
+    TypeError
+        If `q` and `k` differ in namespace or dtype, or are not real floating.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import elu_kernel
+    >>> elu_kernel(np.array([[1.0, -1.0]]), np.array([[0.0, 0.5], [2.0, -3.0]]))
+    array([[2.55181916, 6.01831564]])
+    """
     xp = _check_qk(q, k)
     return elu_features(q) @ xp.matrix_transpose(elu_features(k))
 
 
 def relu_features_fwd(x, *, eps=RELU_EPS):
-    r"""``phi(x) = relu(x) + eps``. ``x: (..., L, d)`` -> ``(..., L, d)``; returns ``(phi, cache)``."""
+    r"""The ReLU feature map ``phi(x) = relu(x) + eps`` and the cache for its backward.
+
+    In the style of Performer-ReLU's generalized attention (Choromanski et al. 2021, ``f = relu``), here on
+    the inputs themselves (no random projections), plus a small constant so that no feature row is all zero.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
+    eps : float, default 1e-3
+        Non-negative constant added to every feature (``RELU_EPS``); 0 gives plain ``relu``.
+
+    Returns
+    -------
+    phi : (..., L, d) array
+        Same namespace, dtype and device as `x`; entries >= eps.
+    cache : array
+        The input `x` itself, for :func:`relu_features_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If `eps` is negative or not a number, `x` has fewer than 2 axes or non-finite entries.
+    TypeError
+        If `x` is not a real floating array.
+    """
     xp = _check_x(x)
     if not (isinstance(eps, (int, float)) and eps >= 0):
         raise ValueError(f"eps: expected a non-negative number; got {eps!r}")
@@ -83,7 +214,29 @@ def relu_features_fwd(x, *, eps=RELU_EPS):
 
 
 def relu_features_bwd(dphi, cache) -> ReluFeaturesGrads:
-    """Gradient of :func:`relu_features` (0 at x = 0, the subgradient numpy and torch use)."""
+    """Backward of :func:`relu_features`: ``dx = dphi`` where x > 0, else 0.
+
+    At x = 0 the subgradient 0 is used (as NumPy and torch do).
+
+    Parameters
+    ----------
+    dphi : (..., L, d) array
+        Cotangent of the features; exactly the features' shape, same namespace and dtype, finite.
+    cache : array
+        The cache returned by :func:`relu_features_fwd` (its input ``x``).
+
+    Returns
+    -------
+    ReluFeaturesGrads
+        ``x : (..., L, d)``, the gradient with respect to the input (`eps` is not differentiated).
+
+    Raises
+    ------
+    ValueError
+        If ``dphi.shape`` differs from the features' shape or `dphi` is not finite.
+    TypeError
+        If `dphi` and the cache differ in namespace or dtype.
+    """
     x = cache
     xp = namespace(dphi, x, names=("dphi", "cache"))
     if tuple(dphi.shape) != tuple(x.shape):
@@ -93,11 +246,75 @@ def relu_features_bwd(dphi, cache) -> ReluFeaturesGrads:
 
 
 def relu_features(x, *, eps=RELU_EPS):
-    """``relu(x) + eps``. ``x: (..., L, d)`` -> ``(..., L, d)``."""
+    """The ReLU feature map ``relu(x) + eps`` (Performer-ReLU style, Choromanski et al. 2021).
+
+    Deterministic: it *defines* the kernel ``phi(q) . phi(k)`` (:func:`relu_kernel`); the default
+    ``eps = 1e-3`` keeps every normaliser of linear attention positive.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
+    eps : float, default 1e-3
+        Non-negative constant added to every feature.
+
+    Returns
+    -------
+    phi : (..., L, d) array
+        Same namespace, dtype and device as `x`; entries >= eps.
+
+    Raises
+    ------
+    ValueError
+        If `eps` is negative or not a number, `x` has fewer than 2 axes or non-finite entries.
+    TypeError
+        If `x` is not a real floating array.
+
+    See Also
+    --------
+    relu_features_fwd, relu_features_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import relu_features
+    >>> relu_features(np.array([[-1.0, 0.0, 2.0]]))
+    array([[1.000e-03, 1.000e-03, 2.001e+00]])
+    """
     return relu_features_fwd(x, eps=eps)[0]
 
 
 def relu_kernel(q, k, *, eps=RELU_EPS):
-    """The kernel the ReLU map defines, ``(..., Lq, Lk)``."""
+    """The kernel matrix the ReLU map defines, ``K(q, k) = (relu(q) + eps) . (relu(k) + eps)``.
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating, finite.
+    k : (..., Lk, d) array
+        Keys, with the batch axes and width of `q`; same namespace and dtype.
+    eps : float, default 1e-3
+        Non-negative constant of :func:`relu_features`.
+
+    Returns
+    -------
+    K : (..., Lq, Lk) array
+        ``relu_features(q) @ relu_features(k)^T``; entries >= d eps^2.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree, an input is not finite, `eps` is negative, or the result exceeds
+        ``refattn.limits``.
+    TypeError
+        If `q` and `k` differ in namespace or dtype, or are not real floating.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import relu_kernel
+    >>> relu_kernel(np.array([[1.0, -1.0]]), np.array([[0.0, 0.5], [2.0, -3.0]]), eps=0.0)
+    array([[0., 2.]])
+    """
     xp = _check_qk(q, k)
     return relu_features(q, eps=eps) @ xp.matrix_transpose(relu_features(k, eps=eps))
