@@ -83,6 +83,8 @@ DEFAULT_CHUNK_ELEMENTS = 2**21
 
 
 class ToeplitzAttentionCache(NamedTuple):
+    r"""Cache of :func:`toeplitz_attention_fwd` for :func:`toeplitz_attention_bwd` (fields in the source)."""
+
     phi_q: Array        # (..., L, m)
     phi_k: Array        # (..., L, m)
     v_aug: Array        # (..., L, d_v + 1)  [v, 1]
@@ -97,6 +99,8 @@ class ToeplitzAttentionCache(NamedTuple):
 
 
 class ToeplitzAttentionGrads(NamedTuple):
+    r"""Gradients from :func:`toeplitz_attention_bwd`: ``phi_q``, ``phi_k``, ``v`` and ``coeffs``."""
+
     phi_q: Array   # (..., L, m)
     phi_k: Array   # (..., L, m)
     v: Array       # (..., L, d_v)
@@ -211,17 +215,18 @@ def toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, *, causal=False, chunk_eleme
     r"""Kernelized attention with a multiplicative Toeplitz RPE, by FFT, and the cache for the backward.
 
     ``y_i = sum_j c(i - j) (phi_q_i . phi_k_j) v_j / sum_j c(i - j) (phi_q_i . phi_k_j)``, sums over all j
-    (bidirectional) or j <= i (causal); ``c(t) = coeffs[..., t + L - 1]`` (= exp(N(t)) for a mask N).
+    (bidirectional) or j <= i (causal); ``c(t) = coeffs[..., t + L - 1]`` (= exp(N(t)) for a Toeplitz mask
+    ``N_ij = f(i - j)``, FLT Definition 3.1; Luo et al. 2021). O(m d_v L log L) time.
 
     Parameters
     ----------
     phi_q : (..., L, m) array
-        Query features. Real floating.
+        Query features, real floating (float64 reference, float32 supported); L >= 1, m >= 1.
     phi_k : (..., L, m) array
-        Key features.
+        Key features, same dtype and namespace as `phi_q`.
     v : (..., L, d_v) array
         Values.
-    coeffs : (*c, 2L - 1) array
+    coeffs : (\*c, 2L - 1) array
         Multiplicative coefficients, ``coeffs[..., i - j + L - 1]`` multiplies ``phi_q_i . phi_k_j``; the
         leading axes ``*c`` broadcast to ``...`` (e.g. ``(2L - 1,)`` shared, or ``(H, 1, 2L - 1)`` per head).
     causal : bool
@@ -238,7 +243,17 @@ def toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, *, causal=False, chunk_eleme
     Returns
     -------
     y : (..., L, d_v) array
+        Dtype and namespace of `phi_q`.
     cache : ToeplitzAttentionCache
+        For :func:`toeplitz_attention_bwd`.
+
+    Raises
+    ------
+    ValueError
+        L = 0 or m = 0, `coeffs` not ``(..., 2L - 1)`` or not broadcasting, non-finite input, a bad
+        `chunk_elements`/`workers`, or (``on_nonpositive="raise"``) a non-positive normaliser.
+    TypeError
+        Mixed dtypes or namespaces, or a non-bool `causal`.
     """
     xp, chunk_elements = _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive, workers)
     L, m, d_v = phi_q.shape[-2], phi_q.shape[-1], v.shape[-1]
@@ -270,6 +285,24 @@ def toeplitz_attention_bwd(dy, cache: ToeplitzAttentionCache) -> ToeplitzAttenti
     the conjugate spectrum), ``dphi_k_ja = sum_e dU_jae v_aug_je``, ``dv_aug_je = sum_a dU_jae phi_k_ja``, and
     ``dc(t) = sum_{i - j = t} sum_ae dT_iae U_jae``, a cross-correlation summed over channels in the
     frequency domain (``sum_ch FFT(dT) conj(FFT(U))``); zero for t < 0 in causal mode.
+
+    Parameters
+    ----------
+    dy : (..., L, d_v) array
+        Cotangent of the output, finite, dtype and namespace of the forward.
+    cache : ToeplitzAttentionCache
+        The cache returned by :func:`toeplitz_attention_fwd`.
+
+    Returns
+    -------
+    ToeplitzAttentionGrads
+        ``phi_q, phi_k: (..., L, m)``, ``v: (..., L, d_v)``, ``coeffs`` of the shape of the coefficients given
+        (summed over broadcast axes).
+
+    Raises
+    ------
+    ValueError
+        `dy` not of the output's shape, or not finite.
     """
     c = cache
     xp = namespace(dy, c.phi_q, names=("dy", "cache.phi_q"))
@@ -297,18 +330,82 @@ def toeplitz_attention(phi_q, phi_k, v, coeffs, *, causal=False, chunk_elements=
                        on_nonpositive="raise", workers=None):
     r"""Kernelized attention with the multiplicative Toeplitz RPE ``c(i - j)``, by FFT in O(m d_v L log L).
 
-    See :func:`toeplitz_attention_fwd`. Shapes: ``phi_q, phi_k: (..., L, m)``, ``v: (..., L, d_v)``,
-    ``coeffs: (*c, 2L - 1)``; returns ``(..., L, d_v)``.
+    The forward of :func:`toeplitz_attention_fwd` without the cache:
+    ``y_i = sum_j c(i - j) (phi_q_i . phi_k_j) v_j / sum_j c(i - j) (phi_q_i . phi_k_j)``.
+
+    Parameters
+    ----------
+    phi_q : (..., L, m) array
+        Query features, real floating.
+    phi_k : (..., L, m) array
+        Key features.
+    v : (..., L, d_v) array
+        Values.
+    coeffs : (\*c, 2L - 1) array
+        ``coeffs[..., i - j + L - 1] = c(i - j)``; ``*c`` broadcasts to ``...``.
+    causal : bool
+        Only j <= i.
+    chunk_elements : int
+        Memory knob (module docstring).
+    on_nonpositive : {"raise", "ignore"}
+        What to do with a non-positive normaliser.
+    workers : int or None
+        ``scipy.fft`` threads on the NumPy path.
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+        Dtype and namespace of `phi_q`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.rpe import toeplitz_attention, toeplitz_attention_dense
+    >>> rng = np.random.default_rng(0)
+    >>> phi_q, phi_k = np.exp(0.3 * rng.standard_normal((2, 2, 5, 8)))   # positive features (..., L, m)
+    >>> v = rng.standard_normal((2, 5, 3))
+    >>> coeffs = np.exp(-0.5 * np.abs(np.arange(-4, 5.0)))              # c(t) = exp(-|t|/2), 2L - 1 entries
+    >>> y = toeplitz_attention(phi_q, phi_k, v, coeffs)
+    >>> y.shape
+    (2, 5, 3)
+    >>> bool(np.allclose(y, toeplitz_attention_dense(phi_q, phi_k, v, coeffs)))
+    True
     """
     return toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, causal=causal, chunk_elements=chunk_elements,
                                   on_nonpositive=on_nonpositive, workers=workers)[0]
 
 
 def toeplitz_matrix(coeffs, L):
-    r"""The dense Toeplitz matrix ``C_ij = coeffs[..., i - j + L - 1]``: ``(*c, 2L - 1) -> (*c, L, L)``.
+    r"""The dense Toeplitz matrix ``C_ij = coeffs[..., i - j + L - 1]``.
 
     ``toeplitz_matrix(N_coeffs, L)`` is also the additive mask ``N`` for ``softmax_attention(mask_add=N)``
     when given the mask values instead of their exponentials.
+
+    Parameters
+    ----------
+    coeffs : (\*c, 2L - 1) array
+        Coefficients ``c(t)`` for t = -(L - 1)..L - 1, real floating, finite.
+    L : int
+        Number of positions, L >= 1.
+
+    Returns
+    -------
+    C : (\*c, L, L) array
+        Dtype and namespace of `coeffs`.
+
+    Raises
+    ------
+    ValueError
+        `coeffs` not ``(..., 2L - 1)``, non-finite, or the result over :mod:`refattn.limits`' memory bound.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.rpe import toeplitz_matrix
+    >>> toeplitz_matrix(np.arange(5.0), 3)       # entry i - j + 2
+    array([[2., 1., 0.],
+           [3., 2., 1.],
+           [4., 3., 2.]])
     """
     xp = namespace(coeffs, names=("coeffs",))
     L = check_positive_int(L, "L")
@@ -327,7 +424,25 @@ def toeplitz_matrix(coeffs, L):
 def toeplitz_attention_dense(phi_q, phi_k, v, coeffs, *, causal=False):
     r"""Quadratic reference: ``A = C * (phi_q phi_k^T)`` (lower triangle when causal), ``y = A v / A 1``.
 
-    Shapes as :func:`toeplitz_attention`. O(L^2) memory: for tests, benchmarks and short sequences.
+    O(L^2) memory: for tests, benchmarks and short sequences (checked against :mod:`refattn.limits`).
+
+    Parameters
+    ----------
+    phi_q : (..., L, m) array
+        Query features, real floating.
+    phi_k : (..., L, m) array
+        Key features.
+    v : (..., L, d_v) array
+        Values.
+    coeffs : (\*c, 2L - 1) array
+        ``coeffs[..., i - j + L - 1] = c(i - j)``.
+    causal : bool
+        Only j <= i.
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+        Same value as :func:`toeplitz_attention` to rounding.
     """
     xp, _ = _validate(phi_q, phi_k, v, coeffs, causal, 1, "ignore")
     L = phi_q.shape[-2]
