@@ -21,10 +21,42 @@ Array = Any
 
 
 def exp_dot_kernel(q, k, *, scale=None):
-    r"""The softmax kernel ``exp(scale q . k)``, ``scale = 1/sqrt(d)`` by default.
+    r"""The softmax kernel matrix ``exp(scale q . k)``, ``scale = 1/sqrt(d)`` by default.
 
-    Shapes: ``q: (..., Lq, d)``, ``k: (..., Lk, d)`` -> ``(..., Lq, Lk)``. Row-unstabilised: for the exact
-    oracle use :func:`refattn.softmax_attention`.
+    With this kernel, :func:`kernel_attention` is softmax attention (Chowdhury et al. Eq. (1) with
+    ``kappa(q, k) = exp(q . k / sqrt(d))``; Horn et al. Eq. (1)). Row-unstabilised: for the exact oracle use
+    :func:`refattn.softmax_attention`.
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating, finite.
+    k : (..., Lk, d) array
+        Keys, same batch axes, dtype and namespace as `q`; finite.
+    scale : float, optional
+        Multiplies the inner products; default ``1/sqrt(d)``.
+
+    Returns
+    -------
+    K : (..., Lq, Lk) array
+        ``K[..., i, j] = exp(scale q_i . k_j)``; same namespace and dtype as `q` (may overflow to ``inf`` for
+        large inner products).
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match, or non-finite input.
+    TypeError
+        Mixed namespaces or dtypes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.attention import exp_dot_kernel
+    >>> q = np.array([[1.0, 0.0], [0.0, 1.0]])
+    >>> exp_dot_kernel(q, q, scale=1.0).round(4)
+    array([[2.7183, 1.    ],
+           [1.    , 2.7183]])
     """
     xp = namespace(q, k, names=("q", "k"))
     sizes = check_shape("q", q, "..., Lq, d")
@@ -37,17 +69,23 @@ def exp_dot_kernel(q, k, *, scale=None):
 
 def kernel_attention(q, k, v, kernel: Callable[[Array, Array], Array], *, causal=False,
                      on_nonpositive="raise"):
-    r"""Attention with an arbitrary kernel, materialising the (Lq, Lk) kernel matrix (Chowdhury et al. Eq.
-    (1)).
+    r"""Attention with an arbitrary kernel, materialising the (Lq, Lk) kernel matrix.
+
+    Chowdhury et al. Eq. (1),
+    ``y_i = sum_{j in J(i)} kappa(q_i, k_j) v_j / sum_{j' in J(i)} kappa(q_i, k_j')``, with J(i) all keys,
+    or j <= i when causal. The quadratic reference that the linear estimators approximate.
 
     Parameters
     ----------
     q : (..., Lq, d) array
+        Queries. Real floating, finite; applied to the kernel exactly as given (no scaling here).
     k : (..., Lk, d) array
+        Keys, same batch axes, dtype and namespace as `q`.
     v : (..., Lk, d_v) array
+        Values, same batch axes, dtype and namespace as `q`.
     kernel : callable
-        ``kernel(q, k) -> (..., Lq, Lk)``, same namespace and dtype.
-    causal : bool
+        ``kernel(q, k) -> (..., Lq, Lk)``, same namespace and dtype (e.g. :func:`exp_dot_kernel`).
+    causal : bool, default False
         Keep j <= i only (needs Lq == Lk).
     on_nonpositive : {"raise", "ignore"}
         A non-positive row sum raises (with the count and the minimum) or is returned as computed.
@@ -55,6 +93,34 @@ def kernel_attention(q, k, v, kernel: Callable[[Array, Array], Array], *, causal
     Returns
     -------
     y : (..., Lq, d_v) array
+        Same namespace and dtype as `q`.
+
+    Raises
+    ------
+    ValueError
+        Mismatched shapes (of the inputs, or of what `kernel` returns), ``causal=True`` with ``Lq != Lk``,
+        non-finite input or kernel row sums, or (with ``on_nonpositive="raise"``) a non-positive row sum.
+    TypeError
+        Mixed namespaces or dtypes, also between `kernel`'s result and `q`.
+
+    See Also
+    --------
+    refattn.attention.softmax_attention : the blocked, stabilised oracle for the softmax kernel.
+    refattn.attention.linear_attention : the same sums in O(L) through feature maps.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.attention import exp_dot_kernel, kernel_attention, softmax_attention
+    >>> q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+    >>> v = np.array([[1.0], [2.0], [3.0]])
+    >>> y = kernel_attention(q, q, v, exp_dot_kernel)         # the softmax kernel: softmax attention
+    >>> y.round(4)
+    array([[2.    ],
+           [2.2033],
+           [2.2552]])
+    >>> bool(np.allclose(y, softmax_attention(q, q, v)))
+    True
     """
     xp = namespace(q, k, v, names=("q", "k", "v"))
     sizes = check_shape("q", q, "..., Lq, d")

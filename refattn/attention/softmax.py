@@ -2,8 +2,9 @@ r"""Exact softmax attention: the quadratic oracle every estimator in refattn is 
 
     y = softmax(mask_add + scale * q k^T) v,      scale = 1/sqrt(d) by default
 
-(Vaswani et al.; Horn et al. Eq. (1) with the row normalisation written out; Choromanski et al. (FLT) Eq. (2)
-with the RPE mask entering additively, ``mask_add = N``, so that the attention matrix is exp(N) * exp(q k^T)).
+(Vaswani et al.; Horn et al. Eq. (1) with the row normalisation written out; Choromanski et al. (FLT)
+Definition 3.1, Eq. (1), with the RPE mask entering additively, ``mask_add = N``, so that the attention matrix
+is exp(N) * exp(q k^T)).
 
 Axes: ``...`` batch and heads, ``Lq`` query positions, ``Lk`` key positions (``L`` when they are equal),
 ``d`` query/key width, ``d_v`` value width.
@@ -112,30 +113,54 @@ def softmax_attention_fwd(q, k, v, *, mask_add=None, causal=False, scale=None, g
                           block_elements=DEFAULT_BLOCK_ELEMENTS):
     r"""Exact attention ``softmax(mask_add + scale q k^T) v`` and the cache for its backward.
 
+    Implements Horn et al. Eq. (1), ``Att(Q, K, V) = softmax(Q K^T / sqrt(d)) V``, and with `mask_add` the
+    RPE-enhanced attention of Choromanski et al. (FLT) Definition 3.1, Eq. (1),
+    ``D^{-1} exp(N + Q K^T / sqrt(d)) V`` with ``D = diag(exp(N + Q K^T / sqrt(d)) 1_L)``, ``N = mask_add``.
+    Rows are stabilised by their maximum logit; at most `block_elements` logits exist at once.
+
     Parameters
     ----------
     q : (..., Lq, d) array
-        Queries. Real floating (float64 reference, float32 supported).
+        Queries. Real floating (float64 reference, float32 supported); finite.
     k : (..., Lk, d) array
         Keys, same batch axes, dtype and namespace as `q`.
     v : (..., Lk, d_v) array
-        Values.
+        Values, same batch axes, dtype and namespace as `q`.
     mask_add : array broadcastable to (..., Lq, Lk), optional
-        Additive logit mask (an RPE mask N of Horn Eq. (3) / FLT Eq. (2)). Must be finite.
-    causal : bool
+        Additive logit mask: the RPE mask N of FLT Definition 3.1 (or any precomputed logit term, such as Horn
+        et al.'s relative-position logits, Eq. (4) term (b)). Same dtype and namespace as `q`; must be finite
+        (use ``causal=True`` rather than ``-inf`` entries).
+    causal : bool, default False
         Query i attends to keys j <= i only (needs Lq == Lk).
     scale : float, optional
         Logit scale; default ``1/sqrt(d)``.
-    grad_mask_add : bool
+    grad_mask_add : bool, default False
         Whether the backward returns the gradient for `mask_add`. It costs O(Lq Lk) memory, so it is off by
         default and the ``mask_add`` field of the gradients is ``None``.
-    block_elements : int
+    block_elements : int, default 2**22
         At most this many logits are materialised at once (query blocking).
 
     Returns
     -------
     y : (..., Lq, d_v) array
+        The attention output; same namespace, device and dtype as `q`.
     cache : SoftmaxAttentionCache
+        The inputs, `y`, the per-row log-sum-exp ``lse: (..., Lq, 1)`` and the options, for
+        :func:`softmax_attention_bwd` (no (Lq, Lk) array is kept).
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match (the message names the argument, the shape received and the one expected),
+        ``causal=True`` with ``Lq != Lk``, non-finite input, or a non-finite `scale`.
+    TypeError
+        Mixed namespaces or dtypes, or a non-floating input.
+
+    See Also
+    --------
+    softmax_attention : the output alone.
+    softmax_attention_bwd : the backward of this pair.
+    refattn.attention.favor_attention : the FAVOR(+) estimate of the same output in O(L).
     """
     xp, scale = _validate(q, k, v, mask_add, causal, scale)
     Lq, Lk = q.shape[-2], k.shape[-2]
@@ -168,9 +193,23 @@ def softmax_attention_bwd(dy, cache: SoftmaxAttentionCache) -> SoftmaxAttentionG
     Parameters
     ----------
     dy : (..., Lq, d_v) array
-        Cotangent of the output.
+        Cotangent of the output `y`: its shape, dtype and namespace; finite.
     cache : SoftmaxAttentionCache
         From :func:`softmax_attention_fwd`.
+
+    Returns
+    -------
+    SoftmaxAttentionGrads
+        ``q: (..., Lq, d)``, ``k: (..., Lk, d)``, ``v: (..., Lk, d_v)``, in the dtype and namespace of the
+        inputs, and ``mask_add``: the shape of the `mask_add` given, or ``None`` unless the forward was called
+        with ``grad_mask_add=True`` and a mask.
+
+    Raises
+    ------
+    ValueError
+        If `dy` is not of the output's shape or is not finite.
+    TypeError
+        If `dy` differs from the cache in namespace or dtype.
     """
     c = cache
     xp = namespace(dy, c.q, names=("dy", "cache.q"))
@@ -204,10 +243,60 @@ def softmax_attention_bwd(dy, cache: SoftmaxAttentionCache) -> SoftmaxAttentionG
 
 def softmax_attention(q, k, v, *, mask_add=None, causal=False, scale=None,
                       block_elements=DEFAULT_BLOCK_ELEMENTS):
-    r"""Exact attention ``softmax(mask_add + scale q k^T) v``: the oracle (see :func:`softmax_attention_fwd`).
+    r"""Exact attention ``softmax(mask_add + scale q k^T) v``: the oracle every estimator is tested against.
 
-    Shapes: ``q: (..., Lq, d)``, ``k: (..., Lk, d)``, ``v: (..., Lk, d_v)``, ``mask_add`` broadcastable to
-    ``(..., Lq, Lk)``; returns ``(..., Lq, d_v)``.
+    Horn et al. Eq. (1) (``softmax(Q K^T / sqrt(d)) V``); with `mask_add` = N, the RPE-enhanced attention of
+    Choromanski et al. (FLT) Definition 3.1, Eq. (1). The output of :func:`softmax_attention_fwd`, which
+    documents the arguments in full.
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating (float64 reference, float32 supported); finite.
+    k : (..., Lk, d) array
+        Keys, same batch axes, dtype and namespace as `q`.
+    v : (..., Lk, d_v) array
+        Values, same batch axes, dtype and namespace as `q`.
+    mask_add : array broadcastable to (..., Lq, Lk), optional
+        Additive, finite logit mask (an RPE mask N).
+    causal : bool, default False
+        Query i attends to keys j <= i only (needs Lq == Lk).
+    scale : float, optional
+        Logit scale; default ``1/sqrt(d)``.
+    block_elements : int, default 2**22
+        At most this many logits are materialised at once.
+
+    Returns
+    -------
+    y : (..., Lq, d_v) array
+        Same namespace, device and dtype as `q`.
+
+    Raises
+    ------
+    ValueError
+        Mismatched shapes, ``causal=True`` with ``Lq != Lk``, non-finite input or `scale`.
+    TypeError
+        Mixed namespaces or dtypes.
+
+    See Also
+    --------
+    softmax_attention_fwd, softmax_attention_bwd : the differentiable pair.
+    refattn.attention.kernel_attention : the same with any kernel (Chowdhury et al. Eq. (1)).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.attention import softmax_attention
+    >>> q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])   # (L, d) = (3, 2)
+    >>> v = np.array([[1.0], [2.0], [3.0]])                   # (L, d_v) = (3, 1)
+    >>> softmax_attention(q, q, v).round(4)
+    array([[2.    ],
+           [2.2033],
+           [2.2552]])
+    >>> softmax_attention(q, q, v, causal=True).round(4)      # row i averages v_0 .. v_i
+    array([[1.    ],
+           [1.6698],
+           [2.2552]])
     """
     return softmax_attention_fwd(q, k, v, mask_add=mask_add, causal=causal, scale=scale,
                                  block_elements=block_elements)[0]
