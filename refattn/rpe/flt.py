@@ -80,6 +80,8 @@ _TWO_PI = 2.0 * math.pi
 
 
 class FLTFeaturesCache(NamedTuple):
+    r"""Cache of :func:`flt_features_fwd` for :func:`flt_features_bwd` (fields commented in the source)."""
+
     pos: Array          # (..., L, D) positions, in the dtype of the parameters
     eps: Array          # (r, D) noise
     proposal: Proposal
@@ -96,6 +98,8 @@ class FLTFeaturesCache(NamedTuple):
 
 
 class FLTFeaturesGrads(NamedTuple):
+    r"""Gradients from :func:`flt_features_bwd`: spectrum and proposal (``pos``, ``eps``: None)."""
+
     pos: None           # positions are not differentiated (always None)
     eps: None           # the noise behind xi is not differentiated (always None)
     spectrum: Any       # same container as the spectrum
@@ -143,10 +147,32 @@ def _validate_noise(eps, proposal, spectrum=None):
 
 
 def flt_frequencies(eps, proposal):
-    """``xi = loc + scale * eps: (r, D)`` and ``log p(xi) = log p_0(eps) - sum_j log scale_j: (r,)``.
+    r"""The FLT frequencies ``xi = loc + scale * eps`` and their log proposal density (reparameterised draw).
 
-    Raises ``ValueError`` naming `eps` or ``proposal.<field>`` for a wrong shape (``eps: (r, D)``, ``loc:
-    (D,)``, ``scale: ()`` or ``(D,)``), non-finite values or a non-positive scale; r = 0 gives empty results.
+    ``log p(xi) = log p_0(eps) - sum_j log scale_j`` (FLT Theorem 4.1 draws iid ``xi_k ~ p``; here p is
+    location-scale so that ``loc`` and ``scale`` are learnable).
+
+    Parameters
+    ----------
+    eps : (r, D) array
+        Standard noise of the proposal's kind (:func:`refattn.random.draw_flt_noise`), real floating, finite.
+    proposal : Proposal
+        ``loc: (D,)``, ``scale: ()`` or ``(D,)`` (> 0), same dtype and namespace as `eps`.
+
+    Returns
+    -------
+    xi : (r, D) array
+        Frequencies.
+    log_p : (r,) array
+        ``log p(xi)``.
+
+    Raises
+    ------
+    ValueError
+        Naming `eps` or ``proposal.<field>`` for a wrong shape, non-finite values or a non-positive scale (or
+        uniform noise outside [-1, 1]); r = 0 gives empty results.
+    TypeError
+        `proposal` not a :class:`~refattn.rpe.spectra.Proposal`, or mixed dtypes/namespaces.
     """
     xp, _ = _validate_noise(eps, proposal)
     return _frequencies(eps, proposal, xp=xp)
@@ -161,9 +187,30 @@ def _frequencies(eps, proposal, *, xp):
 
 
 def flt_importance_weights(eps, spectrum, proposal):
-    """``(w_re, w_im) = g(xi)/p(xi)`` at ``xi = loc + scale * eps`` (``w_im`` None for a real g), ``(r,)``.
+    r"""The importance weights ``w = g(xi) / p(xi)`` at ``xi = loc + scale * eps`` (FLT Eq. (5)).
 
     Validates `eps`, `spectrum` and `proposal` as :func:`flt_frequencies` does, with the spectrum's D.
+
+    Parameters
+    ----------
+    eps : (r, D) array
+        Standard noise of the proposal's kind, real floating.
+    spectrum : spectrum NamedTuple
+        The learnable g (:mod:`refattn.rpe.spectra`); same dtype and namespace as `eps`.
+    proposal : Proposal
+        Location-scale proposal.
+
+    Returns
+    -------
+    (w_re, w_im) : tuple of (r,) arrays
+        Real and imaginary parts; ``w_im`` is None for a real g.
+
+    Raises
+    ------
+    ValueError
+        As :func:`flt_frequencies`, plus bad spectrum parameters.
+    TypeError
+        Unknown spectrum family, or mixed dtypes/namespaces.
     """
     xp, _ = _validate_noise(eps, proposal, spectrum)
     xi, logp = _frequencies(eps, proposal, xp=xp)
@@ -180,7 +227,8 @@ def flt_features_fwd(pos, eps, spectrum, proposal, *, allow_truncation=False):
     pos : (..., L, D) array
         Positions r_i (the paper's R; integer positions are indices by nature and allowed).
     eps : (r, D) array
-        Standard noise of the proposal's kind (``refattn.random.draw_flt_noise(rng, r, D, kind)``).
+        Standard noise of the proposal's kind (``refattn.random.draw_flt_noise(rng, r, D, kind)``), r >= 1;
+        its dtype (float64 reference, float32 supported) is the features'.
     spectrum : spectrum NamedTuple (``refattn.rpe.spectra``)
         The learnable g; its parameters fix the namespace and dtype.
     proposal : Proposal
@@ -191,10 +239,11 @@ def flt_features_fwd(pos, eps, spectrum, proposal, *, allow_truncation=False):
 
     Returns
     -------
-    (N1, N2) : ((..., L, 2r), (..., L, 2r)) arrays
+    (N1, N2) : tuple of two (..., L, 2r) arrays
         ``N1 = [cos a, sin a] sqrt(|w|/r)``, ``N2 = [w_re cos a + w_im sin a, w_re sin a - w_im cos a] /
         sqrt(|w| r)``, ``a = 2 pi pos xi^T``, ``w = g(xi)/p(xi)``.
     cache : FLTFeaturesCache
+        For :func:`flt_features_bwd`.
 
     Raises
     ------
@@ -232,10 +281,30 @@ def flt_features_fwd(pos, eps, spectrum, proposal, *, allow_truncation=False):
 
 
 def flt_features_bwd(dN, cache: FLTFeaturesCache) -> FLTFeaturesGrads:
-    """Backward of :func:`flt_features_fwd` from ``dN = (dN1, dN2)`` (either may be None).
+    r"""Backward of :func:`flt_features_fwd`: gradients of the spectrum and of the proposal.
 
     Gradients go to the spectrum's parameters and to the proposal's ``loc`` and ``scale`` (through xi and
-    1/p). Where |w_k| = 0 the features are not differentiable (sqrt(|w|)); that column's gradient is set to 0.
+    1/p). Where ``|w_k| = 0`` the features are not differentiable (``sqrt(|w|)``); that column's
+    gradient is set to 0.
+
+    Parameters
+    ----------
+    dN : tuple
+        ``(dN1, dN2)``, cotangents of the two features, each ``(..., L, 2r)`` or None (no gradient from that
+        side); finite, dtype and namespace of the forward.
+    cache : FLTFeaturesCache
+        The cache returned by :func:`flt_features_fwd`.
+
+    Returns
+    -------
+    FLTFeaturesGrads
+        ``spectrum`` (same container type as the spectrum), ``proposal`` (``Proposal(kind, dloc: (D,),
+        dscale)`` with ``dscale`` shaped like ``scale``); ``pos`` and ``eps`` are None.
+
+    Raises
+    ------
+    ValueError
+        A cotangent not of the features' shape, or not finite.
     """
     c = cache
     dN1, dN2 = dN
@@ -292,12 +361,65 @@ def flt_features_bwd(dN, cache: FLTFeaturesCache) -> FLTFeaturesGrads:
 
 
 def flt_features(pos, eps, spectrum, proposal, *, allow_truncation=False):
-    """``(N1, N2)``: the real FLT features of :func:`flt_features_fwd`."""
+    r"""The real FLT features ``(N1, N2)`` of FLT Theorem 4.1: ``E[N1 N2^T] = [Re f(r_i - r_j)]``.
+
+    The forward of :func:`flt_features_fwd` without the cache.
+
+    Parameters
+    ----------
+    pos : (..., L, D) array
+        Positions (integers or floats).
+    eps : (r, D) array
+        Proposal noise (:func:`refattn.random.draw_flt_noise`).
+    spectrum : spectrum NamedTuple
+        The learnable g (:mod:`refattn.rpe.spectra`).
+    proposal : Proposal
+        Location-scale proposal for the frequencies.
+    allow_truncation : bool
+        Accept a truncated ('uniform') proposal.
+
+    Returns
+    -------
+    (N1, N2) : tuple of two (..., L, 2r) arrays
+        Dtype and namespace of the spectrum's parameters.
+    """
     return flt_features_fwd(pos, eps, spectrum, proposal, allow_truncation=allow_truncation)[0]
 
 
 def flt_mask_estimate(pos, eps, spectrum, proposal, *, allow_truncation=False):
-    """``N_hat = N1 N2^T: (..., L, L)``, the rank-2r estimate of the RPE mask (Theorem 4.1)."""
+    r"""The rank-2r estimate ``N_hat = N1 N2^T`` of the RPE mask (FLT Theorem 4.1), O(L^2) memory.
+
+    Parameters
+    ----------
+    pos : (..., L, D) array
+        Positions (integers or floats).
+    eps : (r, D) array
+        Proposal noise (:func:`refattn.random.draw_flt_noise`).
+    spectrum : spectrum NamedTuple
+        The learnable g (:mod:`refattn.rpe.spectra`).
+    proposal : Proposal
+        Location-scale proposal for the frequencies.
+    allow_truncation : bool
+        Accept a truncated ('uniform') proposal.
+
+    Returns
+    -------
+    N_hat : (..., L, L) array
+        Unbiased for the exact mask :func:`~refattn.rpe.spectra.rpe_mask`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.random import draw_flt_noise
+    >>> from refattn.rpe import GaussianKernel, kernel_proposal, flt_mask_estimate, rpe_mask
+    >>> spectrum = GaussianKernel(C=np.asarray(1.0), length=np.asarray(2.0))   # f = exp(-D^2 / 8)
+    >>> proposal = kernel_proposal(spectrum, 1)            # the kernel's own spectral density
+    >>> pos = np.arange(4.0)[:, None]                      # (L, D)
+    >>> eps = draw_flt_noise(np.random.default_rng(0), 20000, 1)
+    >>> err = flt_mask_estimate(pos, eps, spectrum, proposal) - rpe_mask(pos, spectrum)
+    >>> bool(np.abs(err).max() < 0.05)
+    True
+    """
     N1, N2 = flt_features(pos, eps, spectrum, proposal, allow_truncation=allow_truncation)
     xp = namespace(N1)
     return N1 @ xp.matrix_transpose(N2)
@@ -308,6 +430,8 @@ def flt_mask_estimate(pos, eps, spectrum, proposal, *, allow_truncation=False):
 
 
 class FLTAttentionCache(NamedTuple):
+    r"""Cache of :func:`flt_attention_fwd` for :func:`flt_attention_bwd` (fields commented in the source)."""
+
     fcache: FLTFeaturesCache
     qcache: Any          # PositiveFeaturesCache of Q_hat
     kcache: Any          # PositiveFeaturesCache of K_hat
@@ -318,6 +442,8 @@ class FLTAttentionCache(NamedTuple):
 
 
 class FLTAttentionGrads(NamedTuple):
+    r"""Gradients from :func:`flt_attention_bwd` (``pos`` and ``eps`` are always None)."""
+
     q: Array             # (..., L, d)
     k: Array             # (..., L, d)
     v: Array             # (..., L, d_v)
@@ -330,34 +456,53 @@ class FLTAttentionGrads(NamedTuple):
 
 def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False, allow_truncation=False,
                       chunk_size=DEFAULT_CHUNK_SIZE):
-    r"""FLT Algorithm 1: RPE-masked softmax attention in O(L m (d + r)) time.
+    r"""FLT Algorithm 1: RPE-masked softmax attention in O(L m (d + r)) time, and the cache.
 
     Estimates ``softmax_attention(q, k, v, mask_add=N, causal=causal)`` with ``N = rpe_mask(pos, spectrum)``:
     ``Q_hat = [N1, q d^{-1/4}]``, ``K_hat = [N2, k d^{-1/4}]`` (Algorithm 1 lines 3-5; 2r + d columns in the
-    real form), FAVOR+ positive features of both with one ``omega`` (line 7; row-stabilised, the keys'
-    log-scale handed to linear attention) and linear attention (line 9), bidirectional or causal.
+    real form; Eq. (3): ``exp(N_hat + q k^T / sqrt(d)) = exp(Q_hat K_hat^T)``), FAVOR+ positive features of
+    both with one ``omega`` (line 7; row-stabilised, the keys' log-scale handed to linear attention) and
+    linear attention (line 9), bidirectional or causal.
 
     Parameters
     ----------
-    q, k : (..., L, d) arrays
+    q : (..., L, d) array
+        Queries, real floating (float64 reference, float32 supported); L >= 1, d >= 1.
+    k : (..., L, d) array
+        Keys, same dtype and namespace as `q`.
     v : (..., L, d_v) array
+        Values.
     pos : (L, D) or (..., L, D) array
         Positions (shared by every leading axis of `q` when 2-D).
     eps : (r, D) array
         Proposal noise (``draw_flt_noise``).
-    spectrum, proposal
-        As in :func:`flt_features_fwd`.
+    spectrum : spectrum NamedTuple
+        The learnable g, as in :func:`flt_features_fwd`.
+    proposal : Proposal
+        Location-scale proposal, as in :func:`flt_features_fwd`.
     omega : (m, 2r + d) array
         FAVOR+ projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal`` with width 2r + d).
     causal : bool
+        Position i attends to j <= i only.
     allow_truncation : bool
+        Accept a truncated ('uniform') proposal.
     chunk_size : int
         Causal chunk length of :func:`~refattn.attention.linear.linear_attention`.
 
     Returns
     -------
     y : (..., L, d_v) array
+        Dtype and namespace of `q`.
     cache : FLTAttentionCache
+        For :func:`flt_attention_bwd`.
+
+    Raises
+    ------
+    ValueError
+        L = 0 or d = 0, `pos` without L rows or not broadcasting, `omega` not ``(m, 2r + d)``, non-finite
+        input, or any error of :func:`flt_features_fwd`.
+    TypeError
+        Mixed dtypes or namespaces, or a non-bool `causal`.
     """
     xp = namespace(q, k, v, omega, names=("q", "k", "v", "omega"))
     sizes = check_shape("q", q, "..., L, d")
@@ -394,10 +539,32 @@ def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=Fa
 
 
 def flt_attention_bwd(dy, cache: FLTAttentionCache, *, omega_grad=True) -> FLTAttentionGrads:
-    """Backward of :func:`flt_attention_fwd`: gradients of q, k, v, omega, the spectrum and the proposal.
+    r"""Backward of :func:`flt_attention_fwd`: gradients of q, k, v, omega, the spectrum and the proposal.
 
-    ``omega_grad=False`` skips omega's gradient (``omega=None`` in the result): for callers whose omega is
-    drawn, not learned (computed only on request)."""
+    Linear attention's backward, both positive-feature backwards, then :func:`flt_features_bwd` on the
+    positional columns (summed back to the axes of `pos`).
+
+    Parameters
+    ----------
+    dy : (..., L, d_v) array
+        Cotangent of the output, finite, dtype and namespace of the forward.
+    cache : FLTAttentionCache
+        The cache returned by :func:`flt_attention_fwd`.
+    omega_grad : bool
+        ``False`` skips omega's gradient (``omega=None`` in the result): for callers whose omega is drawn, not
+        learned (computed only on request).
+
+    Returns
+    -------
+    FLTAttentionGrads
+        ``q, k: (..., L, d)``, ``v: (..., L, d_v)``, ``spectrum`` (same container type), ``proposal``,
+        ``omega: (m, 2r + d)`` or None; ``pos`` and ``eps`` are None.
+
+    Raises
+    ------
+    ValueError
+        A non-finite `dy`.
+    """
     c = cache
     xp = namespace(dy, names=("dy",))
     check_finite("dy", dy, xp=xp)
@@ -415,6 +582,54 @@ def flt_attention_bwd(dy, cache: FLTAttentionCache, *, omega_grad=True) -> FLTAt
 
 def flt_attention(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False, allow_truncation=False,
                   chunk_size=DEFAULT_CHUNK_SIZE):
-    """FLT Algorithm 1 (see :func:`flt_attention_fwd`): ``(..., L, d_v)``."""
+    r"""FourierLearner-Transformer attention (FLT Algorithm 1): RPE-masked softmax attention in linear time.
+
+    The forward of :func:`flt_attention_fwd` without the cache; estimates
+    ``softmax_attention(q, k, v, mask_add=rpe_mask(pos, spectrum))``.
+
+    Parameters
+    ----------
+    q : (..., L, d) array
+        Queries, real floating.
+    k : (..., L, d) array
+        Keys.
+    v : (..., L, d_v) array
+        Values.
+    pos : (L, D) or (..., L, D) array
+        Positions.
+    eps : (r, D) array
+        Proposal noise (:func:`refattn.random.draw_flt_noise`).
+    spectrum : spectrum NamedTuple
+        The learnable g (:mod:`refattn.rpe.spectra`).
+    proposal : Proposal
+        Location-scale proposal.
+    omega : (m, 2r + d) array
+        FAVOR+ projections.
+    causal : bool
+        Position i attends to j <= i only.
+    allow_truncation : bool
+        Accept a truncated ('uniform') proposal.
+    chunk_size : int
+        Causal chunk length of linear attention.
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+        Dtype and namespace of `q`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.random import draw_flt_noise, draw_gaussian
+    >>> from refattn.rpe import GaussianKernel, kernel_proposal, flt_attention
+    >>> q, k, v = np.random.default_rng(0).standard_normal((3, 2, 5, 4))    # (batch, L, d)
+    >>> spectrum = GaussianKernel(C=np.asarray(1.0), length=np.asarray(2.0))
+    >>> proposal = kernel_proposal(spectrum, 1)
+    >>> eps = draw_flt_noise(np.random.default_rng(1), 16, 1)                # r = 16, D = 1
+    >>> omega = draw_gaussian(np.random.default_rng(2), 64, 2 * 16 + 4)      # (m, 2r + d)
+    >>> y = flt_attention(q, k, v, np.arange(5.0)[:, None], eps, spectrum, proposal, omega)
+    >>> y.shape
+    (2, 5, 4)
+    """
     return flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, causal=causal,
                              allow_truncation=allow_truncation, chunk_size=chunk_size)[0]
