@@ -20,7 +20,7 @@ from refattn.random import (draw_dropout_mask, draw_gaussian, init_batchnorm, in
 # whose shape is free (elementwise inputs) or that may hold inf (masks).
 class Call:
     def __init__(self, args, kw=None, arrays=None, free=(), inf_ok=(), empty_ok=True, batch=(), free_last=(),
-                 int_ok=()):
+                 int_ok=(), bwd_names=()):
         self.args, self.kw = dict(args), dict(kw or {})
         self.arrays = list(arrays) if arrays is not None else [n for n, v in self.args.items()
                                                                 if isinstance(v, np.ndarray)]
@@ -28,6 +28,8 @@ class Call:
         self.batch = set(batch)  # arguments that share leading (batch) axes with another argument
         self.free_last = set(free_last)  # arguments whose last axis is a free size (v's d_v, a table's d)
         self.int_ok = set(int_ok)  # integer leaves allowed (index leaves of a parameter tree)
+        self.bwd_names = tuple(bwd_names)  # how the backward names the parts of its cotangent (dQ_p, dN[0])
+        self.accessor = False  # returns the caller's own arrays (computes nothing): only the type is checked
 
     def get(self, path):
         top, *rest = path.split(".")
@@ -289,10 +291,161 @@ def b_sizes(*names, extra=None, pos_rng=True):
     return build
 
 
-def _sized(args, names):
-    c = Call(args, arrays=[])
+def _sized(args, names, kw=None):
+    c = Call(args, kw, arrays=[])
     c.sizes = list(names)
     return c
+
+
+# refattn.rpe (the boundary contract of its package docstring; tests/rpe/test_boundary.py checks the
+# messages and the empty results in detail)
+def _s1(rng, s):
+    from refattn.random import init_s1_params
+
+    return init_s1_params(rng, 1, 2)
+
+
+_S1 = ["params.freqs", "params.alpha", "params.beta"]
+
+
+def b_s1_positional(rng, s):  # positions: indices by nature (integers allowed), any L
+    return Call({"positions": np.arange(s["L"]) * 1.0, "params": _s1(rng, s)}, arrays=["positions", *_S1],
+                free_last=("positions",), int_ok=("positions",), bwd_names=("dQ_p", "dK_p"))
+
+
+def b_s1_relative_matrix(rng, s):
+    c = b_s1_positional(rng, s)
+    c.bwd_names = ()
+    return c
+
+
+def b_s1_relative_term(rng, s):
+    return Call({"delta": _x(rng, s, s["L"]), "params": _s1(rng, s)}, arrays=["delta", *_S1],
+                free=("delta",))  # (...,) offsets when A = 1: any shape
+
+
+def b_s1_augment(rng, s):
+    return Call({"q": _x(rng, s, s["B"], s["L"], s["d"]), "k": _x(rng, s, s["B"], s["L"], s["d"]),
+                 "positions": np.arange(s["L"]) * 1.0, "params": _s1(rng, s)},
+                arrays=["q", "k", "positions", *_S1], batch=("q", "k"), int_ok=("positions",),
+                bwd_names=("dQ", "dK", "dq_aug", "dk_aug"))
+
+
+def b_s1_attention(rng, s):
+    q, k, v = (_x(rng, s, s["B"], s["L"], s["d"]) for _ in range(3))
+    return Call({"q": q, "k": k, "v": v, "positions": np.arange(s["L"]) * 1.0, "params": _s1(rng, s)},
+                {"omega": draw_gaussian(rng, s["m"], s["d"] + 4)},
+                arrays=["q", "k", "v", "positions", *_S1, "omega"], batch=("q", "k", "v"), free_last=("v",),
+                int_ok=("positions",))
+
+
+def b_s2_attention(rng, s):  # 1-D signed distances clipped at k = 2: w holds 2k + 1 rows
+    return Call({"q": _x(rng, s, s["B"], s["L"], s["d"]), "v": _x(rng, s, s["B"], s["L"], s["d"]),
+                 "w": _x(rng, s, 5, s["d"])}, {"k": 2}, batch=("q", "v"), free_last=("v",))
+
+
+def b_s2_logits(rng, s):
+    return Call({"q": _x(rng, s, s["B"], s["L"], s["d"]), "w": _x(rng, s, 5, s["d"])}, {"k": 2})
+
+
+def b_s2_class_index(rng, s):
+    return _sized({"L": s["L"], "k": 2}, ["L"], kw={"xp": np})
+
+
+def b_toeplitz(rng, s):
+    pq, pk = (np.exp(_x(rng, s, s["B"], s["L"], s["m"])) for _ in range(2))
+    return Call({"phi_q": pq, "phi_k": pk, "v": _x(rng, s, s["B"], s["L"], s["d"]),
+                 "coeffs": np.exp(_x(rng, s, 2 * s["L"] - 1))},
+                batch=("phi_q", "phi_k", "v"), free_last=("v",))
+
+
+def b_toeplitz_matrix(rng, s):
+    c = _sized({"coeffs": np.exp(_x(rng, s, 2 * s["L"] - 1)), "L": s["L"]}, ["L"])
+    c.arrays = ["coeffs"]
+    return c
+
+
+def _gm(rng, s):
+    from refattn.rpe import GaussianMixture
+
+    return GaussianMixture(np.abs(_x(rng, s, 2)) + 0.1, _x(rng, s, 2, 2), np.array([0.5, 0.8]))
+
+
+def _prop():
+    from refattn.rpe import Proposal
+
+    return Proposal("gaussian", np.zeros(2), np.asarray(3.0))
+
+
+_GM = ["spectrum.w", "spectrum.mu", "spectrum.sigma"]
+_PROP = ["proposal.loc", "proposal.scale"]
+
+
+def b_spectrum_g(rng, s):  # xi: (r, D), any r
+    return Call({"spectrum": _gm(rng, s), "xi": _x(rng, s, s["m"], 2)}, arrays=[*_GM, "xi"],
+                bwd_names=("dg[0]",))
+
+
+def b_spectrum_f(rng, s):  # delta: (..., D)
+    return Call({"spectrum": _gm(rng, s), "delta": _x(rng, s, s["L"], 2)}, arrays=[*_GM, "delta"])
+
+
+def b_rpe_mask(rng, s):
+    return Call({"pos": _x(rng, s, s["L"], 2), "spectrum": _gm(rng, s)}, arrays=["pos", *_GM],
+                int_ok=("pos",))
+
+
+def b_spectrum(rng, s):  # a spectrum alone: its D (mu's last axis) is free
+    return Call({"spectrum": _gm(rng, s)}, arrays=_GM, free_last=("spectrum.mu",))
+
+
+def b_spectrum_arrays(rng, s):  # a structural accessor: returns the caller's own arrays, checks the type only
+    c = b_spectrum(rng, s)
+    c.accessor = True
+    return c
+
+
+def b_kernel_proposal(rng, s):
+    from refattn.rpe import GaussianKernel
+
+    c = _sized({"spectrum": GaussianKernel(np.asarray(1.5), np.asarray(0.7)), "D": 2}, ["D"])
+    c.arrays = ["spectrum.C", "spectrum.length"]
+    return c
+
+
+def b_check_proposal(rng, s):
+    return Call({"spectrum": _gm(rng, s), "proposal": _prop()}, arrays=[*_GM, *_PROP])
+
+
+def b_check_proposal_shape(rng, s):
+    return Call({"proposal": _prop(), "sizes": {"D": (2, "spectrum.mu")}}, arrays=_PROP)
+
+
+def b_proposal_log_density(rng, s):  # eps: (r, D), any r and D
+    return Call({"kind": "gaussian", "eps": _x(rng, s, s["m"], 2)}, free_last=("eps",))
+
+
+def b_flt_frequencies(rng, s):
+    return Call({"eps": _x(rng, s, s["m"], 2), "proposal": _prop()}, arrays=["eps", *_PROP])
+
+
+def b_flt_importance_weights(rng, s):
+    return Call({"eps": _x(rng, s, s["m"], 2), "spectrum": _gm(rng, s), "proposal": _prop()},
+                arrays=["eps", *_GM, *_PROP])
+
+
+def b_flt_features(rng, s):
+    return Call({"pos": _x(rng, s, s["L"], 2), "eps": _x(rng, s, s["m"], 2), "spectrum": _gm(rng, s),
+                 "proposal": _prop()}, arrays=["pos", "eps", *_GM, *_PROP], int_ok=("pos",),
+                bwd_names=("dN[0]", "dN[1]"))
+
+
+def b_flt_attention(rng, s):
+    q, k, v = (_x(rng, s, s["B"], s["L"], s["d"]) for _ in range(3))
+    c = b_flt_features(rng, s)
+    return Call({"q": q, "k": k, "v": v, **c.args, "omega": draw_gaussian(rng, 3, 2 * s["m"] + s["d"])},
+                arrays=["q", "k", "v", *c.arrays, "omega"], batch=("q", "k", "v"), free_last=("v",),
+                int_ok=("pos",))
 
 
 # (builder, fwd-name pattern) for every stem; bwd uses the stem's fwd
@@ -315,6 +468,9 @@ STEMS = {
     "gmm_frequencies": b_gmm_frequencies,
     "softmax_attention": b_softmax_attention, "linear_attention": b_linear_attention,
     "favor_attention": b_favor,
+    "s1_positional": b_s1_positional, "s1_augment": b_s1_augment, "s1_attention": b_s1_attention,
+    "s2_attention": b_s2_attention, "toeplitz_attention": b_toeplitz, "spectrum_g": b_spectrum_g,
+    "flt_features": b_flt_features, "flt_attention": b_flt_attention,
 }
 PLAIN = {
     "patchify": b_patchify, "unpatchify": b_unpatchify, "one_hot": b_one_hot,
@@ -333,12 +489,21 @@ PLAIN = {
     "draw_gmm_noise": b_sizes("C", "M", "d"), "draw_gmm_antithetic_noise": b_sizes("M", "d"),
     "draw_generator_noise": b_sizes("M", "d_noise"), "draw_fastfood": b_sizes("M", "d"),
     "init_gmm": b_sizes("C", "d"), "init_generator": b_sizes("d"),
+    "s1_relative_matrix": b_s1_relative_matrix, "s1_relative_term": b_s1_relative_term,
+    "s2_attention_naive": b_s2_attention, "s2_logits": b_s2_logits, "s2_class_index": b_s2_class_index,
+    "toeplitz_attention_dense": b_toeplitz, "toeplitz_matrix": b_toeplitz_matrix,
+    "spectrum_f": b_spectrum_f, "rpe_mask": b_rpe_mask, "check_spectrum": b_spectrum,
+    "spectrum_dim": b_spectrum, "spectrum_arrays": b_spectrum_arrays, "kernel_proposal": b_kernel_proposal,
+    "check_proposal": b_check_proposal, "check_proposal_shape": b_check_proposal_shape,
+    "proposal_log_density": b_proposal_log_density, "flt_frequencies": b_flt_frequencies,
+    "flt_importance_weights": b_flt_importance_weights, "flt_mask_estimate": b_flt_features,
+    "init_s1_params": b_sizes("n_axes", "n_lengthscales", extra={"n_axes": 1, "n_lengthscales": 2}),
+    "draw_flt_noise": b_sizes("r", "D", extra={"r": 3, "D": 2}),
 }
 
 # Exports without a builder yet, each with the reason (an explicit xfail, reported; never silently
 # skipped).
 _NN = "refattn.nn model API: needs a config-driven builder (tests/nn, tests/nn/test_checkpoint.py cover it)"
-_RPE = "refattn.rpe: fuzzed by tests/rpe/test_boundary.py (H-rpe's boundary contract); no builder here yet"
 _FAM = "Generative family (generator MLP params and running state): builder not written yet"
 _EDGE = "NumPy-edge helper with non-array arguments (trees, configs, seeds): no builder yet"
 PENDING = {
@@ -348,17 +513,6 @@ PENDING = {
         split_heads transformer transformer_fwd transformer_bwd transformer_loss_fwd
         transformer_loss_bwd
     """.split(), _NN),
-    **dict.fromkeys("""
-        check_proposal check_proposal_shape check_spectrum flt_attention flt_attention_fwd
-        flt_attention_bwd flt_features flt_features_fwd flt_features_bwd flt_frequencies
-        flt_importance_weights flt_mask_estimate kernel_proposal proposal_log_density rpe_mask
-        s1_attention s1_attention_fwd s1_attention_bwd s1_augment s1_augment_fwd s1_augment_bwd
-        s1_positional s1_positional_fwd s1_positional_bwd s1_relative_matrix s1_relative_term
-        s2_attention s2_attention_fwd s2_attention_bwd s2_attention_naive s2_class_index s2_logits
-        spectrum_arrays spectrum_dim spectrum_f spectrum_g spectrum_g_fwd spectrum_g_bwd
-        toeplitz_attention toeplitz_attention_fwd toeplitz_attention_bwd toeplitz_attention_dense
-        toeplitz_matrix init_s1_params draw_flt_noise
-    """.split(), _RPE),
     **dict.fromkeys("""
         generator generator_fwd generator_bwd generator_param_count generative_rks_features
         generative_rks_features_fwd generative_rks_features_bwd generative_prf_features

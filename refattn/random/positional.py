@@ -11,9 +11,12 @@ Families (keep each family's functions together):
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+
+from .. import limits
 
 from ..rpe.s1_rotation import S1Params
 from .common import check_dtype_arg, check_rng
@@ -61,6 +64,7 @@ def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: in
     if not (np.isfinite(base) and base > 0):
         raise ValueError(f"base: expected a positive finite number; got {base!r}")
     shape = tuple(int(s) for s in batch_shape) + (int(n_axes), int(n_lengthscales))
+    limits.check_nbytes(4 * math.prod(shape) * 8, f"n_axes, n_lengthscales (init_s1_params: shape {shape})")
     ladder = float(base) ** (-np.arange(n_lengthscales) / n_lengthscales)               # (S,)
     freqs = np.broadcast_to(ladder, shape).astype(dt)                                   # (*b, A, S)
     alpha_arr = np.full(shape, float(alpha), dtype=dt)
@@ -92,6 +96,7 @@ def draw_flt_noise(rng: np.random.Generator, r: int, D: int, kind: str = "gaussi
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val <= 0:
             raise ValueError(f"{name}: expected a positive integer; got {val!r}")
     shape = (int(r), int(D))
+    limits.check_nbytes(2 * shape[0] * shape[1] * 8, f"r, D (draw_flt_noise: r = {r} rows of width D = {D})")
     if kind == "gaussian":
         eps = rng.standard_normal(shape)
     elif kind == "laplace":

@@ -288,7 +288,7 @@ def s1_augment_fwd(q, k, positions, params: S1Params):
     check_shape("k", k, "..., L, d", sizes)
     check_finite("q", q, xp=xp)
     check_finite("k", k, xp=xp)
-    if positions.shape[0] != q.shape[-2]:
+    if getattr(positions, "ndim", 0) < 1 or positions.shape[0] != q.shape[-2]:
         raise ValueError(f"positions: expected L = {q.shape[-2]} rows (from q); got shape "
                          f"{tuple(positions.shape)}")
     (Qp, Kp), pc = s1_positional_fwd(positions, params)                            # (*p, L, P)
@@ -323,8 +323,18 @@ def s1_augment_bwd(dout, cache: _AugCache) -> S1AugmentGrads:
     S1AugmentGrads
         ``q, k: (..., L, d)`` and ``params``: an :class:`S1Params` of gradients shaped like the parameters.
     """
+    if not isinstance(dout, (tuple, list)) or len(dout) != 2:
+        raise TypeError(f"dout: expected a pair (dq_aug, dk_aug); got {type(dout).__name__}")
     dq_aug, dk_aug = dout
     d = cache.d
+    sin = cache.pos_cache.sin                                                      # (*p, L, A, S)
+    xp = namespace(dq_aug, dk_aug, sin, names=("dout[0]", "dout[1]", "cache"))
+    L, P = sin.shape[-3], 2 * sin.shape[-2] * sin.shape[-1]
+    for name, a in (("dout[0]", dq_aug), ("dout[1]", dk_aug)):
+        if a.ndim < 2 or tuple(a.shape[-2:]) != (L, d + P) or tuple(a.shape) != tuple(dq_aug.shape):
+            raise ValueError(f"{name}: expected shape (..., L, d + P) = (..., {L}, {d + P}), the shape of "
+                             f"the augmented q and k; got {tuple(a.shape)} (dout[0]: {tuple(dq_aug.shape)})")
+        check_finite(name, a, xp=xp)
     gp = s1_positional_bwd((dq_aug[..., d:], dk_aug[..., d:]), cache.pos_cache)
     return S1AugmentGrads(q=dq_aug[..., :d], k=dk_aug[..., :d], params=gp.params)
 

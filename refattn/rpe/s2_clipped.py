@@ -42,8 +42,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .. import _dispatch
-from .._xp import check_finite, check_positive_int, check_shape, device_of, namespace, sum_to_shape
+from .. import _dispatch, limits
+from .._xp import (check_finite, check_nonneg_int, check_positive_int, check_shape, device_of, namespace,
+                   sum_to_shape)
 from ..features.positive import positive_features_stable_bwd, positive_features_stable_fwd
 
 __all__ = [
@@ -144,6 +145,8 @@ def s2_class_index(L, k=DEFAULT_CLIP, grid=None, *, xp):
            [0, 1, 2, 3],
            [0, 0, 1, 2]])
     """
+    L = check_nonneg_int(L, "L")
+    limits.check_nbytes(3 * L * L * 8, f"L (s2_class_index: the ({L}, {L}) class matrix)")
     k, grid, _ = _check_geometry(L, k, grid)
     pos = xp.arange(L)
     if grid is None:
@@ -511,6 +514,8 @@ def s2_logits(q, w, *, k=DEFAULT_CLIP, grid=None):
     ValueError
         Shapes that disagree, a bad `k`/`grid`, or non-finite input.
     """
+    if getattr(q, "ndim", 0) < 2:                                                  # before slicing q
+        check_shape("q", q, "..., L, d")
     v = q[..., :1]
     xp, k, grid = _validate(q, v, w, None, k, grid)
     logits = (q @ xp.matrix_transpose(w)) * (q.shape[-1] ** -0.5)                  # (..., L, R)

@@ -74,7 +74,24 @@ def family_of(spectrum, name: str = "spectrum") -> Family:
 
 
 def spectrum_arrays(spectrum) -> list:
-    """``(name, array)`` pairs of a spectrum's parameter arrays (``base.<name>`` nested for Shifted)."""
+    r"""The ``(name, array)`` pairs of a spectrum's parameter arrays.
+
+    Parameters
+    ----------
+    spectrum : spectrum NamedTuple
+        Any family of :mod:`refattn.rpe.spectra` (``Shifted`` included).
+
+    Returns
+    -------
+    list of (str, array)
+        One pair per parameter array, static integers excluded; ``base.<name>`` nested for
+        :class:`~refattn.rpe.spectra.Shifted`.
+
+    Raises
+    ------
+    TypeError
+        `spectrum` is not a known family.
+    """
     fam = family_of(spectrum)
     if fam.arrays is not None:
         return fam.arrays(spectrum)
@@ -88,16 +105,50 @@ def family_label(spectrum) -> str:
 
 
 def spectrum_dim(spectrum) -> int | None:
-    """The position dimension D fixed by a spectrum's parameter shapes (None when any D fits)."""
+    r"""The position dimension D fixed by a spectrum's parameter shapes.
+
+    Parameters
+    ----------
+    spectrum : spectrum NamedTuple
+        Any family of :mod:`refattn.rpe.spectra`.
+
+    Returns
+    -------
+    int or None
+        D, or None for the isotropic families whose parameters fit any D.
+
+    Raises
+    ------
+    TypeError
+        `spectrum` is not a known family.
+    """
+    check_spectrum(spectrum)                                          # a malformed spectrum fixes no D
     return family_of(spectrum).dim(spectrum)
 
 
 def check_spectrum(spectrum, sizes: dict | None = None, name: str = "spectrum") -> dict:
-    """Validate a spectrum's type, parameter shapes (binding ``D`` and ``T`` in `sizes`), finiteness and
-    signs.
+    r"""Validate a spectrum: type, parameter shapes, finiteness and signs.
 
-    Raises ``TypeError`` for an unknown family or mixed namespaces/dtypes, and ``ValueError`` naming the
-    parameter otherwise.
+    Parameters
+    ----------
+    spectrum : spectrum NamedTuple
+        Any family of :mod:`refattn.rpe.spectra`.
+    sizes : dict, optional
+        Axis sizes already bound (``{"D": 2}``); ``D`` and ``T`` are bound in it (and it is returned).
+    name : str
+        The argument's name in error messages.
+
+    Returns
+    -------
+    sizes : dict
+        The bound axis sizes (``D``, ``T`` where the family fixes them).
+
+    Raises
+    ------
+    TypeError
+        An unknown family, or mixed namespaces/dtypes.
+    ValueError
+        Naming the parameter: wrong shape, non-finite value or wrong sign.
     """
     sizes = {} if sizes is None else sizes
     fam = family_of(spectrum, name)
@@ -114,6 +165,8 @@ def check_spectrum(spectrum, sizes: dict | None = None, name: str = "spectrum") 
 
 
 class SpectrumGCache(NamedTuple):
+    """Cache of :func:`spectrum_g_fwd` for :func:`spectrum_g_bwd` (fields commented in the source)."""
+
     spectrum: Any
     xi: Array       # (r, D)
     parts: tuple    # family-specific intermediates
@@ -121,6 +174,8 @@ class SpectrumGCache(NamedTuple):
 
 
 class SpectrumGGrads(NamedTuple):
+    """Gradients from :func:`spectrum_g_bwd`: the spectrum's parameters and ``xi``."""
+
     spectrum: Any   # same structure as the spectrum (arrays; static ints kept)
     xi: Array       # (r, D)
 
@@ -128,17 +183,28 @@ class SpectrumGGrads(NamedTuple):
 def spectrum_g_fwd(spectrum, xi):
     r"""g(xi) of a spectrum, real and imaginary parts, with a cache for :func:`spectrum_g_bwd`.
 
+    The Fourier convention is FLT's, ``g(xi) = int f(x) exp(-2 pi i x . xi) dx`` (Theorem 4.1).
+
     Parameters
     ----------
-    spectrum : a spectrum NamedTuple (see the package table)
+    spectrum : spectrum NamedTuple
+        A spectrum of the package table (its parameters fix dtype and namespace).
     xi : (r, D) array
         Frequencies, real floating, same namespace and dtype as the spectrum's parameters.
 
     Returns
     -------
-    (g_re, g_im) : ((r,) array, (r,) array or None)
+    (g_re, g_im) : tuple of (r,) arrays
         ``g_im`` is None for the real families (only :class:`Shifted` has a complex g).
     cache : SpectrumGCache
+        For :func:`spectrum_g_bwd`.
+
+    Raises
+    ------
+    ValueError
+        Bad spectrum parameters, `xi` not ``(r, D)`` or not finite.
+    TypeError
+        Unknown family, or mixed dtypes/namespaces.
     """
     arrays = spectrum_arrays(spectrum)
     xp = namespace(xi, *[a for _, a in arrays], names=("xi",) + tuple(f"spectrum.{n}" for n, _ in arrays))
@@ -156,8 +222,25 @@ def g_fwd_trusted(spectrum, xi, *, xp):
 
 
 def spectrum_g_bwd(dg, cache: SpectrumGCache) -> SpectrumGGrads:
-    """Backward of :func:`spectrum_g_fwd`: ``dg = (dg_re, dg_im)`` (``dg_im`` may be None) -> grads of the
-    spectrum's parameters (same container type) and of ``xi``."""
+    r"""Backward of :func:`spectrum_g_fwd`: gradients of the spectrum's parameters and of ``xi``.
+
+    Parameters
+    ----------
+    dg : tuple
+        ``(dg_re, dg_im)``, each ``(r,)``; ``dg_im`` may be None. Finite, dtype and namespace of the forward.
+    cache : SpectrumGCache
+        The cache returned by :func:`spectrum_g_fwd`.
+
+    Returns
+    -------
+    SpectrumGGrads
+        ``spectrum``: gradients in the spectrum's container type (static integers kept); ``xi: (r, D)``.
+
+    Raises
+    ------
+    ValueError
+        A cotangent not of shape ``(r,)``, or not finite.
+    """
     dg_re, dg_im = dg
     names = ("dg[0]", "cache.xi") + (() if dg_im is None else ("dg[1]",))
     xp = namespace(dg_re, cache.xi, *(() if dg_im is None else (dg_im,)), names=names)
@@ -172,7 +255,30 @@ def spectrum_g_bwd(dg, cache: SpectrumGCache) -> SpectrumGGrads:
 
 
 def spectrum_g(spectrum, xi):
-    """g(xi) as ``(g_re, g_im)`` (``g_im`` None for a real g). See :func:`spectrum_g_fwd`."""
+    r"""The spectrum g at frequencies ``xi`` as ``(g_re, g_im)`` (FLT Fourier convention).
+
+    See :func:`spectrum_g_fwd` (this is its forward without the cache).
+
+    Parameters
+    ----------
+    spectrum : spectrum NamedTuple
+        A spectrum of :mod:`refattn.rpe.spectra`.
+    xi : (r, D) array
+        Frequencies, real floating, dtype and namespace of the spectrum.
+
+    Returns
+    -------
+    (g_re, g_im) : tuple of (r,) arrays
+        ``g_im`` is None for a real g.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.rpe import GaussianKernel, spectrum_g
+    >>> g_re, g_im = spectrum_g(GaussianKernel(C=np.asarray(1.0), length=np.asarray(1.0)), np.zeros((1, 1)))
+    >>> np.round(g_re, 4), g_im                       # g(0) = int f = sqrt(2 pi) for f = exp(-x^2 / 2)
+    (array([2.5066]), None)
+    """
     return spectrum_g_fwd(spectrum, xi)[0]
 
 
@@ -181,10 +287,37 @@ def spectrum_g(spectrum, xi):
 
 
 def spectrum_f(spectrum, delta):
-    """The RPE function f at offsets ``delta: (..., D)`` -> ``(...)`` (``Re f`` for a non-even real g).
+    r"""The RPE function f itself at offsets ``delta`` (``Re f`` for a non-even real g).
 
-    At the jumps of the box family (|Delta_j| = v) the value is the Fourier-inversion midpoint (C/2 for one
-    box), not the C of the printed Eq. (4).
+    At the jumps of the box family (``|Delta_j| = v``) the value is the Fourier-inversion midpoint (C/2 for
+    one box), not the C of the printed FLT Eq. (4).
+
+    Parameters
+    ----------
+    spectrum : spectrum NamedTuple
+        A spectrum of :mod:`refattn.rpe.spectra`.
+    delta : (..., D) array
+        Offsets ``r_i - r_j``, real floating, finite, dtype and namespace of the spectrum.
+
+    Returns
+    -------
+    f : (...) array
+        Dtype and namespace of the spectrum.
+
+    Raises
+    ------
+    ValueError
+        Bad spectrum parameters, or `delta`'s last axis not D, or non-finite input.
+    TypeError
+        Unknown family, or mixed dtypes/namespaces.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.rpe import GaussianKernel, spectrum_f
+    >>> np.round(spectrum_f(GaussianKernel(C=np.asarray(1.0), length=np.asarray(2.0)),
+    ...                     np.array([[0.0], [1.0], [2.0]])), 4)      # exp(-Delta^2 / 8)
+    array([1.    , 0.8825, 0.6065])
     """
     sizes = check_spectrum(spectrum)
     check_shape("delta", delta, "..., D", sizes)
@@ -196,17 +329,24 @@ def spectrum_f(spectrum, delta):
 
 
 def rpe_mask(pos, spectrum):
-    """The exact RPE mask ``N = [f(r_i - r_j)]_{ij}`` of Definition 3.1.
+    r"""The exact RPE mask ``N = [f(r_i - r_j)]_ij`` of FLT Definition 3.1, O(L^2) memory.
 
     Parameters
     ----------
     pos : (..., L, D) array
         Positions r_i (integer positions are indices by nature and allowed).
-    spectrum : a spectrum NamedTuple
+    spectrum : spectrum NamedTuple
+        A spectrum of :mod:`refattn.rpe.spectra`; its parameters fix dtype and namespace.
 
     Returns
     -------
-    N : (..., L, L) array, dtype of the spectrum's parameters.
+    N : (..., L, L) array
+        Dtype of the spectrum's parameters.
+
+    Raises
+    ------
+    ValueError
+        `pos`'s last axis not D, non-finite positions, or the mask over :mod:`refattn.limits`' memory bound.
     """
     arrays = spectrum_arrays(spectrum)
     names = ("pos",) + tuple(f"spectrum.{n}" for n, _ in arrays)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from ... import limits
 from ..._xp import check_choice, check_finite, check_positive_int, check_shape, device_of, namespace
 from ._common import TWO_PI, check_positive, iso_const, sq_norm, to_list
 from .core import check_spectrum, family_label, family_of
@@ -42,13 +43,17 @@ Array = Any
 
 
 class Proposal(NamedTuple):
-    """A location-scale proposal density for the frequencies: xi = loc + scale * eps with eps drawn from the
-    standard density of `kind` (``refattn.random.draw_flt_noise``), so p(xi) = p_0(eps) / prod_j scale_j.
+    r"""A location-scale proposal density for the FLT frequencies, ``xi = loc + scale * eps``.
+
+    ``eps`` is drawn from the standard density of `kind` (``refattn.random.draw_flt_noise``), so
+    ``p(xi) = p_0(eps) / prod_j scale_j``.
 
     ``kind``: ``"gaussian"`` (N(0, I)), ``"laplace"`` (product of standard Laplace), ``"cauchy"`` (product of
     standard Cauchy), ``"mv_cauchy"`` (isotropic multivariate Cauchy, Student t with 1 degree of freedom),
     ``"uniform"`` (the cube [-1, 1]^D: a *truncated* proposal, accepted only with ``allow_truncation=True``).
-    ``loc`` and ``scale`` are learnable (App. A.4, B.3: "Gaussian with learnable means and variances")."""
+    ``loc: (D,)`` and ``scale: ()`` or ``(D,)`` are learnable (App. A.4, B.3: "Gaussian with learnable means
+    and variances").
+    """
 
     kind: str
     loc: Array    # (D,)
@@ -59,10 +64,35 @@ PROPOSAL_KINDS = ("gaussian", "laplace", "cauchy", "mv_cauchy", "uniform")
 
 
 def proposal_log_density(kind: str, eps, *, xp=None):
-    """log p_0(eps) of the standard density of `kind` at ``eps: (..., D)`` -> ``(...)``.
+    r"""The log density ``log p_0(eps)`` of the standard density of `kind`.
 
-    Raises ``ValueError`` for an unknown `kind` or non-finite `eps`, ``TypeError`` for a non-floating `eps`.
-    (`xp` is accepted for compatibility and ignored: the namespace is `eps`'s.)
+    Parameters
+    ----------
+    kind : {"gaussian", "laplace", "cauchy", "mv_cauchy", "uniform"}
+        The standard density (``PROPOSAL_KINDS``).
+    eps : (..., D) array
+        Points, real floating, finite.
+    xp : namespace, optional
+        Accepted for compatibility and ignored: the namespace is `eps`'s.
+
+    Returns
+    -------
+    log_p0 : (...) array
+        Dtype and namespace of `eps`.
+
+    Raises
+    ------
+    ValueError
+        An unknown `kind` or non-finite `eps`.
+    TypeError
+        A non-floating `eps`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.rpe import proposal_log_density
+    >>> np.round(proposal_log_density("gaussian", np.zeros((2, 1))), 4)   # -log(2 pi) / 2
+    array([-0.9189, -0.9189])
     """
     check_choice(kind, "kind", PROPOSAL_KINDS)
     xp = namespace(eps, names=("eps",))
@@ -89,8 +119,29 @@ def log_density_trusted(kind: str, eps, *, xp):
 
 
 def check_proposal_shape(proposal, sizes: dict, name: str = "proposal") -> Any:
-    """Validate a proposal's type, kind, shapes (``loc: (D,)``, ``scale: ()`` or ``(D,)``), finiteness and the
-    sign of its scale; returns the namespace."""
+    r"""Validate a proposal's type, kind, shapes, finiteness and the sign of its scale.
+
+    Parameters
+    ----------
+    proposal : Proposal
+        ``loc: (D,)``, ``scale: ()`` or ``(D,)``, scale > 0.
+    sizes : dict
+        Axis sizes already bound (``{"D": 2}``, e.g. from :func:`check_spectrum`); ``D`` is bound in it.
+    name : str
+        The argument's name in error messages.
+
+    Returns
+    -------
+    xp : namespace
+        The array namespace of the proposal's arrays.
+
+    Raises
+    ------
+    TypeError
+        Not a :class:`Proposal`, or mixed namespaces/dtypes.
+    ValueError
+        Unknown kind, wrong shape, non-finite values or a non-positive scale, naming the field.
+    """
     if not isinstance(proposal, Proposal):
         raise TypeError(f"{name}: expected a refattn.rpe.spectra.Proposal; got {type(proposal).__name__}")
     if proposal.kind not in PROPOSAL_KINDS:
@@ -143,20 +194,37 @@ def _variance_problem(tail, kind, s_min, D):
 
 
 def check_proposal(spectrum, proposal, *, allow_truncation: bool = False) -> None:
-    """Reject a spectrum/proposal pair whose estimator is silently biased or has infinite variance.
+    r"""Reject a spectrum/proposal pair whose estimator is silently biased or has infinite variance.
 
     Two conditions (FLT Theorem 4.1 needs the first, Lemma A.2 / Theorem A.3 the second):
 
     * **support**: p > 0 wherever g != 0. Every family here has g != 0 on an unbounded set, so the bounded
       ``"uniform"`` proposal truncates the Fourier integral: the estimator then converges to the truncated
       integral, not to f. Accepted only with ``allow_truncation=True`` (to measure that bias).
-    * **finite variance**: int |g|^2 / p < inf, decided from the tails of g and p (documented per case in the
-      message). Boxes (and the printed sin^k form, and BSpline with k = 1) fail under every proposal on R^D.
+    * **finite variance**: ``int |g|^2 / p < inf``, decided from the tails of g and p (documented per case in
+      the message). Boxes (and the printed sin^k form, and BSpline with k = 1) fail under every proposal
+      on R^D.
+
+    Parameters
+    ----------
+    spectrum : spectrum NamedTuple
+        A spectrum of :mod:`refattn.rpe.spectra`.
+    proposal : Proposal
+        The proposal to check against it.
+    allow_truncation : bool
+        Accept the bounded ``"uniform"`` proposal (biased).
+
+    Returns
+    -------
+    None
+        The pair is accepted.
 
     Raises
     ------
     ValueError
-        Saying which condition fails and why.
+        Saying which condition fails and why (and any shape or value problem of either argument).
+    TypeError
+        Unknown spectrum family or not a :class:`Proposal`.
     """
     sizes = check_spectrum(spectrum)
     check_proposal_shape(proposal, sizes)
@@ -192,20 +260,49 @@ def check_proposal(spectrum, proposal, *, allow_truncation: bool = False) -> Non
 
 
 def kernel_proposal(spectrum, D: int) -> Proposal:
-    """The optimal proposal p = |g| / int |g| of a shift-invariant kernel in D dimensions (its own spectral
-    density; App. A.4): Gaussian of scale 1/(2 pi l) for GaussianKernel, isotropic multivariate Cauchy of
-    scale 1/(2 pi l) for LaplaceKernel, product Laplace of scale 1/(2 pi l) for CauchyKernel. The importance
-    weight g/p is then the constant C, and c = sup |g|/p = C = int |g| is the smallest possible (Theorem 4.2's
-    c).
+    r"""The optimal proposal ``p = |g| / int |g|`` of a shift-invariant kernel in D dimensions (FLT App. A.4).
+
+    The kernel's own spectral density: Gaussian of scale ``1/(2 pi l)`` for GaussianKernel, isotropic
+    multivariate Cauchy of scale ``1/(2 pi l)`` for LaplaceKernel, product Laplace of scale ``1/(2 pi l)`` for
+    CauchyKernel. The importance weight g/p is then the constant C, and ``c = sup |g|/p = C = int |g|`` is the
+    smallest possible (Theorem 4.2's c).
 
     The scale is computed from the current length; when the length is learned, rebuild the proposal each step
     and chain its gradient: ``dlength += dscale * (-scale / length)``.
+
+    Parameters
+    ----------
+    spectrum : GaussianKernel, LaplaceKernel or CauchyKernel
+        The kernel.
+    D : int
+        Position dimension, D >= 1.
+
+    Returns
+    -------
+    Proposal
+        ``loc = zeros(D)`` and ``scale = 1 / (2 pi length)``, dtype and namespace of ``spectrum.length``.
+
+    Raises
+    ------
+    TypeError
+        Another spectrum family.
+    ValueError
+        D not a positive integer, or bad spectrum parameters.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.rpe import GaussianKernel, kernel_proposal
+    >>> p = kernel_proposal(GaussianKernel(C=np.asarray(1.0), length=np.asarray(2.0)), 1)
+    >>> p.kind, p.loc, round(float(p.scale), 5)
+    ('gaussian', array([0.]), 0.07958)
     """
     fam = family_of(spectrum)
     if fam.own_proposal is None:
         raise TypeError(f"spectrum: kernel_proposal needs GaussianKernel, LaplaceKernel or CauchyKernel; "
                         f"got {type(spectrum).__name__}")
     D = check_positive_int(D, "D")
+    limits.check_nbytes(D * 8, f"D (kernel_proposal: a ({D},) location)")
     check_spectrum(spectrum)
     xp = namespace(spectrum.length)
     loc = xp.zeros((D,), dtype=spectrum.length.dtype, device=device_of(spectrum.length))
