@@ -104,21 +104,27 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
     r"""FAVOR(+) estimate of ``softmax_attention(q, k, v, causal=causal)``, and the cache.
 
     ``y_i = phi(q'_i) sum_j phi(k'_j)^T v_j / phi(q'_i) sum_j phi(k'_j)^T`` with ``q' = d^{-1/4} q``,
-    ``k' = d^{-1/4} k`` and ``E[phi(q') . phi(k')] = exp(q . k / sqrt(d))`` (sums over j <= i when causal).
+    ``k' = d^{-1/4} k`` and ``E[phi(q') . phi(k')] = exp(q . k / sqrt(d))`` (sums over j <= i when causal):
+    Choromanski et al. (FLT) Eq. (2), whose rows of Q', K' are ``phi(d^{-1/4} q_i)``, ``phi(d^{-1/4} k_i)``;
+    Horn et al. Sec. 2.1 (FAVOR estimating their Eq. (1)). Keys of positive and hyperbolic features get
+    per-feature frames (see the module docstring), so float32 stays accurate for large inputs.
 
     Parameters
     ----------
     q, k : (..., L, d) array
-        Queries and keys (unscaled: the d^{-1/4} scaling is applied here).
+        Queries and keys (unscaled: the d^{-1/4} scaling is applied here). Real floating (float64 reference,
+        float32 supported); same batch axes, dtype and namespace.
     v : (..., L, d_v) array
-        Values.
+        Values, same batch axes, dtype and namespace as `q`.
     omega : (m, d) array
-        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), shared by queries and keys.
-    causal : bool
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``, moved with
+        ``refattn.random.as_xp``), shared by queries and keys; m >= 1, same dtype and namespace as `q`.
+    causal : bool, default False
         Prefix sums (j <= i).
     features : {"positive", "hyperbolic", "trig"}
-        The random feature map (see the module docstring). Feature width m (positive) or 2m.
-    chunk_size : int
+        The random feature map (see the module docstring). Feature width m (positive) or 2m (hyperbolic,
+        trig).
+    chunk_size : int, default 32
         Causal chunk length of ``linear_attention``.
     on_nonpositive : {"raise", "ignore"}
         Passed to ``linear_attention``: what a non-positive normaliser does (only trig features can give one).
@@ -126,7 +132,10 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
     Returns
     -------
     y : (..., L, d_v) array
+        The estimate; same namespace, device and dtype as `q`.
     cache : FavorAttentionCache
+        The feature maps' caches, the linear-attention cache, the scale ``d^{-1/4}`` and `features`, for
+        :func:`favor_attention_bwd`.
 
     Raises
     ------
@@ -135,6 +144,12 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
         unknown `features`, or a non-positive normaliser with ``on_nonpositive="raise"``.
     TypeError
         Mixed namespaces or dtypes.
+
+    See Also
+    --------
+    favor_attention : the output alone.
+    refattn.attention.softmax_attention : the exact attention this estimates.
+    refattn.attention.linear_attention : the attention step, given features.
     """
     xp = namespace(q, k, v, omega, names=("q", "k", "v", "omega"))
     sizes = check_shape("q", q, "..., L, d")
@@ -184,15 +199,31 @@ def favor_attention_bwd(dy, cache: FavorAttentionCache, *, omega_grad=True) -> F
 
     ``linear_attention_bwd`` gives ``dphi_q, dphi_k, dv, dk_log_scale``; the key map's backward takes
     ``(dphi_k, dk_log_scale)``, the query map's ``(dphi_q, None)``; both chain through ``d^{-1/4}`` and their
-    ``omega`` gradients add.
+    ``omega`` gradients add. For positive and hyperbolic features the frames and row maxima are held fixed
+    (a gauge: their cotangents sum to zero exactly).
 
     Parameters
     ----------
     dy : (..., L, d_v) array
+        Cotangent of the output `y`: its shape, dtype and namespace; finite.
     cache : FavorAttentionCache
-    omega_grad : bool
+        From :func:`favor_attention_fwd`.
+    omega_grad : bool, default True
         ``False``: the omega gradient is not computed and its field is ``None`` (style.md: computed only on
         request). A model whose omega is drawn, not learned, asks for none (``refattn.nn.kinds.favor``).
+
+    Returns
+    -------
+    FavorAttentionGrads
+        ``q: (..., L, d)``, ``k: (..., L, d)``, ``v: (..., L, d_v)`` and ``omega: (m, d)`` (``None`` with
+        ``omega_grad=False``), in the dtype and namespace of the inputs.
+
+    Raises
+    ------
+    ValueError
+        If `dy` is not of the output's shape or is not finite.
+    TypeError
+        If `dy` differs from the cache in namespace or dtype.
     """
     c = cache
     _, q_bwd, _, k_bwd = FAVOR_FEATURES[c.features]
@@ -230,9 +261,63 @@ def _gauge_bwd(dphi, cache, *, key, omega_grad, xp):
 
 def favor_attention(q, k, v, omega, *, causal=False, features="positive", chunk_size=DEFAULT_CHUNK_SIZE,
                     on_nonpositive="raise"):
-    r"""FAVOR(+) estimate of softmax attention, ``(..., L, d_v)``; see :func:`favor_attention_fwd`.
+    r"""FAVOR(+) estimate of softmax attention: random features composed with linear attention.
 
-    Shapes: ``q, k: (..., L, d)``, ``v: (..., L, d_v)``, ``omega: (m, d)``.
+    Choromanski et al. (FLT) Eq. (2) with ``Q'``, ``K'`` the features of ``d^{-1/4} q``, ``d^{-1/4} k``
+    (Horn et al. Sec. 2.1): an estimate of ``softmax_attention(q, k, v, causal=causal)`` (Horn et al.
+    Eq. (1)) whose RMS error falls as ``m^{-1/2}``. The output of :func:`favor_attention_fwd`, which documents
+    the arguments in full.
+
+    Parameters
+    ----------
+    q, k : (..., L, d) array
+        Queries and keys (unscaled). Real floating (float64 reference, float32 supported); same batch axes,
+        dtype and namespace.
+    v : (..., L, d_v) array
+        Values, same batch axes, dtype and namespace as `q`.
+    omega : (m, d) array
+        Projections shared by queries and keys (``refattn.random.draw_gaussian`` / ``draw_orthogonal``).
+    causal : bool, default False
+        Prefix sums (j <= i).
+    features : {"positive", "hyperbolic", "trig"}
+        The random feature map: FAVOR+ (positive, m features), its antithetic variant (2m), or the trig
+        features of FAVOR (2m; the normaliser can then be non-positive).
+    chunk_size : int, default 32
+        Causal chunk length of ``linear_attention``.
+    on_nonpositive : {"raise", "ignore"}
+        Raise on a non-positive normaliser (only trig features give one), or return the output as computed.
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+        Same namespace, device and dtype as `q`.
+
+    Raises
+    ------
+    ValueError
+        Mismatched shapes, non-finite input, unknown `features`, or a non-positive normaliser with
+        ``on_nonpositive="raise"``.
+    TypeError
+        Mixed namespaces or dtypes.
+
+    See Also
+    --------
+    favor_attention_fwd, favor_attention_bwd : the differentiable pair.
+    refattn.attention.softmax_attention : the exact attention this estimates.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.attention import favor_attention, softmax_attention
+    >>> from refattn.random import draw_gaussian
+    >>> x = 0.5 * np.random.default_rng(0).standard_normal((2, 16, 8))   # (B, L, d): q = k = v = x
+    >>> omega = draw_gaussian(np.random.default_rng(1), 4096, 8)          # (m, d)
+    >>> y = favor_attention(x, x, x, omega)
+    >>> y.shape
+    (2, 16, 8)
+    >>> exact = softmax_attention(x, x, x)
+    >>> bool(np.linalg.norm(y - exact) / np.linalg.norm(exact) < 0.1)    # relative error ~ m**-0.5
+    True
     """
     return favor_attention_fwd(q, k, v, omega, causal=causal, features=features, chunk_size=chunk_size,
                                on_nonpositive=on_nonpositive)[0]

@@ -5,10 +5,11 @@ Given feature maps phi_q = phi(q), phi_k = phi(k) whose inner products estimate 
     y_i = sum_j (phi_q_i . phi_k_j) v_j  /  sum_j (phi_q_i . phi_k_j)                  (bidirectional)
         = phi_q_i (phi_k^T v)  /  phi_q_i (phi_k^T 1)
 
-(Horn et al. Eq. (2); Chowdhury et al. Eq. (2); Katharopoulos et al.), computed in O(L m d_v) instead of
-O(L^2). In causal mode the sums run over j <= i: prefix sums, computed chunk by chunk (chunks of C rows: the
-intra-chunk part as a masked (C, C) product, the rest through a running (m, d_v + 1) state), so extra memory
-stays O(L m + m d_v): the (L, m, d_v) stack of prefix states is never formed (design.md trap 9).
+(Choromanski et al. (FLT) Eq. (2); Chowdhury et al. Sec. 3, their Eq. (1) rewritten with feature maps; Horn
+et al. Sec. 2.1; Katharopoulos et al.), computed in O(L m d_v) instead of O(L^2). In causal mode the sums run
+over j <= i: prefix sums, computed chunk by chunk (chunks of C rows: the intra-chunk part as a masked (C, C)
+product, the rest through a running (m, d_v + 1) state), so extra memory stays O(L m + m d_v): the
+(L, m, d_v) stack of prefix states is never formed (design.md trap 9).
 
 The normaliser is fused into the value product as an extra column of ones, ``v_aug = [v, 1]``, so one GEMM
 gives numerator and denominator together.
@@ -17,16 +18,13 @@ gives numerator and denominator together.
 
 * row log-scales ``s: (..., L)``: a key row arrives as ``phi_k_j * exp(s_j)`` (the raw product is never
   formed); the sums are carried relative to a running maximum M of s, over all positions in bidirectional
-  mode,
-  over the *prefix* j <= i in causal mode (M_i = max_{j<=i} s_j, per position, also inside a chunk), with the
-  accumulated state rescaled by exp(M_old - M_new) when the maximum grows. The output is exactly invariant to
-  M,
-  and in causal mode M depends on the prefix alone.
+  mode, over the *prefix* j <= i in causal mode (M_i = max_{j<=i} s_j, per position, also inside a chunk),
+  with the accumulated state rescaled by exp(M_old - M_new) when the maximum grows. The output is exactly
+  invariant to M, and in causal mode M depends on the prefix alone.
 * per-feature frames ``s: (..., L, m)`` (causal; issue 22): every feature column of the keys has its own scale
   (its prefix maximum), and ``phi_q`` arrives in the reciprocal frame of its own position; the weight of
   (i, j, f) is ``phi_q_if phi_k_jf exp(s_jf - s_if) <= phi_q_if phi_k_jf``. This keeps float32 accurate where
-  a
-  row scale underflows (module ``_causal`` has the chunk algorithm and its guard).
+  a row scale underflows (module ``_causal`` has the chunk algorithm and its guard).
 
 Axes: ``...`` batch and heads, ``L`` positions, ``m`` feature width (m' of the issues: m for positive maps, 2m
 for trig ones), ``d_v`` value width.
@@ -130,38 +128,39 @@ def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chu
                          on_nonpositive="raise"):
     r"""Linear attention on featurised inputs, and the cache for :func:`linear_attention_bwd`.
 
-    Implements Horn et al. Eq. (2) / Chowdhury et al. Eq. (2) with the kernel replaced by feature inner
-    products: ``y_i = sum_{j in J(i)} (phi_q_i . phi_k_j) v_j / sum_{j in J(i)} phi_q_i . phi_k_j`` with
-    J(i) all positions (bidirectional) or j <= i (causal).
+    Implements Choromanski et al. (FLT) Eq. (2), ``D_hat^{-1} (Q' (K'^T V))`` with
+    ``D_hat = diag(Q' (K'^T 1_L))``, which is Chowdhury et al.'s Eq. (1) rewritten with feature maps (Sec. 3):
+    ``y_i = sum_{j in J(i)} (phi_q_i . phi_k_j) v_j / sum_{j in J(i)} phi_q_i . phi_k_j`` with J(i) all
+    positions (bidirectional) or j <= i (causal).
 
     Parameters
     ----------
     phi_q : (..., L, m) array
-        Query features. Real floating.
+        Query features. Real floating (float64 reference, float32 supported).
     phi_k : (..., L, m) array
-        Key features (relative to ``exp(k_log_scale)`` when that is given).
+        Key features (relative to ``exp(k_log_scale)`` when that is given); same batch axes, dtype and
+        namespace as `phi_q`.
     v : (..., L, d_v) array
-        Values.
-    causal : bool
+        Values, same batch axes, dtype and namespace as `phi_q`.
+    causal : bool, default False
         Prefix sums (j <= i) instead of full sums.
     k_log_scale : (..., L) or (..., L, m) array, optional
-        Key scales, in one of two forms (design.md trap 3, issue 22).
+        Key scales, finite, in one of two forms (design.md trap 3, issue 22).
 
-        * ``(..., L)``, **row log-scales**: the keys' true features are ``phi_k * exp(k_log_scale)[...,
-        None]``,
-          combined with a running maximum (over all positions, or over the prefix in causal mode) so that they
-          are never formed. Any feature map (trig ones included); in float32 positive features of large inputs
-          can underflow this way (a query's dominant feature may sit where every key's row scale is small).
+        * ``(..., L)``, **row log-scales**: the keys' true features are
+          ``phi_k * exp(k_log_scale)[..., None]``, combined with a running maximum (over all positions, or
+          over the prefix in causal mode) so that they are never formed. Any feature map (trig ones
+          included); in float32 positive features of large inputs can underflow this way (a query's dominant
+          feature may sit where every key's row scale is small).
         * ``(..., L, m)``, **per-feature frames** (``causal=True`` only): nondecreasing along L (prefix
-        maxima,
-          from :func:`~refattn.features.positive.positive_key_features_stable`), key j's feature f is
-          ``phi_k_jf exp(s_jf)`` and ``phi_q`` is given in the reciprocal frame of its own position (folded in
-          by ``positive_features_stable(q, omega, k_log_scale=...)``), so the weight of (i, j, f) is
+          maxima, from :func:`~refattn.features.positive.positive_key_features_stable`), key j's feature f is
+          ``phi_k_jf exp(s_jf)`` and ``phi_q`` is given in the reciprocal frame of its own position (folded
+          in by ``positive_features_stable(q, omega, k_log_scale=...)``), so the weight of (i, j, f) is
           ``phi_q_if phi_k_jf exp(s_jf - s_if)``. Chunks whose frames spread by at most ``SPREAD_LIMIT`` use
-          the
-          chunk's frame (GEMMs); others the exact per-position weights (module ``_causal``). Bidirectional
-          attention needs no frame: one ``(..., 1, m)`` frame cancels between query and key features.
-    chunk_size : int
+          the chunk's frame (GEMMs); others the exact per-position weights (module ``_causal``).
+          Bidirectional attention needs no frame: one ``(..., 1, m)`` frame cancels between query and key
+          features.
+    chunk_size : int, default 32
         Causal chunk length C (rows). Memory O(L m + m d_v + C^2); ignored when ``causal=False``.
     on_nonpositive : {"raise", "ignore"}
         What to do with a non-positive normaliser (possible with trig features): raise a ``ValueError`` that
@@ -170,7 +169,26 @@ def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chu
     Returns
     -------
     y : (..., L, d_v) array
+        Same namespace, device and dtype as `phi_q`.
     cache : LinearAttentionCache
+        What :func:`linear_attention_bwd` needs: the inputs, ``[v, 1]``, the normaliser ``z: (..., L, 1)``,
+        `y`, and either ``kv = phi_k^T [v, 1]`` (bidirectional) or a few causal prefix states.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match; per-feature frames with ``causal=False``; a non-finite `k_log_scale`; a
+        normaliser or output that is not finite (the message names the non-finite input, or says the
+        features overflow); a non-positive normaliser with ``on_nonpositive="raise"`` (negative estimates of
+        trig features, or an underflow to 0, with the remedy).
+    TypeError
+        Mixed namespaces or dtypes, or `causal` not a bool.
+
+    See Also
+    --------
+    linear_attention : the output alone.
+    linear_attention_step : one causal step in recurrent form.
+    refattn.attention.favor_attention : feature maps and this function composed (FAVOR+).
     """
     xp, chunk_size = _validate(phi_q, phi_k, v, k_log_scale, causal, chunk_size, on_nonpositive)
     return _fwd_core(phi_q, phi_k, v, causal, k_log_scale, chunk_size, on_nonpositive, xp=xp,
@@ -221,13 +239,29 @@ def linear_attention_bwd(dy, cache: LinearAttentionCache) -> LinearAttentionGrad
     With ``g = [dy / z, -sum(dy * y) / z]`` the cotangent of the augmented numerator ``[numer, z]``:
     bidirectional, ``dphi_q = g kv^T``, ``dkv = phi_q^T g``, ``dphi_k = u dkv^T``, ``dv_aug = w phi_k dkv``
     with ``u = w v_aug``, ``w = exp(s - M)``: four GEMMs against the forward's two. The gradient for the
-    log-scales is ``ds_j = v_aug_j . dv_aug_j`` (the output does not depend on M). Causal: see
-    ``_causal_bwd_reference``.
+    log-scales is ``ds_j = v_aug_j . dv_aug_j`` (the output does not depend on M). Causal: the same through
+    the prefix sums, one reverse sweep over the chunks from the cached states (``_causal_bwd_reference``).
 
     Parameters
     ----------
     dy : (..., L, d_v) array
+        Cotangent of the output `y`: its shape, dtype and namespace; finite.
     cache : LinearAttentionCache
+        From :func:`linear_attention_fwd`.
+
+    Returns
+    -------
+    LinearAttentionGrads
+        ``phi_q: (..., L, m)``, ``phi_k: (..., L, m)``, ``v: (..., L, d_v)``, and ``k_log_scale`` of the
+        shape of the `k_log_scale` given (``(..., L)`` or ``(..., L, m)``), or ``None`` when none was given.
+        Same namespace and dtype as the inputs.
+
+    Raises
+    ------
+    ValueError
+        If `dy` is not of the output's shape or is not finite.
+    TypeError
+        If `dy` differs from the cache in namespace or dtype.
     """
     c = cache
     xp = namespace(dy, c.phi_q, names=("dy", "cache.phi_q"))
@@ -274,8 +308,64 @@ def linear_attention(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chunk_s
                      on_nonpositive="raise"):
     r"""Linear attention ``phi_q (phi_k^T v) / phi_q (phi_k^T 1)`` (prefix sums when causal).
 
-    See :func:`linear_attention_fwd` for the arguments. Shapes: ``phi_q, phi_k: (..., L, m)``,
-    ``v: (..., L, d_v)``, ``k_log_scale: (..., L)``; returns ``(..., L, d_v)``.
+    Choromanski et al. (FLT) Eq. (2), ``D_hat^{-1} (Q' (K'^T V))`` with ``D_hat = diag(Q' (K'^T 1_L))``;
+    Chowdhury et al. Sec. 3 (their Eq. (1) with ``kappa(q, k) = phi(q) . phi(k)``). The output of
+    :func:`linear_attention_fwd`, which documents the arguments in full.
+
+    Parameters
+    ----------
+    phi_q : (..., L, m) array
+        Query features. Real floating (float64 reference, float32 supported).
+    phi_k : (..., L, m) array
+        Key features; same batch axes, dtype and namespace as `phi_q`.
+    v : (..., L, d_v) array
+        Values, same batch axes, dtype and namespace as `phi_q`.
+    causal : bool, default False
+        Prefix sums (j <= i) instead of full sums.
+    k_log_scale : (..., L) or (..., L, m) array, optional
+        Row log-scales of the keys (``phi_k * exp(k_log_scale)[..., None]`` are the true key features), or
+        per-feature frames (causal only); see :func:`linear_attention_fwd`.
+    chunk_size : int, default 32
+        Causal chunk length C (rows); ignored when ``causal=False``.
+    on_nonpositive : {"raise", "ignore"}
+        Raise on a non-positive normaliser (with the count and the minimum), or return the output as computed.
+
+    Returns
+    -------
+    y : (..., L, d_v) array
+        Same namespace, device and dtype as `phi_q`.
+
+    Raises
+    ------
+    ValueError
+        Mismatched shapes, non-finite scales, a non-finite or (with ``on_nonpositive="raise"``) non-positive
+        normaliser.
+    TypeError
+        Mixed namespaces or dtypes.
+
+    See Also
+    --------
+    linear_attention_fwd, linear_attention_bwd : the differentiable pair.
+    refattn.attention.kernel_attention : the quadratic reference with the kernel ``phi(q) . phi(k)``.
+
+    Examples
+    --------
+    Deterministic features (``elu(x) + 1``, Katharopoulos et al.) make the output exact:
+
+    >>> import numpy as np
+    >>> from refattn.attention import linear_attention
+    >>> from refattn.features import elu_features
+    >>> q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])     # (L, d) = (3, 2)
+    >>> v = np.array([[1.0], [2.0], [3.0]])                     # (L, d_v) = (3, 1)
+    >>> phi = elu_features(q)                                   # (L, m) = (3, 2)
+    >>> linear_attention(phi, phi, v).round(4)
+    array([[2.0667],
+           [2.1333],
+           [2.1   ]])
+    >>> linear_attention(phi, phi, v, causal=True).round(4)     # prefix sums: row 0 sees v_0 only
+    array([[1.    ],
+           [1.5556],
+           [2.1   ]])
     """
     return linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_log_scale,
                                 chunk_size=chunk_size, on_nonpositive=on_nonpositive)[0]
@@ -286,21 +376,60 @@ def linear_attention_step(state, phi_q_t, phi_k_t, v_t, k_log_scale_t=None, *, o
 
     ``S_t = S_{t-1} + exp(s_t) phi_k_t^T v_t``, ``z_t = z_{t-1} + exp(s_t) phi_k_t``,
     ``out_t = phi_q_t S_t / phi_q_t z_t``, all carried relative to the running maximum M of the log-scales.
+    Step t of ``linear_attention(..., causal=True)`` (FLT Eq. (2) with prefix sums), one position at a time.
 
     Parameters
     ----------
     state : LinearAttentionState or None
-        ``None`` before the first step.
-    phi_q_t, phi_k_t : (..., m) array
+        ``None`` before the first step; else the state returned by the previous step
+        (``S: (..., m, d_v)``, ``z: (..., m)``, ``M: (...)`` or ``(..., m)``), same namespace and dtype.
+    phi_q_t : (..., m) array
+        Query features of step t. Real floating.
+    phi_k_t : (..., m) array
+        Key features of step t; same batch axes, dtype and namespace as `phi_q_t`.
     v_t : (..., d_v) array
+        Value of step t; finite.
     k_log_scale_t : (...) or (..., m) array, optional
         Row log-scale of this key (0 when omitted), or its per-feature frame (the prefix maximum at step t, as
-        ``k_log_scale[..., t, :]`` of the causal call; ``phi_q_t`` then in the reciprocal frame).
+        ``k_log_scale[..., t, :]`` of the causal call; ``phi_q_t`` then in the reciprocal frame). Use one form
+        for every step.
+    on_nonpositive : {"raise", "ignore"}
+        Raise on a non-positive normaliser (with the count and the minimum), or return the output as computed.
 
     Returns
     -------
     out_t : (..., d_v) array
+        Output at step t; same namespace and dtype as `phi_q_t`.
     state : LinearAttentionState
+        The state after step t, to pass to the next step.
+
+    Raises
+    ------
+    ValueError
+        Mismatched shapes (inputs or `state`), non-finite `v_t`, `k_log_scale_t` or state (``state.M`` may be
+        ``-inf``), or a non-finite or (with ``on_nonpositive="raise"``) non-positive normaliser.
+    TypeError
+        Mixed namespaces or dtypes.
+
+    Examples
+    --------
+    Stepping through the sequence gives the rows of the causal call:
+
+    >>> import numpy as np
+    >>> from refattn.attention import linear_attention, linear_attention_step
+    >>> from refattn.features import elu_features
+    >>> phi = elu_features(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]))   # (L, m) = (3, 2)
+    >>> v = np.array([[1.0], [2.0], [3.0]])
+    >>> state, outs = None, []
+    >>> for t in range(3):
+    ...     out_t, state = linear_attention_step(state, phi[t], phi[t], v[t])
+    ...     outs.append(out_t)
+    >>> np.stack(outs).round(4)
+    array([[1.    ],
+           [1.5556],
+           [2.1   ]])
+    >>> bool(np.allclose(np.stack(outs), linear_attention(phi, phi, v, causal=True)))
+    True
     """
     xp = namespace(phi_q_t, phi_k_t, v_t, k_log_scale_t, names=("phi_q_t", "phi_k_t", "v_t", "k_log_scale_t"))
     sizes = check_shape("phi_q_t", phi_q_t, "..., m")
