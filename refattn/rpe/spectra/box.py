@@ -22,17 +22,21 @@ Array = Any
 
 
 class Box(NamedTuple):
-    r"""Local RPE, C outside the product: f = sum_t w_t prod_j 1[|Delta_j| <= v_tj] and
-    g = sum_t w_t prod_j sin(2 pi v_tj xi_j) / (pi xi_j), with learnable weights w and radii v.
+    r"""Local RPE (boxes, FLT Eq. (4), (20)), C outside the product, with learnable weights w and radii v.
 
-    One box (T = 1) of height C is ``Box(w=[C], v=[[v_1, ..., v_D]])``: f = C * prod_j 1[|Delta_j| <= v_j] and
-    g = C * prod_j sin(2 pi v_j xi_j) / (pi xi_j), i.e. **C outside the product** (the Fig. 4 caption's form;
-    ``tests/rpe/test_spectra.py`` transforms this f by quadrature for D = 1 and 2 and compares with this g).
-    The D-dimensional f printed in FLT Sec. 4.3 puts C *inside* the product, prod_j C 1[|Delta_j| <= v_j]:
-    that f is C^D prod_j 1[...] and transforms to C^D prod_j sin(2 pi v_j xi_j) / (pi xi_j), not to the
-    printed C prod_j (...) (the two agree only for D = 1); to encode it, pass ``w = [C**D]``.
+    ``f = sum_t w_t prod_j 1[|Delta_j| <= v_tj]`` and
+    ``g = sum_t w_t prod_j sin(2 pi v_tj xi_j) / (pi xi_j)``.
 
-    int |g| = inf: no proposal gives a finite mean (module docstring)."""
+    One box (T = 1) of height C is ``Box(w=[C], v=[[v_1, ..., v_D]])``: ``f = C * prod_j 1[|Delta_j| <= v_j]``
+    and ``g = C * prod_j sin(2 pi v_j xi_j) / (pi xi_j)``, i.e. **C outside the product** (the Fig. 4
+    caption's form; ``tests/rpe/test_spectra.py`` transforms this f by quadrature for D = 1 and 2 and compares
+    with this g). The D-dimensional f printed in FLT Sec. 4.3 puts C *inside* the product,
+    ``prod_j C 1[|Delta_j| <= v_j]``: that f is ``C^D prod_j 1[...]`` and transforms to
+    ``C^D prod_j sin(2 pi v_j xi_j) / (pi xi_j)``, not to the printed ``C prod_j (...)`` (the two agree only
+    for D = 1); to encode it, pass ``w = [C**D]``.
+
+    ``int |g| = inf``: no proposal gives a finite mean (module docstring).
+    """
 
     w: Array  # (T,)
     v: Array  # (T, D)  > 0

@@ -19,9 +19,12 @@ Array = Any
 
 
 class BSpline(NamedTuple):
-    """g = C prod_j [sin(2 pi v_j xi_j) / (pi xi_j)]^k, f = C prod_j B_k(Delta_j) with B_k the k-fold
-    self-convolution of 1_[-v_j, v_j]: continuous (k >= 2), even, supported on [-k v_j, k v_j], piecewise a
-    polynomial of degree k - 1 (the properties claimed in Sec. 4.3). int |g| < inf for k >= 2."""
+    r"""B-spline RPE: ``g = C prod_j [sin(2 pi v_j xi_j) / (pi xi_j)]^k``, ``f = C prod_j B_k(Delta_j)``.
+
+    ``B_k`` is the k-fold self-convolution of ``1_[-v_j, v_j]``: continuous (k >= 2), even, supported on
+    ``[-k v_j, k v_j]``, piecewise a polynomial of degree k - 1 (the properties claimed in FLT Sec. 4.3).
+    ``int |g| < inf`` for k >= 2.
+    """
 
     C: Array  # ()
     v: Array  # (D,)  > 0

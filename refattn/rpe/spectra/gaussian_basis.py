@@ -18,8 +18,11 @@ Array = Any
 
 
 class GaussianBasis(NamedTuple):
-    """FLT Sec. 5.3: f = sum_t w_t / (sqrt(2 pi) sigma_t)^D exp(-|Delta|^2 / (2 sigma_t^2)),
-    g = sum_t w_t exp(-2 pi^2 sigma_t^2 |xi|^2) (the paper's D = 3, any D here)."""
+    r"""Gaussian basis RPE of FLT Sec. 5.3 (the paper's D = 3, any D here).
+
+    ``f = sum_t w_t / (sqrt(2 pi) sigma_t)^D exp(-|Delta|^2 / (2 sigma_t^2))``,
+    ``g = sum_t w_t exp(-2 pi^2 sigma_t^2 |xi|^2)``.
+    """
 
     w: Array      # (T,)
     sigma: Array  # (T,)  > 0

@@ -18,7 +18,7 @@ Array = Any
 
 
 class GaussianKernel(NamedTuple):
-    """f = C exp(-|Delta|^2 / (2 l^2)), the Gaussian (RBF) kernel; g = C times its spectral density."""
+    r"""Gaussian (RBF) kernel RPE ``f = C exp(-|Delta|^2 / (2 l^2))``; g is C times its spectral density."""
 
     C: Array       # ()
     length: Array  # ()  > 0

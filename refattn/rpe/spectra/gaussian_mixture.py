@@ -19,9 +19,12 @@ Array = Any
 
 
 class GaussianMixture(NamedTuple):
-    """g = sum_t w_t exp(-|xi - mu_t|^2 / (2 sigma_t^2)) (FLT Sec. 4.3). f is complex unless the mixture is
-    symmetric under xi -> -xi; refattn's real features estimate ``Re f``, which is the f of the symmetrised
-    mixture (g(xi) + g(-xi))/2 (each component paired with its mirror at -mu_t, weight w_t/2)."""
+    r"""Gaussian-mixture spectrum ``g = sum_t w_t exp(-|xi - mu_t|^2 / (2 sigma_t^2))`` (FLT Sec. 4.3).
+
+    f is complex unless the mixture is symmetric under ``xi -> -xi``; refattn's real features estimate
+    ``Re f``, which is the f of the symmetrised mixture ``(g(xi) + g(-xi))/2`` (each component paired with its
+    mirror at ``-mu_t``, weight ``w_t/2``).
+    """
 
     w: Array      # (T,)
     mu: Array     # (T, D)

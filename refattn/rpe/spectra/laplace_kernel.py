@@ -18,8 +18,10 @@ Array = Any
 
 
 class LaplaceKernel(NamedTuple):
-    """f = C exp(-|Delta| / l), the isotropic Laplace / Matern-1/2 kernel; g = C times a multivariate Cauchy
-    density of scale 1/(2 pi l)."""
+    r"""Isotropic Laplace / Matern-1/2 kernel RPE ``f = C exp(-|Delta| / l)``.
+
+    g is C times a multivariate Cauchy density of scale ``1/(2 pi l)``.
+    """
 
     C: Array       # ()
     length: Array  # ()  > 0
