@@ -62,20 +62,43 @@ class BatchNormGrads(NamedTuple):
 
 
 def batchnorm_fwd(x, params: BatchNormParams, state: BatchNormState, *, train: bool, momentum=0.1, eps=1e-5):
-    r"""Batch norm of `x` (rows = all leading axes); returns ``(BatchNormOutput(y, new_state), cache)``.
+    r"""Batch norm of `x` (rows = all leading axes) and the cache for :func:`batchnorm_bwd`.
+
+    Training mode: ``y = gamma (x - mean_B) / sqrt(var_B + eps) + beta`` with the batch statistics, and the
+    running statistics updated with `momentum` (unbiased variance, as torch); evaluation mode: the running
+    statistics normalise (see the module docstring).
 
     Parameters
     ----------
     x : (..., d) array
-        At least 2 rows in training mode (the unbiased running variance divides by N - 1).
+        Real floating (float32 or float64), finite. At least 2 rows in training mode (the unbiased running
+        variance divides by N - 1).
     params : BatchNormParams
-        ``gamma: (d,)``, ``beta: (d,)``.
+        ``gamma: (d,)``, ``beta: (d,)``, same namespace and dtype as `x`.
     state : BatchNormState
-        Running ``mean: (d,)`` and ``var: (d,)``; not modified.
+        Running ``mean: (d,)`` and ``var: (d,)`` (non-negative); not modified.
     train : bool
         Batch statistics (True) or running statistics (False). Required: no silent default mode.
-    momentum : float in [0, 1]
-    eps : float > 0
+    momentum : float in [0, 1], default 0.1
+        Weight of the batch statistics in the running-statistics update.
+    eps : float > 0, default 1e-5
+        Added to the variance.
+
+    Returns
+    -------
+    out : BatchNormOutput
+        ``y: (..., d)`` (same namespace and dtype as `x`) and ``state``: a new :class:`BatchNormState` in
+        training mode, the input `state` in evaluation mode.
+    cache : BatchNormCache
+        For :func:`batchnorm_bwd`.
+
+    Raises
+    ------
+    ValueError
+        Mismatched shapes, non-finite input, parameters or state, a negative running variance, fewer than 2
+        rows in training mode, `momentum` outside [0, 1] or a non-positive `eps`.
+    TypeError
+        `params` or `state` of the wrong type, `train` not a bool, or mixed namespaces or dtypes.
     """
     if not (isinstance(params, tuple) and hasattr(params, "gamma")):
         raise TypeError(f"params: expected BatchNormParams(gamma, beta); got {type(params).__name__}")
@@ -132,7 +155,26 @@ def batchnorm_bwd(dy, cache: BatchNormCache) -> BatchNormGrads:
     r"""Gradients of :func:`batchnorm` w.r.t. `x`, ``gamma`` and ``beta``.
 
     Training mode: ``dx = rstd (g - mean_N(g) - xhat mean_N(g xhat))`` with ``g = dy gamma`` (the batch
-    statistics depend on x). Evaluation mode: ``dx = g rstd``.
+    statistics depend on x). Evaluation mode: ``dx = g rstd``. The running statistics get no gradient.
+
+    Parameters
+    ----------
+    dy : (..., d) array
+        Cotangent of ``y`` (not of the state): exactly its shape, same namespace and dtype; finite.
+    cache : BatchNormCache
+        From :func:`batchnorm_fwd`.
+
+    Returns
+    -------
+    BatchNormGrads
+        ``x: (..., d)``, ``params.gamma: (d,)``, ``params.beta: (d,)``.
+
+    Raises
+    ------
+    ValueError
+        If `dy` is not exactly of the output's shape or is not finite.
+    TypeError
+        If `dy` differs from the cache in namespace or dtype.
     """
     check_dy(dy, cache.xhat, cache.shape)
     return _batchnorm_bwd(dy, cache)
@@ -155,6 +197,54 @@ def _batchnorm_bwd(dy, cache):
 
 
 def batchnorm(x, params: BatchNormParams, state: BatchNormState, *, train: bool, momentum=0.1, eps=1e-5):
-    """Batch norm; returns ``(y, new_state)`` (see :func:`batchnorm_fwd`)."""
+    """Batch norm (Ioffe & Szegedy 2015) in training or evaluation mode, with explicit running statistics.
+
+    Parameters
+    ----------
+    x : (..., d) array
+        Real floating (float32 or float64), finite; at least 2 rows in training mode.
+    params : BatchNormParams
+        ``gamma: (d,)``, ``beta: (d,)``.
+    state : BatchNormState
+        Running ``mean: (d,)`` and ``var: (d,)`` (``refattn.random.init_batchnorm(d)``); not modified.
+    train : bool
+        Batch statistics and an updated state (True) or the running statistics (False).
+    momentum : float in [0, 1], default 0.1
+        Weight of the batch statistics in the running-statistics update.
+    eps : float > 0, default 1e-5
+        Added to the variance.
+
+    Returns
+    -------
+    y : (..., d) array
+        Same namespace and dtype as `x`.
+    new_state : BatchNormState
+        The updated running statistics (training) or `state` itself (evaluation).
+
+    Raises
+    ------
+    ValueError
+        See :func:`batchnorm_fwd`.
+    TypeError
+        See :func:`batchnorm_fwd`.
+
+    See Also
+    --------
+    batchnorm_fwd, batchnorm_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import BatchNormParams, BatchNormState, batchnorm
+    >>> x = np.array([[1.0, 2.0], [3.0, 4.0]])                                  # (N, d) = (2, 2)
+    >>> params = BatchNormParams(gamma=np.ones(2), beta=np.zeros(2))
+    >>> state = BatchNormState(mean=np.zeros(2), var=np.ones(2))
+    >>> y, new_state = batchnorm(x, params, state, train=True)
+    >>> y.round(4)
+    array([[-1., -1.],
+           [ 1.,  1.]])
+    >>> new_state.mean.round(4), new_state.var.round(4)
+    (array([0.2, 0.3]), array([1.1, 1.1]))
+    """
     out, _ = batchnorm_fwd(x, params, state, train=train, momentum=momentum, eps=eps)
     return out.y, out.state

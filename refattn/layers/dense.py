@@ -61,12 +61,22 @@ def dense_fwd(x, params: DenseParams):
         Real floating input (float32 or float64, finite). Empty axes are allowed: zero rows give zero rows;
         ``d_in = 0`` gives ``y = b`` (the empty sum is zero).
     params : DenseParams
-        ``W: (d_in, d_out)``, ``b: (d_out,)``, same namespace and dtype as `x`.
+        ``W: (d_in, d_out)``, ``b: (d_out,)``, same namespace and dtype as `x`, finite.
 
     Returns
     -------
     y : (..., d_out) array
+        Same namespace and dtype as `x`.
     cache : DenseCache
+        ``(x, W)``, for :func:`dense_bwd`.
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match (``x.shape[-1] != W.shape[0]``, ``b`` not ``(d_out,)``), or non-finite
+        input or parameters.
+    TypeError
+        `params` not a ``DenseParams``-like container, or mixed namespaces or dtypes.
     """
     _validate(x, params)
     return _dense_fwd(x, params)
@@ -84,7 +94,9 @@ def dense_bwd(dy, cache: DenseCache) -> DenseGrads:
     Parameters
     ----------
     dy : (..., d_out) array
+        Cotangent of the output `y`: exactly its shape, same namespace and dtype; finite.
     cache : DenseCache
+        From :func:`dense_fwd`.
 
     Returns
     -------
@@ -95,6 +107,8 @@ def dense_bwd(dy, cache: DenseCache) -> DenseGrads:
     ------
     ValueError
         If `dy` is not exactly of the output's shape ``(..., d_out)`` or is not finite.
+    TypeError
+        If `dy` differs from the cache in namespace or dtype.
     """
     x, W = cache
     check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))
@@ -115,5 +129,41 @@ def _dense_bwd(dy, cache):
 
 
 def dense(x, params: DenseParams):
-    """``y = x W + b``. ``x: (..., d_in)``, ``W: (d_in, d_out)``, ``b: (d_out,)`` -> ``(..., d_out)``."""
+    """Dense (fully connected) layer ``y = x W + b``.
+
+    Parameters
+    ----------
+    x : (..., d_in) array
+        Real floating input (float32 or float64, finite).
+    params : DenseParams
+        ``W: (d_in, d_out)``, ``b: (d_out,)``, same namespace and dtype as `x`
+        (``refattn.random.init_dense(rng, d_in, d_out)``).
+
+    Returns
+    -------
+    y : (..., d_out) array
+        Same namespace and dtype as `x`.
+
+    Raises
+    ------
+    ValueError
+        Mismatched shapes or non-finite input or parameters.
+    TypeError
+        `params` not a ``DenseParams``, or mixed namespaces or dtypes.
+
+    See Also
+    --------
+    dense_fwd, dense_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import DenseParams, dense
+    >>> x = np.array([[1.0, 2.0], [3.0, 4.0]])                                   # (N, d_in) = (2, 2)
+    >>> params = DenseParams(W=np.array([[1.0, 0.0, -1.0], [0.5, 1.0, 2.0]]),    # (d_in, d_out) = (2, 3)
+    ...                      b=np.array([0.0, 1.0, 0.0]))
+    >>> dense(x, params)
+    array([[2., 3., 3.],
+           [5., 5., 5.]])
+    """
     return dense_fwd(x, params)[0]

@@ -40,24 +40,32 @@ class LayerNormGrads(NamedTuple):
 def layernorm_fwd(x, params: LayerNormParams, *, eps=1e-5):
     r"""Layer norm of `x` over its last axis and the cache for :func:`layernorm_bwd`.
 
+    ``y = gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta``, statistics over the last axis
+    (biased variance).
+
     Parameters
     ----------
     x : (..., d) array
+        Real floating (float32 or float64), finite.
     params : LayerNormParams
-        ``gamma: (d,)``, ``beta: (d,)``.
-    eps : float
-        Added to the variance.
+        ``gamma: (d,)``, ``beta: (d,)``, same namespace and dtype as `x`.
+    eps : float, default 1e-5
+        Added to the variance; positive.
 
     Returns
     -------
     y : (..., d) array
+        Same namespace and dtype as `x`.
     cache : LayerNormCache
+        ``xhat: (..., d)``, ``rstd: (..., 1)`` and ``gamma``, for :func:`layernorm_bwd`.
 
     Raises
     ------
     ValueError
-        ``d = 0`` (the mean and variance of an empty row are undefined), non-finite `x` or parameters.
-        Zero rows (an empty leading axis) give an empty `y`.
+        ``d = 0`` (the mean and variance of an empty row are undefined), non-finite `x` or parameters,
+        mismatched shapes, or a non-positive `eps`. Zero rows (an empty leading axis) give an empty `y`.
+    TypeError
+        `params` not a ``LayerNormParams``, or mixed namespaces or dtypes.
     """
     if not (isinstance(params, tuple) and hasattr(params, "gamma")):
         raise TypeError(f"params: expected LayerNormParams(gamma, beta); got {type(params).__name__}")
@@ -86,8 +94,30 @@ def _layernorm_fwd(x, params, eps, *, xp):
 
 
 def layernorm_bwd(dy, cache: LayerNormCache) -> LayerNormGrads:
-    r"""Gradients of :func:`layernorm`: ``dgamma = sum dy xhat``, ``dbeta = sum dy`` (over leading axes) and
-    ``dx = rstd (g - mean(g) - xhat mean(g xhat))`` with ``g = dy gamma`` (means over the last axis)."""
+    r"""Gradients of :func:`layernorm` for `x`, ``gamma`` and ``beta``.
+
+    ``dgamma = sum dy xhat``, ``dbeta = sum dy`` (over leading axes) and
+    ``dx = rstd (g - mean(g) - xhat mean(g xhat))`` with ``g = dy gamma`` (means over the last axis).
+
+    Parameters
+    ----------
+    dy : (..., d) array
+        Cotangent of the output `y`: exactly its shape, same namespace and dtype; finite.
+    cache : LayerNormCache
+        From :func:`layernorm_fwd`.
+
+    Returns
+    -------
+    LayerNormGrads
+        ``x: (..., d)``, ``params.gamma: (d,)``, ``params.beta: (d,)``.
+
+    Raises
+    ------
+    ValueError
+        If `dy` is not exactly of the output's shape or is not finite.
+    TypeError
+        If `dy` differs from the cache in namespace or dtype.
+    """
     check_dy(dy, cache.xhat)
     return _layernorm_bwd(dy, cache)
 
@@ -105,5 +135,43 @@ def _layernorm_bwd(dy, cache):
 
 
 def layernorm(x, params: LayerNormParams, *, eps=1e-5):
-    """Layer norm over the last axis. ``x: (..., d)`` -> ``(..., d)``."""
+    """Layer norm over the last axis (Ba et al. 2016).
+
+    ``y = gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta``, statistics over the last axis
+    (biased variance).
+
+    Parameters
+    ----------
+    x : (..., d) array
+        Real floating (float32 or float64), finite; ``d >= 1``.
+    params : LayerNormParams
+        ``gamma: (d,)``, ``beta: (d,)`` (``refattn.random.init_layernorm(d)``: ones and zeros).
+    eps : float, default 1e-5
+        Added to the variance; positive.
+
+    Returns
+    -------
+    y : (..., d) array
+        Same namespace and dtype as `x`.
+
+    Raises
+    ------
+    ValueError
+        ``d = 0``, non-finite input or parameters, mismatched shapes, non-positive `eps`.
+    TypeError
+        `params` not a ``LayerNormParams``, or mixed namespaces or dtypes.
+
+    See Also
+    --------
+    layernorm_fwd, layernorm_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import LayerNormParams, layernorm
+    >>> x = np.array([[1.0, 3.0], [2.0, 6.0]])
+    >>> layernorm(x, LayerNormParams(gamma=np.ones(2), beta=np.zeros(2))).round(4)
+    array([[-1.,  1.],
+           [-1.,  1.]])
+    """
     return layernorm_fwd(x, params, eps=eps)[0]
