@@ -16,11 +16,39 @@ __all__ = ["check_attention_config", "check_config"]
 
 
 def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
-    """Validate an attention configuration dict and return it with every default filled in.
+    r"""Validate an attention configuration dict and return it with every default filled in.
 
-    Raises ``ValueError`` naming the unknown kind (and the known ones), an unknown option (and the accepted
-    ones) or a bad option value. ``m`` defaults to ``2 * d_head`` for random-feature kinds when `d_head` is
-    given; kind-specific defaults (S2's ``content_heads``) are filled by the kind's own ``check``.
+    ``m`` defaults to ``2 * d_head`` for random-feature kinds when `d_head` is given; kind-specific defaults
+    (S2's ``content_heads``) are filled by the kind's own ``check``.
+
+    Parameters
+    ----------
+    attention : dict or str
+        ``{"kind": ..., <options>, "redraw_every": None | k}`` or just a kind name (``"favor"``); the kinds
+        and their options are listed in :mod:`refattn.nn.mha`.
+    d_head : int, optional
+        Head width d (fills the default ``m = 2 d``).
+    n_heads : int, optional
+        Number of heads H (for kinds whose defaults depend on it).
+
+    Returns
+    -------
+    dict
+        A new, JSON-serialisable dict: ``kind``, every option of the kind (defaults filled) and
+        ``redraw_every``.
+
+    Raises
+    ------
+    ValueError
+        Naming the unknown kind (and the known ones), an unknown option (and the accepted ones) or a bad
+        option value.
+
+    Examples
+    --------
+    >>> from refattn.nn import check_attention_config
+    >>> att = check_attention_config("favor", d_head=4)
+    >>> att["m"], att["draw"], att["features"], att["redraw_every"]     # defaults filled in
+    (8, 'orthogonal', 'positive', None)
     """
     if isinstance(attention, str):
         attention = {"kind": attention}
@@ -73,15 +101,32 @@ _DEFAULTS = {
 
 
 def check_config(config: dict) -> dict:
-    """Validate a transformer configuration and return a normalised copy (defaults filled, attention checked).
+    r"""Validate a transformer configuration; return a normalised copy (defaults filled, attention checked).
 
     Required: ``task`` ("classify" | "lm"), ``d_model``, ``n_heads`` (dividing ``d_model``), ``n_layers``,
     ``max_len``; ``vocab_size`` for token input and for ``lm``; ``n_classes`` for ``classify``; ``patch`` and
     ``image_shape = (H, W, C)`` for ``input="patches"``. Defaults: ``d_ff = 4 d_model``,
     ``position="sinusoid"``, ``readout="mean"``, ``attention="softmax"``, ``causal`` = (task == "lm"),
     ``dtype="float64"``, ``attn_dropout = resid_dropout = 0`` (dropout off; rates in [0, 1), applied only when
-    the caller passes masks
-    drawn by :func:`refattn.nn.init.draw_dropout_masks`).
+    the caller passes masks drawn by :func:`refattn.nn.init.draw_dropout_masks`).
+
+    Parameters
+    ----------
+    config : dict
+        The model configuration (plain, JSON-serialisable), keys as above.
+
+    Returns
+    -------
+    dict
+        A new dict with every key, defaults filled and ``"attention"`` normalised by
+        :func:`check_attention_config`.
+
+    Raises
+    ------
+    TypeError
+        `config` is not a dict.
+    ValueError
+        An unknown key, a missing required key or a bad value, naming the key.
     """
     if not isinstance(config, dict):
         raise TypeError(f"config: expected a dict; got {type(config).__name__}")

@@ -60,7 +60,22 @@ Array = Any
 
 # ---- heads -------------------------------------------------------------------------------------------------
 def split_heads(x, n_heads, *, xp):
-    """``(..., L, D)`` -> ``(..., H, L, D/H)``."""
+    r"""Split the last axis into heads: ``(..., L, D)`` -> ``(..., H, L, D/H)``.
+
+    Parameters
+    ----------
+    x : (..., L, D) array
+        Input, D divisible by `n_heads`.
+    n_heads : int
+        H.
+    xp : namespace
+        The array namespace of `x`.
+
+    Returns
+    -------
+    (..., H, L, D/H) array
+        Head h holds columns ``h d .. (h + 1) d - 1``.
+    """
     *batch, L, D = x.shape
     nb = len(batch)
     t = xp.reshape(x, tuple(batch) + (L, n_heads, D // n_heads))                    # (..., L, H, d)
@@ -68,7 +83,19 @@ def split_heads(x, n_heads, *, xp):
 
 
 def merge_heads(x, *, xp):
-    """``(..., H, L, d)`` -> ``(..., L, H d)`` (inverse of :func:`split_heads`)."""
+    r"""Merge the heads back: ``(..., H, L, d)`` -> ``(..., L, H d)`` (inverse of :func:`split_heads`).
+
+    Parameters
+    ----------
+    x : (..., H, L, d) array
+        Per-head values.
+    xp : namespace
+        The array namespace of `x`.
+
+    Returns
+    -------
+    (..., L, H d) array
+    """
     *batch, H, L, d = x.shape
     nb = len(batch)
     t = xp.permute_dims(x, tuple(range(nb)) + (nb + 1, nb, nb + 2))                 # (..., L, H, d)
@@ -76,6 +103,8 @@ def merge_heads(x, *, xp):
 
 
 class MHACache(NamedTuple):
+    """Cache of :func:`mha_fwd` for :func:`mha_bwd`: the layers' caches, the kind's name and H."""
+
     q_cache: Any
     k_cache: Any
     v_cache: Any
@@ -87,6 +116,8 @@ class MHACache(NamedTuple):
 
 
 class MHAGrads(NamedTuple):
+    """Gradients from :func:`mha_bwd`: ``x`` and the ``params`` tree."""
+
     x: Array      # (..., L, D)
     params: dict  # {"q", "k", "v", "o": DenseParams, "attn": dict}
 
@@ -158,8 +189,23 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
 
 
 def mha_bwd(dy, cache: MHACache) -> MHAGrads:
-    """Gradients of :func:`mha` for `x` and every learnable parameter (the composition of the dense and
-    attention backwards)."""
+    r"""Gradients of :func:`mha` for `x` and every learnable parameter.
+
+    The composition of the dense, dropout and attention-kind backwards in reverse order.
+
+    Parameters
+    ----------
+    dy : (..., L, D) array
+        Cotangent of the output, dtype and namespace of the forward.
+    cache : MHACache
+        The cache returned by :func:`mha_fwd`.
+
+    Returns
+    -------
+    MHAGrads
+        ``x: (..., L, D)`` and ``params``: ``{"q", "k", "v", "o": DenseParams, "attn": dict}`` mirroring the
+        parameters (``attn`` holds the kind's learnable parameters' gradients).
+    """
     c = cache
     xp = namespace(dy, names=("dy",))
     go = dense_bwd(dy, c.o_cache)
@@ -176,7 +222,51 @@ def mha_bwd(dy, cache: MHACache) -> MHAGrads:
 
 
 def mha(x, params, features=None, *, n_heads, attention, causal=False, dropout_mask=None, positions=None):
-    """Multi-head attention, ``(..., L, D)`` -> ``(..., L, D)`` (see :func:`mha_fwd`)."""
+    r"""Multi-head attention with the configured attention kind (Vaswani et al. Sec. 3.2.2).
+
+    ``MHA(x) = concat_h(Attn_kind(x W_q^h, x W_k^h, x W_v^h)) W_o``; the forward of :func:`mha_fwd` without
+    the cache (the kinds are listed in the module docstring).
+
+    Parameters
+    ----------
+    x : (..., L, D) array
+        Input, real floating (float64 reference, float32 supported).
+    params : dict
+        ``{"q", "k", "v", "o": DenseParams(W: (D, D), b: (D,)), "attn": dict}``
+        (:func:`refattn.nn.init.init_mha`, moved with :func:`refattn.random.tree_as_xp` if needed).
+    features : dict, optional
+        The kind's drawn arrays (:func:`refattn.nn.init.draw_attention_features`); None for kinds that draw
+        nothing.
+    n_heads : int
+        H; must divide D.
+    attention : dict or str
+        Attention configuration (:func:`refattn.nn.config.check_attention_config`).
+    causal : bool
+        Position i attends to positions j <= i only.
+    dropout_mask : (..., H, L, d) array, optional
+        Inverted-dropout mask on the per-head output (:func:`refattn.random.draw_dropout_mask`).
+    positions : (L, D_pos) array, optional
+        Token coordinates for the positional kinds (``s1``, ``flt``).
+
+    Returns
+    -------
+    y : (..., L, D) array
+        Dtype and namespace of `x`.
+
+    Raises
+    ------
+    ValueError
+        `n_heads` not dividing D, a bad attention configuration, or parameters of the wrong shape.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.nn import init_mha, mha
+    >>> x = np.random.default_rng(0).standard_normal((2, 5, 8))          # (batch, L, D)
+    >>> params = init_mha(np.random.default_rng(1), 8, 2, "softmax")     # D = 8, H = 2
+    >>> mha(x, params, n_heads=2, attention="softmax").shape
+    (2, 5, 8)
+    """
     return mha_fwd(x, params, features, n_heads=n_heads, attention=attention, causal=causal,
                    dropout_mask=dropout_mask, positions=positions)[0]
 
