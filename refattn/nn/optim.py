@@ -34,11 +34,15 @@ __all__ = ["SGDState", "AdamState", "sgd_init", "sgd_update", "adam_init", "adam
 
 
 class SGDState(NamedTuple):
+    r"""SGD state: the step counter (a Python int) and the velocity tree (zeros at step 0)."""
+
     step: int
     velocity: Any  # tree like params (zeros at step 0)
 
 
 class AdamState(NamedTuple):
+    r"""Adam/AdamW state: the step counter (a Python int) and the first- and second-moment trees."""
+
     step: int
     m: Any  # first-moment tree
     v: Any  # second-moment tree
@@ -146,18 +150,69 @@ def _frozen(g, s) -> bool:
 
 
 def sgd_init(params) -> SGDState:
-    """Initial SGD state (zero velocity). Parameter leaves: float32/float64 and finite (integer index leaves
-    get no state)."""
+    r"""Initial SGD state (step 0, zero velocity).
+
+    Parameters
+    ----------
+    params : tree
+        Nested dicts / NamedTuples of parameter arrays: float32/float64 and finite (integer index leaves get
+        no state; ``None`` leaves are skipped).
+
+    Returns
+    -------
+    SGDState
+        ``step=0`` and a velocity tree of zeros like `params`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A leaf that is not a real floating or integer array, or not finite, naming its path.
+    """
     _check_trees(params, None, {})
     return SGDState(step=0, velocity=_zeros_like_tree(params))
 
 
 def sgd_update(params, grads, state: SGDState, *, lr, momentum=0.0, weight_decay=0.0):
-    """One SGD step (see module docstring); returns ``(new_params, new_state)``.
+    r"""One SGD step with momentum and L2 weight decay (torch convention, module docstring).
 
-    Leaves whose gradient is ``None`` and integer leaves are returned unchanged. `grads` and the state must
-    have exactly the structure of `params`, every leaf its parameter's shape and dtype (float32/float64, no
-    broadcasting, no up-cast), all finite: ``ValueError``/``TypeError`` naming the leaf's path otherwise.
+    ``g = grad + lambda p;  v = mu v + g;  p = p - lr v``. Nothing is mutated.
+
+    Parameters
+    ----------
+    params : tree
+        Parameter arrays (float32/float64).
+    grads : tree
+        Same structure as `params`, every leaf its parameter's shape and dtype (no broadcasting, no up-cast),
+        finite; a ``None`` leaf freezes that parameter.
+    state : SGDState
+        From :func:`sgd_init` or the previous step.
+    lr : float
+        Learning rate, > 0.
+    momentum : float
+        ``mu`` in [0, 1].
+    weight_decay : float
+        ``lambda`` >= 0 (L2, added to the gradient).
+
+    Returns
+    -------
+    new_params : tree
+        Updated parameters (leaves with a ``None`` gradient and integer leaves unchanged).
+    new_state : SGDState
+        ``step + 1`` and the new velocity.
+
+    Raises
+    ------
+    ValueError, TypeError
+        A bad hyperparameter, or a gradient/state tree that does not match `params` (naming the leaf's path).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.nn import sgd_init, sgd_update
+    >>> params = {"w": np.ones(2)}
+    >>> new, state = sgd_update(params, {"w": np.array([1.0, -1.0])}, sgd_init(params), lr=0.1)
+    >>> new["w"], state.step
+    (array([0.9, 1.1]), 1)
     """
     _check_hyper("lr", lr, lo_open=True)
     _check_hyper("momentum", momentum, 0.0, 1.0)
@@ -173,7 +228,23 @@ def sgd_update(params, grads, state: SGDState, *, lr, momentum=0.0, weight_decay
 
 
 def adam_init(params) -> AdamState:
-    """Initial Adam/AdamW state (zero moments, step 0); parameter leaves checked as in :func:`sgd_init`."""
+    r"""Initial Adam/AdamW state (zero moments, step 0).
+
+    Parameters
+    ----------
+    params : tree
+        Parameter arrays, checked as in :func:`sgd_init`.
+
+    Returns
+    -------
+    AdamState
+        ``step=0`` and zero first- and second-moment trees like `params`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        A leaf that is not a real floating or integer array, or not finite.
+    """
     _check_trees(params, None, {})
     return AdamState(step=0, m=_zeros_like_tree(params), v=_zeros_like_tree(params))
 
@@ -223,9 +294,50 @@ def _check_adam_state(params, grads, state):
 
 def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
                 weight_decay=0.0):
-    """One Adam step (L2 weight decay added to the gradient); returns ``(new_params, new_state)``.
+    r"""One Adam step (Kingma & Ba 2015, Algorithm 1), L2 weight decay added to the gradient (torch ``Adam``).
 
-    Leaves whose gradient is ``None`` and integer leaves are returned unchanged.
+    ``m = b1 m + (1 - b1) g``, ``v = b2 v + (1 - b2) g^2``,
+    ``p = p - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)`` with ``g = grad + lambda p``.
+
+    Parameters
+    ----------
+    params : tree
+        Parameter arrays (float32/float64).
+    grads : tree
+        Same structure, shapes and dtypes as `params`; ``None`` leaves freeze their parameter.
+    state : AdamState
+        From :func:`adam_init` or the previous step.
+    lr : float
+        Learning rate, > 0.
+    beta1 : float
+        First-moment decay in [0, 1).
+    beta2 : float
+        Second-moment decay in [0, 1).
+    eps : float
+        Denominator offset, > 0.
+    weight_decay : float
+        L2 coefficient ``lambda`` >= 0.
+
+    Returns
+    -------
+    new_params : tree
+        Updated parameters (leaves with a ``None`` gradient and integer leaves unchanged).
+    new_state : AdamState
+        ``step + 1`` and the new moments.
+
+    Raises
+    ------
+    ValueError, TypeError
+        A bad hyperparameter, or trees that do not match (naming the leaf's path).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.nn import adam_init, adam_update
+    >>> params = {"w": np.zeros(2)}
+    >>> new, state = adam_update(params, {"w": np.array([1.0, -1.0])}, adam_init(params), lr=0.1)
+    >>> new["w"]                                   # the first step moves by lr in the sign of -grad
+    array([-0.1,  0.1])
     """
     _check_adam(lr, beta1, beta2, eps, weight_decay)
     _check_adam_state(params, grads, state)
@@ -234,16 +346,64 @@ def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.
 
 def adamw_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
                  weight_decay=1e-2):
-    """One AdamW step (decoupled weight decay ``p (1 - lr weight_decay)``); returns
-    ``(new_params, new_state)``."""
+    r"""One AdamW step (Loshchilov & Hutter 2019, Algorithm 2; torch ``AdamW``): decoupled weight decay.
+
+    ``p = p (1 - lr weight_decay)``, then the Adam step without L2 (:func:`adam_update`).
+
+    Parameters
+    ----------
+    params : tree
+        Parameter arrays (float32/float64).
+    grads : tree
+        Same structure, shapes and dtypes as `params`; ``None`` leaves freeze their parameter.
+    state : AdamState
+        From :func:`adam_init` or the previous step.
+    lr : float
+        Learning rate, > 0.
+    beta1 : float
+        First-moment decay in [0, 1).
+    beta2 : float
+        Second-moment decay in [0, 1).
+    eps : float
+        Denominator offset, > 0.
+    weight_decay : float
+        Decoupled decay coefficient >= 0.
+
+    Returns
+    -------
+    new_params : tree
+        Updated parameters.
+    new_state : AdamState
+        ``step + 1`` and the new moments.
+
+    Raises
+    ------
+    ValueError, TypeError
+        A bad hyperparameter, or trees that do not match.
+    """
     _check_adam(lr, beta1, beta2, eps, weight_decay)
     _check_adam_state(params, grads, state)
     return _adam(params, grads, state, lr, beta1, beta2, eps, 0.0, weight_decay)
 
 
 def global_norm(grads) -> float:
-    """``sqrt(sum over leaves of sum(g^2))`` as a Python float (float32/float64 leaves, finite; integer
-    leaves are skipped; an empty tree has norm 0)."""
+    r"""The global gradient norm ``sqrt(sum over leaves of sum(g^2))``.
+
+    Parameters
+    ----------
+    grads : tree
+        Gradient arrays (float32/float64, finite); integer leaves are skipped, an empty tree has norm 0.
+
+    Returns
+    -------
+    float
+        A Python float.
+
+    Raises
+    ------
+    ValueError, TypeError
+        A non-finite or non-numeric leaf, naming its path.
+    """
     total = 0.0
     for path, g in tree_paths(grads):
         name = f"grads[{path!r}]" if path else "grads"
@@ -256,7 +416,34 @@ def global_norm(grads) -> float:
 
 
 def clip_by_global_norm(grads, max_norm):
-    """Scale all gradients by ``min(1, max_norm / global_norm)``; returns ``(clipped, norm_before)``."""
+    r"""Scale all gradients by ``min(1, max_norm / global_norm(grads))``.
+
+    Parameters
+    ----------
+    grads : tree
+        Gradient arrays (float32/float64, finite).
+    max_norm : float
+        The largest allowed global norm, > 0.
+
+    Returns
+    -------
+    clipped : tree
+        `grads` itself when no scaling is needed, else a new tree of scaled arrays.
+    norm : float
+        The global norm before clipping.
+
+    Raises
+    ------
+    ValueError
+        A bad `max_norm`, or a non-finite global norm (NaN/inf gradients are not clipped silently).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.nn import clip_by_global_norm
+    >>> clip_by_global_norm({"a": np.array([3.0]), "b": np.array([4.0])}, 1.0)
+    ({'a': array([0.6]), 'b': array([0.8])}, 5.0)
+    """
     _check_hyper("max_norm", max_norm, lo_open=True)
     norm = global_norm(grads)
     if not math.isfinite(norm):
