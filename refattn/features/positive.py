@@ -73,6 +73,8 @@ Array = Any
 
 
 class PositiveFeaturesCache(NamedTuple):
+    """What the positive maps' backwards need from their forwards."""
+
     x: Array       # (..., L, d)
     omega: Array   # (m, d)
     phi: Array     # (..., L, m) the returned features (stable maps: exp(u - max_row u))
@@ -81,12 +83,16 @@ class PositiveFeaturesCache(NamedTuple):
 
 
 class PositiveFeaturesGrads(NamedTuple):
+    """Gradients of the positive and hyperbolic maps: ``x``, ``omega`` and (folded frame) ``k_log_scale``."""
+
     x: Array       # (..., L, d)
     omega: Array   # (m, d), or None when not requested
     k_log_scale: Array = None  # (..., 1|L, m): only for a stable map with a folded key frame
 
 
 class KeyFeaturesCache(NamedTuple):
+    """What :func:`positive_key_features_stable_bwd` needs from :func:`positive_key_features_stable_fwd`."""
+
     x: Array       # (..., L, d)
     omega: Array   # (m, d)
     phi: Array     # (..., L, m) exp(l - P), exactly 1 where l attains its (prefix) maximum
@@ -94,6 +100,8 @@ class KeyFeaturesCache(NamedTuple):
 
 
 class HyperbolicFeaturesCache(NamedTuple):
+    """Cache of the hyperbolic maps: the positive map's cache on the stacked ``[omega; -omega]``."""
+
     inner: PositiveFeaturesCache  # cache of the positive map on [omega; -omega]
 
 
@@ -132,27 +140,111 @@ def positive_features_fwd(x, omega):
     Parameters
     ----------
     x : (..., L, d) array
-        Queries or keys (already scaled, e.g. by d^{-1/4} for softmax attention).
+        Queries or keys (already scaled, e.g. by d^{-1/4} for softmax attention). Real floating (float32 or
+        float64), finite.
     omega : (m, d) array
-        Projections, same namespace and dtype.
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
 
     Returns
     -------
     phi : (..., L, m) array
+        Positive; same namespace, dtype and device as `x`.
     cache : PositiveFeaturesCache
+        For :func:`positive_features_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, or an input is not finite.
+    TypeError
+        If `x` and `omega` differ in namespace or dtype, or are not real floating.
+
+    See Also
+    --------
+    positive_features, positive_features_bwd
     """
     return _raw_fwd(x, omega, 0.5)
 
 
 def positive_features_bwd(dphi, cache: PositiveFeaturesCache, *, omega_grad=True) -> PositiveFeaturesGrads:
-    r"""Gradients of :func:`positive_features`: ``du = dphi * phi``; ``dx = du omega - sum_m(du) x``;
-    ``domega = du^T x`` (``None``, not computed, with ``omega_grad=False``)."""
+    r"""Backward of :func:`positive_features` (Choromanski et al. 2021, Performer, Lemma 1).
+
+    With ``u = x omega^T - |x|^2/2``: ``du = dphi * phi``, ``dx = du omega - sum_m(du) x``,
+    ``domega = du^T x``.
+
+    Parameters
+    ----------
+    dphi : (..., L, m) array
+        Cotangent of the features; same namespace and dtype as the cache, finite.
+    cache : PositiveFeaturesCache
+        From :func:`positive_features_fwd`.
+    omega_grad : bool, default True
+        ``False``: ``domega`` is not computed and is ``None`` (a drawn, non-learnable omega).
+
+    Returns
+    -------
+    PositiveFeaturesGrads
+        ``x : (..., L, d)``, ``omega : (m, d)`` (or ``None``); ``k_log_scale`` is ``None``.
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     return _raw_bwd(dphi, cache, omega_grad)
 
 
 def positive_features(x, omega):
-    r"""``exp(x omega^T - |x|^2/2) / sqrt(m)``, ``(..., L, d)`` -> ``(..., L, m)``: unbiased for
-    :func:`~refattn.features.trig.softmax_kernel` (Choromanski et al. Lemma 1). Overflows for large inputs."""
+    r"""Positive random features (FAVOR+) ``exp(x omega^T - |x|^2/2) / sqrt(m)`` (Performer Lemma 1).
+
+    Unbiased for :func:`~refattn.features.trig.softmax_kernel` ``exp(q . k)`` with ``omega ~ N(0, I_d)``
+    (Choromanski et al. 2021, Lemma 1; the identity before Chowdhury et al. Eq. (9)), every estimate
+    positive, ``Var = exp(2 q.k) (exp(|q + k|^2) - 1) / m``. Raw: overflows (inf) or underflows (0) for large
+    inputs; attention should use :func:`positive_features_stable`.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys (already scaled, e.g. by d^{-1/4} for softmax attention). Real floating (float32 or
+        float64), finite.
+    omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
+
+    Returns
+    -------
+    phi : (..., L, m) array
+        Positive; same namespace, dtype and device as `x`.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, or an input is not finite.
+    TypeError
+        If `x` and `omega` differ in namespace or dtype, or are not real floating.
+
+    See Also
+    --------
+    positive_features_fwd, positive_features_bwd : the differentiable pair.
+    positive_features_stable : the same map, never overflowing.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import positive_features, softmax_kernel
+    >>> from refattn.random import draw_gaussian
+    >>> positive_features(np.array([[0.0, 0.0], [1.0, 0.5]]), np.eye(2))     # x: (L, d), omega: (m, d)
+    array([[0.70710678, 0.70710678],
+           [1.0288343 , 0.62401954]])
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> omega = draw_gaussian(np.random.default_rng(0), 20000, 2)
+    >>> estimate = positive_features(q, omega) @ positive_features(k, omega).T
+    >>> bool(np.allclose(estimate, softmax_kernel(q, k), atol=0.1))
+    True
+    """
     return positive_features_fwd(x, omega)[0]
 
 
@@ -167,24 +259,106 @@ def gaussian_positive_features_fwd(x, omega):
     Parameters
     ----------
     x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
     omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
 
     Returns
     -------
     phi : (..., L, m) array
+        Positive; same namespace, dtype and device as `x`.
     cache : PositiveFeaturesCache
+        For :func:`gaussian_positive_features_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, or an input is not finite.
+    TypeError
+        If `x` and `omega` differ in namespace or dtype, or are not real floating.
+
+    See Also
+    --------
+    gaussian_positive_features, gaussian_positive_features_bwd
     """
     return _raw_fwd(x, omega, 1.0)
 
 
 def gaussian_positive_features_bwd(dphi, cache: PositiveFeaturesCache) -> PositiveFeaturesGrads:
-    r"""Gradients of :func:`gaussian_positive_features` (``d(-|x|^2)/dx = -2x``)."""
+    r"""Backward of :func:`gaussian_positive_features` (Chowdhury et al. Eq. (9)).
+
+    As :func:`positive_features_bwd` with the offset's derivative ``d(-|x|^2)/dx = -2x``:
+    ``dx = du omega - 2 sum_m(du) x``, ``du = dphi * phi``.
+
+    Parameters
+    ----------
+    dphi : (..., L, m) array
+        Cotangent of the features; same namespace and dtype as the cache, finite.
+    cache : PositiveFeaturesCache
+        From :func:`gaussian_positive_features_fwd`.
+
+    Returns
+    -------
+    PositiveFeaturesGrads
+        ``x : (..., L, d)``, ``omega : (m, d)``; ``k_log_scale`` is ``None``.
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     return _raw_bwd(dphi, cache)
 
 
 def gaussian_positive_features(x, omega):
-    r"""Chowdhury et al. Eq. (9), ``exp(x omega^T - |x|^2) / sqrt(m)``: unbiased for
-    :func:`~refattn.features.trig.gaussian_kernel` ``exp(-|q-k|^2/2)`` with ``omega ~ N(0, I)``."""
+    r"""The PRF map of Chowdhury et al. Eq. (9), ``exp(x omega^T - |x|^2) / sqrt(m)``.
+
+    Unbiased for :func:`~refattn.features.trig.gaussian_kernel` ``exp(-|q - k|^2/2)`` with
+    ``omega ~ N(0, I)`` -- the Gaussian kernel, not the softmax kernel (offset ``|x|^2``, not ``|x|^2/2``;
+    design.md trap 1), ``Var = exp(-|q - k|^2) (exp(|q + k|^2) - 1) / m``. Raw (unstabilised).
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
+    omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
+
+    Returns
+    -------
+    phi : (..., L, m) array
+        Positive; same namespace, dtype and device as `x`.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, or an input is not finite.
+    TypeError
+        If `x` and `omega` differ in namespace or dtype, or are not real floating.
+
+    See Also
+    --------
+    gaussian_positive_features_fwd, gaussian_positive_features_bwd : the differentiable pair.
+    positive_features : the softmax-kernel map (offset ``|x|^2/2``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import gaussian_kernel, gaussian_positive_features
+    >>> from refattn.random import draw_gaussian
+    >>> gaussian_positive_features(np.array([[0.0, 0.0], [1.0, 0.5]]), np.eye(2))
+    array([[0.70710678, 0.70710678],
+           [0.55069531, 0.33401359]])
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> omega = draw_gaussian(np.random.default_rng(0), 20000, 2)
+    >>> estimate = gaussian_positive_features(q, omega) @ gaussian_positive_features(k, omega).T
+    >>> bool(np.allclose(estimate, gaussian_kernel(q, k), atol=0.05))
+    True
+    """
     return gaussian_positive_features_fwd(x, omega)[0]
 
 
@@ -236,7 +410,8 @@ def positive_features_stable_fwd(x, omega, *, k_log_scale=None):
     r"""Row-stabilised positive random features ``(phi, log_scale)`` (FAVOR+), and the cache.
 
     ``phi * exp(log_scale)[..., None] == positive_features(x, omega)``, the unbiased estimator of
-    ``softmax_kernel(q, k) = exp(q . k)`` (Choromanski et al. Lemma 1), without ever forming the raw values:
+    ``softmax_kernel(q, k) = exp(q . k)`` (Choromanski et al. 2021, Lemma 1), without ever forming the raw
+    values::
 
         phi = exp(u - max_row u) in (0, 1],    log_scale = max_row u - |x|^2/2 - log(m)/2,    u = x omega^T.
 
@@ -252,18 +427,36 @@ def positive_features_stable_fwd(x, omega, *, k_log_scale=None):
     Parameters
     ----------
     x : (..., L, d) array
-        Queries or keys (already scaled).
+        Queries or keys (already scaled, e.g. by d^{-1/4} for softmax attention). Real floating (float32 or
+        float64), finite.
     omega : (m, d) array
-        Projections, same namespace and dtype.
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
     k_log_scale : (..., 1, m) or (..., L, m) array, optional
-        A key frame to fold in (queries of FAVOR+; see :func:`positive_key_features_stable`).
+        A key frame to fold into the exponent (queries of FAVOR+; from
+        :func:`positive_key_features_stable`), with the batch axes of `x`, same namespace and dtype, finite.
+        ``None`` (default): no frame.
 
     Returns
     -------
     (phi, log_scale) : ((..., L, m), (..., L)) arrays
-        Without a frame, for keys pass ``log_scale`` as ``linear_attention(..., k_log_scale=...)`` (row
-        scales); for queries drop it (it cancels in the row normalisation).
+        ``phi`` in (0, 1], each row's maximum exactly 1; same namespace, dtype and device as `x`. Without a
+        frame, for keys pass ``log_scale`` as ``linear_attention(..., k_log_scale=...)`` (row scales); for
+        queries drop it (it cancels in the row normalisation).
     cache : PositiveFeaturesCache
+        For :func:`positive_features_stable_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, `k_log_scale` has another
+        shape than ``(..., 1, m)`` or ``(..., L, m)``, or an input is not finite.
+    TypeError
+        If `x`, `omega` and `k_log_scale` differ in namespace or dtype, or are not real floating.
+
+    See Also
+    --------
+    positive_features_stable, positive_features_stable_bwd
     """
     xp, m = check_x_omega(x, omega)
     if k_log_scale is not None:
@@ -281,7 +474,29 @@ def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache, *,
     cotangent is ``du = g + e_a (dlog_scale - sum_m g)`` (the row maximum moves phi and log_scale in opposite
     directions), then ``dx = du omega - dlog_scale x``, ``domega = du^T x`` and, with a folded frame,
     ``dk_log_scale = du`` summed to the frame's shape. The argmax is recomputed from ``phi`` (its entry is
-    exactly 1). ``omega_grad=False``: ``domega`` is not computed (``None``).
+    exactly 1).
+
+    Parameters
+    ----------
+    dout : tuple of ((..., L, m) array, (..., L) array or None)
+        ``(dphi, dlog_scale)``; same namespace and dtype as the cache, finite.
+    cache : PositiveFeaturesCache
+        From :func:`positive_features_stable_fwd`.
+    omega_grad : bool, default True
+        ``False``: ``domega`` is not computed and is ``None`` (a drawn, non-learnable omega).
+
+    Returns
+    -------
+    PositiveFeaturesGrads
+        ``x : (..., L, d)``, ``omega : (m, d)`` (or ``None``) and ``k_log_scale`` with the folded frame's
+        shape (``None`` without a frame).
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
     """
     dphi, dls = dout
     c = cache
@@ -315,9 +530,59 @@ def _stable_bwd(dphi, dls, c, *, omega_grad, xp):
 
 
 def positive_features_stable(x, omega, *, k_log_scale=None):
-    r"""``(phi, log_scale)``: :func:`positive_features` as ``phi * exp(log_scale)``, never overflowing.
-    ``x: (..., L, d)``, ``omega: (m, d)`` -> ``((..., L, m), (..., L))``; ``k_log_scale`` folds a key frame in
-    (see :func:`positive_features_stable_fwd`)."""
+    r"""Row-stabilised positive random features (FAVOR+): ``positive_features = phi * exp(log_scale)``.
+
+    ``phi = exp(u - max_row u)`` and ``log_scale = max_row u - |x|^2/2 - log(m)/2``, ``u = x omega^T``: the
+    unbiased estimator of ``exp(q . k)`` of Choromanski et al. 2021, Lemma 1, never overflowing (design.md
+    trap 3). With ``k_log_scale`` a key frame is folded in (see :func:`positive_features_stable_fwd`).
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys (already scaled, e.g. by d^{-1/4} for softmax attention). Real floating (float32 or
+        float64), finite.
+    omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
+    k_log_scale : (..., 1, m) or (..., L, m) array, optional
+        A key frame to fold into the exponent (queries of FAVOR+; from
+        :func:`positive_key_features_stable`), with the batch axes of `x`, same namespace and dtype, finite.
+        ``None`` (default): no frame.
+
+    Returns
+    -------
+    phi : (..., L, m) array
+        Entries in (0, 1], each row's maximum exactly 1; same namespace, dtype and device as `x`.
+    log_scale : (..., L) array
+        Keys (no frame): pass as ``linear_attention(..., k_log_scale=...)``; queries: drop it.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, `k_log_scale` has another
+        shape than ``(..., 1, m)`` or ``(..., L, m)``, or an input is not finite.
+    TypeError
+        If `x`, `omega` and `k_log_scale` differ in namespace or dtype, or are not real floating.
+
+    See Also
+    --------
+    positive_features_stable_fwd, positive_features_stable_bwd : the differentiable pair.
+    positive_key_features_stable : keys with per-feature frames.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import positive_features, positive_features_stable
+    >>> x, omega = np.array([[0.0, 0.0], [1.0, 0.5]]), np.eye(2)
+    >>> phi, log_scale = positive_features_stable(x, omega)
+    >>> phi
+    array([[1.        , 1.        ],
+           [1.        , 0.60653066]])
+    >>> log_scale
+    array([-0.34657359,  0.02842641])
+    >>> bool(np.allclose(phi * np.exp(log_scale)[:, None], positive_features(x, omega)))
+    True
+    """
     return positive_features_stable_fwd(x, omega, k_log_scale=k_log_scale)[0]
 
 
@@ -357,7 +622,7 @@ def positive_key_features_stable_fwd(x, omega, *, causal=False):
     r"""Keys' positive random features with a **per-feature** stabiliser ``(phi, k_log_scale)``, and the
     cache.
 
-    ``phi * exp(k_log_scale) == positive_features(x, omega)`` (Choromanski et al. Lemma 1) with
+    ``phi * exp(k_log_scale) == positive_features(x, omega)`` (Choromanski et al. 2021, Lemma 1) with::
 
         phi = exp(l - P) in (0, 1],    k_log_scale = P - log(m)/2,    l = x omega^T - |x|^2/2,
 
@@ -373,16 +638,30 @@ def positive_key_features_stable_fwd(x, omega, *, causal=False):
     Parameters
     ----------
     x : (..., L, d) array
-        Keys (already scaled).
+        Keys (already scaled). Real floating (float32 or float64), finite.
     omega : (m, d) array
-        Projections, same namespace and dtype.
-    causal : bool
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
+    causal : bool, default False
         Prefix maxima instead of maxima over all positions.
 
     Returns
     -------
     (phi, k_log_scale) : ((..., L, m), (..., 1, m) or (..., L, m)) arrays
+        ``phi`` in (0, 1]; same namespace, dtype and device as `x`.
     cache : KeyFeaturesCache
+        For :func:`positive_key_features_stable_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, or an input is not finite.
+    TypeError
+        If `x` and `omega` differ in namespace or dtype or are not real floating, or `causal` is not a bool.
+
+    See Also
+    --------
+    positive_key_features_stable, positive_key_features_stable_bwd
     """
     xp, m = check_x_omega(x, omega)
     if not isinstance(causal, bool):
@@ -398,9 +677,29 @@ def positive_key_features_stable_bwd(dout, cache: KeyFeaturesCache, *,
     ``dP - g`` (``phi = exp(l - P)`` and ``k_log_scale = P - log(m)/2``). Bidirectional: the column argmax
     receives ``sum_L (dP - g)``. Causal: position i's ``dP_i - g_i`` goes to the last position ``a(i) <= i``
     where the running maximum was attained (segment sums, from a reverse cumulative sum and the next
-    maximiser's
-    index). ``dk_log_scale`` may be ``None`` (zero). Then ``dx = dl omega - sum_m(dl) x``, ``domega = dl^T x``
-    (not computed with ``omega_grad=False``).
+    maximiser's index). ``dk_log_scale`` may be ``None`` (zero). Then ``dx = dl omega - sum_m(dl) x`` and
+    ``domega = dl^T x``.
+
+    Parameters
+    ----------
+    dout : tuple of ((..., L, m) array, (..., 1, m) or (..., L, m) array or None)
+        ``(dphi, dk_log_scale)``, each with its output's shape; same namespace and dtype as the cache, finite.
+    cache : KeyFeaturesCache
+        From :func:`positive_key_features_stable_fwd`.
+    omega_grad : bool, default True
+        ``False``: ``domega`` is not computed and is ``None`` (a drawn, non-learnable omega).
+
+    Returns
+    -------
+    PositiveFeaturesGrads
+        ``x : (..., L, d)`` and ``omega : (m, d)`` (or ``None``); ``k_log_scale`` is ``None``.
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
     """
     dphi, dP = dout
     c = cache
@@ -441,8 +740,55 @@ def positive_key_features_stable_bwd(dout, cache: KeyFeaturesCache, *,
 
 
 def positive_key_features_stable(x, omega, *, causal=False):
-    r"""Keys' ``(phi, k_log_scale)`` with per-feature frames; see :func:`positive_key_features_stable_fwd`.
-    ``x: (..., L, d)``, ``omega: (m, d)`` -> ``((..., L, m), (..., 1 or L, m))``."""
+    r"""Keys' positive random features with a per-feature stabiliser, ``phi * exp(k_log_scale)``.
+
+    ``phi * exp(k_log_scale) == positive_features(x, omega)`` (Choromanski et al. 2021, Lemma 1), each
+    feature column scaled by its own maximum over the keys (the prefix maximum when ``causal=True``); see
+    :func:`positive_key_features_stable_fwd`. Fold ``k_log_scale`` into the queries with
+    ``positive_features_stable(q, omega, k_log_scale=...)``.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Keys (already scaled). Real floating (float32 or float64), finite.
+    omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
+    causal : bool, default False
+        Prefix maxima (no later key sets the scale of an earlier one) instead of maxima over all positions.
+
+    Returns
+    -------
+    phi : (..., L, m) array
+        Entries in (0, 1], each column's (prefix) maximum exactly 1; same namespace, dtype and device as `x`.
+    k_log_scale : (..., 1, m) or (..., L, m) array
+        Per-feature frame: ``(..., 1, m)`` bidirectional, ``(..., L, m)`` causal.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, or an input is not finite.
+    TypeError
+        If `x` and `omega` differ in namespace or dtype or are not real floating, or `causal` is not a bool.
+
+    See Also
+    --------
+    positive_key_features_stable_fwd, positive_key_features_stable_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import positive_features, positive_key_features_stable
+    >>> k, omega = np.array([[0.0, 0.0], [1.0, 0.5]]), np.eye(2)
+    >>> phi, k_log_scale = positive_key_features_stable(k, omega)
+    >>> phi
+    array([[0.68728928, 1.        ],
+           [1.        , 0.8824969 ]])
+    >>> k_log_scale
+    array([[ 0.02842641, -0.34657359]])
+    >>> bool(np.allclose(phi * np.exp(k_log_scale), positive_features(k, omega)))
+    True
+    """
     return positive_key_features_stable_fwd(x, omega, causal=causal)[0]
 
 
@@ -464,18 +810,36 @@ def hyperbolic_features_fwd(x, omega):
     r"""Hyperbolic (antithetic) positive features ``[exp(u), exp(-u)] exp(-|x|^2/2) / sqrt(2m)``, ``u = x
     omega^T``.
 
-    Estimates ``softmax_kernel(q, k) = exp(q . k)``: ``phi(q) . phi(k) = (1/m) sum_i cosh(omega_i . (q + k))
-    exp(-|q|^2/2 - |k|^2/2)`` (Choromanski et al., the hyperbolic variant of Lemma 1). Raw (unstabilised).
+    Estimates ``softmax_kernel(q, k) = exp(q . k)``:
+    ``phi(q) . phi(k) = (1/m) sum_i cosh(omega_i . (q + k)) exp(-|q|^2/2 - |k|^2/2)`` (Choromanski et al.
+    2021, the hyperbolic variant of Lemma 1). Raw (unstabilised).
 
     Parameters
     ----------
     x : (..., L, d) array
+        Queries or keys (already scaled, e.g. by d^{-1/4} for softmax attention). Real floating (float32 or
+        float64), finite.
     omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
 
     Returns
     -------
     phi : (..., L, 2m) array
+        ``exp(+u)`` half first; positive; same namespace, dtype and device as `x`.
     cache : HyperbolicFeaturesCache
+        For :func:`hyperbolic_features_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, or an input is not finite.
+    TypeError
+        If `x` and `omega` differ in namespace or dtype, or are not real floating.
+
+    See Also
+    --------
+    hyperbolic_features, hyperbolic_features_bwd
     """
     xp, _ = check_x_omega(x, omega)
     phi, cache = positive_features_fwd(x, _antithetic(omega, xp=xp))              # (..., L, 2m)
@@ -483,20 +847,121 @@ def hyperbolic_features_fwd(x, omega):
 
 
 def hyperbolic_features_bwd(dphi, cache: HyperbolicFeaturesCache) -> PositiveFeaturesGrads:
-    r"""Gradients of :func:`hyperbolic_features` (``domega = domega_+ - domega_-``)."""
+    r"""Backward of :func:`hyperbolic_features`: :func:`positive_features_bwd` on ``[omega; -omega]``.
+
+    The two halves' projection gradients combine as ``domega = domega_+ - domega_-``.
+
+    Parameters
+    ----------
+    dphi : (..., L, 2m) array
+        Cotangent of the features; same namespace and dtype as the cache, finite.
+    cache : HyperbolicFeaturesCache
+        From :func:`hyperbolic_features_fwd`.
+
+    Returns
+    -------
+    PositiveFeaturesGrads
+        ``x : (..., L, d)``, ``omega : (m, d)``; ``k_log_scale`` is ``None``.
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     g = positive_features_bwd(dphi, cache.inner)
     return PositiveFeaturesGrads(x=g.x, omega=_antithetic_grad(g.omega, g.omega.shape[0] // 2))
 
 
 def hyperbolic_features(x, omega):
-    r"""Hyperbolic positive features, ``(..., L, d)`` -> ``(..., L, 2m)``, unbiased for ``exp(q . k)``."""
+    r"""Hyperbolic positive features ``[exp(u), exp(-u)] exp(-|x|^2/2) / sqrt(2m)``, u = x omega^T.
+
+    Unbiased for :func:`~refattn.features.trig.softmax_kernel` ``exp(q . k)`` with ``omega ~ N(0, I_d)``
+    (Choromanski et al. 2021, the hyperbolic form of Lemma 1), with a smaller variance than
+    :func:`positive_features`: ``Var = exp(-|q|^2 - |k|^2) (exp(|q + k|^2) - 1)^2 / (2m)``. Raw
+    (unstabilised): attention should use :func:`hyperbolic_features_stable`.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys (already scaled, e.g. by d^{-1/4} for softmax attention). Real floating (float32 or
+        float64), finite.
+    omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
+
+    Returns
+    -------
+    phi : (..., L, 2m) array
+        ``exp(+u)`` half first; positive; same namespace, dtype and device as `x`.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, or an input is not finite.
+    TypeError
+        If `x` and `omega` differ in namespace or dtype, or are not real floating.
+
+    See Also
+    --------
+    hyperbolic_features_fwd, hyperbolic_features_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import hyperbolic_features, softmax_kernel
+    >>> from refattn.random import draw_gaussian
+    >>> hyperbolic_features(np.array([[0.0, 0.0], [1.0, 0.5]]), np.eye(2))
+    array([[0.5       , 0.5       , 0.5       , 0.5       ],
+           [0.72749571, 0.44124845, 0.09845584, 0.16232623]])
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> omega = draw_gaussian(np.random.default_rng(0), 20000, 2)
+    >>> estimate = hyperbolic_features(q, omega) @ hyperbolic_features(k, omega).T
+    >>> bool(np.allclose(estimate, softmax_kernel(q, k), atol=0.1))
+    True
+    """
     return hyperbolic_features_fwd(x, omega)[0]
 
 
 def hyperbolic_features_stable_fwd(x, omega, *, k_log_scale=None):
-    r"""Row-stabilised hyperbolic features ``(phi, log_scale)``: :func:`positive_features_stable` on
-    ``[omega; -omega]`` (width 2m; ``phi * exp(log_scale)[..., None] == hyperbolic_features(x, omega)``).
-    ``k_log_scale: (..., 1|L, 2m)`` folds a key frame in (from :func:`hyperbolic_key_features_stable`)."""
+    r"""Row-stabilised hyperbolic features ``(phi, log_scale)`` and the cache.
+
+    :func:`positive_features_stable` on ``[omega; -omega]`` (width 2m), so that
+    ``phi * exp(log_scale)[..., None] == hyperbolic_features(x, omega)`` (Choromanski et al. 2021, Lemma 1).
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys (already scaled, e.g. by d^{-1/4} for softmax attention). Real floating (float32 or
+        float64), finite.
+    omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
+    k_log_scale : (..., 1, 2m) or (..., L, 2m) array, optional
+        A key frame to fold into the exponent (queries of FAVOR+; from
+        :func:`hyperbolic_key_features_stable`), with the batch axes of `x`, same namespace and dtype,
+        finite. ``None`` (default): no frame.
+
+    Returns
+    -------
+    (phi, log_scale) : ((..., L, 2m), (..., L)) arrays
+        ``phi`` in (0, 1], each row's maximum exactly 1; same namespace, dtype and device as `x`.
+    cache : HyperbolicFeaturesCache
+        For :func:`hyperbolic_features_stable_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, `k_log_scale` has another
+        shape than ``(..., 1, 2m)`` or ``(..., L, 2m)``, or an input is not finite.
+    TypeError
+        If `x`, `omega` and `k_log_scale` differ in namespace or dtype, or are not real floating.
+
+    See Also
+    --------
+    hyperbolic_features_stable, hyperbolic_features_stable_bwd
+    """
     xp, m = check_x_omega(x, omega)
     if k_log_scale is not None:
         namespace(x, k_log_scale, names=("x", "k_log_scale"))
@@ -507,21 +972,124 @@ def hyperbolic_features_stable_fwd(x, omega, *, k_log_scale=None):
 
 def hyperbolic_features_stable_bwd(dout, cache: HyperbolicFeaturesCache, *,
                                    omega_grad=True) -> PositiveFeaturesGrads:
-    r"""Gradients of :func:`hyperbolic_features_stable` from ``(dphi, dlog_scale)`` (``dlog_scale`` may be
-    None; ``omega_grad=False``: ``domega`` not computed, ``None``)."""
+    r"""Backward of :func:`hyperbolic_features_stable` from ``(dphi, dlog_scale)``.
+
+    :func:`positive_features_stable_bwd` on ``[omega; -omega]``, then ``domega = domega_+ - domega_-``.
+
+    Parameters
+    ----------
+    dout : tuple of ((..., L, 2m) array, (..., L) array or None)
+        ``(dphi, dlog_scale)``; ``dlog_scale`` may be ``None`` (queries). Same namespace and dtype as the
+        cache, finite.
+    cache : HyperbolicFeaturesCache
+        From :func:`hyperbolic_features_stable_fwd`.
+    omega_grad : bool, default True
+        ``False``: ``domega`` is not computed and is ``None`` (a drawn, non-learnable omega).
+
+    Returns
+    -------
+    PositiveFeaturesGrads
+        ``x : (..., L, d)``, ``omega : (m, d)`` (or ``None``) and ``k_log_scale`` with the folded frame's
+        shape (``None`` without a frame).
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     g = positive_features_stable_bwd(dout, cache.inner, omega_grad=omega_grad)
     return PositiveFeaturesGrads(x=g.x, omega=_antithetic_grad(g.omega, cache.inner.omega.shape[0] // 2),
                                  k_log_scale=g.k_log_scale)
 
 
 def hyperbolic_features_stable(x, omega, *, k_log_scale=None):
-    r"""``(phi, log_scale)`` of the hyperbolic map, ``((..., L, 2m), (..., L))``."""
+    r"""Row-stabilised hyperbolic features: :func:`hyperbolic_features` as ``phi * exp(log_scale)``.
+
+    :func:`positive_features_stable` on the antithetic projections ``[omega; -omega]`` (Choromanski et al.
+    2021, Lemma 1, hyperbolic form), never overflowing.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys (already scaled, e.g. by d^{-1/4} for softmax attention). Real floating (float32 or
+        float64), finite.
+    omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
+    k_log_scale : (..., 1, 2m) or (..., L, 2m) array, optional
+        A key frame to fold into the exponent (queries of FAVOR+; from
+        :func:`hyperbolic_key_features_stable`), with the batch axes of `x`, same namespace and dtype,
+        finite. ``None`` (default): no frame.
+
+    Returns
+    -------
+    phi : (..., L, 2m) array
+        Entries in (0, 1], each row's maximum exactly 1; same namespace, dtype and device as `x`.
+    log_scale : (..., L) array
+        Keys (no frame): pass as ``linear_attention(..., k_log_scale=...)``; queries: drop it.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, `k_log_scale` has another
+        shape than ``(..., 1, 2m)`` or ``(..., L, 2m)``, or an input is not finite.
+    TypeError
+        If `x`, `omega` and `k_log_scale` differ in namespace or dtype, or are not real floating.
+
+    See Also
+    --------
+    hyperbolic_features_stable_fwd, hyperbolic_features_stable_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import hyperbolic_features, hyperbolic_features_stable
+    >>> x, omega = np.array([[0.0, 0.0], [1.0, 0.5]]), np.eye(2)
+    >>> phi, log_scale = hyperbolic_features_stable(x, omega)
+    >>> phi.shape, log_scale.shape
+    ((2, 4), (2,))
+    >>> bool(np.allclose(phi * np.exp(log_scale)[:, None], hyperbolic_features(x, omega)))
+    True
+    """
     return hyperbolic_features_stable_fwd(x, omega, k_log_scale=k_log_scale)[0]
 
 
 def hyperbolic_key_features_stable_fwd(x, omega, *, causal=False):
-    r"""Keys' hyperbolic features with per-feature frames: :func:`positive_key_features_stable` on
-    ``[omega; -omega]``; ``((..., L, 2m), (..., 1|L, 2m))`` and the cache."""
+    r"""Keys' hyperbolic features with per-feature frames ``(phi, k_log_scale)``, and the cache.
+
+    :func:`positive_key_features_stable_fwd` on ``[omega; -omega]``: ``phi * exp(k_log_scale) ==
+    hyperbolic_features(x, omega)`` (Choromanski et al. 2021, Lemma 1, hyperbolic form).
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Keys (already scaled). Real floating (float32 or float64), finite.
+    omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
+    causal : bool, default False
+        Prefix maxima instead of maxima over all positions.
+
+    Returns
+    -------
+    (phi, k_log_scale) : ((..., L, 2m), (..., 1, 2m) or (..., L, 2m)) arrays
+        ``phi`` in (0, 1]; same namespace, dtype and device as `x`.
+    cache : HyperbolicFeaturesCache
+        For :func:`hyperbolic_key_features_stable_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, or an input is not finite.
+    TypeError
+        If `x` and `omega` differ in namespace or dtype or are not real floating, or `causal` is not a bool.
+
+    See Also
+    --------
+    hyperbolic_key_features_stable, hyperbolic_key_features_stable_bwd
+    """
     xp, _ = check_x_omega(x, omega)
     if not isinstance(causal, bool):
         raise TypeError(f"causal: expected a bool; got {causal!r}")
@@ -531,11 +1099,80 @@ def hyperbolic_key_features_stable_fwd(x, omega, *, causal=False):
 
 def hyperbolic_key_features_stable_bwd(dout, cache: HyperbolicFeaturesCache, *,
                                        omega_grad=True) -> PositiveFeaturesGrads:
-    r"""Gradients of :func:`hyperbolic_key_features_stable` from ``(dphi, dk_log_scale)``."""
+    r"""Backward of :func:`hyperbolic_key_features_stable` from ``(dphi, dk_log_scale)``.
+
+    :func:`positive_key_features_stable_bwd` on ``[omega; -omega]``, then ``domega = domega_+ - domega_-``.
+
+    Parameters
+    ----------
+    dout : tuple of ((..., L, 2m) array, (..., 1, 2m) or (..., L, 2m) array or None)
+        ``(dphi, dk_log_scale)``, each with its output's shape (``dk_log_scale`` may be ``None``); same
+        namespace and dtype as the cache, finite.
+    cache : HyperbolicFeaturesCache
+        From :func:`hyperbolic_key_features_stable_fwd`.
+    omega_grad : bool, default True
+        ``False``: ``domega`` is not computed and is ``None`` (a drawn, non-learnable omega).
+
+    Returns
+    -------
+    PositiveFeaturesGrads
+        ``x : (..., L, d)`` and ``omega : (m, d)`` (or ``None``); ``k_log_scale`` is ``None``.
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     g = positive_key_features_stable_bwd(dout, cache.inner, omega_grad=omega_grad)
     return PositiveFeaturesGrads(x=g.x, omega=_antithetic_grad(g.omega, cache.inner.omega.shape[0] // 2))
 
 
 def hyperbolic_key_features_stable(x, omega, *, causal=False):
-    r"""Keys' ``(phi, k_log_scale)`` of the hyperbolic map with per-feature frames."""
+    r"""Keys' hyperbolic features with per-feature stabilisers, ``phi * exp(k_log_scale)``.
+
+    :func:`positive_key_features_stable` on the antithetic projections ``[omega; -omega]``:
+    ``phi * exp(k_log_scale) == hyperbolic_features(x, omega)`` (Choromanski et al. 2021, Lemma 1). Fold
+    ``k_log_scale`` into the queries with ``hyperbolic_features_stable(q, omega, k_log_scale=...)``.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Keys (already scaled). Real floating (float32 or float64), finite.
+    omega : (m, d) array
+        Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and
+        dtype as `x`.
+    causal : bool, default False
+        Prefix maxima instead of maxima over all positions.
+
+    Returns
+    -------
+    phi : (..., L, 2m) array
+        Entries in (0, 1]; same namespace, dtype and device as `x`.
+    k_log_scale : (..., 1, 2m) or (..., L, 2m) array
+        Per-feature frame: ``(..., 1, 2m)`` bidirectional, ``(..., L, 2m)`` causal.
+
+    Raises
+    ------
+    ValueError
+        If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, or an input is not finite.
+    TypeError
+        If `x` and `omega` differ in namespace or dtype or are not real floating, or `causal` is not a bool.
+
+    See Also
+    --------
+    hyperbolic_key_features_stable_fwd, hyperbolic_key_features_stable_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import hyperbolic_features, hyperbolic_key_features_stable
+    >>> k, omega = np.array([[0.0, 0.0], [1.0, 0.5]]), np.eye(2)
+    >>> phi, k_log_scale = hyperbolic_key_features_stable(k, omega, causal=True)
+    >>> phi.shape, k_log_scale.shape
+    ((2, 4), (2, 4))
+    >>> bool(np.allclose(phi * np.exp(k_log_scale), hyperbolic_features(k, omega)))
+    True
+    """
     return hyperbolic_key_features_stable_fwd(x, omega, causal=causal)[0]

@@ -329,8 +329,9 @@ def softmax_trig_features_fwd(x, omega):
     r"""Horn et al.'s FAVOR map ``exp(|x|^2/2) [cos(x omega^T), sin(x omega^T)] / sqrt(m)``, and the cache.
 
     Estimates the softmax kernel: ``E[phi(q) . phi(k)] = softmax_kernel(q, k) = exp(q . k)`` (Horn et al.
-    Sec. 2.1, ``h(x) = exp(|x|^2/2)``). Raw: the factor ``exp(|x|^2/2)`` overflows float32 for |x| > ~13.3 and
-    float64 for |x| > ~37.7; use :func:`softmax_trig_features_stable` in attention.
+    Sec. 2.1, ``h(x) = exp(|x|^2/2)``). Raw: the factor ``exp(|x|^2/2)`` overflows float32
+    for ``|x| > ~13.3`` and float64 for ``|x| > ~37.7``; use :func:`softmax_trig_features_stable` in
+    attention.
 
     Parameters
     ----------
