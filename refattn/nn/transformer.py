@@ -54,6 +54,8 @@ __all__ = ["TransformerGrads", "parameter_updates", "transformer", "transformer_
 Array = Any
 
 class TransformerGrads(NamedTuple):
+    r"""Gradients from :func:`transformer_bwd`: ``params`` tree and images (``inputs``; None for tokens)."""
+
     params: dict   # same tree as params
     inputs: Array  # (..., H, W, C) for patch input; None for token input (integer ids)
 
@@ -68,15 +70,39 @@ def _drop_bwd(dy, cache):
 
 
 def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, shared=None, train=True):
-    """One pre-LN block: ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``. ``x: (..., L, D)`` ->
-    ``(..., L, D)``.
+    r"""One pre-LN transformer block: ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``, and its cache.
 
-    `masks` (optional dict of inverted-dropout masks, :func:`refattn.nn.init.draw_dropout_masks`): ``"attn"``
-    ``(..., H, L, d)`` on the per-head attention output, ``"resid_attn"`` and ``"resid_ff"`` ``(..., L, D)``
-    on
-    each sub-layer's output before it is added to the residual stream (Vaswani et al. Sec. 5.4).
-    `shared`: attention parameters shared by all layers (``params["shared"]["attn"]``), merged into this
-    layer's; their gradients are returned apart (the third output of :func:`block_bwd`)."""
+    Pre-LN as in Xiong et al. 2020 / GPT-2; FF is ``W2 gelu(W1 . + b1) + b2`` (module docstring).
+
+    Parameters
+    ----------
+    x : (..., L, D) array
+        Input of the block, real floating.
+    params : dict
+        ``{"ln1", "attn", "ln2", "ff1", "ff2"}`` (one entry of ``params["blocks"]``).
+    features : dict or None
+        This layer's drawn attention arrays.
+    cfg : dict
+        Normalised model configuration (:func:`refattn.nn.config.check_config`).
+    masks : dict, optional
+        Inverted-dropout masks (:func:`refattn.nn.init.draw_dropout_masks`): ``"attn"`` ``(..., H, L, d)`` on
+        the per-head attention output, ``"resid_attn"`` and ``"resid_ff"`` ``(..., L, D)`` on each sub-layer's
+        output before it is added to the residual stream (Vaswani et al. Sec. 5.4).
+    positions : (L, D_pos) array, optional
+        Token coordinates for positional attention kinds.
+    shared : dict, optional
+        Attention parameters shared by all layers (``params["shared"]["attn"]``), merged into this layer's;
+        their gradients are returned apart (the third output of :func:`block_bwd`).
+    train : bool
+        Training or evaluation forward (for kinds whose computation differs).
+
+    Returns
+    -------
+    y : (..., L, D) array
+        Output of the block.
+    cache : tuple
+        For :func:`block_bwd`.
+    """
     masks = masks or {}
     shared = shared or {}
     attn_params = params["attn"]
@@ -97,8 +123,24 @@ def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, sha
 
 
 def block_bwd(dy, cache):
-    """Backward of :func:`block_fwd`: ``(dx, dparams, dshared)`` (``dshared``: the shared parameters'
-    share)."""
+    r"""Backward of :func:`block_fwd`: the layers' backwards in reverse order.
+
+    Parameters
+    ----------
+    dy : (..., L, D) array
+        Cotangent of the block's output.
+    cache : tuple
+        The cache returned by :func:`block_fwd`.
+
+    Returns
+    -------
+    dx : (..., L, D) array
+        Cotangent of the block's input.
+    dparams : dict
+        Gradients shaped like the block's parameters.
+    dshared : dict
+        This layer's share of the shared attention parameters' gradients (``{}`` when none).
+    """
     c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df, shared_keys = cache
     g_ff2 = dense_bwd(_drop_bwd(dy, c_df), c_ff2)
     g_act = gelu_bwd(g_ff2.x, c_act)
@@ -160,7 +202,7 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     ----------
     params : dict
         Parameter tree (see the module docstring), in the namespace and dtype of the computation.
-    inputs : (..., L) integer array | (..., H, W, C) array
+    inputs : (..., L) integer array or (..., H, W, C) array
         Token ids (``input="tokens"``) or images (``input="patches"``).
     features : list, optional
         One dict of drawn attention arrays per layer (required for random-feature kinds).
@@ -181,7 +223,9 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     Returns
     -------
     logits : (..., n_classes) or (..., L, V) array
-    cache
+        Classification logits, or next-token logits at every position for ``task="lm"``.
+    cache : tuple
+        For :func:`transformer_bwd`.
     """
     cfg = check_config(config)
     feats = _check_features(features, cfg["n_layers"])
@@ -217,8 +261,22 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
 
 
 def transformer_bwd(dlogits, cache) -> TransformerGrads:
-    """Gradients for every parameter (and the images for patch input): the layers' backwards in reverse
-    order."""
+    r"""Gradients for every parameter (and the images for patch input): the backwards in reverse order.
+
+    Parameters
+    ----------
+    dlogits : (..., n_classes) or (..., L, V) array
+        Cotangent of the logits.
+    cache : tuple
+        The cache returned by :func:`transformer_fwd`.
+
+    Returns
+    -------
+    TransformerGrads
+        ``params``: a tree like the parameters (``"embed"``, ``"pos"`` for learned positions, ``"blocks"``,
+        ``"ln_f"``, ``"head"``, ``"shared"`` when present); ``inputs``: ``(..., H, W, C)`` for patch input,
+        None for tokens.
+    """
     cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head = cache
     xp = namespace(dlogits, names=("dlogits",))
     grads: dict = {}
@@ -255,15 +313,71 @@ def transformer_bwd(dlogits, cache) -> TransformerGrads:
 
 
 def transformer(params, inputs, features=None, *, config, dropout=None, positions=None, train=True):
-    """Logits of the configured model (see :func:`transformer_fwd`)."""
+    r"""Logits of the configured pre-LN transformer (encoder classifier or causal language model).
+
+    The forward of :func:`transformer_fwd` without the cache.
+
+    Parameters
+    ----------
+    params : dict
+        Parameter tree (:func:`refattn.nn.init.init_transformer`).
+    inputs : (..., L) integer array or (..., H, W, C) array
+        Token ids (``input="tokens"``) or images (``input="patches"``).
+    features : list, optional
+        One dict of drawn attention arrays per layer (:func:`refattn.nn.init.draw_attention_features`);
+        required for random-feature kinds.
+    config : dict
+        Model configuration (:func:`refattn.nn.config.check_config`).
+    dropout : list, optional
+        One dict of dropout masks per layer; None: no dropout.
+    positions : (L, D_pos) array, optional
+        Token coordinates for positional attention kinds.
+    train : bool
+        Training (default) or evaluation forward.
+
+    Returns
+    -------
+    logits : (..., n_classes) or (..., L, V) array
+        Classification logits, or next-token logits at every position for ``task="lm"``.
+
+    Raises
+    ------
+    ValueError
+        A bad configuration, a parameter tree that does not match it, ``L > max_len``, or features/masks lists
+        of the wrong length.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.nn import draw_attention_features, init_transformer, transformer
+    >>> config = {"task": "classify", "vocab_size": 11, "n_classes": 3, "d_model": 8, "n_heads": 2,
+    ...           "n_layers": 1, "max_len": 6, "attention": {"kind": "favor", "m": 16}}
+    >>> params = init_transformer(np.random.default_rng(0), config)
+    >>> features = draw_attention_features(np.random.default_rng(1), config)   # FAVOR+ omega per layer
+    >>> tokens = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])                          # (batch, L)
+    >>> transformer(params, tokens, features, config=config).shape
+    (2, 3)
+    """
     return transformer_fwd(params, inputs, features, config=config, dropout=dropout, positions=positions,
                            train=train)[0]
 
 
 def parameter_updates(cache) -> list:
-    """Per layer, the non-learnable parameters a training forward updated (``{}`` when none), from the cache
-    of :func:`transformer_fwd` or :func:`transformer_loss_fwd`: e.g. the generative kind's running batch-norm
-    statistics (``bn="running"``). Write them into ``params["blocks"][i]["attn"]["attn"]`` after the step."""
+    r"""Per layer, the non-learnable parameters a training forward updated (``{}`` when none).
+
+    E.g. the generative kind's running batch-norm statistics (``bn="running"``). Write them into
+    ``params["blocks"][i]["attn"]["attn"]`` after the step.
+
+    Parameters
+    ----------
+    cache : tuple
+        The cache of :func:`transformer_fwd` or :func:`transformer_loss_fwd`.
+
+    Returns
+    -------
+    list of dict
+        One dict per layer, ``{param name: new value}``.
+    """
     if not isinstance(cache[0], dict):
         cache = cache[0]                                                         # a loss cache: (model, loss)
     c_blocks = cache[3]
@@ -277,8 +391,34 @@ def parameter_updates(cache) -> list:
 
 def transformer_loss_fwd(params, inputs, labels, features=None, *, config, dropout=None, positions=None,
                          train=True):
-    """Mean softmax cross-entropy of the model's logits against integer `labels` (``(...)`` for
-    classification, ``(..., L)`` next tokens for the LM). Returns ``(loss: (), cache)``."""
+    r"""Mean softmax cross-entropy of the model's logits against integer `labels`, and the cache.
+
+    Parameters
+    ----------
+    params : dict
+        Parameter tree.
+    inputs : (..., L) integer array or (..., H, W, C) array
+        Token ids or images.
+    labels : (...) or (..., L) integer array
+        Class ids for classification, next tokens for the LM (the caller shifts them).
+    features : list, optional
+        One dict of drawn attention arrays per layer.
+    config : dict
+        Model configuration.
+    dropout : list, optional
+        One dict of dropout masks per layer.
+    positions : (L, D_pos) array, optional
+        Token coordinates for positional attention kinds.
+    train : bool
+        Training or evaluation forward.
+
+    Returns
+    -------
+    loss : () array
+        The mean cross-entropy, in the computation's dtype.
+    cache : tuple
+        For :func:`transformer_loss_bwd`.
+    """
     logits, c_model = transformer_fwd(params, inputs, features, config=config, dropout=dropout,
                                       positions=positions, train=train)
     loss, c_loss = softmax_cross_entropy_fwd(logits, labels)
@@ -286,14 +426,54 @@ def transformer_loss_fwd(params, inputs, labels, features=None, *, config, dropo
 
 
 def transformer_loss_bwd(dloss, cache) -> TransformerGrads:
-    """Gradients of :func:`transformer_loss_fwd` (cross-entropy backward, then :func:`transformer_bwd`)."""
+    r"""Gradients of :func:`transformer_loss_fwd`: cross-entropy backward, then :func:`transformer_bwd`.
+
+    Parameters
+    ----------
+    dloss : () array
+        Cotangent of the loss (``ones_like(loss)`` for its gradient).
+    cache : tuple
+        The cache returned by :func:`transformer_loss_fwd`.
+
+    Returns
+    -------
+    TransformerGrads
+        As :func:`transformer_bwd`.
+    """
     c_model, c_loss = cache
     return transformer_bwd(softmax_cross_entropy_bwd(dloss, c_loss).logits, c_model)
 
 
 def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=None, positions=None,
                    train=True):
-    """``(loss, grads)`` with ``grads`` the parameter tree of gradients (the training step's work)."""
+    r"""The loss and the gradient tree of every parameter: the training step's work.
+
+    Parameters
+    ----------
+    params : dict
+        Parameter tree.
+    inputs : (..., L) integer array or (..., H, W, C) array
+        Token ids or images.
+    labels : (...) or (..., L) integer array
+        Class ids, or next tokens for the LM.
+    features : list, optional
+        One dict of drawn attention arrays per layer.
+    config : dict
+        Model configuration.
+    dropout : list, optional
+        One dict of dropout masks per layer.
+    positions : (L, D_pos) array, optional
+        Token coordinates for positional attention kinds.
+    train : bool
+        Training or evaluation forward.
+
+    Returns
+    -------
+    loss : () array
+        The mean cross-entropy.
+    grads : dict
+        A tree like `params` (see :class:`TransformerGrads`).
+    """
     loss, cache = transformer_loss_fwd(params, inputs, labels, features, config=config, dropout=dropout,
                                        positions=positions, train=train)
     xp = namespace(loss, names=("loss",))
