@@ -150,10 +150,29 @@ SAMPLERS = {
 
 
 def draw_declared(rng, declaration: dict, *, dtype) -> dict:
-    """Run a kind's declaration ``{name: Draw}``: ``{name: NumPy array or NamedTuple of them}``.
+    r"""Run a kind's declaration ``{name: Draw}`` with the ``refattn.random`` primitives it names.
 
     One random entry draws from `rng` itself; several get one child each (``rng.spawn``), in declaration
     order.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The stream to draw from.
+    declaration : dict
+        ``{name: Draw(sampler, args)}`` from a kind's ``params``/``features``/``shared``.
+    dtype : numpy dtype
+        float32 or float64.
+
+    Returns
+    -------
+    dict
+        ``{name: NumPy array or NamedTuple of them}``.
+
+    Raises
+    ------
+    ValueError
+        A sampler not in :data:`SAMPLERS`.
     """
     unknown = sorted({d.sampler for d in declaration.values()} - set(SAMPLERS))
     if unknown:
@@ -165,11 +184,46 @@ def draw_declared(rng, declaration: dict, *, dtype) -> dict:
 
 
 def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shared=True):
-    """MHA parameters ``{"q", "k", "v", "o": DenseParams (D, D), "attn": kind parameters}`` (NumPy).
+    r"""Initial multi-head attention parameters (NumPy), for :func:`refattn.nn.mha.mha`.
 
     A kind's parameters shared across layers (``kind.shared``, e.g. FLT's per-head spectra) are included
     for a lone layer (``include_shared=True``); :func:`init_transformer` draws them once, in
-    ``params["shared"]``.
+    ``params["shared"]``. Dense layers are Glorot-uniform with zero bias (:func:`refattn.random.init_dense`).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected); split into one child per projection and one for the kind.
+    d_model : int
+        Model width D.
+    n_heads : int
+        Number of heads H (dividing D).
+    attention : dict or str
+        Attention configuration (:func:`refattn.nn.config.check_attention_config`).
+    dtype : float32 or float64
+        Dtype of the arrays.
+    include_shared : bool
+        Also draw the kind's shared parameters into ``"attn"``.
+
+    Returns
+    -------
+    dict
+        ``{"q", "k", "v", "o": DenseParams(W: (D, D), b: (D,)), "attn": kind parameters}``, NumPy arrays.
+
+    Raises
+    ------
+    TypeError
+        `rng` not a ``numpy.random.Generator``, or a bad `dtype`.
+    ValueError
+        A bad attention configuration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.nn import init_mha
+    >>> params = init_mha(np.random.default_rng(0), 8, 2, "favor")
+    >>> sorted(params), params["q"].W.shape
+    (['attn', 'k', 'o', 'q', 'v'], (8, 8))
     """
     check_rng(rng)
     dt = check_dtype_arg(dtype)
@@ -187,10 +241,39 @@ def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shar
 
 
 def draw_attention_features(rng, config):
-    """One dict of drawn attention arrays per layer (``None`` for kinds that draw nothing), NumPy.
+    r"""One dict of drawn attention arrays per layer (``None`` for kinds that draw nothing), NumPy.
 
-    `config` is a transformer configuration (:func:`refattn.nn.config.check_config`); each layer gets its own
-    independent child stream (``rng.spawn``).
+    Each layer gets its own independent child stream (``rng.spawn``).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    config : dict
+        A transformer configuration (:func:`refattn.nn.config.check_config`).
+
+    Returns
+    -------
+    list
+        ``config["n_layers"]`` entries: the kind's drawn arrays (e.g. ``{"omega": (m, d)}`` for FAVOR+) or
+        None.
+
+    Raises
+    ------
+    TypeError
+        `rng` not a ``numpy.random.Generator``.
+    ValueError
+        A bad configuration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.nn import draw_attention_features
+    >>> config = {"task": "lm", "vocab_size": 11, "d_model": 8, "n_heads": 2, "n_layers": 2, "max_len": 6,
+    ...           "attention": {"kind": "favor", "m": 16}}
+    >>> features = draw_attention_features(np.random.default_rng(0), config)
+    >>> len(features), features[0]["omega"].shape                    # (m, d_head)
+    (2, (16, 4))
     """
     check_rng(rng)
     cfg = check_config(config)
@@ -202,22 +285,55 @@ def draw_attention_features(rng, config):
 
 
 def features_for_step(seed, step, config):
-    """The attention features in use at training step `step`, a pure function of ``(seed, step, config)``.
+    r"""The attention features in use at training step `step`, a pure function of ``(seed, step, config)``.
 
     Policy ``config["attention"]["redraw_every"]``: ``None`` keeps one draw for the whole run, ``k`` redraws
     every k steps (``1``: every step); see :func:`refattn.random.rng_for_step`.
+
+    Parameters
+    ----------
+    seed : int
+        The run's seed.
+    step : int
+        Training step.
+    config : dict
+        A transformer configuration.
+
+    Returns
+    -------
+    list
+        As :func:`draw_attention_features`.
     """
     cfg = check_config(config)
     return draw_attention_features(rng_for_step(seed, step, cfg["attention"]["redraw_every"]), cfg)
 
 
 def init_transformer(rng, config):
-    """Initial parameters of the model described by `config` (:mod:`refattn.nn.transformer`), a nested dict of
-    NumPy arrays in ``config["dtype"]``.
+    r"""Initial parameters of the model described by `config` (:mod:`refattn.nn.transformer`), NumPy.
 
     Streams: one child of `rng` per component (embedding, positions, each block, head), so adding a layer does
     not change the others' draws. Dense layers Glorot-uniform with zero bias, embeddings ``N(0, 0.02^2)``,
     layer norms ones/zeros.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    config : dict
+        A transformer configuration (:func:`refattn.nn.config.check_config`).
+
+    Returns
+    -------
+    dict
+        The nested parameter tree of the module docstring of :mod:`refattn.nn.transformer`, NumPy arrays in
+        ``config["dtype"]``; move it with :func:`refattn.random.tree_as_xp`.
+
+    Raises
+    ------
+    TypeError
+        `rng` not a ``numpy.random.Generator``.
+    ValueError
+        A bad configuration.
     """
     check_rng(rng)
     cfg = check_config(config)
@@ -255,13 +371,28 @@ def init_transformer(rng, config):
 
 
 def draw_dropout_masks(rng, config, batch_shape, L):
-    """Inverted-dropout masks for one forward pass of the model of `config`, or ``None`` when both rates are
-    0.
+    r"""Inverted-dropout masks for one forward pass of the model of `config` (None when both rates are 0).
 
     One dict per layer (one child stream of `rng` each): ``"attn": (*batch_shape, H, L, d)`` with rate
     ``config["attn_dropout"]`` and ``"resid_attn"``, ``"resid_ff": (*batch_shape, L, D)`` with rate
     ``config["resid_dropout"]`` (entries are absent for a zero rate). Pass them as ``transformer_fwd(...,
     dropout=masks)``; evaluation passes none.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    config : dict
+        A transformer configuration.
+    batch_shape : tuple of int
+        The batch axes of the inputs.
+    L : int
+        Sequence length.
+
+    Returns
+    -------
+    list of dict or None
+        One dict of NumPy masks per layer, or None.
     """
     check_rng(rng)
     cfg = check_config(config)

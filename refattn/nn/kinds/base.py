@@ -30,13 +30,20 @@ __all__ = ["AttentionKind", "Draw", "no_draws", "projection", "linear_kind", "sp
 
 
 class Draw(NamedTuple):
+    """A declared draw: the sampler's name (:data:`refattn.nn.init.SAMPLERS`) and its keyword arguments."""
+
     sampler: str   # a sampler of refattn.nn.init.SAMPLERS (a refattn.random primitive or a fixed init)
     args: dict     # its keyword arguments (sizes, laws), without rng and dtype
 
 
 class AttentionKind(NamedTuple):
+    """One attention kind's declaration: forward, backward, options and the arrays it needs drawn.
+
+    The fields are commented in the source; the registry is :data:`refattn.nn.kinds.ATTENTION_KINDS`.
+    """
+
     name: str
-    #: (q, k, v, attn_params, features, *, positions=None, train=True, causal, options) -> (o, cache)
+    #: ``(q, k, v, attn_params, features, *, positions=None, train=True, causal, options) -> (o, cache)``
     fwd: Callable
     bwd: Callable       # (do, cache) -> (dq, dk, dv, dattn_params)
     options: dict       # option name -> default value
