@@ -29,6 +29,8 @@ class Call:
         self.free_last = set(free_last)  # arguments whose last axis is a free size (v's d_v, a table's d)
         self.int_ok = set(int_ok)  # integer leaves allowed (index leaves of a parameter tree)
         self.bwd_names = tuple(bwd_names)  # how the backward names the parts of its cotangent (dQ_p, dN[0])
+        self.dy_field = None  # the backward's cotangent: of this field of the output (omega, phi)
+        self.values_unread = False  # reads only the shapes: dtype/NaN/inf classes may return a result
         self.accessor = False  # returns the caller's own arrays (computes nothing): only the type is checked
 
     def get(self, path):
@@ -448,6 +450,46 @@ def b_flt_attention(rng, s):
                 int_ok=("pos",))
 
 
+# Generative-RKS/PRF (KL paper Sec. 3.3): a one-hidden-layer generator keeps the calls small
+_GEN = ["params.hidden.0.W", "params.hidden.0.b", "params.norms.0.gamma", "params.norms.0.beta",
+        "params.out.W", "params.out.b", "state.norms.0.mean", "state.norms.0.var"]
+
+
+def _generator(rng, s):
+    from refattn.random import draw_generator_noise, init_generator
+
+    params, state = init_generator(rng, s["d"], d_noise=2, width=3, n_hidden=1)
+    return draw_generator_noise(rng, s["m"] + 1, 2), params, state  # M >= 3: batch statistics need M >= 2
+
+
+def b_generator(rng, s):  # noise: (M, d_noise), any M
+    noise, params, state = _generator(rng, s)
+    c = Call({"noise": noise, "params": params, "state": state}, {"train": True}, arrays=["noise", *_GEN])
+    c.dy_field = "omega"
+    return c
+
+
+def b_generator_param_count(rng, s):  # counts the scalars from the shapes: the values are not read
+    c = b_generator(rng, s)
+    c = Call({"params": c.args["params"]}, arrays=_GEN[:6])
+    c.values_unread = True
+    return c
+
+
+def b_generative(rng, s):
+    noise, params, state = _generator(rng, s)
+    c = Call({"x": _x(rng, s, s["B"], s["L"], s["d"]), "noise": noise, "params": params, "state": state},
+             {"train": True}, arrays=["x", "noise", *_GEN])
+    c.dy_field = "phi"
+    return c
+
+
+def b_generative_stable(rng, s):
+    c = b_generative(rng, s)
+    c.dy_field = None
+    return c
+
+
 # (builder, fwd-name pattern) for every stem; bwd uses the stem's fwd
 STEMS = {
     "relu": b_elementwise, "leaky_relu": b_elementwise, "tanh": b_elementwise, "gelu": b_elementwise,
@@ -471,6 +513,8 @@ STEMS = {
     "s1_positional": b_s1_positional, "s1_augment": b_s1_augment, "s1_attention": b_s1_attention,
     "s2_attention": b_s2_attention, "toeplitz_attention": b_toeplitz, "spectrum_g": b_spectrum_g,
     "flt_features": b_flt_features, "flt_attention": b_flt_attention,
+    "generator": b_generator, "generative_rks_features": b_generative,
+    "generative_prf_features": b_generative, "generative_prf_features_stable": b_generative_stable,
 }
 PLAIN = {
     "patchify": b_patchify, "unpatchify": b_unpatchify, "one_hot": b_one_hot,
@@ -499,12 +543,12 @@ PLAIN = {
     "flt_importance_weights": b_flt_importance_weights, "flt_mask_estimate": b_flt_features,
     "init_s1_params": b_sizes("n_axes", "n_lengthscales", extra={"n_axes": 1, "n_lengthscales": 2}),
     "draw_flt_noise": b_sizes("r", "D", extra={"r": 3, "D": 2}),
+    "generator_param_count": b_generator_param_count,
 }
 
 # Exports without a builder yet, each with the reason (an explicit xfail, reported; never silently
 # skipped).
 _NN = "refattn.nn model API: needs a config-driven builder (tests/nn, tests/nn/test_checkpoint.py cover it)"
-_FAM = "Generative family (generator MLP params and running state): builder not written yet"
 _EDGE = "NumPy-edge helper with non-array arguments (trees, configs, seeds): no builder yet"
 PENDING = {
     **dict.fromkeys("""
@@ -513,12 +557,6 @@ PENDING = {
         split_heads transformer transformer_fwd transformer_bwd transformer_loss_fwd
         transformer_loss_bwd
     """.split(), _NN),
-    **dict.fromkeys("""
-        generator generator_fwd generator_bwd generator_param_count generative_rks_features
-        generative_rks_features_fwd generative_rks_features_bwd generative_prf_features
-        generative_prf_features_fwd generative_prf_features_bwd generative_prf_features_stable
-        generative_prf_features_stable_fwd generative_prf_features_stable_bwd
-    """.split(), _FAM),
     **dict.fromkeys("""
         as_xp tree_as_xp tree_to_numpy gmm_as_xp fastfood_as_xp check_rng check_dtype_arg rng_for_step
         draw_dropout_mask sinusoid_position_table

@@ -126,6 +126,14 @@ def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, 
     GeneratorOutput(omega (M, d) in [-1, 1], state), cache
     """
     _check_generator(noise, params, state)
+    first = params.hidden[0].W if params.hidden else params.out.W
+    first_name = "params.hidden[0].W" if params.hidden else "params.out.W"
+    if getattr(first, "ndim", 0) == 2 and noise.shape[1] != first.shape[0]:
+        raise ValueError(f"noise: expected shape (M, d_noise) with d_noise = {first.shape[0]} (from "
+                         f"{first_name}); got {tuple(noise.shape)}")
+    if train and params.hidden and noise.shape[0] < 2:
+        raise ValueError(f"noise: training-mode batch norm needs at least 2 rows (M >= 2); got "
+                         f"{tuple(noise.shape)}")
     h = noise                                                                        # (M, d_noise)
     layers, new_states = [], []
     for dp, bp, bs in zip(params.hidden, params.norms, state.norms, strict=True):
@@ -167,6 +175,15 @@ def generator(noise: Array, params: GeneratorParams, state: GeneratorState, *, t
 def generator_param_count(params: GeneratorParams) -> dict:
     """Learnable scalars: ``{"dense": ..., "batchnorm": ...}`` (the paper's ``5 d^2 + 5 d`` counts the
     dense ones)."""
+    if not isinstance(params, GeneratorParams):
+        raise TypeError(f"params: expected GeneratorParams(hidden, norms, out); got {type(params).__name__}")
+    layers = [(f"params.hidden[{i}]", p) for i, p in enumerate(params.hidden)] + [("params.out", params.out)]
+    for name, p in layers:                                                   # counts from shapes: check them
+        sizes = check_shape(f"{name}.W", p.W, "d_in, d_out")
+        check_shape(f"{name}.b", p.b, "d_out", sizes)
+    for i, p in enumerate(params.norms):
+        sizes = check_shape(f"params.norms[{i}].gamma", p.gamma, "width")
+        check_shape(f"params.norms[{i}].beta", p.beta, "width", sizes)
     dense = sum(int(p.W.shape[0] * p.W.shape[1] + p.b.shape[0]) for p in (*params.hidden, params.out))
     norm = sum(int(p.gamma.shape[0] + p.beta.shape[0]) for p in params.norms)
     return {"dense": dense, "batchnorm": norm}
@@ -261,7 +278,7 @@ def generative_prf_features_stable_bwd(dout: tuple, cache: _FeatCache) -> Genera
     """Backward of :func:`generative_prf_features_stable`; ``dout = (dphi, dlog_scale)`` (dlog_scale may be
     None; a third entry, the state's cotangent, is ignored)."""
     dphi, dls = dout[0], dout[1]
-    xp = namespace(dphi)
+    xp = namespace(dphi, names=("dout[0]",))
     g = positive_features_stable_bwd((dphi, dls), cache.inner)
     extra = None if dls is None else -xp.expand_dims(dls, axis=-1) * cache.x
     return _compose_bwd(g, cache, extra)
