@@ -35,7 +35,31 @@ class DropoutGrads(NamedTuple):
 
 
 def dropout_fwd(x, mask):
-    """``y = x * mask`` with `mask` from ``refattn.random.draw_dropout_mask``; returns ``(y, cache)``."""
+    """Inverted dropout ``y = x * mask`` with a pre-drawn mask, and the cache for :func:`dropout_bwd`.
+
+    Parameters
+    ----------
+    x : (...) array
+        Real floating (float32 or float64), finite; any shape.
+    mask : array broadcastable to x.shape
+        From ``refattn.random.draw_dropout_mask(rng, shape, rate)`` (entries 0 or ``1/(1 - rate)``), moved
+        to `x`'s namespace with ``refattn.random.as_xp``; same dtype as `x`, finite. Required.
+
+    Returns
+    -------
+    y : (...) array
+        Shape of `x`; same namespace and dtype.
+    cache : DropoutCache
+        ``(x, mask)``, for :func:`dropout_bwd`.
+
+    Raises
+    ------
+    ValueError
+        `mask` is ``None`` (the message says how to draw one), not broadcastable to `x`, or not finite; or
+        `x` is not finite.
+    TypeError
+        Mixed namespaces or dtypes.
+    """
     if mask is None:
         raise ValueError(
             "mask: dropout needs a pre-drawn mask; draw one at the edge with "
@@ -54,11 +78,68 @@ def dropout_fwd(x, mask):
 
 
 def dropout_bwd(dy, cache: DropoutCache) -> DropoutGrads:
-    """``dx = dy * mask``; ``dmask = dy * x`` (summed to the mask's shape)."""
+    """Gradients of :func:`dropout`: ``dx = dy * mask``; ``dmask = dy * x`` (summed to the mask's shape).
+
+    Parameters
+    ----------
+    dy : (...) array
+        Cotangent of the output: exactly the shape of `x`, same namespace and dtype; finite.
+    cache : DropoutCache
+        From :func:`dropout_fwd`.
+
+    Returns
+    -------
+    DropoutGrads
+        ``x``: shape of `x`; ``mask``: shape of `mask` (summed over the axes it was broadcast along).
+
+    Raises
+    ------
+    ValueError
+        If `dy` is not of `x`'s shape or is not finite.
+    TypeError
+        If `dy` differs from the cache in namespace or dtype.
+    """
     xp = check_dy(dy, cache.x)
     return DropoutGrads(x=dy * cache.mask, mask=sum_to_shape(dy * cache.x, tuple(cache.mask.shape), xp=xp))
 
 
 def dropout(x, mask):
-    """``x * mask`` (see :func:`dropout_fwd`)."""
+    """Inverted dropout (Srivastava et al. 2014) with a pre-drawn mask: ``x * mask``.
+
+    Parameters
+    ----------
+    x : (...) array
+        Real floating (float32 or float64), finite.
+    mask : array broadcastable to x.shape
+        From ``refattn.random.draw_dropout_mask(rng, x.shape, rate)``, same namespace and dtype as `x`.
+
+    Returns
+    -------
+    y : (...) array
+        Shape of `x`; same namespace and dtype.
+
+    Raises
+    ------
+    ValueError
+        `mask` is ``None``, not broadcastable, or not finite; `x` not finite.
+    TypeError
+        Mixed namespaces or dtypes.
+
+    See Also
+    --------
+    dropout_fwd, dropout_bwd : the differentiable pair.
+    refattn.random.draw_dropout_mask : draws the mask (the core never draws).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import dropout
+    >>> from refattn.random import draw_dropout_mask
+    >>> mask = draw_dropout_mask(np.random.default_rng(0), (2, 4), 0.5)   # entries 0 or 1/(1 - 0.5) = 2
+    >>> bool(np.all((mask == 0) | (mask == 2)))
+    True
+    >>> x = np.ones((2, 4))
+    >>> bool(np.array_equal(dropout(x, mask), x * mask))
+    True
+    """
     return dropout_fwd(x, mask)[0]

@@ -51,7 +51,30 @@ class PositionEmbeddingGrads(NamedTuple):
 
 # ---- tokens ------------------------------------------------------------------------------------------------
 def token_embedding_fwd(ids, table):
-    r"""``y = table[ids]``: ``ids: (..., L)`` integer in ``[0, V)``, ``table: (V, d)`` -> ``(..., L, d)``."""
+    r"""Token embedding ``y = table[ids]`` and the cache for :func:`token_embedding_bwd`.
+
+    Parameters
+    ----------
+    ids : (..., L) integer array
+        Token indices in ``[0, V)`` (indices by nature: no gradient); same namespace as `table`.
+    table : (V, d) array
+        Embedding table, real floating (float32 or float64), finite
+        (``refattn.random.init_embedding``).
+
+    Returns
+    -------
+    y : (..., L, d) array
+        Rows of `table`; same namespace and dtype as `table`.
+    cache : tuple
+        ``(flat_ids, table.shape, table.dtype, y.shape)``, for :func:`token_embedding_bwd`.
+
+    Raises
+    ------
+    ValueError
+        `table` not 2-D or not finite, or an index outside ``[0, V)``.
+    TypeError
+        `ids` not an integer array, or mixed namespaces.
+    """
     xp = namespace(ids, table, names=("ids", "table"), allow_int=("ids",))
     if not xp.isdtype(ids.dtype, "integral"):
         raise TypeError(f"ids: expected an integer array of token indices; got dtype {ids.dtype}")
@@ -67,7 +90,31 @@ def token_embedding_fwd(ids, table):
 
 
 def token_embedding_bwd(dy, cache) -> TokenEmbeddingGrads:
-    """``dtable = onehot(ids)^T dy`` (scatter-add of the rows of dy into the rows of the table)."""
+    """Gradient of :func:`token_embedding`: ``dtable = onehot(ids)^T dy`` (scatter-add of dy's rows).
+
+    One GEMM with an ``(N, V)`` one-hot, N the number of tokens (the standard has no scatter-add).
+
+    Parameters
+    ----------
+    dy : (..., L, d) array
+        Cotangent of the output: exactly its shape, the table's dtype and namespace; finite.
+    cache : tuple
+        From :func:`token_embedding_fwd`.
+
+    Returns
+    -------
+    TokenEmbeddingGrads
+        ``table: (V, d)`` (rows of unused tokens are zero).
+
+    Raises
+    ------
+    ValueError
+        If `dy` is not of the output's shape or is not finite.
+    TypeError
+        If `dy`'s dtype is not the table's.
+    MemoryError
+        If the ``(N, V)`` one-hot exceeds the allocation bound (:mod:`refattn.limits`).
+    """
     flat, (V, d), dtype, out_shape = cache
     xp = check_dy_spec(dy, out_shape, dtype)
     limits.check_nbytes(flat.shape[0] * V * 8, "dy (rows x the table's vocabulary V, one-hot scatter)")
@@ -76,15 +123,78 @@ def token_embedding_bwd(dy, cache) -> TokenEmbeddingGrads:
 
 
 def token_embedding(ids, table):
-    """``table[ids]``, ``(..., L)`` -> ``(..., L, d)``."""
+    """Token embedding: the rows ``table[ids]``.
+
+    Parameters
+    ----------
+    ids : (..., L) integer array
+        Token indices in ``[0, V)``.
+    table : (V, d) array
+        Embedding table, real floating, finite.
+
+    Returns
+    -------
+    y : (..., L, d) array
+        Same namespace and dtype as `table`.
+
+    Raises
+    ------
+    ValueError
+        `table` not 2-D or not finite, or an index outside ``[0, V)``.
+    TypeError
+        `ids` not an integer array, or mixed namespaces.
+
+    See Also
+    --------
+    token_embedding_fwd, token_embedding_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import token_embedding
+    >>> table = np.arange(6.0).reshape(3, 2)                   # (V, d) = (3, 2)
+    >>> token_embedding(np.array([[2, 0]]), table)             # ids: (B, L) = (1, 2)
+    array([[[4., 5.],
+            [0., 1.]]])
+    """
     return token_embedding_fwd(ids, table)[0]
 
 
 # ---- patches -----------------------------------------------------------------------------------------------
 def patchify(images, patch):
-    r"""``(..., H, W, C)`` -> ``(..., (H/p)(W/p), p*p*C)``: non-overlapping patches, row-major (a pure reshape
-    and transpose; its adjoint is :func:`unpatchify`). `images` finite float32/float64; empty axes give empty
-    patches."""
+    r"""Cut images into non-overlapping ``p x p`` patches, row-major, each flattened to ``p*p*C`` values.
+
+    A pure reshape and transpose (ViT, Dosovitskiy et al. 2021); its inverse (and adjoint) is
+    :func:`unpatchify`. Within a patch the order is (row in patch, column in patch, channel).
+
+    Parameters
+    ----------
+    images : (..., H, W, C) array
+        Finite float32/float64; empty axes give empty patches.
+    patch : int
+        Patch side p; a positive divisor of H and W.
+
+    Returns
+    -------
+    patches : (..., (H/p)(W/p), p*p*C) array
+        Same namespace and dtype as `images`.
+
+    Raises
+    ------
+    ValueError
+        `patch` not a positive integer dividing H and W, `images` of fewer than 3 axes, or not finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import patchify
+    >>> images = np.arange(16.0).reshape(1, 4, 4, 1)           # (B, H, W, C)
+    >>> patches = patchify(images, 2)
+    >>> patches.shape                                          # (B, (H/p)(W/p), p*p*C)
+    (1, 4, 4)
+    >>> patches[0, 0]                                          # the top-left 2 x 2 patch
+    array([0., 1., 4., 5.])
+    """
     xp = namespace(images, names=("images",))
     p = check_positive_int(patch, "patch")
     check_shape("images", images, "..., H, W, C")
@@ -106,8 +216,38 @@ def _patchify(images, p, *, xp):
 
 
 def unpatchify(patches, patch, image_shape):
-    r"""Inverse (and adjoint) of :func:`patchify`: ``(..., P, p*p*C)`` -> ``(..., H, W, C)`` with
-    ``image_shape = (H, W, C)``."""
+    r"""Inverse (and adjoint) of :func:`patchify`: reassemble images from their patches.
+
+    Parameters
+    ----------
+    patches : (..., P, p*p*C) array
+        With ``P = (H/p)(W/p)``; finite float32/float64.
+    patch : int
+        Patch side p; a positive divisor of H and W.
+    image_shape : tuple of int
+        ``(H, W, C)``, positive.
+
+    Returns
+    -------
+    images : (..., H, W, C) array
+        Same namespace and dtype as `patches`.
+
+    Raises
+    ------
+    ValueError
+        `patch` or an entry of `image_shape` not a positive integer, `patch` not dividing H and W, `patches`
+        not of shape ``(..., P, p*p*C)``, or not finite.
+    TypeError
+        `image_shape` not a tuple of three entries.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import patchify, unpatchify
+    >>> images = np.arange(16.0).reshape(1, 4, 4, 1)
+    >>> bool(np.array_equal(unpatchify(patchify(images, 2), 2, (4, 4, 1)), images))
+    True
+    """
     xp = namespace(patches, names=("patches",))
     p = check_positive_int(patch, "patch")
     if not (isinstance(image_shape, (tuple, list)) and len(image_shape) == 3):
@@ -137,15 +277,25 @@ def patch_embedding_fwd(images, params: DenseParams, *, patch):
     Parameters
     ----------
     images : (..., H, W, C) array
+        Finite float32/float64.
     params : DenseParams
-        ``W: (patch*patch*C, d)``, ``b: (d,)``.
+        ``W: (patch*patch*C, d)``, ``b: (d,)``, same namespace and dtype as `images`.
     patch : int
-        Patch side; must divide H and W.
+        Patch side p; must divide H and W.
 
     Returns
     -------
     y : (..., (H/p)(W/p), d) array
-    cache
+        One token per patch; same namespace and dtype as `images`.
+    cache : tuple
+        ``(DenseCache, patch, (H, W, C))``, for :func:`patch_embedding_bwd`.
+
+    Raises
+    ------
+    ValueError
+        `patch` not dividing H and W, ``params.W`` without ``p*p*C`` rows, or non-finite input.
+    TypeError
+        Mixed namespaces or dtypes, or `params` not a ``DenseParams``.
     """
     xp = namespace(images, names=("images",))
     p = check_positive_int(patch, "patch")
@@ -166,7 +316,27 @@ def patch_embedding_fwd(images, params: DenseParams, *, patch):
 
 
 def patch_embedding_bwd(dy, cache) -> PatchEmbeddingGrads:
-    """Dense backward, then :func:`unpatchify` of the token gradient."""
+    """Gradients of :func:`patch_embedding`: dense backward, then :func:`unpatchify` of the token gradient.
+
+    Parameters
+    ----------
+    dy : (..., (H/p)(W/p), d) array
+        Cotangent of the output: exactly its shape, same namespace and dtype; finite.
+    cache : tuple
+        From :func:`patch_embedding_fwd`.
+
+    Returns
+    -------
+    PatchEmbeddingGrads
+        ``images: (..., H, W, C)``, ``params.W: (p*p*C, d)``, ``params.b: (d,)``.
+
+    Raises
+    ------
+    ValueError
+        If `dy` is not of the output's shape or is not finite.
+    TypeError
+        If `dy` differs from the cache in namespace or dtype.
+    """
     dcache, patch, image_shape = cache
     g = dense_bwd(dy, dcache)  # checks dy: (..., P, d), finite
     xp = namespace(g.x)
@@ -174,14 +344,82 @@ def patch_embedding_bwd(dy, cache) -> PatchEmbeddingGrads:
 
 
 def patch_embedding(images, params: DenseParams, *, patch):
-    """Patch/pixel embedding (see :func:`patch_embedding_fwd`)."""
+    """Patch (ViT) or pixel embedding: ``dense(patchify(images, patch), params)``.
+
+    Parameters
+    ----------
+    images : (..., H, W, C) array
+        Finite float32/float64.
+    params : DenseParams
+        ``W: (patch*patch*C, d)``, ``b: (d,)`` (``refattn.random.init_dense(rng, patch*patch*C, d)``).
+    patch : int
+        Patch side p; must divide H and W (1 for a pixel embedding).
+
+    Returns
+    -------
+    y : (..., (H/p)(W/p), d) array
+        Same namespace and dtype as `images`.
+
+    Raises
+    ------
+    ValueError
+        See :func:`patch_embedding_fwd`.
+    TypeError
+        See :func:`patch_embedding_fwd`.
+
+    See Also
+    --------
+    patch_embedding_fwd, patch_embedding_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import patch_embedding
+    >>> from refattn.random import init_dense
+    >>> images = np.zeros((2, 28, 28, 1))                          # (B, H, W, C)
+    >>> params = init_dense(np.random.default_rng(0), 4 * 4 * 1, 32)
+    >>> patch_embedding(images, params, patch=4).shape             # (B, 7 * 7 patches, d)
+    (2, 49, 32)
+    """
     return patch_embedding_fwd(images, params, patch=patch)[0]
 
 
 # ---- absolute positions ------------------------------------------------------------------------------------
 def sinusoid_position_table(L, d, *, like):
-    r"""The ``(L, d)`` sinusoid table of Vaswani et al. Sec. 3.5 in `like`'s namespace, dtype and device:
-    ``P[p, j] = sin(p w_j)`` for even j, ``cos(p w_j)`` for odd j, ``w_j = 10000^(-2 floor(j/2) / d)``."""
+    r"""The ``(L, d)`` sinusoid position table of Vaswani et al. (2017), Sec. 3.5.
+
+    ``P[p, j] = sin(p w_j)`` for even j, ``cos(p w_j)`` for odd j, ``w_j = 10000^(-2 floor(j/2) / d)``.
+
+    Parameters
+    ----------
+    L : int
+        Number of positions, positive.
+    d : int
+        Width, positive.
+    like : array
+        Any real floating array: the table is made in its namespace, dtype and device.
+
+    Returns
+    -------
+    P : (L, d) array
+        Same namespace, dtype and device as `like`.
+
+    Raises
+    ------
+    ValueError
+        `L` or `d` not a positive integer.
+    MemoryError
+        If the table exceeds the allocation bound (:mod:`refattn.limits`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import sinusoid_position_table
+    >>> sinusoid_position_table(3, 4, like=np.zeros(1)).round(4)
+    array([[ 0.    ,  1.    ,  0.    ,  1.    ],
+           [ 0.8415,  0.5403,  0.01  ,  1.    ],
+           [ 0.9093, -0.4161,  0.02  ,  0.9998]])
+    """
     xp = namespace(like, names=("like",))
     L = check_positive_int(L, "L")
     d = check_positive_int(d, "d")
@@ -196,7 +434,30 @@ def sinusoid_position_table(L, d, *, like):
 
 
 def position_embedding_fwd(x, table):
-    r"""``y = x + table[:L]``: ``x: (..., L, d)``, ``table: (L_max, d)`` with ``L <= L_max``."""
+    r"""Absolute position embedding ``y = x + table[:L]`` and the cache for :func:`position_embedding_bwd`.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Token embeddings; real floating, finite.
+    table : (L_max, d) array
+        Position table with ``L <= L_max`` (learned, or :func:`sinusoid_position_table`); same namespace and
+        dtype as `x`.
+
+    Returns
+    -------
+    y : (..., L, d) array
+        Same namespace and dtype as `x`.
+    cache : tuple
+        ``(L_max, L, x.shape, x.dtype)``, for :func:`position_embedding_bwd`.
+
+    Raises
+    ------
+    ValueError
+        ``L > L_max``, mismatched widths, or non-finite input.
+    TypeError
+        Mixed namespaces or dtypes.
+    """
     xp = namespace(x, table, names=("x", "table"))
     sizes = check_shape("x", x, "..., L, d")
     check_shape("table", table, "L_max, d", sizes)
@@ -209,7 +470,27 @@ def position_embedding_fwd(x, table):
 
 
 def position_embedding_bwd(dy, cache) -> PositionEmbeddingGrads:
-    """``dx = dy``; ``dtable[:L] = sum over leading axes of dy``, zero rows past L."""
+    """Gradients of :func:`position_embedding`: ``dx = dy``; ``dtable[:L] = sum of dy over leading axes``.
+
+    Parameters
+    ----------
+    dy : (..., L, d) array
+        Cotangent of the output: exactly its shape and dtype; finite.
+    cache : tuple
+        From :func:`position_embedding_fwd`.
+
+    Returns
+    -------
+    PositionEmbeddingGrads
+        ``x: (..., L, d)`` and ``table: (L_max, d)`` (zero rows past L).
+
+    Raises
+    ------
+    ValueError
+        If `dy` is not of the output's shape or is not finite.
+    TypeError
+        If `dy`'s dtype is not the forward's.
+    """
     L_max, L, x_shape, dtype = cache
     xp = check_dy_spec(dy, x_shape, dtype)
     d = dy.shape[-1]
@@ -220,5 +501,39 @@ def position_embedding_bwd(dy, cache) -> PositionEmbeddingGrads:
 
 
 def position_embedding(x, table):
-    """``x + table[:L]``."""
+    """Absolute position embedding: ``x + table[:L]``.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Token embeddings; real floating, finite.
+    table : (L_max, d) array
+        Position table, ``L <= L_max``; same namespace and dtype as `x`.
+
+    Returns
+    -------
+    y : (..., L, d) array
+        Same namespace and dtype as `x`.
+
+    Raises
+    ------
+    ValueError
+        ``L > L_max``, mismatched widths, or non-finite input.
+    TypeError
+        Mixed namespaces or dtypes.
+
+    See Also
+    --------
+    position_embedding_fwd, position_embedding_bwd : the differentiable pair.
+    sinusoid_position_table : the fixed table of Vaswani et al.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import position_embedding, sinusoid_position_table
+    >>> x = np.zeros((1, 2, 4))                                   # (B, L, d)
+    >>> position_embedding(x, sinusoid_position_table(3, 4, like=x)).round(4)
+    array([[[0.    , 1.    , 0.    , 1.    ],
+            [0.8415, 0.5403, 0.01  , 1.    ]]])
+    """
     return position_embedding_fwd(x, table)[0]

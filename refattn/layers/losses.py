@@ -40,11 +40,41 @@ class MseGrads(NamedTuple):
 
 
 def one_hot(labels, C, *, dtype, xp):
-    """``(..., C)`` one-hot rows of integer `labels` (``(...)``), by comparison with ``arange(C)``.
+    """One-hot rows of integer `labels`, by comparison with ``arange(C)``.
 
-    `labels` must be an integer array of `xp` with every entry in ``[0, C)`` (a negative, too large or
-    non-integer label would give a zero row: ``ValueError``/``TypeError``); `dtype` is ``xp.float32`` or
-    ``xp.float64``. Empty `labels` give ``(..., C)`` with no rows; ``C = 0`` is allowed only then.
+    Parameters
+    ----------
+    labels : (...) integer array
+        Class indices, every entry in ``[0, C)`` (a negative, too large or non-integer label would give a zero
+        row: ``ValueError``/``TypeError``). Empty `labels` give ``(..., C)`` with no rows.
+    C : int
+        Number of classes, non-negative; ``C = 0`` is allowed only with empty `labels`.
+    dtype : dtype
+        ``xp.float32`` or ``xp.float64``.
+    xp : array namespace
+        The namespace of `labels` (``array_api_compat.array_namespace(labels)``).
+
+    Returns
+    -------
+    onehot : (..., C) array
+        ``onehot[..., c] = 1`` where ``labels == c``, else 0; of `dtype`, in `xp`.
+
+    Raises
+    ------
+    ValueError
+        A label outside ``[0, C)``, or a negative `C`.
+    TypeError
+        `xp` not an array namespace, `labels` not an integer array, or `dtype` not float32/float64.
+    MemoryError
+        If the one-hot exceeds the allocation bound (:mod:`refattn.limits`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import one_hot
+    >>> one_hot(np.array([0, 2]), 3, dtype=np.float64, xp=np)
+    array([[1., 0., 0.],
+           [0., 0., 1.]])
     """
     if not hasattr(xp, "isdtype"):
         raise TypeError(f"xp: expected an array namespace (array_api_compat.array_namespace(x)); got {xp!r}")
@@ -73,22 +103,29 @@ def _one_hot(labels, C, *, dtype, xp):
 def softmax_cross_entropy_fwd(logits, labels):
     r"""Mean softmax cross-entropy and the cache for :func:`softmax_cross_entropy_bwd`.
 
+    ``loss = mean_n [logsumexp(logits_n) - logits_n[labels_n]]`` over the ``N = prod(...)`` rows.
+
     Parameters
     ----------
     logits : (..., C) array
-        Real floating.
+        Real floating (float32 or float64), finite.
     labels : (...) integer array
-        Class indices in ``[0, C)``.
+        Class indices in ``[0, C)``; same namespace as `logits`.
 
     Returns
     -------
     loss : () array
+        0-d, same namespace and dtype as `logits`.
     cache : CrossEntropyCache
+        Softmax probabilities and one-hot labels ``(N, C)``, for :func:`softmax_cross_entropy_bwd`.
 
     Raises
     ------
     ValueError
-        No rows (the mean over zero examples is undefined), ``C = 0``, labels out of range, non-finite logits.
+        No rows (the mean over zero examples is undefined), ``C = 0``, labels out of range, non-finite logits,
+        or mismatched leading shapes.
+    TypeError
+        `labels` not an integer array, or mixed namespaces.
     """
     xp = namespace(logits, labels, names=("logits", "labels"), allow_int=("labels",))
     if not xp.isdtype(labels.dtype, "integral"):
@@ -116,21 +153,93 @@ def softmax_cross_entropy_fwd(logits, labels):
 
 
 def softmax_cross_entropy_bwd(dloss, cache: CrossEntropyCache) -> CrossEntropyGrads:
-    """``dlogits = dloss (softmax - onehot) / N``."""
+    """Gradient of :func:`softmax_cross_entropy`: ``dlogits = dloss (softmax(logits) - onehot(labels)) / N``.
+
+    Parameters
+    ----------
+    dloss : () array
+        Cotangent of the loss: 0-d, same namespace and dtype as `logits`; finite.
+    cache : CrossEntropyCache
+        From :func:`softmax_cross_entropy_fwd`.
+
+    Returns
+    -------
+    CrossEntropyGrads
+        ``logits: (..., C)``.
+
+    Raises
+    ------
+    ValueError
+        If `dloss` is not 0-d or not finite.
+    TypeError
+        If `dloss` differs from the cache in namespace or dtype.
+    """
     xp = check_dy(dloss, cache.p, (), name="dloss")
     N = cache.p.shape[0]
     return CrossEntropyGrads(logits=xp.reshape(dloss * (cache.p - cache.onehot) / N, cache.shape))
 
 
 def softmax_cross_entropy(logits, labels):
-    """Mean softmax cross-entropy, ``logits: (..., C)``, ``labels: (...)`` integer -> ``()``."""
+    """Mean softmax cross-entropy of integer labels: ``mean_n [logsumexp(logits_n) - logits_n[labels_n]]``.
+
+    Parameters
+    ----------
+    logits : (..., C) array
+        Real floating (float32 or float64), finite.
+    labels : (...) integer array
+        Class indices in ``[0, C)``.
+
+    Returns
+    -------
+    loss : () array
+        0-d, same namespace and dtype as `logits`.
+
+    Raises
+    ------
+    ValueError
+        No rows, ``C = 0``, labels out of range, non-finite logits, or mismatched leading shapes.
+    TypeError
+        `labels` not an integer array, or mixed namespaces.
+
+    See Also
+    --------
+    softmax_cross_entropy_fwd, softmax_cross_entropy_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import softmax_cross_entropy
+    >>> logits = np.array([[2.0, 0.0], [0.0, 0.0]])               # (N, C) = (2, 2)
+    >>> round(float(softmax_cross_entropy(logits, np.array([0, 1]))), 4)
+    0.41
+    """
     return softmax_cross_entropy_fwd(logits, labels)[0]
 
 
 def mse_fwd(pred, target):
-    """``mean((pred - target)^2)``; `pred` and `target` of the same shape. Returns ``(loss: (), cache)``.
+    """Mean squared error ``mean((pred - target)^2)`` and the cache for :func:`mse_bwd`.
 
-    Empty `pred` raises ``ValueError`` (the mean over no entries is undefined)."""
+    Parameters
+    ----------
+    pred : (...) array
+        Real floating (float32 or float64), finite, at least one entry.
+    target : (...) array
+        Same shape, namespace and dtype as `pred`; finite.
+
+    Returns
+    -------
+    loss : () array
+        0-d, same namespace and dtype as `pred`.
+    cache : array
+        ``pred - target``, for :func:`mse_bwd`.
+
+    Raises
+    ------
+    ValueError
+        Shapes that differ, non-finite input, or empty `pred` (the mean over no entries is undefined).
+    TypeError
+        Mixed namespaces or dtypes.
+    """
     xp = namespace(pred, target, names=("pred", "target"))
     if tuple(pred.shape) != tuple(target.shape):
         raise ValueError(f"target: expected the shape of pred {tuple(pred.shape)}; got {tuple(target.shape)}")
@@ -144,7 +253,27 @@ def mse_fwd(pred, target):
 
 
 def mse_bwd(dloss, cache) -> MseGrads:
-    """``dpred = 2 dloss (pred - target) / n = -dtarget``."""
+    """Gradients of :func:`mse`: ``dpred = 2 dloss (pred - target) / n = -dtarget``, n the number of entries.
+
+    Parameters
+    ----------
+    dloss : () array
+        Cotangent of the loss: 0-d, same namespace and dtype as `pred`; finite.
+    cache : array
+        From :func:`mse_fwd` (``pred - target``).
+
+    Returns
+    -------
+    MseGrads
+        ``pred`` and ``target``, each of `pred`'s shape.
+
+    Raises
+    ------
+    ValueError
+        If `dloss` is not 0-d or not finite.
+    TypeError
+        If `dloss` differs from the cache in namespace or dtype.
+    """
     diff = cache
     check_dy(dloss, diff, (), name="dloss")
     g = (2.0 / math.prod(diff.shape)) * dloss * diff
@@ -152,5 +281,36 @@ def mse_bwd(dloss, cache) -> MseGrads:
 
 
 def mse(pred, target):
-    """Mean squared error, a 0-d array."""
+    """Mean squared error ``mean((pred - target)^2)``, a 0-d array.
+
+    Parameters
+    ----------
+    pred : (...) array
+        Real floating (float32 or float64), finite, at least one entry.
+    target : (...) array
+        Same shape, namespace and dtype as `pred`.
+
+    Returns
+    -------
+    loss : () array
+        0-d, same namespace and dtype as `pred`.
+
+    Raises
+    ------
+    ValueError
+        Shapes that differ, non-finite input, or empty `pred`.
+    TypeError
+        Mixed namespaces or dtypes.
+
+    See Also
+    --------
+    mse_fwd, mse_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import mse
+    >>> float(mse(np.array([1.0, 2.0]), np.array([0.0, 0.0])))
+    2.5
+    """
     return mse_fwd(pred, target)[0]
