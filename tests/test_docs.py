@@ -91,3 +91,63 @@ def test_docstring_audit_runs_and_counts():
 
     assert audit.missing_sections(documented) == []
     assert audit.missing_sections(undocumented) == ["Parameters", "Returns"]
+
+
+def _fake_record(root: Path, group: str, date: str, verdict: str, with_figure: bool) -> None:
+    """A small record in the committed layout (results.json, command.txt, figures/), written to tmp only."""
+    d = root / group
+    (d / "figures").mkdir(parents=True)
+    fig = d / "figures" / "horn.table1-ordering--accuracy.png"
+    if with_figure:
+        fig.write_bytes(b"\x89PNG\r\n\x1a\n")
+    rows = [{"id": "horn.table1-ordering", "section": "Sec. 3, Table 1", "statement": "S1, S2 beat No-Pos.",
+             "expected": "holds", "rule": "holds iff gain >= 0.10", "verdict": verdict,
+             "summary": f"gain(S1) from {group}", "evidence": {"gain_S1": 0.2, "n": 3},
+             "corrected": None, "figures": [f"/elsewhere/{fig.name}"], "provenance": {"size": "full"}},
+            {"id": "horn.shift-robustness", "section": "Fig. 1", "statement": "robust", "expected": "holds",
+             "verdict": "skipped", "summary": "", "evidence": {}, "figures": [],
+             "provenance": {"size": "full"}}]
+    (d / "results.json").write_text(__import__("json").dumps(rows))
+    (d / "command.txt").write_text(f"python -m paper_checks --all --size full --only 'horn.*'\n"
+                                   f"date: {date}\nload: 2.0\nwall: 3 h\n")
+
+
+def test_slow_claims_render_from_the_newest_record(tmp_path):
+    paperclaims = pytest.importorskip("paperclaims")
+    _fake_record(tmp_path, "images-full", "2026-11-24T15:40Z", "holds", with_figure=True)
+    _fake_record(tmp_path, "older", "2026-11-20 09:00 UTC", "fails", with_figure=False)
+    records = paperclaims.load_records(tmp_path)
+    assert set(records) == {"horn.table1-ordering"}, "a skipped row in a record is not a result"
+    rec = records["horn.table1-ordering"]
+    assert rec["_record"]["group"] == "images-full" and rec["verdict"] == "holds", rec["_record"]
+    assert rec["_record"]["date"] == "2026-11-24 15:40 UTC"
+    assert [Path(f).name for f in rec["_record"]["figures"]] == ["horn.table1-ordering--accuracy.png"]
+    assert rec["_record"]["commit"] == "", "tmp is no git checkout: the record is not committed"
+
+    skipped = {"id": "horn.table1-ordering", "verdict": "skipped"}
+    text = "\n".join(paperclaims.claim_lines("horn.table1-ordering", skipped, rec, tmp_path))
+    assert "From the committed record of 2026-11-24 15:40 UTC, size full" in text
+    assert "measured verdict **holds**" in text and "gain(S1) from images-full" in text
+    assert "--all --size full --only 'horn.*'" in text and "not committed yet" in text
+    assert ".. figure:: /images-full/figures/horn.table1-ordering--accuracy.png" in text
+    assert "**holds** (record 2026-11-24 15:40 UTC, size full)" == paperclaims.measured_cell(
+        "horn.table1-ordering", skipped, rec, True)
+
+    # a claim measured in this build wins over a record; a slow claim without a record says so
+    built = {**rec, "verdict": "fails", "summary": "this build", "figures": []}
+    assert "this build" in "\n".join(paperclaims.claim_lines("horn.table1-ordering", built, rec, tmp_path))
+    none = "\n".join(paperclaims.claim_lines("horn.shift-robustness", {"verdict": "skipped"}, None,
+                                             tmp_path))
+    assert "no committed record yet" in none and "--only 'horn.shift-robustness'" in none
+    cell = paperclaims.measured_cell("horn.shift-robustness", None, None, True)
+    assert cell == "no committed record yet (slow)"
+
+
+def test_records_reject_a_broken_results_json(tmp_path):
+    paperclaims = pytest.importorskip("paperclaims")
+    (tmp_path / "kl-full").mkdir()
+    (tmp_path / "kl-full" / "results.json").write_text("[{")
+    with pytest.raises(ValueError, match=r"kl-full/results.json: not valid JSON"):
+        paperclaims.load_records(tmp_path)
+    assert paperclaims.load_records(tmp_path / "absent") == {}
+    assert paperclaims.record_date("wall 3 h, no date") is None

@@ -15,9 +15,13 @@ subprocess; it keeps the rows. Three directives read them:
     its API entry: the lines that compute an equation, read from the code at build time; lines whose comment
     names an equation (``# Eq. (3)``) are highlighted.
 
-A claim the run did not produce (slow claims are skipped at this size) is rendered as such, with the command
-that runs it. Set ``REFATTN_DOCS_CHECKS_JSON=<path>`` to render an existing JSON instead of running the checks
-(the path is printed on the page's provenance line either way).
+A slow claim (skipped at this size) is rendered from the newest committed experiment record that has
+it: ``paper_checks/records/<group>/results.json`` (the ``--json`` output of a run with ``--all``), with
+its figures (``<group>/figures/*.png``) and the command, date and machine of ``<group>/command.txt``,
+under a note "from the committed record of <date>, size <size>"; without a record it says "no committed
+record yet" and gives the command that runs it. Set ``REFATTN_DOCS_CHECKS_JSON=<path>`` to render an
+existing JSON instead of running the checks (the path is printed on the page's provenance line either
+way), and ``REFATTN_DOCS_RECORDS=<dir>`` to read records from another directory.
 """
 
 from __future__ import annotations
@@ -40,6 +44,69 @@ logger = logging.getLogger(__name__)
 _ROWS: dict[str, dict] = {}
 PAPER_PREFIXES = ("horn.", "kl.", "flt.")   # every registered claim with these ids must be on a page
 _META: dict[str, object] = {}
+_RECORDS: dict[str, dict] = {}    # claim id -> the newest record row that has it (load_records)
+REPO = Path(__file__).resolve().parents[2]
+RECORDS_DIR = REPO / "paper_checks" / "records"
+NOT_MEASURED = ("skipped", "error")   # verdicts that say nothing about the claim
+
+_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2})(?::\d{2})?)?\s*(UTC|Z|[+-]\d{2}:?\d{2})?")
+
+
+def _git(args: list[str], cwd: Path) -> str:
+    try:
+        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def record_date(command_txt: str) -> str | None:
+    """The first date (``YYYY-MM-DD`` and, when given, ``HH:MM`` and a zone) written in a command.txt."""
+    m = _DATE.search(command_txt)
+    if m is None:
+        return None
+    day, hm, zone = m.groups()
+    zone = "UTC" if zone in ("Z", "UTC", "+00:00", "+0000") else zone
+    return " ".join(x for x in (day, hm, zone if hm else None) if x)
+
+
+def load_records(root: Path) -> dict[str, dict]:
+    """Claim id -> the newest measured row among ``root/<group>/results.json``.
+
+    Each row returned is the record's row (verdict, summary, evidence, figures, ...) plus ``_record``: group,
+    directory, date (from command.txt, else the commit date of results.json), the text of command.txt, the
+    size the record ran at, the commit that last touched results.json ('' when it is not committed) and the
+    figures found under ``<group>/figures`` (also as the row's ``figures``, replacing the paths the run
+    wrote). Rows whose verdict is ``skipped`` or ``error`` are ignored. A
+    results.json that is not valid JSON raises ValueError naming the file (a broken record must not vanish
+    from the site silently)."""
+    best: dict[str, dict] = {}
+    root = Path(root)
+    if not root.is_dir():
+        return best
+    for res in sorted(root.glob("*/results.json")):
+        group_dir = res.parent
+        try:
+            rows = json.loads(res.read_text())
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{res}: not valid JSON ({exc})") from None
+        cmd_file = group_dir / "command.txt"
+        cmd_text = cmd_file.read_text().strip() if cmd_file.exists() else ""
+        commit = _git(["log", "-1", "--format=%h %cI", "--", str(res)], cwd=group_dir)
+        date = record_date(cmd_text) or (record_date(commit.split(" ", 1)[1]) if " " in commit else None)
+        for row in rows:
+            if row.get("verdict") in NOT_MEASURED:
+                continue
+            figs = [group_dir / "figures" / Path(f).name for f in row.get("figures") or []]
+            meta = {"group": group_dir.name, "dir": str(group_dir), "date": date or "an unknown date",
+                    "sort": date or "", "command": cmd_text,
+                    "size": (row.get("provenance") or {}).get("size", "?"),
+                    "commit": commit.split(" ")[0] if commit else "",
+                    "figures": [str(f) for f in figs if f.exists()]}
+            old = best.get(row["id"])
+            if old is None or meta["sort"] >= old["_record"]["sort"]:
+                best[row["id"]] = {**row, "figures": meta["figures"], "_record": meta}
+    return best
 
 
 def _run_checks(app) -> None:
@@ -66,6 +133,11 @@ def _run_checks(app) -> None:
     _ROWS.update({r["id"]: r for r in rows})
     _META["path"] = str(path)
     _META["provenance"] = rows[0].get("provenance", {}) if rows else {}
+    records_dir = Path(os.environ.get("REFATTN_DOCS_RECORDS") or RECORDS_DIR)
+    _RECORDS.clear()
+    _RECORDS.update(load_records(records_dir))
+    if _RECORDS:
+        logger.info(f"[paperclaims] {len(_RECORDS)} claims have committed records under {records_dir}")
 
 
 def _fmt(v) -> str:
@@ -97,7 +169,77 @@ def _provenance_line() -> str:
     p = _META.get("provenance", {})
     keys = ("refattn", "git_commit", "numpy", "seed", "size")
     return ("Generated at build time: " + ", ".join(f"{k} {p.get(k)}" for k in keys if k in p)
-            + f" (``{Path(str(_META.get('path', '?'))).name}``).")
+            + f" (``{Path(str(_META.get('path', '?'))).name}``). Slow (trained) claims: from the newest "
+            + "committed record under ``paper_checks/records/`` where one exists, marked as such.")
+
+
+def _row_lines(r: dict, srcdir: Path, figure_caption: str) -> list[str]:
+    """rst of one measured row: verdict, statement, rule, summary, erratum table, figures, evidence."""
+    lines = [f"**Claim** ``{r['id']}`` ({_esc(r['section'])}): measured verdict **{r.get('verdict')}** "
+             f"(expected: {r.get('expected')}).", "",
+             f"*Statement (as printed):* {_esc(r['statement'])}", ""]
+    if r.get("rule"):
+        lines += [f"*Decision rule:* {_esc(r['rule'])}", ""]
+    if r.get("summary"):
+        lines += [f"*Result:* {_esc(r['summary'])}", ""]
+    if r.get("corrected"):   # the erratum side by side: as printed | corrected
+        lines += [".. list-table::", "   :header-rows: 1", "   :widths: 50 50", "",
+                  "   * - as printed", "     - corrected",
+                  f"   * - {_esc(r['statement'])}", f"     - {_esc(r['corrected'])}", ""]
+    for fig in r.get("figures") or []:
+        fp = Path(fig).resolve()
+        if not fp.exists():
+            continue        # a path the run wrote elsewhere (REFATTN_DOCS_CHECKS_JSON from another machine)
+        rel = Path(os.path.relpath(fp, Path(srcdir).resolve()))     # may leave the docs tree ('../'): fine
+        lines += [f".. figure:: /{rel.as_posix()}", "   :width: 80%", "",
+                  f"   ``{fp.name}``, {figure_caption}.", ""]
+    ev = r.get("evidence") or {}
+    if ev:   # collapsed: a <details> element in HTML, a plain table elsewhere
+        summary = f"<details><summary>Evidence ({len(ev)} quantities)</summary>"
+        lines += [".. raw:: html", "", f"   {summary}", ""]
+        lines += [".. list-table::", "   :header-rows: 1", "",
+                  "   * - quantity", "     - value"]
+        for k, v in ev.items():
+            lines += [f"   * - {_literal(k)}", f"     - {_literal(_fmt(v))}"]
+        lines += ["", ".. raw:: html", "", "   </details>", ""]
+    return lines
+
+
+def claim_lines(cid: str, row: dict | None, record: dict | None, srcdir: Path) -> list[str]:
+    """The rst of one ``.. paper-claim::`` block.
+
+    `row` is this build's result for `cid` (None when the run did not produce it), `record` the newest
+    committed record row (:func:`load_records`) or None. A row measured in this build wins; a slow claim this
+    build skipped is rendered from `record` under a note naming its date, size, group and commit, with the
+    record's command.txt; without a record the block says "no committed record yet" and gives the command."""
+    lines: list[str] = [f".. _claim-{cid}:", ""]
+    if row is not None and row.get("verdict") != "skipped":     # measured (or raised) in this build
+        return lines + _row_lines(row, srcdir, "drawn by the check during this build")
+    if record is not None:
+        meta = record["_record"]
+        where = f"``paper_checks/records/{meta['group']}/``"
+        commit = f", commit ``{meta['commit']}``" if meta["commit"] else ", **not committed yet**"
+        lines += [".. admonition:: From the committed record of " + _esc(meta["date"]) + ", size "
+                  + _esc(str(meta["size"])), "   :class: note paper-claim-record", "",
+                  f"   Not run while this site was built (a slow, trained claim): the verdict, evidence and "
+                  f"figures below are read from {where}{commit}. It was produced by:", "",
+                  "   .. code-block:: text", ""]
+        lines += ["      " + ln for ln in (meta["command"] or "(no command.txt in the record)").splitlines()]
+        lines += [""]
+        return lines + _row_lines(record, srcdir, f"from the record of {_esc(meta['date'])}")
+    from paper_checks._claims import REGISTRY, load_all
+    load_all()
+    c = REGISTRY.get(cid)
+    if c is None:
+        raise KeyError(cid)
+    status = "**no committed record yet**" if c.slow else "**not run in this build**"
+    lines += [f"**Claim** ``{cid}`` ({_esc(c.section)}) -- {status}"
+              + (" (slow: not run while the site is built)" if c.slow else "")
+              + f"; run it with ``{c.command}``.", "",
+              f"*Statement:* {_esc(c.statement)}", ""]
+    if c.rule:
+        lines += [f"*Decision rule:* {_esc(c.rule)}", ""]
+    return lines
 
 
 class PaperClaim(Directive):
@@ -110,52 +252,24 @@ class PaperClaim(Directive):
         if not hasattr(env, "refattn_claims_shown"):
             env.refattn_claims_shown = {}
         env.refattn_claims_shown[cid] = env.docname
-        lines: list[str] = [f".. _claim-{cid}:", ""]
-        r = _ROWS.get(cid)
-        if r is None:
-            from paper_checks._claims import REGISTRY, load_all
-            load_all()
-            c = REGISTRY.get(cid)
-            if c is None:
-                raise self.error(f"paper-claim: no claim {cid!r} in the registry")
-            lines += [f"**Claim** ``{cid}`` ({_esc(c.section)}) -- **not run in this build**"
-                      + (" (slow)" if c.slow else "") + f"; run it with ``{c.command}``.", "",
-                      f"*Statement:* {_esc(c.statement)}", ""]
-        else:
-            verdict = r.get("verdict")
-            lines += [f"**Claim** ``{cid}`` ({_esc(r['section'])}): measured verdict **{verdict}** "
-                      f"(expected: {r.get('expected')}).", "",
-                      f"*Statement (as printed):* {_esc(r['statement'])}", ""]
-            if r.get("rule"):
-                lines += [f"*Decision rule:* {_esc(r['rule'])}", ""]
-            if r.get("summary"):
-                lines += [f"*Result:* {_esc(r['summary'])}", ""]
-            if r.get("corrected"):   # the erratum side by side: as printed | corrected
-                lines += [".. list-table::", "   :header-rows: 1", "   :widths: 50 50", "",
-                          "   * - as printed", "     - corrected",
-                          f"   * - {_esc(r['statement'])}", f"     - {_esc(r['corrected'])}", ""]
-            srcdir = Path(self.state.document.settings.env.srcdir)
-            for fig in r.get("figures") or []:
-                fp = Path(fig).resolve()
-                try:
-                    rel = fp.relative_to(srcdir)
-                except ValueError:
-                    continue        # a figure outside the docs tree (REFATTN_DOCS_CHECKS_JSON from elsewhere)
-                lines += [f".. figure:: /{rel.as_posix()}", "   :width: 80%", "",
-                          f"   ``{fp.name}``, drawn by the check during this build.", ""]
-            ev = r.get("evidence") or {}
-            if ev:   # collapsed: a <details> element in HTML, a plain table elsewhere
-                summary = f"<details><summary>Evidence ({len(ev)} quantities)</summary>"
-                lines += [".. raw:: html", "", f"   {summary}", ""]
-                lines += [".. list-table::", "   :header-rows: 1", "",
-                          "   * - quantity", "     - value"]
-                for k, v in ev.items():
-                    lines += [f"   * - {_literal(k)}", f"     - {_literal(_fmt(v))}"]
-                lines += ["", ".. raw:: html", "", "   </details>", ""]
+        try:
+            lines = claim_lines(cid, _ROWS.get(cid), _RECORDS.get(cid), Path(env.srcdir))
+        except KeyError:
+            raise self.error(f"paper-claim: no claim {cid!r} in the registry") from None
         container = nodes.container(classes=["paper-claim"])
         self.state.nested_parse(StringList(lines, source=f"paper-claim {cid}"), self.content_offset,
                                 container)
         return [container]
+
+
+def measured_cell(cid: str, row: dict | None, record: dict | None, slow: bool) -> str:
+    """The 'measured' cell of the claims table."""
+    if row is not None and row.get("verdict") != "skipped":
+        return f"**{row['verdict']}**"
+    if record is not None:
+        meta = record["_record"]
+        return f"**{record['verdict']}** (record {_esc(meta['date'])}, size {_esc(str(meta['size']))})"
+    return "no committed record yet (slow)" if slow else "not run"
 
 
 class PaperClaimsTable(Directive):
@@ -174,9 +288,9 @@ class PaperClaimsTable(Directive):
                  "   * - claim", "     - section", "     - expected", "     - measured"]
         for i in ids:
             c, r = REGISTRY[i], _ROWS.get(i)
-            measured = r["verdict"] if r else ("not run (slow)" if c.slow else "not run")
+            measured = measured_cell(i, r, _RECORDS.get(i), c.slow)
             lines += [f"   * - :ref:`{i} <claim-{i}>`", f"     - {_esc(c.section)}", f"     - {c.expected}",
-                      f"     - **{measured}**"]
+                      f"     - {measured}"]
         lines.append("")
         container = nodes.container(classes=["paper-claims-table"])
         src = StringList(lines, source=f"paper-claims-table {pattern}")
@@ -203,6 +317,9 @@ class CodeOf(Directive):
         src, start = inspect.getsourcelines(obj)
         tree = ast.parse(textwrap.dedent("".join(src)))
         fn = tree.body[0]
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            raise self.error(f"code-of: the source inspect found for {qual!r} (line {start}) does not start "
+                             "with its def: was the file edited while the site was being built?")
         body = fn.body
         keep = list(range(len(src)))
         first = body[0] if body else None
