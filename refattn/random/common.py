@@ -17,8 +17,25 @@ __all__ = ["check_rng", "check_dtype_arg", "as_xp", "rng_for_step", "tree_as_xp"
 
 
 def check_rng(rng: Any, name: str = "rng") -> np.random.Generator:
-    """Return `rng` if it is a ``numpy.random.Generator``; raise ``TypeError`` otherwise (``None``
-    included)."""
+    r"""Return `rng` if it is a ``numpy.random.Generator``; raise ``TypeError`` otherwise (``None`` included).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        The generator to check.
+    name : str
+        The argument's name in the error message.
+
+    Returns
+    -------
+    numpy.random.Generator
+        `rng` itself.
+
+    Raises
+    ------
+    TypeError
+        `rng` is not a ``numpy.random.Generator`` (refattn never draws fresh entropy silently).
+    """
     if not isinstance(rng, np.random.Generator):
         got = "None" if rng is None else type(rng).__name__
         raise TypeError(
@@ -29,7 +46,25 @@ def check_rng(rng: Any, name: str = "rng") -> np.random.Generator:
 
 
 def check_dtype_arg(dtype: Any, name: str = "dtype") -> np.dtype:
-    """Return `dtype` as a NumPy real floating dtype (float32 or float64); raise ``TypeError`` otherwise."""
+    r"""Return `dtype` as a NumPy real floating dtype (float32 or float64); raise ``TypeError`` otherwise.
+
+    Parameters
+    ----------
+    dtype : dtype-like
+        ``numpy.float32``, ``numpy.float64`` or anything ``numpy.dtype`` maps to them (``"float32"``).
+    name : str
+        The argument's name in the error message.
+
+    Returns
+    -------
+    numpy.dtype
+        float32 or float64.
+
+    Raises
+    ------
+    TypeError
+        Any other dtype.
+    """
     try:
         dt = np.dtype(dtype)
     except TypeError:
@@ -40,17 +75,71 @@ def check_dtype_arg(dtype: Any, name: str = "dtype") -> np.dtype:
 
 
 def as_xp(arr: Any, *, like: Any) -> Any:
-    """`arr` (a NumPy draw) as an array of `like`'s namespace, device and dtype (an explicit transfer)."""
+    r"""`arr` (a NumPy draw) as an array of `like`'s namespace, device and dtype (an explicit transfer).
+
+    Parameters
+    ----------
+    arr : array_like
+        A NumPy array (a draw).
+    like : array
+        An array of the target namespace (NumPy, array_api_strict, CuPy, ...); its dtype and device are used.
+
+    Returns
+    -------
+    array
+        `arr` in `like`'s namespace, dtype and device.
+
+    Raises
+    ------
+    TypeError
+        `like` is not a real floating array of a supported namespace.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import array_api_strict as xp
+    >>> from refattn.random import as_xp, draw_gaussian
+    >>> x = xp.ones((3, 4), dtype=xp.float32)
+    >>> omega = as_xp(draw_gaussian(np.random.default_rng(0), 8, 4), like=x)
+    >>> omega.shape, omega.dtype == xp.float32
+    ((8, 4), True)
+    """
     xp = namespace(like, names=("like",))
     return xp.asarray(np.asarray(arr), dtype=like.dtype, device=device_of(like))
 
 
 def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator:
-    """The generator for training step `step` under a redraw policy, a pure function of its arguments.
+    r"""The generator for training step `step` under a redraw policy, a pure function of its arguments.
 
     ``every=None`` (fixed features): one draw for all steps; ``every=k``: a fresh draw every k steps
     (``every=1``: every step). Seeds ``[seed, step // every]`` so a rerun redraws the same arrays at the same
     steps.
+
+    Parameters
+    ----------
+    seed : int
+        The run's seed.
+    step : int
+        Training step (ignored when `every` is None).
+    every : int or None
+        Redraw period, >= 1, or None for one draw.
+
+    Returns
+    -------
+    numpy.random.Generator
+        A fresh generator seeded ``[seed, 0, 0]`` (fixed) or ``[seed, 1, step // every]``.
+
+    Raises
+    ------
+    ValueError
+        `every` not positive.
+
+    Examples
+    --------
+    >>> from refattn.random import rng_for_step
+    >>> a, b, c = (rng_for_step(0, s, 2).integers(100) for s in (4, 5, 6))
+    >>> bool(a == b), bool(b == c)                  # steps 4 and 5 share a draw, step 6 redraws
+    (True, False)
     """
     if every is None:
         return np.random.default_rng([int(seed), 0, 0])
@@ -60,8 +149,23 @@ def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator
 
 
 def tree_as_xp(tree: Any, *, like: Any) -> Any:
-    """Every floating NumPy leaf of `tree` as an array of `like`'s namespace, dtype and device (integer leaves
-    keep their integer dtype); static entries (``None``, strings) unchanged."""
+    r"""Every floating NumPy leaf of `tree` as an array of `like`'s namespace, dtype and device.
+
+    Integer leaves keep their integer dtype; static entries (``None``, strings) are unchanged.
+
+    Parameters
+    ----------
+    tree : tree
+        Nested dicts / lists / NamedTuples of NumPy arrays (e.g. from
+        :func:`refattn.nn.init.init_transformer`).
+    like : array
+        An array of the target namespace, dtype and device.
+
+    Returns
+    -------
+    tree
+        Same structure, leaves converted.
+    """
     xp = array_api_compat.array_namespace(like)
 
     def conv(a):
@@ -74,7 +178,19 @@ def tree_as_xp(tree: Any, *, like: Any) -> Any:
 
 
 def tree_to_numpy(tree: Any) -> Any:
-    """Every array leaf of `tree` as a NumPy array (the inverse of :func:`tree_as_xp`, for saving)."""
+    r"""Every array leaf of `tree` as a NumPy array (the inverse of :func:`tree_as_xp`, for saving).
+
+    Parameters
+    ----------
+    tree : tree
+        Nested dicts / lists / NamedTuples of arrays of any supported namespace (CuPy arrays are copied to the
+        host).
+
+    Returns
+    -------
+    tree
+        Same structure, NumPy leaves (copies).
+    """
 
     def conv(a):
         if isinstance(a, (np.ndarray, np.generic)):

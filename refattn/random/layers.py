@@ -30,7 +30,31 @@ __all__ = ["init_dense", "init_layernorm", "init_batchnorm", "init_embedding", "
 
 
 def init_dense(rng, d_in, d_out, *, dtype=np.float64):
-    """``DenseParams(W: (d_in, d_out) Glorot-uniform, b: (d_out,) zeros)`` as NumPy arrays."""
+    r"""Glorot/Xavier-uniform dense parameters: ``W ~ U(-a, a)``, ``a = sqrt(6 / (d_in + d_out))``, ``b = 0``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    d_in : int
+        Input width, >= 1.
+    d_out : int
+        Output width, >= 1.
+    dtype : float32 or float64
+        Dtype of the arrays (drawn in float64, then cast).
+
+    Returns
+    -------
+    DenseParams
+        ``W: (d_in, d_out)``, ``b: (d_out,)`` zeros, NumPy arrays.
+
+    Raises
+    ------
+    TypeError
+        `rng` not a ``numpy.random.Generator``, or a bad `dtype`.
+    ValueError
+        Non-positive sizes, or a draw over :mod:`refattn.limits`' memory bound.
+    """
     check_rng(rng)
     dt = check_dtype_arg(dtype)
     d_in, d_out = check_positive_int(d_in, "d_in"), check_positive_int(d_out, "d_out")
@@ -41,7 +65,20 @@ def init_dense(rng, d_in, d_out, *, dtype=np.float64):
 
 
 def init_layernorm(d, *, dtype=np.float64):
-    """``LayerNormParams(gamma = ones(d), beta = zeros(d))`` (deterministic)."""
+    r"""Layer-norm parameters ``gamma = ones(d)``, ``beta = zeros(d)`` (deterministic).
+
+    Parameters
+    ----------
+    d : int
+        Normalised width, >= 1.
+    dtype : float32 or float64
+        Dtype of the arrays.
+
+    Returns
+    -------
+    LayerNormParams
+        ``gamma, beta: (d,)`` NumPy arrays.
+    """
     dt = check_dtype_arg(dtype)
     d = check_positive_int(d, "d")
     limits.check_nbytes(2 * d * 8, f"d (init_layernorm({d}))")
@@ -49,7 +86,22 @@ def init_layernorm(d, *, dtype=np.float64):
 
 
 def init_batchnorm(d, *, dtype=np.float64):
-    """``(BatchNormParams(ones, zeros), BatchNormState(mean = zeros, var = ones))`` (deterministic)."""
+    r"""Batch-norm parameters and running statistics (deterministic).
+
+    Parameters
+    ----------
+    d : int
+        Normalised width, >= 1.
+    dtype : float32 or float64
+        Dtype of the arrays.
+
+    Returns
+    -------
+    params : BatchNormParams
+        ``gamma = ones(d)``, ``beta = zeros(d)``.
+    state : BatchNormState
+        Running ``mean = zeros(d)``, ``var = ones(d)``.
+    """
     dt = check_dtype_arg(dtype)
     d = check_positive_int(d, "d")
     limits.check_nbytes(4 * d * 8, f"d (init_batchnorm({d}))")
@@ -58,7 +110,30 @@ def init_batchnorm(d, *, dtype=np.float64):
 
 
 def init_embedding(rng, n, d, *, scale=0.02, dtype=np.float64):
-    """An ``(n, d)`` table with ``N(0, scale^2)`` entries (token or learned position embedding)."""
+    r"""An ``(n, d)`` embedding table with ``N(0, scale^2)`` entries (token or learned position embedding).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    n : int
+        Number of rows (vocabulary size or max length), >= 1.
+    d : int
+        Width, >= 1.
+    scale : float
+        Standard deviation, > 0 (default 0.02, GPT-2's).
+    dtype : float32 or float64
+        Dtype of the table.
+
+    Returns
+    -------
+    (n, d) numpy.ndarray
+
+    Raises
+    ------
+    ValueError
+        Non-positive sizes or `scale`.
+    """
     check_rng(rng)
     dt = check_dtype_arg(dtype)
     n, d = check_positive_int(n, "n"), check_positive_int(d, "d")
@@ -69,7 +144,37 @@ def init_embedding(rng, n, d, *, scale=0.02, dtype=np.float64):
 
 
 def draw_dropout_mask(rng, shape, rate, *, dtype=np.float64):
-    """Inverted-dropout mask of `shape`: ``0`` with probability `rate`, ``1/(1 - rate)`` otherwise."""
+    r"""Inverted-dropout mask of `shape`: ``0`` with probability `rate`, ``1/(1 - rate)`` otherwise.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    shape : tuple of int
+        Shape of the mask (the activation's shape).
+    rate : float
+        Drop probability in [0, 1).
+    dtype : float32 or float64
+        Dtype of the mask.
+
+    Returns
+    -------
+    numpy.ndarray
+        The mask, of `shape`; its expectation is 1 entrywise.
+
+    Raises
+    ------
+    ValueError
+        `rate` outside [0, 1), or negative sizes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.random import draw_dropout_mask
+    >>> draw_dropout_mask(np.random.default_rng(0), (2, 4), 0.5)
+    array([[2., 0., 0., 0.],
+           [2., 2., 2., 2.]])
+    """
     check_rng(rng)
     dt = check_dtype_arg(dtype)
     if not (isinstance(rate, (int, float)) and 0 <= rate < 1):
