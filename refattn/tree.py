@@ -24,7 +24,26 @@ __all__ = ["is_leaf", "tree_children", "tree_leaves", "tree_paths", "tree_map", 
 
 
 def is_leaf(x: Any) -> bool:
-    """Whether `x` is an array leaf (an array of any array-API library)."""
+    """Whether `x` is an array leaf (an array of any array-API library).
+
+    Parameters
+    ----------
+    x : object
+        Anything.
+
+    Returns
+    -------
+    bool
+        ``array_api_compat.is_array_api_obj(x)``: True for NumPy, CuPy, array_api_strict and torch arrays,
+        False for containers, ``None``, strings and Python numbers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.tree import is_leaf
+    >>> is_leaf(np.ones(2)), is_leaf(2.0), is_leaf(None)
+    (True, False, False)
+    """
     return array_api_compat.is_array_api_obj(x)
 
 
@@ -33,7 +52,26 @@ def _is_namedtuple(t: Any) -> bool:
 
 
 def tree_children(tree: Any) -> list | None:
-    """``[(key, child)]`` of a container (dict key, NamedTuple field, index); ``None`` for anything else."""
+    """The ``(key, child)`` pairs of a container, or ``None`` for anything that is not one.
+
+    Parameters
+    ----------
+    tree : object
+        A ``dict``, ``NamedTuple``, ``tuple`` or ``list`` (or anything else).
+
+    Returns
+    -------
+    list of (key, child) or None
+        Dict keys in insertion order, NamedTuple field names in field order, indices of tuples and lists;
+        ``None`` for a leaf or a static entry.
+
+    Examples
+    --------
+    >>> from refattn.layers import DenseParams
+    >>> from refattn.tree import tree_children
+    >>> tree_children(DenseParams(W=1, b=2)), tree_children([7, 8]), tree_children(3.0)
+    ([('W', 1), ('b', 2)], [(0, 7), (1, 8)], None)
+    """
     if isinstance(tree, dict):
         return list(tree.items())
     if _is_namedtuple(tree):
@@ -63,9 +101,41 @@ def _child(tree: Any, key: Any) -> Any:
 
 
 def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
-    """Apply ``fn(leaf, *rest_leaves)`` to every array leaf of `tree`; `rest` are trees of the same structure
-    (their entries at a leaf's place are passed as they are, ``None`` included). Static entries of `tree`
-    (``None``, strings, numbers) are returned unchanged."""
+    """Apply ``fn(leaf, *rest_leaves)`` to every array leaf of `tree`, keeping its structure.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(leaf, *rest_leaves) -> new leaf`` (or anything: the result is stored as returned).
+    tree : object
+        A tree (nested dicts, NamedTuples, tuples, lists with array leaves). Static entries (``None``,
+        strings, numbers) are returned unchanged and not passed to `fn`.
+    *rest : object
+        Trees of the same structure as `tree`; their entries at a leaf's place are passed as they are,
+        ``None`` included.
+
+    Returns
+    -------
+    object
+        A new tree of `tree`'s containers (same types, keys and order) holding ``fn``'s results.
+
+    Raises
+    ------
+    KeyError, IndexError, AttributeError
+        If a tree in `rest` lacks a key, index or field that `tree` has.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import DenseParams
+    >>> from refattn.tree import tree_map
+    >>> params = {"dense": DenseParams(W=np.ones((2, 3)), b=np.zeros(3)), "kind": "favor"}
+    >>> tree_map(lambda a: a.shape, params)
+    {'dense': DenseParams(W=(2, 3), b=(3,)), 'kind': 'favor'}
+    >>> stepped = tree_map(lambda p, g: p - 0.1 * g, params, params)   # leaves of two trees, pairwise
+    >>> stepped["dense"].W[0]
+    array([0.9, 0.9, 0.9])
+    """
     kids = tree_children(tree)
     if kids is None:
         return fn(tree, *rest) if is_leaf(tree) else tree
@@ -79,7 +149,35 @@ def _join(prefix: str, key: Any) -> str:
 
 
 def tree_map_with_path(fn: Callable[[str, Any], Any], tree: Any, prefix: str = "") -> Any:
-    """Apply ``fn(path, leaf)`` to every array leaf of `tree` (paths as in :func:`tree_paths`)."""
+    """Apply ``fn(path, leaf)`` to every array leaf of `tree`, keeping its structure.
+
+    Parameters
+    ----------
+    fn : callable
+        ``fn(path, leaf) -> new leaf``, with `path` as in :func:`tree_paths`.
+    tree : object
+        A tree; static entries are returned unchanged.
+    prefix : str, default ""
+        Prepended to every path (``prefix/key/...``).
+
+    Returns
+    -------
+    object
+        A new tree of `tree`'s containers holding ``fn``'s results.
+
+    Raises
+    ------
+    ValueError
+        If a dict key contains ``"/"`` (the path separator).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import DenseParams
+    >>> from refattn.tree import tree_map_with_path
+    >>> tree_map_with_path(lambda path, a: path, {"dense": DenseParams(W=np.ones((2, 3)), b=np.zeros(3))})
+    {'dense': DenseParams(W='dense/W', b='dense/b')}
+    """
     kids = tree_children(tree)
     if kids is None:
         return fn(prefix, tree) if is_leaf(tree) else tree
@@ -87,7 +185,35 @@ def tree_map_with_path(fn: Callable[[str, Any], Any], tree: Any, prefix: str = "
 
 
 def tree_paths(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
-    """``[(path, leaf)]`` for every array leaf, in walk order; paths are ``prefix/key/key/...``."""
+    """The ``(path, leaf)`` pairs of every array leaf, in walk order.
+
+    Parameters
+    ----------
+    tree : object
+        A tree.
+    prefix : str, default ""
+        Prepended to every path.
+
+    Returns
+    -------
+    list of (str, array)
+        Paths ``prefix/key/key/...`` (dict keys, NamedTuple field names, list indices joined by ``"/"``) and
+        the leaves, in dict insertion order and NamedTuple field order. Static entries are skipped.
+
+    Raises
+    ------
+    ValueError
+        If a dict key contains ``"/"``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import DenseParams
+    >>> from refattn.tree import tree_paths
+    >>> tree = {"dense": DenseParams(W=np.ones((2, 3)), b=np.zeros(3)), "scale": 2.0}
+    >>> [(path, leaf.shape) for path, leaf in tree_paths(tree)]
+    [('dense/W', (2, 3)), ('dense/b', (3,))]
+    """
     kids = tree_children(tree)
     if kids is None:
         return [(prefix, tree)] if is_leaf(tree) else []
@@ -95,7 +221,25 @@ def tree_paths(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def tree_leaves(tree: Any) -> list:
-    """The array leaves of `tree` in walk order (dict insertion order, NamedTuple field order)."""
+    """The array leaves of `tree` in walk order (dict insertion order, NamedTuple field order).
+
+    Parameters
+    ----------
+    tree : object
+        A tree.
+
+    Returns
+    -------
+    list of array
+        The leaves of :func:`tree_paths`, without their paths.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.tree import tree_leaves
+    >>> [leaf.shape for leaf in tree_leaves({"a": np.ones(2), "b": (np.zeros((1, 3)), None, "static")})]
+    [(2,), (1, 3)]
+    """
     return [leaf for _, leaf in tree_paths(tree)]
 
 
@@ -109,14 +253,71 @@ def _keys(tree: Any, path: str) -> list:
 
 
 def tree_get(tree: Any, path: str) -> Any:
-    """The entry of `tree` at `path` (``None`` when a container on the way is ``None``)."""
+    """The entry of `tree` at `path`.
+
+    Parameters
+    ----------
+    tree : object
+        A tree.
+    path : str
+        Keys joined by ``"/"`` as in :func:`tree_paths` (``""``: the tree itself).
+
+    Returns
+    -------
+    object
+        The entry (a leaf, a sub-tree or a static entry); ``None`` when a container on the way is ``None``.
+
+    Raises
+    ------
+    KeyError, IndexError, AttributeError, ValueError
+        If `path` names a key, index or field that `tree` does not have (a non-integer list index gives
+        ``ValueError``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import DenseParams
+    >>> from refattn.tree import tree_get
+    >>> tree_get({"blocks": [DenseParams(W=np.ones((2, 3)), b=np.zeros(3))]}, "blocks/0/W").shape
+    (2, 3)
+    """
     for key in _keys(tree, path):
         tree = _child(tree, key)
     return tree
 
 
 def tree_replace(tree: Any, path: str, value: Any) -> Any:
-    """A copy of `tree` with the entry at `path` replaced by `value` (containers on the path are rebuilt)."""
+    """A copy of `tree` with the entry at `path` replaced by `value`.
+
+    Parameters
+    ----------
+    tree : object
+        A tree; not modified.
+    path : str
+        Keys joined by ``"/"`` as in :func:`tree_paths` (``""`` replaces the whole tree).
+    value : object
+        The new entry.
+
+    Returns
+    -------
+    object
+        A new tree: the containers on the path are rebuilt, every other entry is shared with `tree`.
+
+    Raises
+    ------
+    KeyError, IndexError, AttributeError, ValueError
+        If `path` names a key, index or field that `tree` does not have.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import DenseParams
+    >>> from refattn.tree import tree_replace
+    >>> old = {"dense": DenseParams(W=np.ones((2, 3)), b=np.zeros(3))}
+    >>> new = tree_replace(old, "dense/b", np.ones(3))
+    >>> new["dense"].b, old["dense"].b
+    (array([1., 1., 1.]), array([0., 0., 0.]))
+    """
     keys = _keys(tree, path)
     if not keys:
         return value
@@ -126,7 +327,28 @@ def tree_replace(tree: Any, path: str, value: Any) -> Any:
 
 
 def tree_structure_equal(a: Any, b: Any) -> bool:
-    """Whether two trees have the same containers, keys, static entries and leaf shapes."""
+    """Whether two trees have the same containers, keys, static entries and leaf shapes.
+
+    Parameters
+    ----------
+    a, b : object
+        Trees.
+
+    Returns
+    -------
+    bool
+        True when the container types, keys (in order), static entries (compared with ``==``) and leaf
+        shapes agree; leaf values and dtypes are not compared.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.tree import tree_structure_equal
+    >>> tree_structure_equal({"W": np.ones((2, 3))}, {"W": np.zeros((2, 3))})
+    True
+    >>> tree_structure_equal({"W": np.ones((2, 3))}, {"W": np.ones((3, 2))})
+    False
+    """
     ka, kb = tree_children(a), tree_children(b)
     if ka is not None or kb is not None:
         if ka is None or kb is None or type(a) is not type(b) or [k for k, _ in ka] != [k for k, _ in kb]:
