@@ -70,11 +70,15 @@ class GMMParams(NamedTuple):
 
 
 class GMMFrequenciesGrads(NamedTuple):
+    """Gradients of :func:`gmm_frequencies`: ``noise`` and ``params`` (a :class:`GMMParams` of gradients)."""
+
     noise: Array        # (C, Mc, d)
     params: GMMParams
 
 
 class GMMFeaturesGrads(NamedTuple):
+    """Gradients of the GMM feature maps: ``x``, ``noise`` and ``params`` (a :class:`GMMParams`)."""
+
     x: Array            # (..., L, d)
     noise: Array        # (C, Mc, d)
     params: GMMParams
@@ -119,7 +123,34 @@ def _check_params(params: Any, *, d: int | None = None, sizes: dict | None = Non
 
 
 def gmm_weights(logits: Array) -> Array:
-    """``pi = softmax(logits)``, ``(C,) -> (C,)`` (max-subtracted); `logits` finite with C >= 1."""
+    """The mixture weights ``pi = softmax(logits)`` of a GMM spectrum (Chowdhury et al. Eq. (4)).
+
+    Max-subtracted, so no logit overflows; storing logits keeps every learning step on the simplex.
+
+    Parameters
+    ----------
+    logits : (C,) array
+        Real floating, finite, C >= 1.
+
+    Returns
+    -------
+    pi : (C,) array
+        Positive weights summing to 1; same namespace and dtype as `logits`.
+
+    Raises
+    ------
+    ValueError
+        If `logits` is not 1-D, is empty or is not finite.
+    TypeError
+        If `logits` is not a real floating array.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import gmm_weights
+    >>> gmm_weights(np.array([0.0, np.log(3.0)]))
+    array([0.25, 0.75])
+    """
     xp = namespace(logits, names=("logits",))
     check_shape("logits", logits, "C")
     if logits.shape[0] == 0:
@@ -135,10 +166,40 @@ def _gmm_weights(logits: Array, *, xp: Any) -> Array:
 
 
 def gmm_antithetic_params(mu: Array, S: Array) -> GMMParams:
-    """Theorem 3's special case: C = 2, ``mu_1 = mu``, ``mu_2 = -mu``, shared factor ``S``, equal weights.
+    """The antithetic GMM of Chowdhury et al. Theorem 3: C = 2, means ``+-mu``, shared ``S``, equal weights.
 
-    ``mu: (d,)``, ``S: (d, d)`` or ``(d,)``. Use with ``refattn.random.draw_gmm_antithetic_noise`` (both
-    components driven by the same noise).
+    Use with ``refattn.random.draw_gmm_antithetic_noise`` (both components driven by the same noise); its MSE
+    is :func:`gmm_rks_antithetic_mse`.
+
+    Parameters
+    ----------
+    mu : (d,) array
+        Mean of the first component. Real floating, finite.
+    S : (d, d) or (d,) array
+        Shared covariance factor, full or diagonal; same namespace and dtype as `mu`, finite.
+
+    Returns
+    -------
+    GMMParams
+        ``logits = (0, 0)``, ``mu = [mu; -mu]`` (2, d), ``S = [S; S]`` (2, d, d) or (2, d).
+
+    Raises
+    ------
+    ValueError
+        If the widths of `mu` and `S` disagree, or an input is not finite.
+    TypeError
+        If `mu` and `S` differ in namespace or dtype, or are not real floating.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import gmm_antithetic_params
+    >>> params = gmm_antithetic_params(np.array([0.5, 1.0]), np.array([1.0, 0.5]))
+    >>> params.mu
+    array([[ 0.5,  1. ],
+           [-0.5, -1. ]])
+    >>> params.S.shape
+    (2, 2)
     """
     xp = namespace(mu, S, names=("mu", "S"))
     sizes = check_shape("mu", mu, "d")
@@ -154,8 +215,11 @@ def gmm_frequencies_fwd(noise: Array, params: GMMParams) -> tuple[tuple[Array, A
     Parameters
     ----------
     noise : (C, Mc, d) array
-        ``N(0, I)`` draws (``refattn.random.draw_gmm_noise``), component-major.
+        ``N(0, I)`` draws (``refattn.random.draw_gmm_noise``), component-major. Real floating, finite.
     params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Same namespace and dtype as `noise`, finite,
+        C >= 1.
 
     Returns
     -------
@@ -163,7 +227,15 @@ def gmm_frequencies_fwd(noise: Array, params: GMMParams) -> tuple[tuple[Array, A
         ``omega[c * Mc + j] = mu_c + S_c noise[c, j]``, M = C Mc.
     scale : (M,) array
         ``sqrt(C pi_c)`` for every frequency of component c.
-    cache
+    cache : NamedTuple
+        Opaque, for :func:`gmm_frequencies_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (C, d between `noise` and `params`), C = 0, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype.
     """
     xp, diagonal, sizes = _check_params(params)
     namespace(noise, params.mu, names=("noise", "params.mu"))
@@ -181,8 +253,31 @@ def gmm_frequencies_fwd(noise: Array, params: GMMParams) -> tuple[tuple[Array, A
 
 
 def gmm_frequencies_bwd(dout: tuple[Array, Array | None], cache: _FreqCache) -> GMMFrequenciesGrads:
-    """Backward of :func:`gmm_frequencies`: from ``(domega (M, d), dscale (M,) or None)`` to noise
-    and params."""
+    """Backward of :func:`gmm_frequencies` (Chowdhury et al. Eq. (5), reparameterised).
+
+    ``dmu_c = sum_j domega_cj``, ``dS_c = sum_j domega_cj noise_cj^T`` (diagonal: elementwise), ``dnoise_cj =
+    S_c^T domega_cj``, and ``dlogits`` through ``scale = sqrt(C pi)`` and the softmax.
+
+    Parameters
+    ----------
+    dout : tuple of ((M, d) array, (M,) array or None)
+        ``(domega, dscale)``; ``dscale`` may be ``None`` (then ``dlogits`` is zero). Same namespace and dtype
+        as the cache, finite.
+    cache : NamedTuple
+        From :func:`gmm_frequencies_fwd`.
+
+    Returns
+    -------
+    GMMFrequenciesGrads
+        ``noise : (C, Mc, d)`` and ``params`` as a :class:`GMMParams` of gradients.
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     domega, dscale = dout
     c = cache
     xp = namespace(domega, c.noise, dscale, names=("domega", "cache", "dscale"))
@@ -208,7 +303,53 @@ def gmm_frequencies_bwd(dout: tuple[Array, Array | None], cache: _FreqCache) -> 
 
 
 def gmm_frequencies(noise: Array, params: GMMParams) -> tuple[Array, Array]:
-    """``(omega (M, d), scale (M,))`` of a GMM spectrum; see :func:`gmm_frequencies_fwd`."""
+    """Frequencies ``omega = mu_c + S_c n`` and feature scales ``sqrt(C pi_c)`` of a GMM spectrum.
+
+    The reparameterisation of Chowdhury et al. Eq. (5) in the convention of the module docstring
+    (``Sigma_c = S_c S_c^T``), with the M frequencies split M/C per component (deterministic assignment).
+
+    Parameters
+    ----------
+    noise : (C, Mc, d) array
+        ``N(0, I)`` draws (``refattn.random.draw_gmm_noise``), component-major. Real floating, finite.
+    params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Same namespace and dtype as `noise`, finite,
+        C >= 1.
+
+    Returns
+    -------
+    omega : (M, d) array
+        ``omega[c * Mc + j] = mu_c + S_c noise[c, j]``, M = C Mc.
+    scale : (M,) array
+        ``sqrt(C pi_c)`` for every frequency of component c.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (C, d between `noise` and `params`), C = 0, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype.
+
+    See Also
+    --------
+    gmm_frequencies_fwd, gmm_frequencies_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import GMMParams, gmm_frequencies
+    >>> params = GMMParams(logits=np.array([0.0, np.log(3.0)]),           # pi = (1/4, 3/4)
+    ...                    mu=np.array([[0.5, 0.0], [0.0, -1.0]]),        # (C, d) = (2, 2)
+    ...                    S=np.array([[1.0, 0.5], [0.2, 0.2]]))          # diagonal factors (C, d)
+    >>> noise = np.array([[[1.0, 0.0]], [[0.0, 2.0]]])                 # (C, Mc, d) = (2, 1, 2)
+    >>> omega, scale = gmm_frequencies(noise, params)
+    >>> omega
+    array([[ 1.5,  0. ],
+           [ 0. , -0.6]])
+    >>> scale                                                           # sqrt(C pi_c)
+    array([0.70710678, 1.22474487])
+    """
     return gmm_frequencies_fwd(noise, params)[0]
 
 
@@ -244,15 +385,28 @@ def gmm_rks_features_fwd(x: Array, noise: Array, params: GMMParams) -> tuple[Arr
     Parameters
     ----------
     x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `params`.
     noise : (C, Mc, d) array
-        ``refattn.random.draw_gmm_noise`` (or ``draw_gmm_antithetic_noise`` for Theorem 3's case).
+        ``N(0, I)`` draws, component-major (``refattn.random.draw_gmm_noise``, or
+        ``draw_gmm_antithetic_noise`` for Theorem 3's case); same namespace and dtype as `params`.
     params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Real floating, finite, C >= 1.
 
     Returns
     -------
     phi : (..., L, 2M) array
         Cosines then sines; ``E[phi(q) . phi(k)] = gmm_rks_kernel(q, k, params)`` (the Eq. 4 kernel).
-    cache
+    cache : NamedTuple
+        Opaque, for :func:`gmm_rks_features_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (C, d between `x`, `noise` and `params`), C = 0, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype or are not real
+        floating.
     """
     _check_x(x, params)
     (omega, scale), fc = gmm_frequencies_fwd(noise, params)
@@ -263,7 +417,31 @@ def gmm_rks_features_fwd(x: Array, noise: Array, params: GMMParams) -> tuple[Arr
 
 
 def gmm_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GMMFeaturesGrads:
-    """Backward of :func:`gmm_rks_features`: ``GMMFeaturesGrads(x, noise, params(logits, mu, S))``."""
+    """Backward of :func:`gmm_rks_features` (Chowdhury et al. Eqs. (3)-(5)).
+
+    The column scales' gradient goes to the logits, the RKS backward's ``domega`` to ``mu``, ``S`` and the
+    noise (:func:`gmm_frequencies_bwd`).
+
+    Parameters
+    ----------
+    dphi : (..., L, 2M) array
+        Cotangent of the features; same namespace and dtype as the cache, finite.
+    cache : NamedTuple
+        From :func:`gmm_rks_features_fwd`.
+
+    Returns
+    -------
+    GMMFeaturesGrads
+        ``x : (..., L, d)``, ``noise : (C, Mc, d)`` and ``params`` as a :class:`GMMParams` of gradients
+        (``logits (C,)``, ``mu (C, d)``, ``S`` with the factor's shape).
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     xp = namespace(dphi, cache.phi0, names=("dphi", "cache"))
     _check_cotangent("dphi", dphi, cache.phi0.shape, xp=xp)
     dphi0, dcol = _weighted_bwd(dphi, cache, xp=xp)
@@ -274,19 +452,85 @@ def gmm_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GMMFeaturesGrads:
 
 
 def gmm_rks_features(x: Array, noise: Array, params: GMMParams) -> Array:
-    """GMM-RKS features ``(..., L, d) -> (..., L, 2M)`` (Eqs. 3-5)."""
+    """GMM-RKS features: the RKS map on GMM frequencies, scaled by ``sqrt(C pi_c)`` (Chowdhury et al. Eq. 5).
+
+    ``phi(x) = [cos(x omega^T), sin(x omega^T)] * sqrt(C pi_c) / sqrt(M)``: the RKS map (Eq. (3)) on
+    frequencies drawn from a learnable Gaussian mixture (Eq. (5), convention of the module docstring),
+    unbiased for :func:`gmm_rks_kernel` (Eq. (4)), MSE :func:`gmm_rks_mse`.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `params`.
+    noise : (C, Mc, d) array
+        ``N(0, I)`` draws, component-major (``refattn.random.draw_gmm_noise``, or
+        ``draw_gmm_antithetic_noise`` for Theorem 3's case); same namespace and dtype as `params`.
+    params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Real floating, finite, C >= 1.
+
+    Returns
+    -------
+    phi : (..., L, 2M) array
+        Cosines then sines; same namespace, dtype and device as `x`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (C, d between `x`, `noise` and `params`), C = 0, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype or are not real
+        floating.
+
+    See Also
+    --------
+    gmm_rks_features_fwd, gmm_rks_features_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import GMMParams, gmm_rks_features
+    >>> params = GMMParams(logits=np.array([0.0, np.log(3.0)]),           # pi = (1/4, 3/4)
+    ...                    mu=np.array([[0.5, 0.0], [0.0, -1.0]]),        # (C, d) = (2, 2)
+    ...                    S=np.array([[1.0, 0.5], [0.2, 0.2]]))          # diagonal factors (C, d)
+    >>> noise = np.array([[[1.0, 0.0]], [[0.0, 2.0]]])                 # (C, Mc, d) = (2, 1, 2)
+    >>> x = np.array([[0.0, 0.0], [1.0, 0.5]])                          # (L, d)
+    >>> gmm_rks_features(x, noise, params)                              # (L, 2M)
+    array([[ 0.5       ,  0.8660254 ,  0.        ,  0.        ],
+           [ 0.0353686 ,  0.82734567,  0.49874749, -0.25592801]])
+    """
     return gmm_rks_features_fwd(x, noise, params)[0]
 
 
 def gmm_prf_features_fwd(x: Array, noise: Array, params: GMMParams) -> tuple[Array, _FeatCache]:
     r"""GMM-PRF (Eqs. 9-10): ``phi(x) = exp(x omega^T - |x|^2) * sqrt(C pi_c) / sqrt(M)``, unstabilised.
 
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `params`.
+    noise : (C, Mc, d) array
+        ``N(0, I)`` draws, component-major (``refattn.random.draw_gmm_noise``, or
+        ``draw_gmm_antithetic_noise`` for Theorem 3's case); same namespace and dtype as `params`.
+    params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Real floating, finite, C >= 1.
+
     Returns
     -------
     phi : (..., L, M) array
         Positive; ``E[phi(q) . phi(k)] = gmm_prf_kernel(q, k, params)``. Overflows for large inputs: attention
         should use :func:`gmm_prf_features_stable`.
-    cache
+    cache : NamedTuple
+        Opaque, for :func:`gmm_prf_features_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (C, d between `x`, `noise` and `params`), C = 0, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype or are not real
+        floating.
     """
     _check_x(x, params)
     (omega, scale), fc = gmm_frequencies_fwd(noise, params)
@@ -295,7 +539,28 @@ def gmm_prf_features_fwd(x: Array, noise: Array, params: GMMParams) -> tuple[Arr
 
 
 def gmm_prf_features_bwd(dphi: Array, cache: _FeatCache) -> GMMFeaturesGrads:
-    """Backward of :func:`gmm_prf_features`."""
+    """Backward of :func:`gmm_prf_features` (Chowdhury et al. Eqs. (9)-(10)).
+
+    Parameters
+    ----------
+    dphi : (..., L, M) array
+        Cotangent of the features; same namespace and dtype as the cache, finite.
+    cache : NamedTuple
+        From :func:`gmm_prf_features_fwd`.
+
+    Returns
+    -------
+    GMMFeaturesGrads
+        ``x : (..., L, d)``, ``noise : (C, Mc, d)`` and ``params`` as a :class:`GMMParams` of gradients
+        (``logits (C,)``, ``mu (C, d)``, ``S`` with the factor's shape).
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     xp = namespace(dphi, cache.phi0, names=("dphi", "cache"))
     _check_cotangent("dphi", dphi, cache.phi0.shape, xp=xp)
     dphi0, dscale = _weighted_bwd(dphi, cache, xp=xp)
@@ -305,7 +570,53 @@ def gmm_prf_features_bwd(dphi: Array, cache: _FeatCache) -> GMMFeaturesGrads:
 
 
 def gmm_prf_features(x: Array, noise: Array, params: GMMParams) -> Array:
-    """GMM-PRF features ``(..., L, d) -> (..., L, M)`` (Eqs. 9-10), unstabilised."""
+    """GMM-PRF features ``exp(x omega^T - |x|^2) * sqrt(C pi_c) / sqrt(M)`` (Chowdhury et al. Eq. (10)).
+
+    The PRF map of Eq. (9) (offset ``|x|^2``) on frequencies drawn from a learnable Gaussian mixture:
+    unbiased for :func:`gmm_prf_kernel` (the Gaussian kernel at mu = 0, S = I), MSE :func:`gmm_prf_mse`.
+    Unstabilised: overflows for large inputs; attention should use :func:`gmm_prf_features_stable`.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `params`.
+    noise : (C, Mc, d) array
+        ``N(0, I)`` draws, component-major (``refattn.random.draw_gmm_noise``, or
+        ``draw_gmm_antithetic_noise`` for Theorem 3's case); same namespace and dtype as `params`.
+    params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Real floating, finite, C >= 1.
+
+    Returns
+    -------
+    phi : (..., L, M) array
+        Positive; same namespace, dtype and device as `x`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (C, d between `x`, `noise` and `params`), C = 0, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype or are not real
+        floating.
+
+    See Also
+    --------
+    gmm_prf_features_fwd, gmm_prf_features_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import GMMParams, gmm_prf_features
+    >>> params = GMMParams(logits=np.array([0.0, np.log(3.0)]),           # pi = (1/4, 3/4)
+    ...                    mu=np.array([[0.5, 0.0], [0.0, -1.0]]),        # (C, d) = (2, 2)
+    ...                    S=np.array([[1.0, 0.5], [0.2, 0.2]]))          # diagonal factors (C, d)
+    >>> noise = np.array([[[1.0, 0.0]], [[0.0, 2.0]]])                 # (C, Mc, d) = (2, 1, 2)
+    >>> x = np.array([[0.0, 0.0], [1.0, 0.5]])                          # (L, d)
+    >>> gmm_prf_features(x, noise, params)                              # (L, M)
+    array([[0.5       , 0.8660254 ],
+           [0.64201271, 0.18381214]])
+    """
     return gmm_prf_features_fwd(x, noise, params)[0]
 
 
@@ -314,15 +625,35 @@ def gmm_prf_features_stable_fwd(x: Array, noise: Array, params: GMMParams
     r"""Row-stabilised GMM-PRF: ``((phi, log_scale), cache)`` with
     ``phi * exp(log_scale) = gmm_prf_features``.
 
-    Built on ``positive_features_stable`` (offset |x|^2/2) with the extra ``-|x|^2/2`` of Eq. 9 moved into
-    the log-scale.
+    Built on ``positive_features_stable`` (offset ``|x|^2/2``) with the extra ``-|x|^2/2`` of Eq. 9 moved
+    into the log-scale.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `params`.
+    noise : (C, Mc, d) array
+        ``N(0, I)`` draws, component-major (``refattn.random.draw_gmm_noise``, or
+        ``draw_gmm_antithetic_noise`` for Theorem 3's case); same namespace and dtype as `params`.
+    params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Real floating, finite, C >= 1.
 
     Returns
     -------
-    phi : (..., L, M) array
-        ``exp(x omega^T - max_row) * sqrt(C pi_c)``; never overflows.
-    log_scale : (..., L) array
-        Pass as ``k_log_scale`` for keys; drop for queries.
+    (phi, log_scale) : ((..., L, M), (..., L)) arrays
+        ``phi = exp(x omega^T - max_row) * sqrt(C pi_c)``, never overflowing; ``log_scale``: pass as
+        ``k_log_scale`` for keys, drop for queries.
+    cache : NamedTuple
+        Opaque, for :func:`gmm_prf_features_stable_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (C, d between `x`, `noise` and `params`), C = 0, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype or are not real
+        floating.
     """
     _check_x(x, params)
     (omega, scale), fc = gmm_frequencies_fwd(noise, params)
@@ -333,7 +664,29 @@ def gmm_prf_features_stable_fwd(x: Array, noise: Array, params: GMMParams
 
 
 def gmm_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _FeatCache) -> GMMFeaturesGrads:
-    """Backward of :func:`gmm_prf_features_stable`; ``dout = (dphi, dlog_scale)`` (dlog_scale may be None)."""
+    """Backward of :func:`gmm_prf_features_stable` from ``(dphi, dlog_scale)``.
+
+    Parameters
+    ----------
+    dout : tuple of ((..., L, M) array, (..., L) array or None)
+        ``(dphi, dlog_scale)``; ``dlog_scale`` may be ``None`` (queries). Same namespace and dtype as the
+        cache, finite.
+    cache : NamedTuple
+        From :func:`gmm_prf_features_stable_fwd`.
+
+    Returns
+    -------
+    GMMFeaturesGrads
+        ``x : (..., L, d)``, ``noise : (C, Mc, d)`` and ``params`` as a :class:`GMMParams` of gradients
+        (``logits (C,)``, ``mu (C, d)``, ``S`` with the factor's shape).
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     dphi, dls = dout
     xp = namespace(dphi, cache.phi0, dls, names=("dphi", "cache", "dlog_scale"))
     _check_cotangent("dphi", dphi, cache.phi0.shape, xp=xp)
@@ -347,7 +700,54 @@ def gmm_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _FeatCa
 
 
 def gmm_prf_features_stable(x: Array, noise: Array, params: GMMParams) -> tuple[Array, Array]:
-    """``(phi, log_scale)`` of the row-stabilised GMM-PRF map."""
+    """Row-stabilised GMM-PRF features: :func:`gmm_prf_features` as ``phi * exp(log_scale)``.
+
+    Chowdhury et al. Eq. (10) with the row maximum of the exponent, the ``|x|^2`` offset of Eq. (9) and the
+    ``1/sqrt(M)`` factored into ``log_scale`` (design.md trap 3); never overflows.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `params`.
+    noise : (C, Mc, d) array
+        ``N(0, I)`` draws, component-major (``refattn.random.draw_gmm_noise``, or
+        ``draw_gmm_antithetic_noise`` for Theorem 3's case); same namespace and dtype as `params`.
+    params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Real floating, finite, C >= 1.
+
+    Returns
+    -------
+    phi : (..., L, M) array
+        ``exp(x omega^T - max_row) * sqrt(C pi_c)``; same namespace, dtype and device as `x`.
+    log_scale : (..., L) array
+        Keys: pass as ``linear_attention(..., k_log_scale=...)``; queries: drop it (it cancels per row).
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (C, d between `x`, `noise` and `params`), C = 0, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype or are not real
+        floating.
+
+    See Also
+    --------
+    gmm_prf_features_stable_fwd, gmm_prf_features_stable_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import GMMParams, gmm_prf_features, gmm_prf_features_stable
+    >>> params = GMMParams(logits=np.array([0.0, np.log(3.0)]),           # pi = (1/4, 3/4)
+    ...                    mu=np.array([[0.5, 0.0], [0.0, -1.0]]),        # (C, d) = (2, 2)
+    ...                    S=np.array([[1.0, 0.5], [0.2, 0.2]]))          # diagonal factors (C, d)
+    >>> noise = np.array([[[1.0, 0.0]], [[0.0, 2.0]]])                 # (C, Mc, d) = (2, 1, 2)
+    >>> x = np.array([[0.0, 0.0], [1.0, 0.5]])                          # (L, d)
+    >>> phi, log_scale = gmm_prf_features_stable(x, noise, params)
+    >>> bool(np.allclose(phi * np.exp(log_scale)[:, None], gmm_prf_features(x, noise, params)))
+    True
+    """
     return gmm_prf_features_stable_fwd(x, noise, params)[0]
 
 
@@ -375,7 +775,42 @@ def _quad(v: Array, S_c: Array, diagonal: bool, *, xp: Any) -> Array:
 def gmm_rks_kernel(q: Array, k: Array, params: GMMParams) -> Array:
     r"""The GMM-RKS kernel (Eq. 4): ``sum_c pi_c exp(-||S_c^T p||^2 / 2) cos(mu_c^T p)``, p = q - k.
 
-    ``q: (..., Lq, d)``, ``k: (..., Lk, d)`` -> ``(..., Lq, Lk)``. Materialises (..., Lq, Lk, d): for tests.
+    Materialises ``(..., Lq, Lk, d)``: for tests and small inputs.
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating, finite.
+    k : (..., Lk, d) array
+        Keys, with the batch axes and width of `q`; same namespace and dtype.
+    params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Same namespace and dtype as `q`, finite.
+
+    Returns
+    -------
+    K : (..., Lq, Lk) array
+        What :func:`gmm_rks_features` estimates without bias.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree, an input is not finite, or the ``(..., Lq, Lk, d)`` intermediate exceeds
+        ``refattn.limits``.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import GMMParams, gmm_rks_kernel
+    >>> params = GMMParams(logits=np.array([0.0, np.log(3.0)]),           # pi = (1/4, 3/4)
+    ...                    mu=np.array([[0.5, 0.0], [0.0, -1.0]]),        # (C, d) = (2, 2)
+    ...                    S=np.array([[1.0, 0.5], [0.2, 0.2]]))          # diagonal factors (C, d)
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> gmm_rks_kernel(q, k, params)
+    array([[0.79692256, 0.85882653],
+           [0.73310337, 0.50677159]])
     """
     xp, p, diagonal = _pairs(q, k, params, -1.0)
     pi = _gmm_weights(params.logits, xp=xp)
@@ -389,7 +824,43 @@ def gmm_rks_kernel(q: Array, k: Array, params: GMMParams) -> Array:
 def gmm_prf_kernel(q: Array, k: Array, params: GMMParams) -> Array:
     r"""The GMM-PRF kernel: ``sum_c pi_c exp(-|q|^2 - |k|^2 + mu_c^T o + ||S_c^T o||^2 / 2)``, o = q + k.
 
-    ``(..., Lq, d), (..., Lk, d)`` -> ``(..., Lq, Lk)``; the Gaussian kernel at mu = 0, S = I.
+    What GMM-PRF (Chowdhury et al. Eqs. (9)-(10)) estimates; the Gaussian kernel at mu = 0, S = I.
+    Materialises ``(..., Lq, Lk, d)``: for tests and small inputs.
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating, finite.
+    k : (..., Lk, d) array
+        Keys, with the batch axes and width of `q`; same namespace and dtype.
+    params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Same namespace and dtype as `q`, finite.
+
+    Returns
+    -------
+    K : (..., Lq, Lk) array
+        What :func:`gmm_prf_features` estimates without bias.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree, an input is not finite, or the ``(..., Lq, Lk, d)`` intermediate exceeds
+        ``refattn.limits``.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import GMMParams, gmm_prf_kernel
+    >>> params = GMMParams(logits=np.array([0.0, np.log(3.0)]),           # pi = (1/4, 3/4)
+    ...                    mu=np.array([[0.5, 0.0], [0.0, -1.0]]),        # (C, d) = (2, 2)
+    ...                    S=np.array([[1.0, 0.5], [0.2, 0.2]]))          # diagonal factors (C, d)
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> gmm_prf_kernel(q, k, params)
+    array([[0.82376107, 0.66535022],
+           [0.19274192, 0.14307969]])
     """
     xp, o, diagonal = _pairs(q, k, params, 1.0)
     pi = _gmm_weights(params.logits, xp=xp)
@@ -414,7 +885,33 @@ def gmm_rks_mse(q: Array, k: Array, params: GMMParams, M: int) -> Array:
 
     ``sum_c (C pi_c^2 / M) [(1 + cos(2 mu_c^T p) e^{-2 s_c}) / 2 - cos^2(mu_c^T p) e^{-s_c}]``,
     ``s_c = ||S_c^T p||^2``: each component contributes M/C iid cosines ``Var cos(omega^T p)``, weighted
-    ``(C pi_c / M)^2``.
+    ``(C pi_c / M)^2``: Chowdhury et al. Theorem 3 re-derived for this estimator (the printed Eq. (13) is the
+    antithetic case, :func:`gmm_rks_antithetic_mse`).
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating, finite.
+    k : (..., Lk, d) array
+        Keys, with the batch axes and width of `q`; same namespace and dtype.
+    params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Same namespace and dtype as `q`, finite.
+    M : int
+        Total number of frequencies, a positive multiple of C (M/C frequencies per component).
+
+    Returns
+    -------
+    mse : (..., Lq, Lk) array
+        ``E[(phi(q) . phi(k) - gmm_rks_kernel(q, k))^2]`` for :func:`gmm_rks_features` with M frequencies.
+
+    Raises
+    ------
+    ValueError
+        If `M` is not a positive multiple of C, the shapes disagree, an input is not finite, or the
+        ``(..., Lq, Lk, d)`` intermediate exceeds ``refattn.limits``.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype.
     """
     xp, p, diagonal = _pairs(q, k, params, -1.0)
     C = params.logits.shape[0]
@@ -437,6 +934,32 @@ def gmm_rks_antithetic_mse(q: Array, k: Array, mu: Array, S: Array, M: int) -> A
     Derivation: ``phi(q).phi(k) = (2/M) sum_{j<=M/2} cos(mu^T p) cos(eta_j^T S^T p)`` and
     ``Var cos(eta^T a) = (1 - e^{-|a|^2})^2 / 2``. The printed Eq. 13 has 2/m (a factor 4
     larger with m = pairs).
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating, finite.
+    k : (..., Lk, d) array
+        Keys, with the batch axes and width of `q`; same namespace and dtype.
+    mu : (d,) array
+        Mean of the first component (the second is ``-mu``); same namespace and dtype as `q`.
+    S : (d, d) or (d,) array
+        Shared covariance factor, full or diagonal.
+    M : int
+        Total number of frequencies, a positive multiple of C (2 x the number of antithetic pairs).
+
+    Returns
+    -------
+    mse : (..., Lq, Lk) array
+        MSE of :func:`gmm_rks_features` with :func:`gmm_antithetic_params` and antithetic noise.
+
+    Raises
+    ------
+    ValueError
+        If `M` is not a positive even integer, the shapes disagree, an input is not finite, or the
+        ``(..., Lq, Lk, d)`` intermediate exceeds ``refattn.limits``.
+    TypeError
+        If the arrays differ in namespace or dtype.
     """
     params = gmm_antithetic_params(mu, S)
     xp, p, diagonal = _pairs(q, k, params, -1.0)
@@ -450,6 +973,43 @@ def gmm_prf_mse(q: Array, k: Array, params: GMMParams, M: int) -> Array:
 
     ``sum_c (C pi_c^2 / M) exp(-2(|q|^2 + |k|^2 - mu_c^T o)) (exp(2 ||S_c^T o||^2) - exp(||S_c^T o||^2))``,
     o = q + k. The printed Eq. 14 has unsquared norms in the last factor.
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating, finite.
+    k : (..., Lk, d) array
+        Keys, with the batch axes and width of `q`; same namespace and dtype.
+    params : GMMParams
+        ``logits: (C,)``, ``mu: (C, d)`` and ``S``: ``(C, d, d)`` full factor (``Sigma_c = S_c S_c^T``) or
+        ``(C, d)`` diagonal factor (``refattn.random.init_gmm``). Same namespace and dtype as `q`, finite.
+    M : int
+        Total number of frequencies, a positive multiple of C (M/C frequencies per component).
+
+    Returns
+    -------
+    mse : (..., Lq, Lk) array
+        ``E[(phi(q) . phi(k) - gmm_prf_kernel(q, k))^2]`` for :func:`gmm_prf_features` with M frequencies.
+
+    Raises
+    ------
+    ValueError
+        If `M` is not a positive multiple of C, the shapes disagree, an input is not finite, or the
+        ``(..., Lq, Lk, d)`` intermediate exceeds ``refattn.limits``.
+    TypeError
+        If `params` is not a :class:`GMMParams`, or the arrays differ in namespace or dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import GMMParams, gmm_prf_mse
+    >>> params = GMMParams(logits=np.array([0.0, np.log(3.0)]),           # pi = (1/4, 3/4)
+    ...                    mu=np.array([[0.5, 0.0], [0.0, -1.0]]),        # (C, d) = (2, 2)
+    ...                    S=np.array([[1.0, 0.5], [0.2, 0.2]]))          # diagonal factors (C, d)
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> gmm_prf_mse(q, k, params, M=64)
+    array([[0.00252434, 0.04032799],
+           [0.00025637, 0.00084916]])
     """
     xp, o, diagonal = _pairs(q, k, params, 1.0)
     C = params.logits.shape[0]
