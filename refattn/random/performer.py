@@ -44,6 +44,9 @@ NORMS = ("chi", "sqrt_d")
 def draw_gaussian(rng: np.random.Generator, m: int, d: int, *, dtype: Any = np.float64) -> np.ndarray:
     r"""Draw ``omega: (m, d)`` with iid standard normal entries (rows ``omega_i ~ N(0, I_d)``).
 
+    The iid projections of random Fourier features (Rahimi & Recht) and of FAVOR+ with iid features
+    (Choromanski et al.).
+
     Parameters
     ----------
     rng : numpy.random.Generator
@@ -58,6 +61,21 @@ def draw_gaussian(rng: np.random.Generator, m: int, d: int, *, dtype: Any = np.f
     Returns
     -------
     omega : (m, d) numpy.ndarray
+
+    Raises
+    ------
+    TypeError
+        `rng` is not a ``numpy.random.Generator``, `m`/`d` are not integers, `dtype` is not float32/float64.
+    ValueError
+        `m` or `d` not positive, or the draw over :mod:`refattn.limits`' memory bound.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.random import draw_gaussian
+    >>> draw_gaussian(np.random.default_rng(0), 2, 3).round(4)
+    array([[ 0.1257, -0.1321,  0.6404],
+           [ 0.1049, -0.5357,  0.3616]])
     """
     rng = check_rng(rng)
     m = check_positive_int(m, "m")
@@ -102,10 +120,9 @@ def draw_orthogonal(rng: np.random.Generator, m: int, d: int, *, norms: str = "c
     r"""Draw ``omega: (m, d)`` as stacked Haar-orthogonal d x d blocks with rescaled rows (Performer ORFs).
 
     Rows ``b d, ..., b d + d - 1`` are exactly orthogonal (block ``b``); blocks are independent; the last
-    block
-    is truncated when d does not divide m. Each block is Haar on O(d): the QR decomposition of a Gaussian
-    matrix
-    with the ``sign(diag R)`` correction (see the module docstring for why the correction matters).
+    block is truncated when d does not divide m. Each block is Haar on O(d): the QR decomposition of a
+    Gaussian matrix with the ``sign(diag R)`` correction (Mezzadri 2007; see the module docstring for why the
+    correction matters).
 
     Parameters
     ----------
@@ -131,6 +148,18 @@ def draw_orthogonal(rng: np.random.Generator, m: int, d: int, *, norms: str = "c
         `rng` is not a ``numpy.random.Generator``, `m`/`d` are not integers, `dtype` is not float32/float64.
     ValueError
         `m` or `d` not positive, or `norms` unknown.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.random import draw_orthogonal
+    >>> omega = draw_orthogonal(np.random.default_rng(0), 4, 4)
+    >>> gram = omega @ omega.T                                    # rows of one block are orthogonal
+    >>> bool(np.allclose(gram - np.diag(np.diag(gram)), 0))
+    True
+    >>> omega = draw_orthogonal(np.random.default_rng(0), 4, 4, norms="sqrt_d")
+    >>> np.linalg.norm(omega, axis=1).round(6)                    # every row has norm sqrt(d) = 2
+    array([2., 2., 2., 2.])
     """
     rng = check_rng(rng)
     m = check_positive_int(m, "m")

@@ -32,13 +32,14 @@ __all__ += ["draw_flt_noise", "FLT_NOISE_KINDS"]  # FLT block at the end of this
 def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: int = 4, *,
                    base: float = 10000.0, alpha: float = 1.0, beta_std: float = 0.1, batch_shape: tuple = (),
                    dtype: Any = np.float64):
-    r"""Initial S1 parameters ``S1Params(freqs, alpha, beta)``, each of shape ``(*batch_shape, A, S)``.
+    r"""Initial Horn et al. S1 parameters ``S1Params(freqs, alpha, beta)``, each ``(*batch_shape, A, S)``.
 
     ``freqs[..., a, s] = base ** (-s / S)`` (s = 0..S-1, the same ladder on every axis: wavelengths from
     2 pi to 2 pi base^{(S-1)/S}, as the sinusoid encodings of Vaswani et al. with d_model = 2S);
     ``alpha = alpha`` (so that at initialisation the positional logit ``sum alpha cos(omega Delta)`` peaks
     at Delta = 0, a locality prior); ``beta ~ N(0, beta_std^2)`` iid, the only random part (it breaks the
-    Delta -> -Delta symmetry).
+    Delta -> -Delta symmetry). Horn et al. App. A.2: 4 lengthscales, "initialized in a similar manner as
+    conventional absolute positional encodings".
 
     Parameters
     ----------
@@ -50,11 +51,35 @@ def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: in
         S (the paper: 4).
     base : float
         Ladder base (10000 as in Vaswani et al.; a smaller base suits short grids such as 32 x 32).
-    alpha, beta_std : float
+    alpha : float
+        Initial value of every alpha (the cosine weight).
+    beta_std : float
+        Standard deviation of the initial betas (the sine weights).
     batch_shape : tuple
         Leading axes, e.g. ``(H,)`` for per-head parameters (they broadcast against the batch
         axes ``(..., H)``).
     dtype : float32 or float64
+        Dtype of the arrays.
+
+    Returns
+    -------
+    S1Params
+        ``freqs, alpha, beta: (*batch_shape, A, S)`` NumPy arrays (:class:`refattn.rpe.S1Params`).
+
+    Raises
+    ------
+    TypeError
+        A bad `rng` or `dtype`.
+    ValueError
+        Non-positive `n_axes`/`n_lengthscales`, or a non-positive `base`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.random import init_s1_params
+    >>> p = init_s1_params(np.random.default_rng(0), n_axes=1, n_lengthscales=2)
+    >>> p.freqs, p.alpha                           # base ** (-s / S) for s = 0, 1
+    (array([[1.  , 0.01]]), array([[1., 1.]]))
     """
     check_rng(rng)
     dt = check_dtype_arg(dtype)
@@ -81,14 +106,46 @@ FLT_NOISE_KINDS = ("gaussian", "laplace", "cauchy", "mv_cauchy", "uniform")
 
 def draw_flt_noise(rng: np.random.Generator, r: int, D: int, kind: str = "gaussian", *,
                    dtype: Any = np.float64):
-    r"""Standard noise ``eps: (r, D)`` for the FLT frequencies ``xi = loc + scale * eps`` (Theorem 4.1's iid
-    xi_1..xi_r ~ p, reparameterised so that a proposal's loc and scale are learnable).
+    r"""Standard noise ``eps: (r, D)`` for the FLT frequencies ``xi = loc + scale * eps``.
 
-    ``kind``: ``"gaussian"`` N(0, I_D) (the paper's choice, App. B); ``"laplace"`` iid standard Laplace;
-    ``"cauchy"`` iid standard Cauchy; ``"mv_cauchy"`` isotropic multivariate Cauchy ``z / |chi_1|``
-    (z ~ N(0, I_D), one chi variable per row: Student t with 1 degree of freedom); ``"uniform"`` the cube
-    [-1, 1]^D (a truncated proposal). The matching log-densities are
+    FLT Theorem 4.1's iid ``xi_1..xi_r ~ p``, reparameterised so that a proposal's loc and scale are learnable
+    (:func:`refattn.rpe.flt_frequencies`). ``kind``: ``"gaussian"`` N(0, I_D) (the paper's choice, App. B);
+    ``"laplace"`` iid standard Laplace; ``"cauchy"`` iid standard Cauchy; ``"mv_cauchy"`` isotropic
+    multivariate Cauchy ``z / |chi_1|`` (z ~ N(0, I_D), one chi variable per row: Student t with 1 degree of
+    freedom); ``"uniform"`` the cube [-1, 1]^D (a truncated proposal). The matching log-densities are
     ``refattn.rpe.spectra.proposal_log_density``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    r : int
+        Number of frequencies, >= 1.
+    D : int
+        Position dimension, >= 1.
+    kind : {"gaussian", "laplace", "cauchy", "mv_cauchy", "uniform"}
+        The standard density (``FLT_NOISE_KINDS``).
+    dtype : float32 or float64
+        Returned dtype.
+
+    Returns
+    -------
+    eps : (r, D) numpy.ndarray
+
+    Raises
+    ------
+    TypeError
+        A bad `rng` or `dtype`.
+    ValueError
+        Non-positive `r`/`D`, or an unknown `kind`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.random import draw_flt_noise
+    >>> eps = draw_flt_noise(np.random.default_rng(0), 4, 2, "uniform")
+    >>> eps.shape, bool(np.all(np.abs(eps) <= 1))
+    ((4, 2), True)
     """
     check_rng(rng)
     dt = check_dtype_arg(dtype)

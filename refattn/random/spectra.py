@@ -78,10 +78,34 @@ def init_gmm(rng: np.random.Generator, C: int, d: int, *, covariance: str = "ful
 
 def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *,
                    dtype: Any = np.float64) -> np.ndarray:
-    """Reparameterisation noise ``n ~ N(0, I_d)``, shape (C, M/C, d): rows of component c give
-    ``omega = mu_c + S_c n`` (Eq. 5 with the factor convention of :mod:`refattn.features.gmm`).
+    r"""Reparameterisation noise for the KL-Transformer GMM spectrum (Chowdhury et al. Eq. (5)).
 
-    Raises ``ValueError`` unless C > 0 and M is a multiple of C (each component gets M/C frequencies).
+    ``n ~ N(0, I_d)`` of shape ``(C, M/C, d)``: the rows of component c give ``omega = mu_c + S_c n`` (with
+    the factor convention of :mod:`refattn.features.gmm`).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    C : int
+        Number of components, > 0.
+    M : int
+        Number of frequencies, a multiple of C (each component gets M/C).
+    d : int
+        Head width.
+    dtype : float32 or float64
+        Returned dtype.
+
+    Returns
+    -------
+    (C, M/C, d) numpy.ndarray
+
+    Raises
+    ------
+    TypeError
+        Non-integer sizes, a bad `rng` or `dtype`.
+    ValueError
+        Non-positive sizes, or M not a multiple of C.
     """
     check_rng(rng)
     C, M, d = _pos_int("C", C), _pos_int("M", M), _pos_int("d", d)
@@ -93,11 +117,32 @@ def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *,
 
 def draw_gmm_antithetic_noise(rng: np.random.Generator, M: int, d: int, *,
                               dtype: Any = np.float64) -> np.ndarray:
-    """Theorem 3's special case: noise of shape (2, M/2, d) whose two slices are the *same* draw eta.
+    r"""Antithetic GMM noise (Chowdhury et al. Theorem 3's special case): two slices of the *same* draw.
 
-    With ``gmm_antithetic_params(mu, S)`` (mu_1 = -mu_2 = mu, S_1 = S_2 = S, equal weights) the frequencies
-    are ``omega_j = mu + S eta_j`` and ``chi_j = -mu + S eta_j``, and
-    ``cos(omega^T p) + cos(chi^T p) = 2 cos(mu^T p) cos(eta^T S^T p)``. M must be even.
+    With ``gmm_antithetic_params(mu, S)`` (``mu_1 = -mu_2 = mu``, ``S_1 = S_2 = S``, equal weights) the
+    frequencies are ``omega_j = mu + S eta_j`` and ``chi_j = -mu + S eta_j``, and
+    ``cos(omega^T p) + cos(chi^T p) = 2 cos(mu^T p) cos(eta^T S^T p)``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    M : int
+        Number of frequencies, even (M/2 antithetic pairs).
+    d : int
+        Head width.
+    dtype : float32 or float64
+        Returned dtype.
+
+    Returns
+    -------
+    (2, M/2, d) numpy.ndarray
+        Both slices equal.
+
+    Raises
+    ------
+    ValueError
+        Non-positive sizes, or M odd.
     """
     check_rng(rng)
     M, d = _pos_int("M", M), _pos_int("d", d)
@@ -109,27 +154,58 @@ def draw_gmm_antithetic_noise(rng: np.random.Generator, M: int, d: int, *,
 
 
 def gmm_as_xp(params: GMMParams, *, like: Any) -> GMMParams:
-    """`params` (NumPy) as arrays of `like`'s namespace, dtype and device."""
+    r"""GMM parameters (NumPy) as arrays of `like`'s namespace, dtype and device.
+
+    Parameters
+    ----------
+    params : GMMParams
+        From :func:`init_gmm`.
+    like : array
+        An array of the target namespace.
+
+    Returns
+    -------
+    GMMParams
+        The same parameters in `like`'s namespace.
+    """
     return GMMParams(*(as_xp(a, like=like) for a in params))
 
 
 def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi",
                   dtype: Any = np.float64) -> FastFoodParams:
-    """One FastFood draw for M frequencies of width d (Le et al. 2013; Chowdhury et al. Eq. 6).
+    r"""One FastFood draw for M frequencies of width d (Le et al. 2013; Chowdhury et al. Eq. (6)).
 
     d is padded to D = next power of two; M must be a multiple of D (M / D independent blocks; the paper's
     "M | d_q" is reversed). Per block: ``B ~ uniform{-1, +1}``, ``G ~ N(0, 1)``, ``perm`` a uniform
     permutation, and
 
     * ``s_law="chi"``: ``S_ii = s_i / ||G||_F`` with ``s_i ~ chi(D)`` iid, so that every row of V has the norm
-      law of a Gaussian row, independently (rows exactly N(0, I / sigma^2));
-    * ``s_law="identity"``: ``S = I``: rows are N(0, I / sigma^2) only marginally; all rows of a block share
-      the norm ``||G||_F / sigma``.
+      law of a Gaussian row, independently (rows exactly ``N(0, I / sigma^2)``);
+    * ``s_law="identity"``: ``S = I``: rows are ``N(0, I / sigma^2)`` only marginally; all rows of a block
+      share the norm ``||G||_F / sigma``.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    M : int
+        Number of frequencies, a multiple of D.
+    d : int
+        Input width (padded to D).
+    s_law : {"chi", "identity"}
+        The law of the scaling diagonal S.
+    dtype : float32 or float64
+        Dtype of S, G and B.
 
     Returns
     -------
     FastFoodParams
         ``S, G, B`` float (n_blocks, D); ``perm`` int64 (n_blocks, D).
+
+    Raises
+    ------
+    ValueError
+        Non-positive sizes, M not a multiple of D, or an unknown `s_law`.
     """
     check_rng(rng)
     M, d = _pos_int("M", M), _pos_int("d", d)
@@ -154,7 +230,20 @@ def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi
 
 
 def fastfood_as_xp(params: FastFoodParams, *, like: Any) -> FastFoodParams:
-    """`params` (NumPy) in `like`'s namespace: S, G, B with `like`'s dtype, perm as int64."""
+    r"""FastFood parameters (NumPy) in `like`'s namespace: S, G, B with `like`'s dtype, perm as int64.
+
+    Parameters
+    ----------
+    params : FastFoodParams
+        From :func:`draw_fastfood`.
+    like : array
+        An array of the target namespace, dtype and device.
+
+    Returns
+    -------
+    FastFoodParams
+        The same parameters in `like`'s namespace.
+    """
     xp = array_api_compat.array_namespace(like)
     perm = xp.asarray(np.asarray(params.perm, dtype=np.int64), device=array_api_compat.device(like))
     return FastFoodParams(S=as_xp(params.S, like=like), G=as_xp(params.G, like=like),
@@ -163,7 +252,28 @@ def fastfood_as_xp(params: FastFoodParams, *, like: Any) -> FastFoodParams:
 
 def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *,
                          dtype: Any = np.float64) -> np.ndarray:
-    """Generator input noise ``n ~ N(0, I)`` of shape (M, d_noise) (rho_0 of Eqs. 7, 11)."""
+    r"""Generator input noise ``n ~ N(0, I)`` (rho_0 of Chowdhury et al. Eqs. (7), (11)).
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    M : int
+        Number of frequencies (rows).
+    d_noise : int
+        Noise width (the generator's input width).
+    dtype : float32 or float64
+        Returned dtype.
+
+    Returns
+    -------
+    (M, d_noise) numpy.ndarray
+
+    Raises
+    ------
+    ValueError
+        Non-positive sizes.
+    """
     check_rng(rng)
     M, d_noise = _pos_int("M", M), _pos_int("d_noise", d_noise)
     limits.check_nbytes(2 * M * d_noise * 8, f"M, d_noise (draw_generator_noise: {M} x {d_noise})")
@@ -172,16 +282,37 @@ def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *,
 
 def init_generator(rng: np.random.Generator, d: int, *, d_noise: int | None = None, width: int | None = None,
                    n_hidden: int = 4, dtype: Any = np.float64):
-    """Weights of the generator MLP of Generative-RKS/PRF: n_hidden x (FC + BatchNorm + LeakyReLU), FC + tanh.
+    r"""Weights of the generator MLP of Generative-RKS/PRF (Chowdhury et al. Eqs. (7), (11)).
 
-    Dense layers from ``init_dense`` (Glorot-uniform W, zero b); batch norms from ``init_batchnorm`` (gamma 1,
-    beta 0, running mean 0, running variance 1). Widths d_noise -> width (x n_hidden) -> d; the defaults
-    d_noise = width = d and n_hidden = 4 are the paper's "4 + 1 layer constant width generator".
+    n_hidden x (FC + BatchNorm + LeakyReLU), then FC + tanh. Dense layers from ``init_dense`` (Glorot-uniform
+    W, zero b); batch norms from ``init_batchnorm`` (gamma 1, beta 0, running mean 0, running variance 1).
+    Widths d_noise -> width (x n_hidden) -> d; the defaults d_noise = width = d and n_hidden = 4 are the
+    paper's "4 + 1 layer constant width generator".
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+        Required (``None`` is rejected).
+    d : int
+        Output width (the head width).
+    d_noise : int, optional
+        Input width (default d).
+    width : int, optional
+        Hidden width (default d).
+    n_hidden : int
+        Number of hidden layers.
+    dtype : float32 or float64
+        Dtype of the weights.
 
     Returns
     -------
     (GeneratorParams, GeneratorState)
         See :mod:`refattn.features.generative`.
+
+    Raises
+    ------
+    ValueError
+        Non-positive sizes.
     """
     check_rng(rng)
     d = _pos_int("d", d)
