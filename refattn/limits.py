@@ -9,7 +9,7 @@ names the argument and the size, not after minutes of swapping or with NumPy's `
     >>> refattn.limits.get_max_bytes() == 4 * 2**30          # the default: 4 GiB per request
     True
     >>> with refattn.limits.max_bytes(2**20):                # a scoped bound (thread- and task-local)
-    ...     refattn.limits.check_nbytes(10**7, "vocab_size * d_model * 8")
+    ...     refattn.limits.check_nbytes(10**7, "vocab_size * d_model * 8")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     MemoryError: vocab_size * d_model * 8: this request needs 10000000 bytes (9.5 MiB), above ...
@@ -54,12 +54,51 @@ def _human(n: int) -> str:
 
 
 def get_max_bytes() -> int:
-    """The current bound in bytes (per allocation request)."""
+    """The current bound in bytes (per allocation request).
+
+    Returns
+    -------
+    int
+        The bound of the current context: the innermost :func:`max_bytes` block, else the last
+        :func:`set_max_bytes`, else ``REFATTN_MAX_BYTES`` or :data:`DEFAULT_MAX_BYTES` (4 GiB).
+
+    Examples
+    --------
+    >>> from refattn import limits
+    >>> with limits.max_bytes(2**20):
+    ...     limits.get_max_bytes()
+    1048576
+    """
     return _MAX.get()
 
 
 def set_max_bytes(n: int) -> int:
-    """Set the bound for the current context; returns the previous value. ``n``: a positive int (bytes)."""
+    """Set the bound for the current context (thread or task) and return the previous one.
+
+    Parameters
+    ----------
+    n : int
+        The new bound in bytes: a positive integer (a string such as ``"0x100000"`` is parsed as Python
+        integer literal).
+
+    Returns
+    -------
+    int
+        The bound before the call (pass it back to restore it; :func:`max_bytes` does this for a block).
+
+    Raises
+    ------
+    ValueError
+        If `n` is not a positive integer.
+
+    Examples
+    --------
+    >>> from refattn import limits
+    >>> previous = limits.set_max_bytes(2**20)
+    >>> limits.get_max_bytes()
+    1048576
+    >>> _ = limits.set_max_bytes(previous)
+    """
     previous = _MAX.get()
     _MAX.set(_parse(n, "n"))
     return previous
@@ -67,7 +106,30 @@ def set_max_bytes(n: int) -> int:
 
 @contextlib.contextmanager
 def max_bytes(n: int) -> Iterator[int]:
-    """``with max_bytes(n):`` -- the bound is `n` bytes inside the block and restored after it."""
+    """Context manager: the bound is `n` bytes inside the ``with`` block and restored after it.
+
+    Parameters
+    ----------
+    n : int
+        The bound in bytes inside the block: a positive integer.
+
+    Yields
+    ------
+    int
+        `n`.
+
+    Raises
+    ------
+    ValueError
+        If `n` is not a positive integer.
+
+    Examples
+    --------
+    >>> from refattn import limits
+    >>> with limits.max_bytes(2**20) as n:
+    ...     limits.get_max_bytes() == n
+    True
+    """
     token = _MAX.set(_parse(n, "n"))
     try:
         yield n
@@ -78,7 +140,33 @@ def max_bytes(n: int) -> Iterator[int]:
 def check_nbytes(nbytes: int, what: str) -> None:
     """Raise ``MemoryError`` naming `what` when a request of `nbytes` exceeds the bound; otherwise return.
 
-    `what` names the argument(s) that set the size, as the user passed them (``"config['vocab_size']"``)."""
+    Parameters
+    ----------
+    nbytes : int
+        Size of the request in bytes (one array or structure allocated at once).
+    what : str
+        Names the argument(s) that set the size, as the user passed them (``"config['vocab_size']"``); the
+        message starts with it.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    MemoryError
+        If ``nbytes > get_max_bytes()``; the message gives the size, the bound and how to raise it.
+
+    Examples
+    --------
+    >>> from refattn import limits
+    >>> limits.check_nbytes(1024, "d_model * 8")          # within the bound: returns None
+    >>> with limits.max_bytes(2**20):
+    ...     limits.check_nbytes(10**7, "vocab_size * d_model * 8")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    MemoryError: vocab_size * d_model * 8: this request needs 10000000 bytes (9.5 MiB), above ...
+    """
     limit = _MAX.get()
     if nbytes > limit:
         raise MemoryError(
