@@ -68,6 +68,8 @@ FASTFOOD_VARIANTS = {"SGB": ("S", "G", "B"), "S": ("S",), "fixed": ()}
 # ------------------------------------------------------------------------------------------------------------
 
 class FwhtGrads(NamedTuple):
+    """Gradient of :func:`fwht` (returned by :func:`fwht_bwd`)."""
+
     x: Array  # (..., D)
 
 
@@ -76,7 +78,29 @@ def _is_pow2(n: int) -> bool:
 
 
 def padded_dim(d: int) -> int:
-    """The smallest power of two >= d (FastFood pads the head width to it)."""
+    """The smallest power of two >= d: the width D FastFood pads the head width d to (Chowdhury et al. Eq. 6).
+
+    Parameters
+    ----------
+    d : int
+        Head width, >= 1.
+
+    Returns
+    -------
+    D : int
+        ``2 ** ceil(log2(d))``.
+
+    Raises
+    ------
+    ValueError
+        If ``d < 1``.
+
+    Examples
+    --------
+    >>> from refattn.features import padded_dim
+    >>> padded_dim(5), padded_dim(8)
+    (8, 8)
+    """
     if d < 1:
         raise ValueError(f"d: expected a positive integer; got {d}")
     return 1 << (d - 1).bit_length()
@@ -128,6 +152,8 @@ def fwht_fwd(x: Array) -> tuple[Array, None]:
     ------
     ValueError
         If D is not a power of two or x is not finite.
+    TypeError
+        If `x` is not a real floating array.
     """
     xp = namespace(x, names=("x",))
     check_shape("x", x, "..., D")
@@ -141,7 +167,27 @@ def fwht_fwd(x: Array) -> tuple[Array, None]:
 
 
 def fwht_bwd(dy: Array, cache: None) -> FwhtGrads:
-    """Backward of :func:`fwht`: ``dx = dy H^T = fwht(dy)`` (H is symmetric)."""
+    """Backward of :func:`fwht`: ``dx = dy H^T = fwht(dy)`` (H is symmetric).
+
+    Parameters
+    ----------
+    dy : (..., D) array
+        Cotangent of the transform, D a power of two; real floating, finite.
+    cache : None
+        From :func:`fwht_fwd` (the transform needs nothing).
+
+    Returns
+    -------
+    FwhtGrads
+        ``x : (..., D)``.
+
+    Raises
+    ------
+    ValueError
+        If D is not a power of two or `dy` is not finite.
+    TypeError
+        If `dy` is not a real floating array.
+    """
     xp = namespace(dy, names=("dy",))
     check_shape("dy", dy, "..., D")
     if not _is_pow2(dy.shape[-1]):
@@ -151,7 +197,40 @@ def fwht_bwd(dy: Array, cache: None) -> FwhtGrads:
 
 
 def fwht(x: Array) -> Array:
-    """``x @ H`` (unnormalised Walsh-Hadamard, D a power of two) in O(D log D). See :func:`fwht_fwd`."""
+    """Fast Walsh-Hadamard transform ``x @ H`` along the last axis, in O(D log D) (FastFood's H, Eq. 6).
+
+    H is the unnormalised Sylvester-order Hadamard matrix (entries +-1, ``H H = D I``).
+
+    Parameters
+    ----------
+    x : (..., D) array
+        Real floating, finite; D must be a power of two (not padded: see :func:`fwht_fwd`).
+
+    Returns
+    -------
+    y : (..., D) array
+        ``x @ scipy.linalg.hadamard(D)``; same namespace, dtype and device as `x`.
+
+    Raises
+    ------
+    ValueError
+        If D is not a power of two or `x` is not finite.
+    TypeError
+        If `x` is not a real floating array.
+
+    See Also
+    --------
+    fwht_fwd, fwht_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import fwht
+    >>> fwht(np.array([1.0, 2.0, 3.0, 4.0]))
+    array([10., -2., -4.,  0.])
+    >>> fwht(fwht(np.array([1.0, 2.0, 3.0, 4.0])))                      # H H = D I
+    array([ 4.,  8., 12., 16.])
+    """
     return fwht_fwd(x)[0]
 
 
@@ -169,6 +248,8 @@ class FastFoodParams(NamedTuple):
 
 
 class FastFoodGrads(NamedTuple):
+    """Gradients of the FastFood maps: ``x`` and ``params`` (a :class:`FastFoodParams`; frozen parts None)."""
+
     x: Array                 # (..., L, d)
     params: FastFoodParams   # S, G, B as params (None where frozen by the variant); perm None
 
@@ -215,21 +296,32 @@ def fastfood_projection_fwd(x: Array, params: FastFoodParams, *, sigma: float = 
     Parameters
     ----------
     x : (..., L, d) array
-        Queries or keys. Real floating.
+        Queries or keys. Real floating (float32 or float64), finite.
     params : FastFoodParams
-        ``S, G, B`` of shape (n_blocks, D) (same namespace and dtype as `x`) and integer ``perm``
-        (n_blocks, D); D = :func:`padded_dim` (d). Draw with ``refattn.random.draw_fastfood``.
-    sigma : float
+        ``S, G, B`` of shape (n_blocks, D), same namespace and dtype as `x`, and integer ``perm``
+        (n_blocks, D), each row a permutation of 0..D-1; D = ``padded_dim(d)``. Draw with
+        ``refattn.random.draw_fastfood``.
+    sigma : float, default 1.0
         Bandwidth: rows of V have the law N(0, I / sigma^2) at initialisation.
-    variant : {"SGB", "S", "fixed"}
-        Which diagonals get gradients (Appendix D); the forward is the same.
+    variant : {"SGB", "S", "fixed"}, default "SGB"
+        Which diagonals get gradients (Appendix D; ``FASTFOOD_VARIANTS``); the forward is the same.
 
     Returns
     -------
     u : (..., L, M) array
         ``u[..., b * D + i] = (V_b x_pad)_i``, M = n_blocks D (block-major).
-    cache
-        For :func:`fastfood_projection_bwd`.
+    cache : NamedTuple
+        Opaque, for :func:`fastfood_projection_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (``params`` not (n_blocks, D) with D = ``padded_dim(d)``), a ``perm`` row is
+        not a permutation, `sigma` is not positive and finite, `variant` is unknown, or an input is not
+        finite.
+    TypeError
+        If `params` is not a :class:`FastFoodParams`, ``perm`` is not integer, or the arrays differ in
+        namespace or dtype.
     """
     xp = namespace(x, names=("x",))
     check_shape("x", x, "..., L, d")
@@ -259,7 +351,31 @@ def fastfood_projection_fwd(x: Array, params: FastFoodParams, *, sigma: float = 
 
 
 def fastfood_projection_bwd(du: Array, cache: _ProjCache) -> FastFoodGrads:
-    """Backward of :func:`fastfood_projection`: gradients for x and the learnable diagonals of the variant."""
+    """Backward of :func:`fastfood_projection`: gradients for x and the learnable diagonals of the variant.
+
+    Runs Eq. 6 in reverse: ``dS``, then the second transform, ``dG``, the inverse permutation, the first
+    transform, ``dB`` and ``dx`` (padding dropped).
+
+    Parameters
+    ----------
+    du : (..., L, M) array
+        Cotangent of the projections; same namespace and dtype as the cache, finite.
+    cache : NamedTuple
+        From :func:`fastfood_projection_fwd` (it records the variant).
+
+    Returns
+    -------
+    FastFoodGrads
+        ``x : (..., L, d)`` and ``params``: a :class:`FastFoodParams` with ``S, G, B`` gradients of shape
+        (n_blocks, D) for the variant's learnable diagonals (``None`` for frozen ones) and ``perm=None``.
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     c = cache
     p = c.params
     xp = namespace(du, c.x_pad, names=("du", "cache"))
@@ -283,14 +399,93 @@ def fastfood_projection_bwd(du: Array, cache: _ProjCache) -> FastFoodGrads:
 
 
 def fastfood_projection(x: Array, params: FastFoodParams, *, sigma: float = 1.0) -> Array:
-    """``x V^T`` for the FastFood frequencies (Eq. 6), ``(..., L, d) -> (..., L, M)``."""
+    """FastFood projections ``u = x V^T``, ``V = S H G Pi H B / (sigma sqrt(D))``, never forming V (Eq. 6).
+
+    Chowdhury et al. Eq. (6) (Le et al. 2013) with d zero-padded to D: O(L M log D) time and O(M) parameters.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
+    params : FastFoodParams
+        ``S, G, B`` of shape (n_blocks, D), same namespace and dtype as `x`, and integer ``perm``
+        (n_blocks, D), each row a permutation of 0..D-1; D = ``padded_dim(d)``. Draw with
+        ``refattn.random.draw_fastfood``.
+    sigma : float, default 1.0
+        Bandwidth: rows of V have the law N(0, I / sigma^2) at initialisation.
+
+    Returns
+    -------
+    u : (..., L, M) array
+        ``u[..., b * D + i] = (V_b x_pad)_i``, M = n_blocks D (block-major); same namespace, dtype and device
+        as `x`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (``params`` not (n_blocks, D) with D = ``padded_dim(d)``), a ``perm`` row is
+        not a permutation, `sigma` is not positive and finite, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`FastFoodParams`, ``perm`` is not integer, or the arrays differ in
+        namespace or dtype.
+
+    See Also
+    --------
+    fastfood_projection_fwd, fastfood_projection_bwd : the differentiable pair.
+    fastfood_matrix : the explicit V.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import fastfood_matrix, fastfood_projection
+    >>> from refattn.random import draw_fastfood
+    >>> params = draw_fastfood(np.random.default_rng(0), 8, 3)           # M = 8 frequencies, d = 3 (D = 4)
+    >>> x = np.array([[0.0, 0.0, 0.0], [1.0, 0.5, -0.5]])                # (L, d)
+    >>> u = fastfood_projection(x, params)
+    >>> u.shape                                                         # (L, M)
+    (2, 8)
+    >>> bool(np.allclose(u, x @ fastfood_matrix(params, 3).T))
+    True
+    """
     return fastfood_projection_fwd(x, params, sigma=sigma)[0]
 
 
 def fastfood_matrix(params: FastFoodParams, d: int, *, sigma: float = 1.0) -> Array:
-    """The explicit (M, d) frequency matrix V (rows omega_i) of a draw: the projection of the identity.
+    """The explicit (M, d) frequency matrix V (rows omega_i) of a FastFood draw (Eq. 6).
 
-    For tests and for the dense path ``trig_features(x, V)``; costs O(M d log D).
+    The projection of the identity. For tests and for the dense path ``trig_features(x, V)``; costs
+    O(M d log D).
+
+    Parameters
+    ----------
+    params : FastFoodParams
+        A draw (``refattn.random.draw_fastfood``) for head width `d`.
+    d : int
+        Head width; ``params`` has shape (n_blocks, ``padded_dim(d)``).
+    sigma : float, default 1.0
+        Bandwidth: rows of V have the law N(0, I / sigma^2) at initialisation.
+
+    Returns
+    -------
+    V : (M, d) array
+        ``fastfood_projection(x, params) == x @ V^T``; same namespace and dtype as ``params.S``.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (``params`` not (n_blocks, D) with D = ``padded_dim(d)``), a ``perm`` row is
+        not a permutation, `sigma` is not positive and finite, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`FastFoodParams`, ``perm`` is not integer, or the arrays differ in
+        namespace or dtype.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import fastfood_matrix
+    >>> from refattn.random import draw_fastfood
+    >>> fastfood_matrix(draw_fastfood(np.random.default_rng(0), 8, 3), 3).shape
+    (8, 3)
     """
     xp = namespace(params.S, names=("params.S",))
     eye = xp.eye(d, dtype=params.S.dtype)                                            # (d, d)
@@ -362,17 +557,33 @@ def fastfood_rks_features_fwd(x: Array, params: FastFoodParams, *, sigma: float 
     Parameters
     ----------
     x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
     params : FastFoodParams
-        See :func:`fastfood_projection_fwd`.
-    sigma : float
-    variant : {"SGB", "S", "fixed"}
+        ``S, G, B`` of shape (n_blocks, D), same namespace and dtype as `x`, and integer ``perm``
+        (n_blocks, D), each row a permutation of 0..D-1; D = ``padded_dim(d)``. Draw with
+        ``refattn.random.draw_fastfood``.
+    sigma : float, default 1.0
+        Bandwidth: rows of V have the law N(0, I / sigma^2) at initialisation.
+    variant : {"SGB", "S", "fixed"}, default "SGB"
+        Which diagonals get gradients (Appendix D; ``FASTFOOD_VARIANTS``); the forward is the same.
 
     Returns
     -------
     phi : (..., L, 2M) array
         ``phi(q) . phi(k)`` is unbiased, over the initial law of the draw, for
         :func:`fastfood_rks_kernel` ``= exp(-|q - k|^2 / (2 sigma^2))``.
-    cache
+    cache : NamedTuple
+        Opaque, for :func:`fastfood_rks_features_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (``params`` not (n_blocks, D) with D = ``padded_dim(d)``), a ``perm`` row is
+        not a permutation, `sigma` is not positive and finite, `variant` is unknown, or an input is not
+        finite.
+    TypeError
+        If `params` is not a :class:`FastFoodParams`, ``perm`` is not integer, or the arrays differ in
+        namespace or dtype.
     """
     u, pc = fastfood_projection_fwd(x, params, sigma=sigma, variant=variant)
     xp = namespace(u)
@@ -380,14 +591,81 @@ def fastfood_rks_features_fwd(x: Array, params: FastFoodParams, *, sigma: float 
 
 
 def fastfood_rks_features_bwd(dphi: Array, cache: _FeatCache) -> FastFoodGrads:
-    """Backward of :func:`fastfood_rks_features`: ``FastFoodGrads(x, params)``."""
+    """Backward of :func:`fastfood_rks_features` (Chowdhury et al. Eqs. 3 and 6).
+
+    Parameters
+    ----------
+    dphi : (..., L, 2M) array
+        Cotangent of the features (cosine half first); same namespace and dtype as the cache, finite.
+    cache : NamedTuple
+        From :func:`fastfood_rks_features_fwd`.
+
+    Returns
+    -------
+    FastFoodGrads
+        ``x : (..., L, d)`` and ``params``: a :class:`FastFoodParams` with ``S, G, B`` gradients of shape
+        (n_blocks, D) for the variant's learnable diagonals (``None`` for frozen ones) and ``perm=None``.
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     xp = namespace(dphi, cache.u, names=("dphi", "cache"))
     _check_cotangent("dphi", dphi, tuple(cache.u.shape[:-1]) + (2 * cache.u.shape[-1],), xp=xp)
     return fastfood_projection_bwd(_rks_from_projection_bwd(dphi, cache.u, xp=xp), cache.proj)
 
 
 def fastfood_rks_features(x: Array, params: FastFoodParams, *, sigma: float = 1.0) -> Array:
-    """FastFood-RKS features ``(..., L, d) -> (..., L, 2M)`` (Eq. 6)."""
+    """FastFood-RKS features ``[cos(x V^T), sin(x V^T)] / sqrt(M)`` (Chowdhury et al. Eq. 6 with Eq. 3).
+
+    Unbiased, over the initial law of the draw, for :func:`fastfood_rks_kernel`
+    ``exp(-|q - k|^2 / (2 sigma^2))``; once S, G, B are trained the map estimates the kernel they define.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
+    params : FastFoodParams
+        ``S, G, B`` of shape (n_blocks, D), same namespace and dtype as `x`, and integer ``perm``
+        (n_blocks, D), each row a permutation of 0..D-1; D = ``padded_dim(d)``. Draw with
+        ``refattn.random.draw_fastfood``.
+    sigma : float, default 1.0
+        Bandwidth: rows of V have the law N(0, I / sigma^2) at initialisation.
+
+    Returns
+    -------
+    phi : (..., L, 2M) array
+        Cosines then sines; same namespace, dtype and device as `x`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (``params`` not (n_blocks, D) with D = ``padded_dim(d)``), a ``perm`` row is
+        not a permutation, `sigma` is not positive and finite, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`FastFoodParams`, ``perm`` is not integer, or the arrays differ in
+        namespace or dtype.
+
+    See Also
+    --------
+    fastfood_rks_features_fwd, fastfood_rks_features_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import fastfood_matrix, fastfood_rks_features, trig_features
+    >>> from refattn.random import draw_fastfood
+    >>> params = draw_fastfood(np.random.default_rng(0), 8, 3)           # M = 8 frequencies, d = 3 (D = 4)
+    >>> x = np.array([[0.0, 0.0, 0.0], [1.0, 0.5, -0.5]])                # (L, d)
+    >>> phi = fastfood_rks_features(x, params)
+    >>> phi.shape                                                       # (L, 2M)
+    (2, 16)
+    >>> bool(np.allclose(phi, trig_features(x, fastfood_matrix(params, 3))))   # the dense path
+    True
+    """
     return fastfood_rks_features_fwd(x, params, sigma=sigma)[0]
 
 
@@ -395,13 +673,37 @@ def fastfood_prf_features_fwd(x: Array, params: FastFoodParams, *, sigma: float 
                               variant: str = "SGB") -> tuple[Array, _FeatCache]:
     r"""FastFood-PRF (Eq. 12 with Eq. 9): ``phi(x) = exp(x V^T - |x|^2) / sqrt(M)``, unstabilised.
 
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
+    params : FastFoodParams
+        ``S, G, B`` of shape (n_blocks, D), same namespace and dtype as `x`, and integer ``perm``
+        (n_blocks, D), each row a permutation of 0..D-1; D = ``padded_dim(d)``. Draw with
+        ``refattn.random.draw_fastfood``.
+    sigma : float, default 1.0
+        Bandwidth: rows of V have the law N(0, I / sigma^2) at initialisation.
+    variant : {"SGB", "S", "fixed"}, default "SGB"
+        Which diagonals get gradients (Appendix D; ``FASTFOOD_VARIANTS``); the forward is the same.
+
     Returns
     -------
     phi : (..., L, M) array
         Positive; ``phi(q) . phi(k)`` is unbiased, over the initial law, for :func:`fastfood_prf_kernel`
         (the Gaussian kernel at sigma = 1). Overflows for large ``|x|``: use
         :func:`fastfood_prf_features_stable` in attention.
-    cache
+    cache : NamedTuple
+        Opaque, for :func:`fastfood_prf_features_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (``params`` not (n_blocks, D) with D = ``padded_dim(d)``), a ``perm`` row is
+        not a permutation, `sigma` is not positive and finite, `variant` is unknown, or an input is not
+        finite.
+    TypeError
+        If `params` is not a :class:`FastFoodParams`, ``perm`` is not integer, or the arrays differ in
+        namespace or dtype.
     """
     u, pc = fastfood_projection_fwd(x, params, sigma=sigma, variant=variant)
     xp = namespace(u)
@@ -411,7 +713,31 @@ def fastfood_prf_features_fwd(x: Array, params: FastFoodParams, *, sigma: float 
 
 
 def fastfood_prf_features_bwd(dphi: Array, cache: _FeatCache) -> FastFoodGrads:
-    """Backward of :func:`fastfood_prf_features`."""
+    """Backward of :func:`fastfood_prf_features` (Chowdhury et al. Eq. 12 with Eq. 9).
+
+    ``de = dphi * phi``; ``du = de`` goes through :func:`fastfood_projection_bwd`, and ``-|x|^2`` adds
+    ``-2 x sum_M(de)`` to ``dx``.
+
+    Parameters
+    ----------
+    dphi : (..., L, M) array
+        Cotangent of the features; same namespace and dtype as the cache, finite.
+    cache : NamedTuple
+        From :func:`fastfood_prf_features_fwd`.
+
+    Returns
+    -------
+    FastFoodGrads
+        ``x : (..., L, d)`` and ``params``: a :class:`FastFoodParams` with ``S, G, B`` gradients of shape
+        (n_blocks, D) for the variant's learnable diagonals (``None`` for frozen ones) and ``perm=None``.
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     xp = namespace(dphi, cache.u, names=("dphi", "cache"))
     _check_cotangent("dphi", dphi, cache.u.shape, xp=xp)
     du, dx_direct = _prf_exponent_bwd(dphi * cache.phi, cache.x, xp=xp)
@@ -420,7 +746,54 @@ def fastfood_prf_features_bwd(dphi: Array, cache: _FeatCache) -> FastFoodGrads:
 
 
 def fastfood_prf_features(x: Array, params: FastFoodParams, *, sigma: float = 1.0) -> Array:
-    """FastFood-PRF features ``(..., L, d) -> (..., L, M)`` (Eqs. 9, 12), unstabilised."""
+    """FastFood-PRF features ``exp(x V^T - |x|^2) / sqrt(M)`` (Chowdhury et al. Eq. 12 with Eq. 9).
+
+    Unbiased, over the initial law of the draw, for :func:`fastfood_prf_kernel` (the Gaussian kernel
+    ``exp(-|q - k|^2 / 2)`` at sigma = 1; design.md trap 1: the offset is ``|x|^2``). Unstabilised: overflows
+    for large inputs; attention should use :func:`fastfood_prf_features_stable`.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
+    params : FastFoodParams
+        ``S, G, B`` of shape (n_blocks, D), same namespace and dtype as `x`, and integer ``perm``
+        (n_blocks, D), each row a permutation of 0..D-1; D = ``padded_dim(d)``. Draw with
+        ``refattn.random.draw_fastfood``.
+    sigma : float, default 1.0
+        Bandwidth: rows of V have the law N(0, I / sigma^2) at initialisation.
+
+    Returns
+    -------
+    phi : (..., L, M) array
+        Positive; same namespace, dtype and device as `x`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (``params`` not (n_blocks, D) with D = ``padded_dim(d)``), a ``perm`` row is
+        not a permutation, `sigma` is not positive and finite, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`FastFoodParams`, ``perm`` is not integer, or the arrays differ in
+        namespace or dtype.
+
+    See Also
+    --------
+    fastfood_prf_features_fwd, fastfood_prf_features_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import fastfood_matrix, fastfood_prf_features, gaussian_positive_features
+    >>> from refattn.random import draw_fastfood
+    >>> params = draw_fastfood(np.random.default_rng(0), 8, 3)           # M = 8 frequencies, d = 3 (D = 4)
+    >>> x = np.array([[0.0, 0.0, 0.0], [1.0, 0.5, -0.5]])                # (L, d)
+    >>> phi = fastfood_prf_features(x, params)
+    >>> phi.shape                                                       # (L, M)
+    (2, 8)
+    >>> bool(np.allclose(phi, gaussian_positive_features(x, fastfood_matrix(params, 3))))
+    True
+    """
     return fastfood_prf_features_fwd(x, params, sigma=sigma)[0]
 
 
@@ -429,13 +802,37 @@ def fastfood_prf_features_stable_fwd(x: Array, params: FastFoodParams, *, sigma:
     r"""Row-stabilised FastFood-PRF: returns ``((phi, log_scale), cache)`` with raw map ``phi *
     exp(log_scale)``.
 
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
+    params : FastFoodParams
+        ``S, G, B`` of shape (n_blocks, D), same namespace and dtype as `x`, and integer ``perm``
+        (n_blocks, D), each row a permutation of 0..D-1; D = ``padded_dim(d)``. Draw with
+        ``refattn.random.draw_fastfood``.
+    sigma : float, default 1.0
+        Bandwidth: rows of V have the law N(0, I / sigma^2) at initialisation.
+    variant : {"SGB", "S", "fixed"}, default "SGB"
+        Which diagonals get gradients (Appendix D; ``FASTFOOD_VARIANTS``); the forward is the same.
+
     Returns
     -------
-    phi : (..., L, M) array
-        Entries in (0, 1]: the row maximum of the exponent is factored out (design.md trap 3).
-    log_scale : (..., L) array
-        Row maximum of the exponent minus log(M)/2; pass as ``k_log_scale`` for keys (a query's cancels in its
-        row normalisation).
+    (phi, log_scale) : ((..., L, M), (..., L)) arrays
+        ``phi`` in (0, 1]: the row maximum of the exponent is factored out (design.md trap 3).
+        ``log_scale``: row maximum of the exponent minus log(M)/2; pass as ``k_log_scale`` for keys (a
+        query's cancels in its row normalisation).
+    cache : NamedTuple
+        Opaque, for :func:`fastfood_prf_features_stable_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (``params`` not (n_blocks, D) with D = ``padded_dim(d)``), a ``perm`` row is
+        not a permutation, `sigma` is not positive and finite, `variant` is unknown, or an input is not
+        finite.
+    TypeError
+        If `params` is not a :class:`FastFoodParams`, ``perm`` is not integer, or the arrays differ in
+        namespace or dtype.
     """
     u, pc = fastfood_projection_fwd(x, params, sigma=sigma, variant=variant)
     xp = namespace(u)
@@ -445,8 +842,31 @@ def fastfood_prf_features_stable_fwd(x: Array, params: FastFoodParams, *, sigma:
 
 
 def fastfood_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _FeatCache) -> FastFoodGrads:
-    """Backward of :func:`fastfood_prf_features_stable`; ``dout = (dphi, dlog_scale)`` (dlog_scale may
-    be None)."""
+    """Backward of :func:`fastfood_prf_features_stable` from ``(dphi, dlog_scale)``.
+
+    The row maximum's gradient goes to its argmax (ties share it equally).
+
+    Parameters
+    ----------
+    dout : tuple of ((..., L, M) array, (..., L) array or None)
+        ``(dphi, dlog_scale)``; ``dlog_scale`` may be ``None`` (queries). Same namespace and dtype as the
+        cache, finite.
+    cache : NamedTuple
+        From :func:`fastfood_prf_features_stable_fwd`.
+
+    Returns
+    -------
+    FastFoodGrads
+        ``x : (..., L, d)`` and ``params``: a :class:`FastFoodParams` with ``S, G, B`` gradients of shape
+        (n_blocks, D) for the variant's learnable diagonals (``None`` for frozen ones) and ``perm=None``.
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     dphi, dlog_scale = dout
     xp = namespace(dphi, cache.u, dlog_scale, names=("dphi", "cache", "dlog_scale"))
     _check_cotangent("dphi", dphi, cache.u.shape, xp=xp)
@@ -460,7 +880,53 @@ def fastfood_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _F
 
 def fastfood_prf_features_stable(x: Array, params: FastFoodParams, *,
                                  sigma: float = 1.0) -> tuple[Array, Array]:
-    """``(phi, log_scale)`` of the row-stabilised FastFood-PRF map."""
+    """Row-stabilised FastFood-PRF features: :func:`fastfood_prf_features` as ``phi * exp(log_scale)``.
+
+    Chowdhury et al. Eq. 12 with the row maximum of the exponent and ``1/sqrt(M)`` factored into
+    ``log_scale`` (design.md trap 3); never overflows.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite.
+    params : FastFoodParams
+        ``S, G, B`` of shape (n_blocks, D), same namespace and dtype as `x`, and integer ``perm``
+        (n_blocks, D), each row a permutation of 0..D-1; D = ``padded_dim(d)``. Draw with
+        ``refattn.random.draw_fastfood``.
+    sigma : float, default 1.0
+        Bandwidth: rows of V have the law N(0, I / sigma^2) at initialisation.
+
+    Returns
+    -------
+    phi : (..., L, M) array
+        Entries in (0, 1], each row's maximum exactly 1; same namespace, dtype and device as `x`.
+    log_scale : (..., L) array
+        Keys: pass as ``linear_attention(..., k_log_scale=...)``; queries: drop it (it cancels per row).
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree (``params`` not (n_blocks, D) with D = ``padded_dim(d)``), a ``perm`` row is
+        not a permutation, `sigma` is not positive and finite, or an input is not finite.
+    TypeError
+        If `params` is not a :class:`FastFoodParams`, ``perm`` is not integer, or the arrays differ in
+        namespace or dtype.
+
+    See Also
+    --------
+    fastfood_prf_features_stable_fwd, fastfood_prf_features_stable_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import fastfood_prf_features, fastfood_prf_features_stable
+    >>> from refattn.random import draw_fastfood
+    >>> params = draw_fastfood(np.random.default_rng(0), 8, 3)           # M = 8 frequencies, d = 3 (D = 4)
+    >>> x = np.array([[0.0, 0.0, 0.0], [1.0, 0.5, -0.5]])                # (L, d)
+    >>> phi, log_scale = fastfood_prf_features_stable(x, params)
+    >>> bool(np.allclose(phi * np.exp(log_scale)[:, None], fastfood_prf_features(x, params)))
+    True
+    """
     return fastfood_prf_features_stable_fwd(x, params, sigma=sigma)[0]
 
 
@@ -487,17 +953,82 @@ def _sqdist(q: Array, k: Array, *, xp: Any) -> Array:
 
 
 def fastfood_rks_kernel(q: Array, k: Array, *, sigma: float = 1.0) -> Array:
-    """``exp(-|q - k|^2 / (2 sigma^2))``, ``(..., Lq, d), (..., Lk, d) -> (..., Lq, Lk)``: what FastFood-RKS
-    estimates at initialisation (rows of V ~ N(0, I / sigma^2))."""
+    """The Gaussian kernel ``exp(-|q - k|^2 / (2 sigma^2))``: what FastFood-RKS estimates at initialisation.
+
+    Rows of V ~ N(0, I / sigma^2) (Chowdhury et al. Eq. 6 with Eq. 3; Bochner, Eq. 2).
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating, finite.
+    k : (..., Lk, d) array
+        Keys, with the batch axes and width of `q`; same namespace and dtype.
+    sigma : float, default 1.0
+        Bandwidth of the initial law (rows of V ~ N(0, I / sigma^2)).
+
+    Returns
+    -------
+    K : (..., Lq, Lk) array
+        Entries in (0, 1]; same namespace, dtype and device as `q`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree, an input is not finite, `sigma` is not positive and finite, or the result
+        exceeds ``refattn.limits``.
+    TypeError
+        If `q` and `k` differ in namespace or dtype, or are not real floating.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import fastfood_rks_kernel
+    >>> fastfood_rks_kernel(np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]]))
+    array([[0.76720595, 0.77880078],
+           [0.69419665, 0.36787944]])
+    """
     xp = _check_qk(q, k)
     _check_sigma(sigma)
     return xp.exp(-_sqdist(q, k, xp=xp) / (2.0 * sigma * sigma))
 
 
 def fastfood_prf_kernel(q: Array, k: Array, *, sigma: float = 1.0) -> Array:
-    """``exp(-|q|^2 - |k|^2 + |q + k|^2 / (2 sigma^2))``: what FastFood-PRF (Eq. 9 offset) estimates
-    at initialisation; the Gaussian kernel ``exp(-|q - k|^2 / 2)`` when sigma = 1, not
-    shift-invariant otherwise."""
+    """The kernel ``exp(-|q|^2 - |k|^2 + |q + k|^2 / (2 sigma^2))`` FastFood-PRF estimates at initialisation.
+
+    Chowdhury et al. Eq. 12 with the Eq. 9 offset ``|x|^2``: the Gaussian kernel ``exp(-|q - k|^2 / 2)`` when
+    sigma = 1, not shift-invariant otherwise.
+
+    Parameters
+    ----------
+    q : (..., Lq, d) array
+        Queries. Real floating, finite.
+    k : (..., Lk, d) array
+        Keys, with the batch axes and width of `q`; same namespace and dtype.
+    sigma : float, default 1.0
+        Bandwidth of the initial law (rows of V ~ N(0, I / sigma^2)).
+
+    Returns
+    -------
+    K : (..., Lq, Lk) array
+        Positive; same namespace, dtype and device as `q`.
+
+    Raises
+    ------
+    ValueError
+        If the shapes disagree, an input is not finite, `sigma` is not positive and finite, or the result
+        exceeds ``refattn.limits``.
+    TypeError
+        If `q` and `k` differ in namespace or dtype, or are not real floating.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import fastfood_prf_kernel
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> fastfood_prf_kernel(q, k, sigma=2.0)
+    array([[0.58347714, 0.30498277],
+           [0.39111643, 0.17377394]])
+    """
     xp = _check_qk(q, k)
     _check_sigma(sigma)
     qq = xp.sum(q * q, axis=-1, keepdims=True)                                      # (..., Lq, 1)
