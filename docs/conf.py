@@ -33,6 +33,7 @@ extensions = [
     "paperclaims",
     "docstring_debt",
     "executed",
+    "myst_parser",   # docs/guide/*.md: the README's detail sections, moved (issue 31 item 5)
 ]
 
 # Offline build: no intersphinx (it would fetch inventories from the network). MathJax: when the system has
@@ -53,7 +54,7 @@ numpydoc_xref_param_type = False
 numpydoc_validation_checks: set[str] = set()
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "_tools", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "_tools", "Thumbs.db", ".DS_Store", "README.md"]   # README.md: notes, not a page
 html_theme = "pydata_sphinx_theme"
 html_title = f"refattn {release}"
 html_theme_options = {

@@ -2,9 +2,11 @@
 
     python -m paper_checks --json results.json && python -m paper_checks.readme_table results.json
     python -m paper_checks --power --json power.json && python -m paper_checks.readme_table --power power.json
+    python -m paper_checks --json results.json && python -m paper_checks.readme_table --summary results.json
 
 One line per claim: id, verdict (expected verdict in brackets where it differs), the check's one-line finding.
 With ``--power``: one line per claim with its planted mutations and the verdict each one produced.
+With ``--summary``: one line per paper with its number of claims of each verdict (the README's table).
 """
 
 from __future__ import annotations
@@ -50,20 +52,45 @@ def power_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: Verdict columns of the summary, in reading order; a verdict outside this list gets a column after them.
+SUMMARY_VERDICTS = ("holds", "erratum", "fails", "not-checkable", "skipped")
+
+
+def summary_table(records: list[dict]) -> str:
+    """Markdown table of verdict counts per paper (rows in first-seen order) plus a total row."""
+    verdicts = list(SUMMARY_VERDICTS) + sorted({r["verdict"] for r in records} - set(SUMMARY_VERDICTS))
+    by_paper: dict[str, dict[str, int]] = {}
+    for r in records:
+        row = by_paper.setdefault(r["paper"], {})
+        row[r["verdict"]] = row.get(r["verdict"], 0) + 1
+    head = ["paper", "claims"] + [v if v != "skipped" else "skipped (slow)" for v in verdicts]
+    lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
+    total: dict[str, int] = {}
+    for paper, row in by_paper.items():
+        for v, n in row.items():
+            total[v] = total.get(v, 0) + n
+        counts = " | ".join(str(row.get(v, 0)) for v in verdicts)
+        lines.append(f"| {_cell(paper)} | {sum(row.values())} | {counts} |")
+    lines.append(f"| **all** | **{len(records)}** | " + " | ".join(f"**{total.get(v, 0)}**" for v in verdicts)
+                 + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    power = bool(argv) and argv[0] == "--power"
-    if power:
+    mode = argv[0] if argv and argv[0] in ("--power", "--summary") else None
+    if mode:
         argv = argv[1:]
     if len(argv) != 1:
-        print("usage: python -m paper_checks.readme_table [--power] RESULTS.json", file=sys.stderr)
+        print("usage: python -m paper_checks.readme_table [--power | --summary] RESULTS.json",
+              file=sys.stderr)
         return 2
     try:
         records = json.loads(Path(argv[0]).read_text())
     except (OSError, ValueError) as exc:
         print(f"paper_checks.readme_table: cannot read {argv[0]}: {exc}", file=sys.stderr)
         return 2
-    print(power_table(records) if power else table(records))
+    print({"--power": power_table, "--summary": summary_table}.get(mode, table)(records))
     return 0
 
 

@@ -127,3 +127,15 @@ def test_readme_table_cli(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| `a.b` | fails (expected holds) | x \\| y |" in out
     assert readme_table.main([str(tmp_path / "missing.json")]) == 2
+
+
+def test_readme_summary_table_counts_verdicts_per_paper(tmp_path, capsys):
+    rows = [("P1", "holds"), ("P1", "erratum"), ("P1", "holds"), ("P2", "skipped"), ("P2", "odd")]
+    js = tmp_path / "r.json"
+    js.write_text(json.dumps([{"id": f"c{i}", "paper": p, "verdict": v} for i, (p, v) in enumerate(rows)]))
+    assert readme_table.main(["--summary", str(js)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "| paper | claims | holds | erratum | fails | not-checkable | skipped (slow) | odd |"
+    assert lines[2] == "| P1 | 3 | 2 | 1 | 0 | 0 | 0 | 0 |"
+    assert lines[3] == "| P2 | 2 | 0 | 0 | 0 | 0 | 1 | 1 |"
+    assert lines[4] == "| **all** | **5** | **2** | **1** | **0** | **0** | **1** | **1** |"
