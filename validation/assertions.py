@@ -34,6 +34,49 @@ def assert_close(actual: Any, expected: Any, *, rtol: float | None = None, atol:
     ``|actual - expected| <= atol + rtol * |expected|`` elementwise, with ``rtol = 4 sqrt(eps(dtype))`` unless
     given. `atol` must be given explicitly where exact zeros are expected. The message carries the largest
     error, where it is and both values there.
+
+    Parameters
+    ----------
+    actual : (...) array
+        The array under test, of any array-API library.
+    expected : (...) array
+        The reference: same namespace, shape, device and (unless ``check_dtype=False``) dtype. Non-finite
+        entries must sit at the same places in both.
+    rtol : float, optional
+        Relative tolerance; default ``4 * sqrt(eps)`` of `actual`'s dtype (6e-8 for float64, 1.4e-3 for
+        float32).
+    atol : float, default 0.0
+        Absolute tolerance (give it where exact zeros are expected).
+    label : str, default ""
+        Prefix of the failure message (what is being compared).
+    check_dtype : bool, default True
+        Whether the dtypes must be equal.
+
+    Returns
+    -------
+    None
+        Returns only when the arrays agree.
+
+    Raises
+    ------
+    AssertionError
+        Namespaces, shapes, dtypes, devices or the places of non-finite entries differ, or some entries differ
+        beyond the tolerance (the message gives their count, the worst entry, both values there and the
+        largest absolute and relative errors).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from validation import assert_close
+    >>> assert_close(np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-12]))     # within 4 sqrt(eps): passes
+    >>> assert_close(np.array([1.0, 2.0]), np.array([1.0, 2.1]), label="y")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    AssertionError: y: 1 of 2 entries differ beyond atol=0.0e+00, rtol=6.0e-08; worst at (1,): ...
+    >>> assert_close(np.array([1.0], dtype=np.float32), np.array([1.0]))
+    Traceback (most recent call last):
+    ...
+    AssertionError: dtypes differ: float32 vs float64
     """
     tag = f"{label}: " if label else ""
     na, ne = array_api_compat.array_namespace(actual), array_api_compat.array_namespace(expected)

@@ -117,7 +117,30 @@ def check_vjp(
     ------
     AssertionError
         Naming the argument, the finite-difference and the analytic directional derivatives, the tolerance
-        and the seed.
+        and the seed; or when the backward returns no gradient, or one of the wrong shape, for an argument.
+    ValueError
+        If `wrt` names something that is not in `args`.
+    TypeError
+        If a checked argument is not float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.layers import DenseParams, dense_bwd, dense_fwd
+    >>> from validation import check_vjp
+    >>> rng = np.random.default_rng(0)
+    >>> args = {"x": rng.standard_normal((4, 3)),
+    ...         "params": DenseParams(W=rng.standard_normal((3, 2)), b=rng.standard_normal(2))}
+    >>> worst = check_vjp(dense_fwd, dense_bwd, args)      # passes: returns the worst relative errors
+    >>> sorted(worst)
+    ['params', "params['W']", "params['b']", 'x', 'x+params']
+    >>> def wrong_bwd(dy, cache):                          # a backward off by 0.1 % in dx
+    ...     grads = dense_bwd(dy, cache)
+    ...     return grads._replace(x=1.001 * grads.x)
+    >>> check_vjp(dense_fwd, wrong_bwd, args)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    AssertionError: check_vjp: gradient for x disagrees with central differences: ...
     """
     kwargs = dict(kwargs or {})
     rng = np.random.default_rng(seed)
@@ -189,7 +212,31 @@ def check_vjp(
 def jacobian_fd(f: Callable[[Any], Any], x: Any, *, eps: float = 1e-6) -> np.ndarray:
     """Full Jacobian of ``f`` at `x` by central differences, shape ``(f(x).size, x.size)`` (tiny inputs only).
 
-    Used to find which entry of a gradient is wrong once :func:`check_vjp` has failed.
+    Used to find which entry of a gradient is wrong once :func:`check_vjp` has failed:
+    ``J[i, j] = (f(x + eps e_j)_i - f(x - eps e_j)_i) / (2 eps)`` over the flattened entries, computed in
+    float64 (2 ``x.size`` evaluations of `f`).
+
+    Parameters
+    ----------
+    f : callable
+        ``f(x) -> y``, an array of `x`'s namespace (any shape).
+    x : (...) array
+        The point, real floating; perturbed copies keep its dtype and namespace.
+    eps : float, default 1e-6
+        Step of the central differences.
+
+    Returns
+    -------
+    J : (f(x).size, x.size) numpy.ndarray
+        float64, rows over the flattened output, columns over the flattened input.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from validation import jacobian_fd
+    >>> jacobian_fd(lambda t: t ** 2, np.array([1.0, 2.0])).round(6)
+    array([[2., 0.],
+           [0., 4.]])
     """
     xp = array_api_compat.array_namespace(x)
     x0 = to_numpy(x).astype(np.float64)

@@ -80,6 +80,33 @@ def mean_test(samples: Any, expected: Any, *, n_se: float = 5.0, atol: float = 0
     se_floor : float
         Entries with a standard error at or below this are treated as zero-SE (rounding noise, e.g. 1e-17 on a
         diagonal that is exact up to float error); 0 by default.
+
+    Returns
+    -------
+    MeanTest
+        ``mean``, ``se`` (ddof = 1) and ``expected`` of shape ``samples.shape[1:]``, the largest ``z``, ``n``,
+        ``n_se``, ``detectable = max(n_se * se)`` (the smallest deviation sure to be caught), ``passed``, the
+        signed z-scores ``z_signed`` (NaN on zero-SE entries), ``mean_z2`` and the zero-SE counts.
+
+    Raises
+    ------
+    ValueError
+        If `samples` has fewer than 2 replicates.
+
+    See Also
+    --------
+    assert_mean_within_se : the same test, raising on failure.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from validation import mean_test
+    >>> samples = 1.0 + np.random.default_rng(0).standard_normal((1000, 3))   # (n, ...) replicates
+    >>> result = mean_test(samples, 1.0)
+    >>> result.passed, result.n, result.se.shape
+    (True, 1000, (3,))
+    >>> mean_test(samples, 1.2).passed           # a bias of 0.2 is about 6 standard errors (se ~ 0.03)
+    False
     """
     x = _as_np(samples)
     if x.ndim < 1 or x.shape[0] < 2:
@@ -104,7 +131,51 @@ def mean_test(samples: Any, expected: Any, *, n_se: float = 5.0, atol: float = 0
 
 def assert_mean_within_se(samples: Any, expected: Any, *, n_se: float = 5.0, atol: float = 0.0,
                           label: str = "", seed: Any = None) -> MeanTest:
-    """Assert :func:`mean_test`; the message carries estimate, expected value, standard error and seed."""
+    """Assert that the replicates' mean equals `expected` within `n_se` standard errors (:func:`mean_test`).
+
+    ``|mean - expected| <= n_se * std / sqrt(n) + atol`` elementwise, the standard error estimated from the
+    replicates (ddof = 1); entries whose replicates are all equal are compared within `atol`.
+
+    Parameters
+    ----------
+    samples : (n, ...) array
+        Independent replicates of the estimator (n >= 2), of any array-API library (compared in float64).
+    expected : array broadcastable to ``samples.shape[1:]``
+        The value the estimator's mean should have (e.g. the exact kernel).
+    n_se : float, default 5.0
+        Tolerance in standard errors (a correct estimator fails one element in 1.7 million).
+    atol : float, default 0.0
+        Absolute slack, for entries whose replicates can be identical (zero standard error).
+    label : str, default ""
+        Prefix of the failure message.
+    seed : object, optional
+        The seed the replicates came from, quoted in the failure message.
+
+    Returns
+    -------
+    MeanTest
+        The test's figures (see :func:`mean_test`), when it passes.
+
+    Raises
+    ------
+    AssertionError
+        The mean differs by more than `n_se` standard errors; the message gives the worst element, the
+        estimate, the expected value, the standard error, n and the seed.
+    ValueError
+        If `samples` has fewer than 2 replicates.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from validation import assert_mean_within_se
+    >>> samples = 1.0 + np.random.default_rng(0).standard_normal((1000, 3))
+    >>> assert_mean_within_se(samples, 1.0, seed=0).passed
+    True
+    >>> assert_mean_within_se(samples, 1.2, label="demo", seed=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    AssertionError: demo: Monte Carlo mean differs from the expected value by ... standard errors (> 5.0); ...
+    """
     r = mean_test(samples, expected, n_se=n_se, atol=atol)
     if not r.passed:
         dev = np.abs(r.mean - r.expected)
@@ -121,7 +192,37 @@ def assert_mean_within_se(samples: Any, expected: Any, *, n_se: float = 5.0, ato
 
 
 def mse_estimate(estimates: Any, target: Any) -> MseEstimate:
-    """MSE of replicated `estimates` ``(n, ...)`` against `target`, with its fourth-moment standard error."""
+    """MSE of replicated `estimates` against `target`, with its fourth-moment standard error.
+
+    ``mse = mean_n (estimate_n - target)^2`` and ``se = std(e^2) / sqrt(n)`` (ddof = 1): the squared errors
+    are themselves the replicates, so their standard error involves the fourth moment.
+
+    Parameters
+    ----------
+    estimates : (n, ...) array
+        Independent replicates of the estimator (n >= 2), of any array-API library (computed in float64).
+    target : array broadcastable to ``estimates.shape[1:]``
+        The exact value.
+
+    Returns
+    -------
+    MseEstimate
+        ``mse`` and ``se``, each of shape ``estimates.shape[1:]`` (NumPy float64), and ``n``.
+
+    Raises
+    ------
+    ValueError
+        If `estimates` has fewer than 2 replicates.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from validation import mse_estimate
+    >>> estimates = 1.0 + np.random.default_rng(0).standard_normal((1000, 3))   # unit variance around 1
+    >>> est = mse_estimate(estimates, 1.0)
+    >>> est.n, est.mse.shape, bool(np.all(np.abs(est.mse - 1.0) < 5 * est.se))
+    (1000, (3,), True)
+    """
     x = _as_np(estimates)
     if x.ndim < 1 or x.shape[0] < 2:
         raise ValueError(f"estimates: expected shape (n, ...) with n >= 2 replicates; got {x.shape}")
@@ -141,7 +242,51 @@ def mse_test(estimates: Any, target: Any, predicted_mse: Any, *, n_se: float = 5
 
 def assert_mse_matches(estimates: Any, target: Any, predicted_mse: Any, *, n_se: float = 5.0,
                        label: str = "", seed: Any = None) -> MeanTest:
-    """Assert that the empirical MSE of `estimates` equals `predicted_mse` within `n_se` standard errors."""
+    """Assert that the empirical MSE of `estimates` equals `predicted_mse` within `n_se` standard errors.
+
+    An :func:`assert_mean_within_se` of the squared errors ``(estimates - target)^2``, whose standard error is
+    the fourth-moment one (see :func:`mse_estimate`). Used to check a paper's MSE formula (e.g. Chowdhury et
+    al. Theorem 3).
+
+    Parameters
+    ----------
+    estimates : (n, ...) array
+        Independent replicates of the estimator (n >= 2).
+    target : array broadcastable to ``estimates.shape[1:]``
+        The exact value.
+    predicted_mse : array broadcastable to ``estimates.shape[1:]``
+        The MSE the formula predicts.
+    n_se : float, default 5.0
+        Tolerance in standard errors.
+    label : str, default ""
+        Prefix of the failure message (default ``"MSE"``).
+    seed : object, optional
+        The seed the replicates came from, quoted in the failure message.
+
+    Returns
+    -------
+    MeanTest
+        The test's figures (see :func:`mean_test`), when it passes.
+
+    Raises
+    ------
+    AssertionError
+        The empirical MSE differs from `predicted_mse` by more than `n_se` standard errors.
+    ValueError
+        If `estimates` has fewer than 2 replicates.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from validation import assert_mse_matches
+    >>> estimates = 1.0 + np.random.default_rng(0).standard_normal((1000, 3))   # MSE = variance = 1
+    >>> assert_mse_matches(estimates, 1.0, 1.0).passed
+    True
+    >>> assert_mse_matches(estimates, 1.0, 0.5)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    AssertionError: MSE: Monte Carlo mean differs from the expected value by ...
+    """
     x = _as_np(estimates)
     e2 = (x - _as_np(target)) ** 2
     return assert_mean_within_se(e2, predicted_mse, n_se=n_se, label=label or "MSE", seed=seed)

@@ -151,12 +151,39 @@ def check(fn: Callable[..., Any] | str, *, kind: str, framework: str | None = No
     Returns
     -------
     Report
+        One :class:`CheckResult` per check run (``passed`` True, False or None when skipped, the figure, its
+        threshold and a one-line detail); ``report.passed`` is True when no check failed, ``report[name]``
+        gives one check, ``str(report)`` the table that ``python -m validation check`` prints.
 
     Raises
     ------
     UsageError
         (a ``ValueError``) unknown kind/framework/family/dtype/check, a target that does not import, a
         candidate with the wrong signature, one that raises on the probe call or returns the wrong shape.
+
+    Examples
+    --------
+    A hand-written FAVOR+ feature map (Choromanski et al.'s positive features, ``omega: (m, d)``), checked
+    as the refattn family ``positive``:
+
+    >>> import numpy as np
+    >>> from validation import check
+    >>> def my_features(x, omega):                      # x: (..., L, d) -> (..., L, m)
+    ...     m = omega.shape[0]
+    ...     return np.exp(x @ omega.T - 0.5 * np.sum(x * x, axis=-1, keepdims=True)) / m ** 0.5
+    >>> report = check(my_features, kind="features", family="positive", quick=True)
+    >>> report.passed
+    True
+    >>> [(c.name, c.passed) for c in report.checks]    # None: skipped (NumPy has no autodiff)
+    [('values', True), ('gradients', None), ('kernel', True), ('unbiased', True), ('dtype', True)]
+
+    The same map with the wrong normalisation (``1/m`` for ``1/sqrt(m)``) is caught:
+
+    >>> def wrong_features(x, omega):
+    ...     return my_features(x, omega) / omega.shape[0] ** 0.5
+    >>> report = check(wrong_features, kind="features", family="positive", quick=True)
+    >>> report.passed, report["values"].passed, report["kernel"].passed
+    (False, False, False)
     """
     t0 = time.perf_counter()
     problems = validate_options(kind, dtype, family, checks)
