@@ -187,7 +187,57 @@ def claim(id: str, *, paper: str, section: str, statement: str, expected: str | 
     (builders in :mod:`paper_checks._rules` carry their sentence as ``.rule``, used when `rule` is omitted).
     `expected` is a verdict, or ``{size: verdict}`` with a ``"full"`` entry (the pre-registered expectation:
     the paper's statement); a per-size entry must cite the derivation that predicts it, never a measured
-    verdict."""
+    verdict.
+
+    Parameters
+    ----------
+    id : str
+        The claim's id, ``<paper>.<topic>`` (``horn.``, ``kl.``, ``flt.``); unique in :data:`REGISTRY`.
+    paper : str
+        The paper (:data:`HORN`, :data:`CHOWDHURY` or :data:`CHOROMANSKI`).
+    section : str
+        Where the statement is printed (``"Sec. 2.1, Eq. (1)"``).
+    statement : str
+        The statement as printed (formula and where).
+    expected : str or dict
+        The expected verdict (one of :data:`VERDICTS`), or ``{size: verdict}`` with a ``"full"`` entry.
+    derivation : str
+        One paragraph: why that verdict is expected.
+    slow : bool, default False
+        Skipped unless selected (``--all`` or ``--only``); the result then gives the command that runs it.
+    statistical : bool, default True
+        Whether the check compares a measurement with a formula (see above).
+    rule : str, optional
+        The decision rule in one sentence (default: ``decide.rule``).
+    decide : callable, optional
+        ``decide(evidence: dict) -> verdict``, the rule as a function of the evidence.
+
+    Returns
+    -------
+    callable
+        The decorator: it registers ``fn(ctx: Context) -> Result`` as the claim's check and returns `fn`
+        unchanged.
+
+    Raises
+    ------
+    ValueError
+        An unknown verdict in `expected`, a dict `expected` without ``"full"`` or with an unknown size,
+        `decide` without a rule, or (when decorating) an `id` registered twice.
+
+    Examples
+    --------
+    >>> from paper_checks import REGISTRY, Result, claim
+    >>> from paper_checks._claims import CHOWDHURY
+    >>> @claim("kl.doc-example", paper=CHOWDHURY, section="Eq. (1)", statement="1 + 1 = 2",
+    ...        expected="holds", derivation="arithmetic", statistical=False,
+    ...        rule="holds when the sum is 2", decide=lambda ev: "holds" if ev["sum"] == 2 else "fails")
+    ... def doc_example(ctx):
+    ...     evidence = {"sum": 1 + 1}
+    ...     return Result(ctx.decide(evidence), evidence)
+    >>> REGISTRY["kl.doc-example"].expected
+    'holds'
+    >>> del REGISTRY["kl.doc-example"]                  # keep the registry to the papers' claims
+    """
     by_size = dict(expected) if isinstance(expected, dict) else None
     if by_size is not None:
         if "full" not in by_size or set(by_size) - set(SIZES):
@@ -235,8 +285,27 @@ def run_check(c: Claim, ctx: Context, *, companion: bool = False) -> Result:
 
 
 def must_fail(id: str) -> Callable[[Callable[[Context], Result]], Callable[[Context], Result]]:
-    """Register the decorated function as claim `id`'s must-fail companion (the check against a wrong
-    formula)."""
+    """Register the decorated function as claim `id`'s must-fail companion.
+
+    The companion runs the claim's check against a deliberately wrong formula and must return ``"fails"``:
+    it shows that the check can tell the formula it accepts from a wrong one.
+
+    Parameters
+    ----------
+    id : str
+        A claim already registered with :func:`claim`.
+
+    Returns
+    -------
+    callable
+        The decorator: it stores ``fn(ctx: Context) -> Result`` as the claim's ``must_fail`` and returns `fn`
+        unchanged.
+
+    Raises
+    ------
+    ValueError
+        (When decorating) if no claim `id` is registered.
+    """
 
     def deco(fn: Callable[[Context], Result]) -> Callable[[Context], Result]:
         if id not in REGISTRY:
@@ -270,8 +339,24 @@ def refine(id: str, *, decide: Callable[[dict], str], rule: str | None = None,
 
 
 def load_all() -> dict[str, Claim]:
-    """Import every claim module of the three paper packages, then :mod:`paper_checks.companions` (rules and
-    must-fail companions it adds to claims registered elsewhere), and return the registry."""
+    """Import every claim module of the three papers and return the registry.
+
+    Imports every submodule of ``paper_checks.horn``, ``paper_checks.chowdhury`` and
+    ``paper_checks.choromanski``, then :mod:`paper_checks.companions` (rules and must-fail companions it adds
+    to claims registered elsewhere). Importing twice registers nothing twice (modules are imported once).
+
+    Returns
+    -------
+    dict of str to Claim
+        :data:`REGISTRY`: claim id -> :class:`Claim`.
+
+    Examples
+    --------
+    >>> from paper_checks import load_all
+    >>> claims = load_all()
+    >>> claims["kl.eq1-softmax"].paper
+    'Chowdhury et al., Learning the Transformer Kernel'
+    """
     import_paper_modules()
     importlib.import_module("paper_checks.companions")
     return REGISTRY
@@ -287,9 +372,33 @@ def import_paper_modules() -> None:
 
 
 def select(patterns: list[str] | None) -> list[Claim]:
-    """Claims whose id matches any glob in `patterns` (all when None), in registry order by paper then id.
+    """Claims whose id matches any glob in `patterns` (all when None), ordered by paper then id.
 
-    Raises ``ValueError`` naming a pattern that matches nothing."""
+    Loads every claim first (:func:`load_all`).
+
+    Parameters
+    ----------
+    patterns : list of str or None
+        ``fnmatch`` globs on claim ids (``"horn.*"``, ``"kl.eq1-softmax"``), as ``--only`` takes them;
+        ``None`` or empty selects every claim.
+
+    Returns
+    -------
+    list of Claim
+        Horn, then Chowdhury (``kl.``), then FLT claims, each by id; a claim matched by several patterns
+        appears once.
+
+    Raises
+    ------
+    ValueError
+        Naming a pattern that matches no claim.
+
+    Examples
+    --------
+    >>> from paper_checks import select
+    >>> [c.id for c in select(["kl.eq1-*"])]
+    ['kl.eq1-softmax']
+    """
     claims = sorted(load_all().values(), key=lambda c: (PAPER_ORDER.get(c.id.split(".")[0], 9), c.id))
     if not patterns:
         return claims
