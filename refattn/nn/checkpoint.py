@@ -32,7 +32,7 @@ import numpy as np
 from ..limits import check_nbytes
 from ..random import tree_as_xp, tree_to_numpy
 from ..tree import tree_map_with_path, tree_paths
-from .config import check_config
+from .config import _implied_param_count, check_config
 from .init import init_transformer
 
 __all__ = ["save", "load", "flatten_tree", "CheckpointError"]
@@ -50,9 +50,22 @@ class CheckpointError(ValueError):
 
 
 def flatten_tree(tree: Any, prefix: str = "params") -> dict:
-    """``{"prefix/a/b/0/W": leaf}`` for every array leaf (dict keys, list indices, NamedTuple field names).
+    r"""``{"prefix/a/b/0/W": leaf}`` for every array leaf (dict keys, list indices, NamedTuple field names).
 
-    Static entries (a proposal's kind, a spline order) are implied by the configuration and not stored."""
+    Static entries (a proposal's kind, a spline order) are implied by the configuration and not stored.
+
+    Parameters
+    ----------
+    tree : tree
+        Nested dicts / lists / NamedTuples of arrays.
+    prefix : str
+        The first path component.
+
+    Returns
+    -------
+    dict
+        ``{path: leaf}``, in traversal order.
+    """
     return dict(tree_paths(tree, prefix))
 
 
@@ -74,25 +87,6 @@ def _fill(template: Any, headers: dict, path) -> list:
 
     tree_map_with_path(want, template, "params")
     return wanted
-
-
-def _implied_param_count(cfg: dict) -> int:
-    """A lower bound on the number of parameters `cfg` implies: embeddings, positions, the dense layers and
-    layer
-    norms of every block, and the head (the attention kinds' own parameters are not counted). Computed from
-    the
-    configuration alone, so a hostile size is caught before anything is allocated."""
-    D, L, F = cfg["d_model"], cfg["n_layers"], cfg["d_ff"]
-    if cfg["input"] == "tokens":
-        n = cfg["vocab_size"] * D
-    else:
-        p = cfg["patch"]
-        n = p * p * cfg["image_shape"][2] * D + D
-    if cfg["position"] == "learned":
-        n += cfg["max_len"] * D
-    n += L * (4 * (D * D + D) + 2 * D * F + F + D + 4 * D)
-    n_out = cfg["n_classes"] if cfg["task"] == "classify" else cfg["vocab_size"]
-    return n + 2 * D + D * n_out + n_out
 
 
 def _entry_name(member: str) -> str:
@@ -152,8 +146,26 @@ def _read_config(zf: zipfile.ZipFile, headers: dict, path) -> dict:
 
 
 def save(path, params: dict, config: dict) -> None:
-    """Write `params` (any namespace; converted to NumPy) and the normalised `config` to ``path``
-    (``.npz``)."""
+    r"""Write `params` (any namespace; converted to NumPy) and the normalised `config` to ``path`` (``.npz``).
+
+    Parameters
+    ----------
+    path : str or path-like
+        Destination file.
+    params : dict
+        Parameter tree of the model of `config`.
+    config : dict
+        Model configuration (normalised with :func:`refattn.nn.config.check_config` before it is stored).
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        A bad configuration.
+    """
     cfg = check_config(config)
     arrays = flatten_tree(tree_to_numpy(params), "params")
     arrays[_CONFIG_KEY] = np.asarray(json.dumps(cfg, sort_keys=True))
@@ -162,7 +174,7 @@ def save(path, params: dict, config: dict) -> None:
 
 
 def load(path, *, config: dict | None = None, like: Any = None):
-    """Read a checkpoint written by :func:`save`; returns ``(params, config)``.
+    r"""Read a checkpoint written by :func:`save`; returns ``(params, config)``.
 
     Parameters
     ----------
@@ -175,14 +187,21 @@ def load(path, *, config: dict | None = None, like: Any = None):
         Convert the parameters to `like`'s namespace and device (``refattn.random.tree_as_xp``); NumPy
         otherwise.
 
+    Returns
+    -------
+    params : dict
+        The parameter tree.
+    config : dict
+        The normalised configuration stored in the file.
+
     Raises
     ------
     CheckpointError
         (a ``ValueError``) naming the file and the entry, for anything but a valid refattn checkpoint.
     MemoryError
-        when the configuration implies more parameter bytes than :func:`refattn.limits.get_max_bytes`.
+        When the configuration implies more parameter bytes than :func:`refattn.limits.get_max_bytes`.
     FileNotFoundError
-        when `path` does not exist.
+        When `path` does not exist.
     """
     if not os.path.exists(path):
         raise FileNotFoundError(f"checkpoint {path}: no such file")

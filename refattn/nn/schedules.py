@@ -28,7 +28,26 @@ _DEFAULTS = {"warmup_steps": 0, "decay": None, "total_steps": None, "min_lr": 0.
 
 
 def check_schedule(schedule) -> dict:
-    """Validate a schedule dict (``None``: constant rate) and return it with the defaults filled in."""
+    r"""Validate a learning-rate schedule dict and return it with the defaults filled in.
+
+    Parameters
+    ----------
+    schedule : dict or None
+        ``{"warmup_steps", "decay", "total_steps", "min_lr"}`` (module docstring); None: constant rate.
+
+    Returns
+    -------
+    dict
+        A new dict with all four keys (``warmup_steps=0``, ``decay=None``, ``total_steps=None``,
+        ``min_lr=0.0`` by default).
+
+    Raises
+    ------
+    TypeError
+        `schedule` is neither a dict nor None.
+    ValueError
+        An unknown key or a bad value (``total_steps`` required and > ``warmup_steps`` for cosine decay).
+    """
     if schedule is None:
         schedule = {}
     if not isinstance(schedule, dict):
@@ -54,25 +73,93 @@ def check_schedule(schedule) -> dict:
 
 
 def warmup_factor(step: int, warmup_steps: int) -> float:
-    """``(t + 1) / W`` for ``t < W``, else 1."""
+    r"""Linear warm-up factor ``(t + 1) / W`` for ``t < W``, else 1 (Goyal et al. 2017).
+
+    Parameters
+    ----------
+    step : int
+        The step t (0-based).
+    warmup_steps : int
+        W.
+
+    Returns
+    -------
+    float
+    """
     return (step + 1) / warmup_steps if step < warmup_steps else 1.0
 
 
 def cosine_factor(step: int, warmup_steps: int, total_steps: int) -> float:
-    """``(1 + cos(pi p)) / 2`` with ``p = (t - W) / (T - W)`` clipped to [0, 1] (1 during the warm-up)."""
+    r"""Cosine decay factor ``(1 + cos(pi p)) / 2`` with ``p = (t - W) / (T - W)`` clipped to [0, 1].
+
+    Loshchilov & Hutter 2017 without restarts; 1 during the warm-up.
+
+    Parameters
+    ----------
+    step : int
+        The step t (0-based).
+    warmup_steps : int
+        W.
+    total_steps : int
+        T > W, the step where the decay reaches its floor.
+
+    Returns
+    -------
+    float
+    """
     p = min(max((step - warmup_steps) / (total_steps - warmup_steps), 0.0), 1.0)
     return 0.5 * (1.0 + math.cos(math.pi * p))
 
 
 def inverse_sqrt_factor(step: int, warmup_steps: int) -> float:
-    """``sqrt(max(W, 1) / (t + 1))`` for ``t >= W`` (1 during the warm-up)."""
+    r"""Inverse-sqrt decay factor ``sqrt(max(W, 1) / (t + 1))`` for ``t >= W`` (1 during the warm-up).
+
+    Vaswani et al. Sec. 5.3, normalised to be continuous at the end of the warm-up.
+
+    Parameters
+    ----------
+    step : int
+        The step t (0-based).
+    warmup_steps : int
+        W.
+
+    Returns
+    -------
+    float
+    """
     if step < warmup_steps:
         return 1.0
     return math.sqrt(max(warmup_steps, 1) / (step + 1))
 
 
 def learning_rate(step: int, *, lr: float, schedule=None) -> float:
-    """The rate of step `step` (0-based) for base rate `lr` under `schedule` (module docstring)."""
+    r"""The learning rate of step `step` (0-based) for base rate `lr` under `schedule` (module docstring).
+
+    Parameters
+    ----------
+    step : int
+        The step, >= 0.
+    lr : float
+        Base (peak) rate, finite and > 0.
+    schedule : dict, optional
+        A schedule (:func:`check_schedule`); None: constant `lr`.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        A bad `step`, `lr` or schedule.
+
+    Examples
+    --------
+    >>> from refattn.nn.schedules import learning_rate
+    >>> schedule = {"warmup_steps": 2, "decay": "cosine", "total_steps": 4}
+    >>> [round(learning_rate(t, lr=1.0, schedule=schedule), 3) for t in range(5)]
+    [0.5, 1.0, 1.0, 0.5, 0.0]
+    """
     s = check_schedule(schedule)
     step = check_nonneg_int(step, "step")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):

@@ -51,6 +51,8 @@ __all__ = ["TrainResult", "train", "evaluate"]
 
 
 class TrainResult(NamedTuple):
+    r"""Result of :func:`train`: final parameters, optimiser state and the logged history."""
+
     params: dict       # final parameters (namespace of `like`, NumPy by default)
     opt_state: Any     # final optimiser state
     history: list      # one dict per logged event (also written as JSON lines when log_path is given)
@@ -61,7 +63,30 @@ def _accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
 
 
 def evaluate(params, inputs, labels, features, *, config, like=None, positions=None) -> dict:
-    """``{"loss": mean cross-entropy, "accuracy": fraction of argmax hits}`` on a NumPy dataset."""
+    r"""Mean cross-entropy and accuracy of the model on a NumPy dataset (evaluation forward, no dropout).
+
+    Parameters
+    ----------
+    params : dict
+        Parameter tree (in `like`'s namespace when `like` is given).
+    inputs : numpy.ndarray
+        Token ids ``(n, L)`` or images ``(n, H, W, C)``.
+    labels : numpy.ndarray
+        Integer labels ``(n,)`` (classify) or ``(n, L)`` (lm).
+    features : list or None
+        One dict of drawn attention arrays per layer.
+    config : dict
+        Model configuration.
+    like : array, optional
+        Move the data to `like`'s namespace/device/dtype first.
+    positions : (L, D_pos) array, optional
+        Token coordinates for positional attention kinds.
+
+    Returns
+    -------
+    dict
+        ``{"loss": mean cross-entropy, "accuracy": fraction of argmax hits}`` (Python floats).
+    """
     x = tree_as_xp(inputs, like=like) if like is not None else inputs
     y = tree_as_xp(labels, like=like) if like is not None else labels
     pos = positions
@@ -127,6 +152,20 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
         Run in `like`'s namespace/device/dtype (NumPy otherwise).
     params : dict, optional
         Start from these parameters instead of the seed's initialisation.
+
+    Returns
+    -------
+    TrainResult
+        ``params`` (final parameters, in `like`'s namespace, NumPy by default), ``opt_state`` and ``history``
+        (one dict per logged event, as written to `log_path`).
+
+    Raises
+    ------
+    ValueError
+        A bad configuration or optimiser setting, mismatched `inputs`/`labels`, or a bad `batch_size` /
+        `accumulate`.
+    FloatingPointError
+        When the training loss stops being finite.
     """
     cfg = check_config(config)
     if optimizer not in ("sgd", "adam", "adamw"):

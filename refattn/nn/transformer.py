@@ -44,6 +44,7 @@ from ..layers.embeddings import (patch_embedding_bwd, patch_embedding_fwd, posit
 from ..layers.layernorm import layernorm_bwd, layernorm_fwd
 from ..layers.losses import softmax_cross_entropy_bwd, softmax_cross_entropy_fwd
 from ..tree import tree_map
+from ._boundary import check_tree, naming
 from .config import check_config
 from .kinds import ATTENTION_KINDS
 from .mha import mha_bwd, mha_fwd
@@ -105,19 +106,27 @@ def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, sha
     """
     masks = masks or {}
     shared = shared or {}
+    dt = check_tree("params", params, getattr(x, "dtype", None))                  # named leaf by leaf
+    check_tree("features", features, dt)
+    check_tree("shared", shared, dt)
     attn_params = params["attn"]
     if shared:
         attn_params = {**attn_params, "attn": {**attn_params.get("attn", {}), **shared}}
-    a, c_ln1 = layernorm_fwd(x, params["ln1"])                                      # (..., L, D)
-    a, c_att = mha_fwd(a, attn_params, features, n_heads=cfg["n_heads"], attention=cfg["attention"],
-                       causal=cfg["causal"], dropout_mask=masks.get("attn"), positions=positions,
-                       train=train)
+    with naming("params['ln1']"):
+        a, c_ln1 = layernorm_fwd(x, params["ln1"])                                  # (..., L, D)
+    with naming("params['attn']"):
+        a, c_att = mha_fwd(a, attn_params, features, n_heads=cfg["n_heads"], attention=cfg["attention"],
+                           causal=cfg["causal"], dropout_mask=masks.get("attn"), positions=positions,
+                           train=train)
     a, c_da = _drop_fwd(a, masks.get("resid_attn"))                                # (..., L, D)
     h = x + a                                                                       # (..., L, D) residual
-    f, c_ln2 = layernorm_fwd(h, params["ln2"])                                      # (..., L, D)
-    f, c_ff1 = dense_fwd(f, params["ff1"])                                          # (..., L, d_ff)
+    with naming("params['ln2']"):
+        f, c_ln2 = layernorm_fwd(h, params["ln2"])                                  # (..., L, D)
+    with naming("params['ff1']"):
+        f, c_ff1 = dense_fwd(f, params["ff1"])                                      # (..., L, d_ff)
     f, c_act = gelu_fwd(f)                                                          # (..., L, d_ff)
-    f, c_ff2 = dense_fwd(f, params["ff2"])                                          # (..., L, D)
+    with naming("params['ff2']"):
+        f, c_ff2 = dense_fwd(f, params["ff2"])                                      # (..., L, D)
     f, c_df = _drop_fwd(f, masks.get("resid_ff"))                                   # (..., L, D)
     return h + f, (c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df, tuple(shared))
 
@@ -181,7 +190,8 @@ def _check_features(features, n_layers):
         return [None] * n_layers
     if not isinstance(features, (list, tuple)) or len(features) != n_layers:
         got = len(features) if isinstance(features, (list, tuple)) else type(features).__name__
-        raise ValueError(f"features: expected a list with one entry per layer ({n_layers}); got {got}")
+        raise ValueError(f"features: expected a list with one entry per layer (config['n_layers'] = "
+                         f"{n_layers}); got {got}")
     return list(features)
 
 
@@ -202,7 +212,7 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     ----------
     params : dict
         Parameter tree (see the module docstring), in the namespace and dtype of the computation.
-    inputs : (..., L) integer array or (..., H, W, C) array
+    inputs : (..., L) int array or (..., H, W, C) array
         Token ids (``input="tokens"``) or images (``input="patches"``).
     features : list, optional
         One dict of drawn attention arrays per layer (required for random-feature kinds).
@@ -233,30 +243,43 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     if len(params.get("blocks", ())) != cfg["n_layers"]:
         raise ValueError(f"params['blocks']: expected {cfg['n_layers']} blocks (config['n_layers']); got "
                          f"{len(params.get('blocks', ()))}")
-    if cfg["input"] == "tokens":
-        h, c_emb = token_embedding_fwd(inputs, params["embed"])                     # (..., L, D)
-    else:
-        h, c_emb = patch_embedding_fwd(inputs, params["embed"], patch=cfg["patch"])   # (..., L, D)
+    dt = check_tree("params", params)                                               # named leaf by leaf
+    check_tree("features", features, dt)
+    spec = "(..., L) token ids" if cfg["input"] == "tokens" else "(..., H, W, C) images"
+    if getattr(inputs, "ndim", 0) < (1 if cfg["input"] == "tokens" else 3):
+        raise ValueError(f"inputs: expected {spec}; got shape {tuple(getattr(inputs, 'shape', ()))}")
+    with naming("inputs / params['embed']"):
+        if cfg["input"] == "tokens":
+            h, c_emb = token_embedding_fwd(inputs, params["embed"])                 # (..., L, D)
+        else:
+            h, c_emb = patch_embedding_fwd(inputs, params["embed"], patch=cfg["patch"])  # (..., L, D)
+    if h.shape[-1] != cfg["d_model"]:
+        raise ValueError(f"params['embed']: expected width config['d_model'] = {cfg['d_model']}; got "
+                         f"{h.shape[-1]}")
     xp = namespace(h, names=("embedded inputs",))
     L = h.shape[-2]
     if L > cfg["max_len"]:
         raise ValueError(f"inputs: sequence length L = {L} exceeds config['max_len'] = {cfg['max_len']}")
     c_pos = None
     if cfg["position"] == "learned":
-        h, c_pos = position_embedding_fwd(h, params["pos"])                        # (..., L, D)
+        with naming("params['pos']"):
+            h, c_pos = position_embedding_fwd(h, params["pos"])                    # (..., L, D)
     elif cfg["position"] == "sinusoid":
         table = sinusoid_position_table(L, cfg["d_model"], like=h)                 # fixed (L, D) table
         h, c_pos = position_embedding_fwd(h, table)
     c_blocks = []
     shared = params.get("shared", {}).get("attn", {})
-    for blk, f, mk in zip(params["blocks"], feats, masks, strict=True):
-        h, cb = block_fwd(h, blk, f, cfg=cfg, masks=mk, positions=positions, shared=shared,
-                          train=train)                                              # (..., L, D)
+    for i, (blk, f, mk) in enumerate(zip(params["blocks"], feats, masks, strict=True)):
+        with naming(f"params['blocks'][{i}] / features[{i}]"):
+            h, cb = block_fwd(h, blk, f, cfg=cfg, masks=mk, positions=positions, shared=shared,
+                              train=train)                                          # (..., L, D)
         c_blocks.append(cb)
-    h, c_lnf = layernorm_fwd(h, params["ln_f"])                                     # (..., L, D)
+    with naming("params['ln_f']"):
+        h, c_lnf = layernorm_fwd(h, params["ln_f"])                                 # (..., L, D)
     if cfg["task"] == "classify":
         h = _readout_fwd(h, cfg["readout"], xp=xp)                                  # (..., D)
-    logits, c_head = dense_fwd(h, params["head"])                                 # (..., n_out) / (..., L, V)
+    with naming("params['head']"):
+        logits, c_head = dense_fwd(h, params["head"])                             # (..., n_out) / (..., L, V)
     return logits, (cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head)
 
 
@@ -321,7 +344,7 @@ def transformer(params, inputs, features=None, *, config, dropout=None, position
     ----------
     params : dict
         Parameter tree (:func:`refattn.nn.init.init_transformer`).
-    inputs : (..., L) integer array or (..., H, W, C) array
+    inputs : (..., L) int array or (..., H, W, C) array
         Token ids (``input="tokens"``) or images (``input="patches"``).
     features : list, optional
         One dict of drawn attention arrays per layer (:func:`refattn.nn.init.draw_attention_features`);
@@ -397,9 +420,9 @@ def transformer_loss_fwd(params, inputs, labels, features=None, *, config, dropo
     ----------
     params : dict
         Parameter tree.
-    inputs : (..., L) integer array or (..., H, W, C) array
+    inputs : (..., L) int array or (..., H, W, C) array
         Token ids or images.
-    labels : (...) or (..., L) integer array
+    labels : (...) or (..., L) int array
         Class ids for classification, next tokens for the LM (the caller shifts them).
     features : list, optional
         One dict of drawn attention arrays per layer.
@@ -419,7 +442,14 @@ def transformer_loss_fwd(params, inputs, labels, features=None, *, config, dropo
     cache : tuple
         For :func:`transformer_loss_bwd`.
     """
-    logits, c_model = transformer_fwd(params, inputs, features, config=config, dropout=dropout,
+    cfg = check_config(config)
+    lead = tuple(getattr(inputs, "shape", ()))
+    want = lead if cfg["task"] == "lm" else lead[:-1] if cfg["input"] == "tokens" else lead[:-3]
+    if tuple(getattr(labels, "shape", (None,))) != want:
+        got = tuple(labels.shape) if hasattr(labels, "shape") else type(labels).__name__
+        raise ValueError(f"labels: expected shape {want} (from inputs of shape {lead}, task "
+                         f"{cfg['task']!r}); got {got}")
+    logits, c_model = transformer_fwd(params, inputs, features, config=cfg, dropout=dropout,
                                       positions=positions, train=train)
     loss, c_loss = softmax_cross_entropy_fwd(logits, labels)
     return loss, (c_model, c_loss)
@@ -452,9 +482,9 @@ def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=Non
     ----------
     params : dict
         Parameter tree.
-    inputs : (..., L) integer array or (..., H, W, C) array
+    inputs : (..., L) int array or (..., H, W, C) array
         Token ids or images.
-    labels : (...) or (..., L) integer array
+    labels : (...) or (..., L) int array
         Class ids, or next tokens for the LM.
     features : list, optional
         One dict of drawn attention arrays per layer.

@@ -55,6 +55,8 @@ def init_gmm(rng: np.random.Generator, C: int, d: int, *, covariance: str = "ful
         standard deviations (Sigma_c = diag(S_c^2)), the GMM-PRF setting of the paper's complexity analysis.
     mu_scale, s_scale : float
         Scales of the initial means and factors (mu = 0, S = I gives the Gaussian kernel at start).
+    dtype : float32 or float64
+        Dtype of the arrays.
 
     Returns
     -------
