@@ -61,25 +61,35 @@ class GeneratorParams(NamedTuple):
 
 
 class GeneratorState(NamedTuple):
+    """Running statistics of the generator's batch norms (state, not learned)."""
+
     norms: tuple    # n_hidden x BatchNormState: running mean (width,), running var (width,)
 
 
 class GeneratorOutput(NamedTuple):
+    """What :func:`generator` returns: the frequencies and the (updated) batch-norm state."""
+
     omega: Array            # (M, d)
     state: GeneratorState   # updated running statistics (train) or the input state (eval)
 
 
 class GeneratorGrads(NamedTuple):
+    """Gradients of :func:`generator`: ``noise`` and ``params`` (a :class:`GeneratorParams`)."""
+
     noise: Array             # (M, d_noise)
     params: GeneratorParams
 
 
 class GenerativeOutput(NamedTuple):
+    """What the generative feature maps return: the features and the (updated) batch-norm state."""
+
     phi: Array               # (..., L, 2M) RKS or (..., L, M) PRF
     state: GeneratorState
 
 
 class GenerativeGrads(NamedTuple):
+    """Gradients of the generative feature maps: ``x``, ``noise`` and ``params``."""
+
     x: Array                 # (..., L, d)
     noise: Array             # (M, d_noise)
     params: GeneratorParams
@@ -111,19 +121,46 @@ def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, 
                   eps: float = 1e-5) -> tuple[GeneratorOutput, _GenCache]:
     r"""Frequencies ``omega = g(noise)`` (Eq. 7) and the new batch-norm state.
 
+    ``4 x (FC + BatchNorm + LeakyReLU)`` then ``FC + tanh`` (Chowdhury et al. Eq. (7); module docstring).
+
     Parameters
     ----------
     noise : (M, d_noise) array
-        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode.
+        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
+        finite; same namespace and dtype as the weights.
     params : GeneratorParams
+        Generator weights (``refattn.random.init_generator``).
     state : GeneratorState
         Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
     train : bool
-        Batch statistics (frequencies coupled through them) or running statistics (iid frequencies).
+        Batch statistics (frequencies coupled through them; running statistics updated) or running
+        statistics (iid frequencies, unbiased for the generator's kernel).
+    negative_slope : float, default 0.01
+        LeakyReLU slope (the paper does not state it; torch's default).
+    momentum : float, default 0.1
+        Batch-norm running-statistics momentum (training mode).
+    eps : float, default 1e-5
+        Batch-norm variance floor.
 
     Returns
     -------
-    GeneratorOutput(omega (M, d) in [-1, 1], state), cache
+    GeneratorOutput
+        ``omega : (M, d)`` in [-1, 1] and ``state`` (updated in training mode, the input state otherwise).
+    cache : NamedTuple
+        Opaque, for :func:`generator_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If `noise` is not (M, d_noise) with the first layer's d_noise, M < 2 in training mode, the numbers of
+        dense layers, batch norms and states differ, or `noise` is not finite.
+    TypeError
+        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
+        differ in namespace or dtype.
+
+    See Also
+    --------
+    generator, generator_bwd
     """
     _check_generator(noise, params, state)
     first = params.hidden[0].W if params.hidden else params.out.W
@@ -149,7 +186,29 @@ def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, 
 
 
 def generator_bwd(domega: Array, cache: _GenCache) -> GeneratorGrads:
-    """Backward of :func:`generator` (cotangent of omega only; the running statistics are not learnable)."""
+    """Backward of :func:`generator` (Chowdhury et al. Eq. (7)), through batch statistics in training mode.
+
+    Only omega has a cotangent: the running statistics are not learnable.
+
+    Parameters
+    ----------
+    domega : (M, d) array
+        Cotangent of the frequencies; same namespace and dtype as the cache.
+    cache : NamedTuple
+        From :func:`generator_fwd`.
+
+    Returns
+    -------
+    GeneratorGrads
+        ``noise : (M, d_noise)`` and ``params``: a :class:`GeneratorParams` of gradients.
+
+    Raises
+    ------
+    ValueError
+        If `domega` does not have the frequencies' shape or is not finite.
+    TypeError
+        If `domega` and the cache differ in namespace or dtype.
+    """
     dz = tanh_bwd(domega, cache.tanh).x                                              # (M, d)
     go = dense_bwd(dz, cache.out)
     dh = go.x                                                                        # (M, width)
@@ -168,13 +227,91 @@ def generator_bwd(domega: Array, cache: _GenCache) -> GeneratorGrads:
 
 def generator(noise: Array, params: GeneratorParams, state: GeneratorState, *, train: bool,
               negative_slope: float = NEGATIVE_SLOPE) -> GeneratorOutput:
-    """``GeneratorOutput(omega, state)`` of the generator; see :func:`generator_fwd`."""
+    """Frequencies ``omega = g(noise)`` of the generator network (Chowdhury et al. Eq. (7)).
+
+    ``4 x (FC + BatchNorm + LeakyReLU)`` then ``FC + tanh``, so omega lies in [-1, 1]^d; one generator is
+    shared by all heads of a layer. Batch-norm momentum and eps take their defaults (see
+    :func:`generator_fwd`).
+
+    Parameters
+    ----------
+    noise : (M, d_noise) array
+        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
+        finite; same namespace and dtype as the weights.
+    params : GeneratorParams
+        Generator weights (``refattn.random.init_generator``).
+    state : GeneratorState
+        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
+    train : bool
+        Batch statistics (frequencies coupled through them; running statistics updated) or running
+        statistics (iid frequencies, unbiased for the generator's kernel).
+    negative_slope : float, default 0.01
+        LeakyReLU slope.
+
+    Returns
+    -------
+    GeneratorOutput
+        ``omega : (M, d)`` in [-1, 1] and ``state`` (updated in training mode, the input state otherwise).
+
+    Raises
+    ------
+    ValueError
+        If `noise` is not (M, d_noise) with the first layer's d_noise, M < 2 in training mode, the numbers of
+        dense layers, batch norms and states differ, or `noise` is not finite.
+    TypeError
+        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
+        differ in namespace or dtype.
+
+    See Also
+    --------
+    generator_fwd, generator_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import generator
+    >>> from refattn.random import draw_generator_noise, init_generator
+    >>> params, state = init_generator(np.random.default_rng(0), 4)      # d = d_noise = width = 4
+    >>> noise = draw_generator_noise(np.random.default_rng(1), 16, 4)    # (M, d_noise)
+    >>> out = generator(noise, params, state, train=False)
+    >>> out.omega.shape, bool(np.all(np.abs(out.omega) <= 1)), out.state is state
+    ((16, 4), True, True)
+    """
     return generator_fwd(noise, params, state, train=train, negative_slope=negative_slope)[0]
 
 
 def generator_param_count(params: GeneratorParams) -> dict:
-    """Learnable scalars: ``{"dense": ..., "batchnorm": ...}`` (the paper's ``5 d^2 + 5 d`` counts the
-    dense ones)."""
+    """Number of learnable scalars of a generator, split into dense layers and batch norms.
+
+    The paper's ``5 d^2 + 5 d`` (Chowdhury et al., the generator of Eqs. (7)-(8) at constant width d) counts
+    the dense ones; the batch norms add ``8 d``.
+
+    Parameters
+    ----------
+    params : GeneratorParams
+        Generator weights.
+
+    Returns
+    -------
+    dict
+        ``{"dense": int, "batchnorm": int}``.
+
+    Raises
+    ------
+    TypeError
+        If `params` is not a :class:`GeneratorParams`.
+    ValueError
+        If a weight does not have the shape it is counted by (W 2-D, b, gamma, beta 1-D and matching).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import generator_param_count
+    >>> from refattn.random import init_generator
+    >>> params, _ = init_generator(np.random.default_rng(0), 4)
+    >>> generator_param_count(params)                                   # 5 d^2 + 5 d and 8 d at d = 4
+    {'dense': 100, 'batchnorm': 32}
+    """
     if not isinstance(params, GeneratorParams):
         raise TypeError(f"params: expected GeneratorParams(hidden, norms, out); got {type(params).__name__}")
     layers = [(f"params.hidden[{i}]", p) for i, p in enumerate(params.hidden)] + [("params.out", params.out)]
@@ -212,15 +349,34 @@ def generative_rks_features_fwd(x: Array, noise: Array, params: GeneratorParams,
     Parameters
     ----------
     x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
     noise : (M, d_noise) array
-    params, state
-        Generator weights and running statistics.
+        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
+        finite; same namespace and dtype as the weights.
+    params : GeneratorParams
+        Generator weights (``refattn.random.init_generator``).
+    state : GeneratorState
+        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
     train : bool
-        See :func:`generator_fwd` (evaluation mode: iid frequencies, unbiased for the generator's kernel).
+        Batch statistics (frequencies coupled through them; running statistics updated) or running
+        statistics (iid frequencies, unbiased for the generator's kernel).
 
     Returns
     -------
-    GenerativeOutput(phi (..., L, 2M), state), cache
+    GenerativeOutput
+        ``phi : (..., L, 2M)`` (cosines then sines) and the generator's ``state``.
+    cache : NamedTuple
+        Opaque, for :func:`generative_rks_features_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
+        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
+        differ, or an input is not finite.
+    TypeError
+        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
+        differ in namespace or dtype.
     """
     out, gc = generator_fwd(noise, params, state, train=train)
     phi, tc = trig_features_fwd(x, out.omega)                                        # (..., L, 2M)
@@ -228,13 +384,89 @@ def generative_rks_features_fwd(x: Array, noise: Array, params: GeneratorParams,
 
 
 def generative_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GenerativeGrads:
-    """Backward of :func:`generative_rks_features`: ``GenerativeGrads(x, noise, params)``."""
+    """Backward of :func:`generative_rks_features` (Chowdhury et al. Eq. (8)): RKS, then the generator.
+
+    Parameters
+    ----------
+    dphi : (..., L, 2M) array
+        Cotangent of the features; same namespace and dtype as the cache, finite.
+    cache : NamedTuple
+        From :func:`generative_rks_features_fwd`.
+
+    Returns
+    -------
+    GenerativeGrads
+        ``x : (..., L, d)``, ``noise : (M, d_noise)`` and ``params``: a :class:`GeneratorParams` of
+        gradients (the running statistics are not learnable).
+
+    Raises
+    ------
+    ValueError
+        If ``dphi.shape`` differs from the features' shape or `dphi` is not finite.
+    TypeError
+        If `dphi` and the cache differ in namespace or dtype.
+    """
     return _compose_bwd(trig_features_bwd(dphi, cache.inner), cache)
 
 
 def generative_rks_features(x: Array, noise: Array, params: GeneratorParams, state: GeneratorState, *,
                             train: bool) -> GenerativeOutput:
-    """``GenerativeOutput(phi (..., L, 2M), state)`` of Generative-RKS (Eq. 8)."""
+    """Generative-RKS features: RKS on the generator's frequencies omega = g(noise) (Chowdhury et al. Eq. 8).
+
+    ``phi(x) = [cos(x omega^T), sin(x omega^T)] / sqrt(M)``: the RKS map (Eq. (3)) on the generator's
+    frequencies (Eq. (7)). In evaluation mode the frequencies are iid and the estimator is unbiased for
+    ``E_n[cos(g(n)^T (q - k))]``.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
+    noise : (M, d_noise) array
+        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
+        finite; same namespace and dtype as the weights.
+    params : GeneratorParams
+        Generator weights (``refattn.random.init_generator``).
+    state : GeneratorState
+        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
+    train : bool
+        Batch statistics (frequencies coupled through them; running statistics updated) or running
+        statistics (iid frequencies, unbiased for the generator's kernel).
+
+    Returns
+    -------
+    GenerativeOutput
+        ``phi : (..., L, 2M)`` (cosines then sines; same namespace, dtype and device as `x`) and the
+        generator's ``state``.
+
+    Raises
+    ------
+    ValueError
+        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
+        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
+        differ, or an input is not finite.
+    TypeError
+        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
+        differ in namespace or dtype.
+
+    See Also
+    --------
+    generative_rks_features_fwd, generative_rks_features_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import generator, generative_rks_features, trig_features
+    >>> from refattn.random import draw_generator_noise, init_generator
+    >>> params, state = init_generator(np.random.default_rng(0), 4)      # d = d_noise = width = 4
+    >>> noise = draw_generator_noise(np.random.default_rng(1), 16, 4)    # (M, d_noise)
+    >>> x = np.random.default_rng(2).standard_normal((3, 4))             # (L, d)
+    >>> out = generative_rks_features(x, noise, params, state, train=False)
+    >>> out.phi.shape                                                   # (L, 2M)
+    (3, 32)
+    >>> omega = generator(noise, params, state, train=False).omega
+    >>> bool(np.allclose(out.phi, trig_features(x, omega)))
+    True
+    """
     return generative_rks_features_fwd(x, noise, params, state, train=train)[0]
 
 
@@ -242,7 +474,37 @@ def generative_prf_features_fwd(x: Array, noise: Array, params: GeneratorParams,
                                 train: bool) -> tuple[GenerativeOutput, _FeatCache]:
     r"""Generative-PRF (Eq. 11 with Eq. 9): ``phi(x) = exp(x omega^T - |x|^2) / sqrt(M)``, unstabilised.
 
-    Returns ``GenerativeOutput(phi (..., L, M), state)`` and the cache.
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
+    noise : (M, d_noise) array
+        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
+        finite; same namespace and dtype as the weights.
+    params : GeneratorParams
+        Generator weights (``refattn.random.init_generator``).
+    state : GeneratorState
+        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
+    train : bool
+        Batch statistics (frequencies coupled through them; running statistics updated) or running
+        statistics (iid frequencies, unbiased for the generator's kernel).
+
+    Returns
+    -------
+    GenerativeOutput
+        ``phi : (..., L, M)`` (positive) and the generator's ``state``.
+    cache : NamedTuple
+        Opaque, for :func:`generative_prf_features_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
+        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
+        differ, or an input is not finite.
+    TypeError
+        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
+        differ in namespace or dtype.
     """
     out, gc = generator_fwd(noise, params, state, train=train)
     phi, pc = gaussian_positive_features_fwd(x, out.omega)                           # (..., L, M)
@@ -250,13 +512,90 @@ def generative_prf_features_fwd(x: Array, noise: Array, params: GeneratorParams,
 
 
 def generative_prf_features_bwd(dphi: Array, cache: _FeatCache) -> GenerativeGrads:
-    """Backward of :func:`generative_prf_features`."""
+    """Backward of :func:`generative_prf_features` (Chowdhury et al. Eq. (11)): PRF, then the generator.
+
+    Parameters
+    ----------
+    dphi : (..., L, M) array
+        Cotangent of the features; same namespace and dtype as the cache, finite.
+    cache : NamedTuple
+        From :func:`generative_prf_features_fwd`.
+
+    Returns
+    -------
+    GenerativeGrads
+        ``x : (..., L, d)``, ``noise : (M, d_noise)`` and ``params``: a :class:`GeneratorParams` of
+        gradients (the running statistics are not learnable).
+
+    Raises
+    ------
+    ValueError
+        If ``dphi.shape`` differs from the features' shape or `dphi` is not finite.
+    TypeError
+        If `dphi` and the cache differ in namespace or dtype.
+    """
     return _compose_bwd(gaussian_positive_features_bwd(dphi, cache.inner), cache)
 
 
 def generative_prf_features(x: Array, noise: Array, params: GeneratorParams, state: GeneratorState, *,
                             train: bool) -> GenerativeOutput:
-    """``GenerativeOutput(phi (..., L, M), state)`` of Generative-PRF (Eq. 11), unstabilised."""
+    """Generative-PRF features: PRF on the generator's frequencies omega = g(noise) (Chowdhury et al. Eq. 11).
+
+    ``phi(x) = exp(x omega^T - |x|^2) / sqrt(M)``: the PRF map of Eq. (9) (offset ``|x|^2``) on the
+    generator's frequencies (Eq. (7)). In evaluation mode the estimator is unbiased for
+    ``E_n[exp(g(n)^T (q + k))] exp(-|q|^2 - |k|^2)``. Unstabilised: attention should use
+    :func:`generative_prf_features_stable`.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
+    noise : (M, d_noise) array
+        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
+        finite; same namespace and dtype as the weights.
+    params : GeneratorParams
+        Generator weights (``refattn.random.init_generator``).
+    state : GeneratorState
+        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
+    train : bool
+        Batch statistics (frequencies coupled through them; running statistics updated) or running
+        statistics (iid frequencies, unbiased for the generator's kernel).
+
+    Returns
+    -------
+    GenerativeOutput
+        ``phi : (..., L, M)`` (positive; same namespace, dtype and device as `x`) and the generator's
+        ``state``.
+
+    Raises
+    ------
+    ValueError
+        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
+        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
+        differ, or an input is not finite.
+    TypeError
+        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
+        differ in namespace or dtype.
+
+    See Also
+    --------
+    generative_prf_features_fwd, generative_prf_features_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import gaussian_positive_features, generative_prf_features, generator
+    >>> from refattn.random import draw_generator_noise, init_generator
+    >>> params, state = init_generator(np.random.default_rng(0), 4)      # d = d_noise = width = 4
+    >>> noise = draw_generator_noise(np.random.default_rng(1), 16, 4)    # (M, d_noise)
+    >>> x = np.random.default_rng(2).standard_normal((3, 4))             # (L, d)
+    >>> out = generative_prf_features(x, noise, params, state, train=False)
+    >>> out.phi.shape                                                   # (L, M)
+    (3, 16)
+    >>> omega = generator(noise, params, state, train=False).omega
+    >>> bool(np.allclose(out.phi, gaussian_positive_features(x, omega)))
+    True
+    """
     return generative_prf_features_fwd(x, noise, params, state, train=train)[0]
 
 
@@ -265,7 +604,38 @@ def generative_prf_features_stable_fwd(x: Array, noise: Array, params: Generator
                                        train: bool) -> tuple[tuple[Array, Array, GeneratorState], _FeatCache]:
     r"""Row-stabilised Generative-PRF: ``((phi, log_scale, state), cache)``, raw map ``phi * exp(log_scale)``.
 
-    ``phi: (..., L, M)`` in (0, 1]; ``log_scale: (..., L)`` (pass as ``k_log_scale`` for keys).
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
+    noise : (M, d_noise) array
+        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
+        finite; same namespace and dtype as the weights.
+    params : GeneratorParams
+        Generator weights (``refattn.random.init_generator``).
+    state : GeneratorState
+        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
+    train : bool
+        Batch statistics (frequencies coupled through them; running statistics updated) or running
+        statistics (iid frequencies, unbiased for the generator's kernel).
+
+    Returns
+    -------
+    (phi, log_scale, state) : ((..., L, M) array, (..., L) array, GeneratorState)
+        ``phi`` in (0, 1]; ``log_scale``: pass as ``k_log_scale`` for keys, drop for queries; the
+        generator's ``state``.
+    cache : NamedTuple
+        Opaque, for :func:`generative_prf_features_stable_bwd`.
+
+    Raises
+    ------
+    ValueError
+        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
+        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
+        differ, or an input is not finite.
+    TypeError
+        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
+        differ in namespace or dtype.
     """
     out, gc = generator_fwd(noise, params, state, train=train)
     xp = namespace(x)
@@ -275,8 +645,29 @@ def generative_prf_features_stable_fwd(x: Array, noise: Array, params: Generator
 
 
 def generative_prf_features_stable_bwd(dout: tuple, cache: _FeatCache) -> GenerativeGrads:
-    """Backward of :func:`generative_prf_features_stable`; ``dout = (dphi, dlog_scale)`` (dlog_scale may be
-    None; a third entry, the state's cotangent, is ignored)."""
+    """Backward of :func:`generative_prf_features_stable` from ``(dphi, dlog_scale[, dstate])``.
+
+    Parameters
+    ----------
+    dout : tuple of ((..., L, M) array, (..., L) array or None[, ignored])
+        ``(dphi, dlog_scale)``; ``dlog_scale`` may be ``None`` (queries); a third entry, the state's
+        cotangent, is ignored. Same namespace and dtype as the cache, finite.
+    cache : NamedTuple
+        From :func:`generative_prf_features_stable_fwd`.
+
+    Returns
+    -------
+    GenerativeGrads
+        ``x : (..., L, d)``, ``noise : (M, d_noise)`` and ``params``: a :class:`GeneratorParams` of
+        gradients (the running statistics are not learnable).
+
+    Raises
+    ------
+    ValueError
+        If a cotangent's shape differs from its output's or a cotangent is not finite.
+    TypeError
+        If the cotangents and the cache differ in namespace or dtype.
+    """
     dphi, dls = dout[0], dout[1]
     xp = namespace(dphi, names=("dout[0]",))
     g = positive_features_stable_bwd((dphi, dls), cache.inner)
@@ -286,6 +677,61 @@ def generative_prf_features_stable_bwd(dout: tuple, cache: _FeatCache) -> Genera
 
 def generative_prf_features_stable(x: Array, noise: Array, params: GeneratorParams, state: GeneratorState, *,
                                    train: bool) -> tuple[Array, Array, GeneratorState]:
-    """``(phi, log_scale, state)`` of the row-stabilised Generative-PRF map."""
+    """Row-stabilised Generative-PRF features: :func:`generative_prf_features` as ``phi * exp(log_scale)``.
+
+    Chowdhury et al. Eq. (11) with the row maximum of the exponent, the ``|x|^2`` offset of Eq. (9) and
+    ``1/sqrt(M)`` factored into ``log_scale`` (design.md trap 3); never overflows.
+
+    Parameters
+    ----------
+    x : (..., L, d) array
+        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
+    noise : (M, d_noise) array
+        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
+        finite; same namespace and dtype as the weights.
+    params : GeneratorParams
+        Generator weights (``refattn.random.init_generator``).
+    state : GeneratorState
+        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
+    train : bool
+        Batch statistics (frequencies coupled through them; running statistics updated) or running
+        statistics (iid frequencies, unbiased for the generator's kernel).
+
+    Returns
+    -------
+    phi : (..., L, M) array
+        Entries in (0, 1]; same namespace, dtype and device as `x`.
+    log_scale : (..., L) array
+        Keys: pass as ``linear_attention(..., k_log_scale=...)``; queries: drop it (it cancels per row).
+    state : GeneratorState
+        Updated in training mode, the input state otherwise.
+
+    Raises
+    ------
+    ValueError
+        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
+        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
+        differ, or an input is not finite.
+    TypeError
+        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
+        differ in namespace or dtype.
+
+    See Also
+    --------
+    generative_prf_features_stable_fwd, generative_prf_features_stable_bwd : the differentiable pair.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import generative_prf_features, generative_prf_features_stable
+    >>> from refattn.random import draw_generator_noise, init_generator
+    >>> params, state = init_generator(np.random.default_rng(0), 4)      # d = d_noise = width = 4
+    >>> noise = draw_generator_noise(np.random.default_rng(1), 16, 4)    # (M, d_noise)
+    >>> x = np.random.default_rng(2).standard_normal((3, 4))             # (L, d)
+    >>> phi, log_scale, _ = generative_prf_features_stable(x, noise, params, state, train=False)
+    >>> raw = generative_prf_features(x, noise, params, state, train=False).phi
+    >>> bool(np.allclose(phi * np.exp(log_scale)[:, None], raw))
+    True
+    """
     return generative_prf_features_stable_fwd(x, noise, params, state, train=train)[0]
 
