@@ -143,7 +143,7 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
         Shapes that do not match (``omega`` must be ``(m, d)`` with ``d = q.shape[-1]``), non-finite input,
         unknown `features`, or a non-positive normaliser with ``on_nonpositive="raise"``.
     TypeError
-        Mixed namespaces or dtypes.
+        Mixed namespaces or dtypes, or `causal` not a bool.
 
     See Also
     --------

@@ -21,7 +21,7 @@ Array = Any
 
 
 def exp_dot_kernel(q, k, *, scale=None):
-    r"""The softmax kernel matrix ``exp(scale q . k)``, ``scale = 1/sqrt(d)`` by default.
+    r"""The softmax kernel matrix ``exp(scale q k^T)``, ``scale = 1/sqrt(d)`` by default.
 
     With this kernel, :func:`kernel_attention` is softmax attention (Chowdhury et al. Eq. (1) with
     ``kappa(q, k) = exp(q . k / sqrt(d))``; Horn et al. Eq. (1)). Row-unstabilised: for the exact oracle use
