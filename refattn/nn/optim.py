@@ -14,8 +14,7 @@ the state as a Python int (it drives bias correction, and a redraw policy can re
       p = p - lr (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
 
 * **AdamW** (Loshchilov & Hutter 2019, Algorithm 2 with schedule multiplier 1, torch ``AdamW``): decoupled
-decay
-  ``p = p (1 - lr lambda)`` and then the Adam step without L2.
+  decay ``p = p (1 - lr lambda)`` and then the Adam step without L2.
 
 * :func:`clip_by_global_norm`: ``grads * min(1, max_norm / ||grads||)`` with the norm over all leaves.
 """

@@ -10,9 +10,8 @@ and :func:`learning_rate` gives the rate of step t for a base rate ``lr``:
 * **cosine decay** (Loshchilov & Hutter 2017, without restarts), after the warm-up:
   ``lr_min + (lr - lr_min) (1 + cos(pi p)) / 2`` with ``p = (t - W) / (T - W)`` clipped to [0, 1];
 * **inverse-sqrt decay** (Vaswani et al. Sec. 5.3, the rate ``d^-0.5 min(t^-0.5, t W^-1.5)`` normalised to
-peak
-  at ``lr``): ``lr sqrt(max(W, 1) / (t + 1))`` for ``t >= W``, so the rate is continuous at the end of the
-  warm-up;
+  peak at ``lr``): ``lr sqrt(max(W, 1) / (t + 1))`` for ``t >= W``, so the rate is continuous at the end of
+  the warm-up;
 * ``decay=None``: constant ``lr`` after the warm-up.
 """
 

@@ -10,8 +10,7 @@ Not imported by ``import refattn`` (it may import tqdm). Everything random is a 
 * the attention features of step t: ``features_for_step(seed, t, config)`` (the redraw policy
   ``config["attention"]["redraw_every"]``);
 * the dropout masks of micro-batch j of step t (when ``config["attn_dropout"]`` or ``config["resid_dropout"]``
-is
-  positive): ``draw_dropout_masks(default_rng([seed, 3, t, j]), ...)``; evaluation runs without dropout;
+  is positive): ``draw_dropout_masks(default_rng([seed, 3, t, j]), ...)``; evaluation runs without dropout;
 * the learning rate of step t: ``learning_rate(t, lr=lr, schedule=schedule)`` (:mod:`refattn.nn.schedules`,
   a pure function of the step, logged as ``"lr"``); a model with the truncated local RPE (``flt`` kind,
   ``spectrum="box"``, ``truncation=B``) also logs each step's bias bound ``"flt_bias_bound"``

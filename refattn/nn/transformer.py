@@ -9,8 +9,7 @@ Model: input embedding (tokens, or pixels/patches through a dense layer) + absol
 learned, or none) -> ``n_layers`` blocks -> final layer norm -> head:
 
 * ``task="classify"``: readout ``"mean"`` (mean over positions) or ``"first"`` (position 0), then a dense
-layer to
-  ``n_classes`` logits, ``(..., n_classes)``;
+  layer to ``n_classes`` logits, ``(..., n_classes)``;
 * ``task="lm"``: causal attention, a dense layer to ``vocab_size`` logits at every position, ``(..., L, V)``
   (position i predicts token i + 1: the caller shifts the labels).
 

@@ -5,22 +5,18 @@ Both return ``omega: (m, d)``, the m projection rows used by every random featur
 ``x . omega_i``.
 
 * :func:`draw_gaussian`: rows iid ``N(0, I_d)`` (Rahimi & Recht; Choromanski et al. "FAVOR+" with iid
-features).
+  features).
 * :func:`draw_orthogonal`: rows stacked in blocks of d exactly orthogonal directions (Choromanski et al.'s
-ORFs):
-  each d x d block is a Haar-distributed orthogonal matrix, obtained from the QR decomposition of a Gaussian
-  matrix **with the sign correction** ``Q <- Q diag(sign(diag R))`` (Mezzadri 2007). Without it, LAPACK's
-  Householder QR returns ``R`` with a sign pattern tied to the input (``R_00 = -sign(G_00) |G_:0|``), so the
-  first
-  direction always has a negative first coordinate and the draw is not Haar: a PRF estimator built on it is
-  biased, and the bias depends on the direction of ``q + k`` (design.md trap 2;
-  ``tests/random/test_performer.py``
-  shows it along the all-ones direction for d = 16). Each row is then rescaled to an independent chi(d) norm
-  (``norms="chi"``: the marginal law of every row is exactly ``N(0, I_d)``, so every unbiased iid estimator
-  stays
-  unbiased) or to ``sqrt(d)`` (``norms="sqrt_d"``: the "regularised" variant, unbiased only in the limit).
-  When d
-  does not divide m the last block is truncated to its first ``m mod d`` rows.
+  ORFs): each d x d block is a Haar-distributed orthogonal matrix, obtained from the QR decomposition of a
+  Gaussian matrix **with the sign correction** ``Q <- Q diag(sign(diag R))`` (Mezzadri 2007). Without it,
+  LAPACK's Householder QR returns ``R`` with a sign pattern tied to the input (``R_00 = -sign(G_00) |G_:0|``),
+  so the first direction always has a negative first coordinate and the draw is not Haar: a PRF estimator
+  built on it is biased, and the bias depends on the direction of ``q + k`` (design.md trap 2;
+  ``tests/random/test_performer.py`` shows it along the all-ones direction for d = 16). Each row is then
+  rescaled to an independent chi(d) norm (``norms="chi"``: the marginal law of every row is exactly
+  ``N(0, I_d)``, so every unbiased iid estimator stays unbiased) or to ``sqrt(d)`` (``norms="sqrt_d"``: the
+  "regularised" variant, unbiased only in the limit). When d does not divide m the last block is truncated
+  to its first ``m mod d`` rows.
 
 Draws are made in float64 and cast to `dtype`, so one seed gives the same projections (to rounding) in float32
 and float64. Move them to another array library with :func:`refattn.random.as_xp`.
