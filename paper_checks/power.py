@@ -29,7 +29,8 @@ import dataclasses
 import functools
 from typing import Any, Callable, ContextManager, Iterator
 
-__all__ = ["Mutation", "MUTATIONS", "mutation", "patched", "scaled", "wrapped", "run_power", "power_table"]
+__all__ = ["Mutation", "MUTATIONS", "mutation", "patched", "scaled", "scaled_arg", "wrapped", "run_power",
+           "power_table"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,12 +81,35 @@ def wrapped(obj: Any, attr: str, wrap: Callable[[Callable], Callable]) -> Contex
     return patched(obj, attr, new)
 
 
-def scaled(obj: Any, attr: str, factor: float) -> ContextManager:
-    """``obj.attr`` (a function or a number) multiplied by `factor` for the duration of the block."""
+def scaled(obj: Any, attr: str, factor: float, *, output: int | None = None) -> ContextManager:
+    """``obj.attr`` multiplied by `factor` for the duration of the block: a number, or a function's output
+    (with `output`, only output number `output` of the tuple it returns)."""
     orig = getattr(obj, attr)
-    if callable(orig):
-        return wrapped(obj, attr, lambda f: (lambda *a, **k: f(*a, **k) * factor))
-    return patched(obj, attr, orig * factor)
+    if not callable(orig):
+        return patched(obj, attr, orig * factor)
+
+    def wrap(f: Callable) -> Callable:
+        def g(*a: Any, **k: Any) -> Any:
+            out = f(*a, **k)
+            if output is None:
+                return out * factor
+            out = list(out)
+            out[output] = out[output] * factor
+            return tuple(out)
+        return g
+    return wrapped(obj, attr, wrap)
+
+
+def scaled_arg(obj: Any, attr: str, position: int, factor: float) -> ContextManager:
+    """Function ``obj.attr`` called with positional argument number `position` multiplied by `factor` (unit
+    slips in positions and frequencies) for the duration of the block."""
+    def wrap(f: Callable) -> Callable:
+        def g(*a: Any, **k: Any) -> Any:
+            a = list(a)
+            a[position] = a[position] * factor
+            return f(*a, **k)
+        return g
+    return wrapped(obj, attr, wrap)
 
 
 def run_power(claims: list, *, seed: int = 0, size: str | None = None, default_size: str = "tiny",

@@ -22,8 +22,6 @@ from refattn.rpe import (
     kernel_proposal,
 )
 
-from ..power import wrapped
-
 A = np.array
 N_SE = 5.0
 EXACT_TOL = 1e-12          # exact identities: rounding only
@@ -90,33 +88,3 @@ def divergence(g, C: float, v: float) -> dict:
             "predicted increment (4C/pi^2) ln 10": rate, "increment tolerance": tol,
             "max |increment - predicted|": float(np.max(np.abs(inc - rate))),
             "last increment": float(inc[-1])}
-
-
-# ------------------------------------------------------------------------------------------------------
-# power mutations: wrap a refattn function in the module that looks it up
-
-
-def scaled_output(mod, attr: str, factor: float, index: int | None = None):
-    """``mod.attr`` with its output (or output number `index` of a tuple) multiplied by `factor`."""
-    def wrap(f):
-        def g(*a, **kw):
-            out = f(*a, **kw)
-            if index is None:
-                return out * factor
-            out = list(out)
-            out[index] = out[index] * factor
-            return tuple(out)
-        return g
-    return wrapped(mod, attr, wrap)
-
-
-def scaled_arg(mod, attr: str, position: int, factor: float):
-    """``mod.attr`` called with positional argument number `position` multiplied by `factor` (positions,
-    frequencies: unit slips)."""
-    def wrap(f):
-        def g(*a, **kw):
-            a = list(a)
-            a[position] = a[position] * factor
-            return f(*a, **kw)
-        return g
-    return wrapped(mod, attr, wrap)

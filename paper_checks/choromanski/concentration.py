@@ -15,8 +15,8 @@ from validation.montecarlo import binomial_coverage, mean_test
 
 from .._claims import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
 from .._rules import value, with_rule
-from ..power import mutation, wrapped
-from ._common import N_SE, A, blocks, divergence, scaled_arg, scaled_output
+from ..power import mutation, scaled, scaled_arg, wrapped
+from ._common import N_SE, A, blocks, divergence
 
 _HERE = sys.modules[__name__]    # mutations wrap the refattn functions this module looks up
 
@@ -169,8 +169,8 @@ def thm_a4_proof_wrong(ctx: Context) -> Result:
 
 
 for _cid in ("flt.thm4.2-sample-complexity", "flt.thmA4-proof"):
-    mutation(_cid, "flt_features N2 x 0.5")(lambda: scaled_output(_HERE, "flt_features", 0.5, 1))
-    mutation(_cid, "flt_features N2 x 2")(lambda: scaled_output(_HERE, "flt_features", 2.0, 1))
+    mutation(_cid, "flt_features N2 x 0.5")(lambda: scaled(_HERE, "flt_features", 0.5, output=1))
+    mutation(_cid, "flt_features N2 x 2")(lambda: scaled(_HERE, "flt_features", 2.0, output=1))
     mutation(_cid, "positions x 0.5 (flt_features)")(lambda: scaled_arg(_HERE, "flt_features", 0, 0.5))
 
 

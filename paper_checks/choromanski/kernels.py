@@ -28,8 +28,8 @@ from validation.montecarlo import mean_test
 
 from .._claims import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
 from .._rules import per_reading, value, with_rule
-from ..power import mutation
-from ._common import EXACT_TOL, N_SE, SE_FLOOR, A, blocks, scaled_arg, scaled_output
+from ..power import mutation, scaled, scaled_arg
+from ._common import EXACT_TOL, N_SE, SE_FLOOR, A, blocks
 
 # mutations wrap the refattn functions (and the derived f) this module looks up
 _HERE = sys.modules[__name__]
@@ -124,8 +124,8 @@ def gm_pair_wrong(ctx: Context) -> Result:
     return Result(ctx.decide(ev), ev, summary="e^{-2 pi i mu D} convention")
 
 
-mutation("flt.gm-pair", "refattn spectrum_f x 0.5")(lambda: scaled_output(_HERE, "spectrum_f", 0.5))
-mutation("flt.gm-pair", "derived f x 2")(lambda: scaled_output(_HERE, "gm_f", 2.0))
+mutation("flt.gm-pair", "refattn spectrum_f x 0.5")(lambda: scaled(_HERE, "spectrum_f", 0.5))
+mutation("flt.gm-pair", "derived f x 2")(lambda: scaled(_HERE, "gm_f", 2.0))
 mutation("flt.gm-pair", "derived f with D x 2 pi (angular units)")(
     lambda: scaled_arg(_HERE, "gm_f", 0, 2 * math.pi))
 
@@ -197,7 +197,7 @@ def gb3_wrong(ctx: Context) -> Result:
 
 
 mutation("flt.gaussian-basis-3d-pair", "refattn spectrum_g x 0.5")(
-    lambda: scaled_output(_HERE, "spectrum_g", 0.5, 0))
+    lambda: scaled(_HERE, "spectrum_g", 0.5, output=0))
 mutation("flt.gaussian-basis-3d-pair", "refattn spectrum_f with D x 2 pi")(
     lambda: scaled_arg(_HERE, "spectrum_f", 1, 2 * math.pi))
 
@@ -266,8 +266,8 @@ def shift_inv_wrong(ctx: Context) -> Result:
 
 
 mutation("flt.shift-invariant-kernels", "flt_features N2 x 0.5")(
-    lambda: scaled_output(_HERE, "flt_features", 0.5, 1))
+    lambda: scaled(_HERE, "flt_features", 0.5, output=1))
 mutation("flt.shift-invariant-kernels", "positions x 0.5 (flt_features)")(
     lambda: scaled_arg(_HERE, "flt_features", 0, 0.5))
 mutation("flt.shift-invariant-kernels", "importance weights x 2")(
-    lambda: scaled_output(_HERE, "flt_importance_weights", 2.0, 0))
+    lambda: scaled(_HERE, "flt_importance_weights", 2.0, output=0))

@@ -16,8 +16,8 @@ from validation.montecarlo import mean_test
 
 from .._claims import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
 from .._rules import per_reading, value, with_rule
-from ..power import mutation, wrapped
-from ._common import N_SE, A, blocks, divergence, scaled_arg, scaled_output
+from ..power import mutation, scaled, scaled_arg, wrapped
+from ._common import N_SE, A, blocks, divergence
 
 # mutations wrap the refattn functions (and the printed g) this module looks up
 _HERE = sys.modules[__name__]
@@ -142,11 +142,11 @@ def local_pair_wrong(ctx: Context) -> Result:
     return Result(ctx.decide(ev), ev, summary="printed g halved")
 
 
-mutation("flt.local-sinc-pair", "printed g x 2")(lambda: scaled_output(_HERE, "printed_g", 2.0))
+mutation("flt.local-sinc-pair", "printed g x 2")(lambda: scaled(_HERE, "printed_g", 2.0))
 mutation("flt.local-sinc-pair", "printed g in angular frequency (xi / 2 pi)")(
     lambda: scaled_arg(_HERE, "printed_g", 2, 1 / (2 * math.pi)))
 mutation("flt.local-sinc-pair", "refattn spectrum_g x 0.5")(
-    lambda: scaled_output(_HERE, "spectrum_g", 0.5, 0))
+    lambda: scaled(_HERE, "spectrum_g", 0.5, output=0))
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -227,9 +227,9 @@ def local_boundary_wrong(ctx: Context) -> Result:
 
 
 mutation("flt.local-sinc-boundary", "g x 2 (truncated inverse)")(
-    lambda: scaled_output(_HERE, "truncated_inverse", 2.0))
+    lambda: scaled(_HERE, "truncated_inverse", 2.0))
 mutation("flt.local-sinc-boundary", "g x 0.5 (truncated inverse)")(
-    lambda: scaled_output(_HERE, "truncated_inverse", 0.5))
+    lambda: scaled(_HERE, "truncated_inverse", 0.5))
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -26,8 +26,8 @@ from validation.montecarlo import mean_test
 
 from .._claims import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
 from .._rules import per_reading, value, with_rule
-from ..power import mutation
-from ._common import EXACT_TOL, N_SE, SE_FLOOR, A, blocks, cases, divergence, plt, scaled_arg, scaled_output
+from ..power import mutation, scaled, scaled_arg
+from ._common import EXACT_TOL, N_SE, SE_FLOOR, A, blocks, cases, divergence, plt
 
 _HERE = sys.modules[__name__]    # mutations wrap the refattn functions this module looks up
 
@@ -149,8 +149,8 @@ def thm41_wrong(ctx: Context) -> Result:
     return Result(ctx.decide(ev), ev, summary="target with g off by 2 pi (angular frequencies)")
 
 
-mutation("flt.thm4.1-unbiased", "flt_features N2 x 0.5")(lambda: scaled_output(_HERE, "flt_features", 0.5, 1))
-mutation("flt.thm4.1-unbiased", "flt_features N2 x 2")(lambda: scaled_output(_HERE, "flt_features", 2.0, 1))
+mutation("flt.thm4.1-unbiased", "flt_features N2 x 0.5")(lambda: scaled(_HERE, "flt_features", 0.5, output=1))
+mutation("flt.thm4.1-unbiased", "flt_features N2 x 2")(lambda: scaled(_HERE, "flt_features", 2.0, output=1))
 mutation("flt.thm4.1-unbiased", "positions x 0.5 (flt_features)")(
     lambda: scaled_arg(_HERE, "flt_features", 0, 0.5))
 mutation("flt.thm4.1-unbiased", "positions x 2 pi (flt_features)")(
@@ -277,6 +277,6 @@ def thm_a3_wrong(ctx: Context) -> Result:
 
 
 for _cid in ("flt.lemmaA2-variance", "flt.thmA3-variance-bound"):
-    mutation(_cid, "importance weights x 2")(lambda: scaled_output(_HERE, "flt_importance_weights", 2.0, 0))
+    mutation(_cid, "importance weights x 2")(lambda: scaled(_HERE, "flt_importance_weights", 2.0, output=0))
     mutation(_cid, "frequencies x 2 pi (flt_frequencies)")(
-        lambda: scaled_output(_HERE, "flt_frequencies", 2 * math.pi, 0))
+        lambda: scaled(_HERE, "flt_frequencies", 2 * math.pi, output=0))

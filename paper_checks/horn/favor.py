@@ -15,8 +15,7 @@ from validation import mean_test
 
 from .._claims import HORN, Context, Result, claim, must_fail, stat_evidence
 from .._rules import holds_iff_accepted, printed_vs_corrected
-from ..choromanski._common import scaled_arg
-from ..power import mutation, scaled
+from ..power import mutation, scaled, scaled_arg
 
 _HERE = sys.modules[__name__]    # mutations wrap the refattn functions this module looks up
 

@@ -9,8 +9,7 @@ import numpy as np
 
 from .._claims import HORN, Context, Result, claim, must_fail, stat_evidence
 from .._rules import value, with_rule
-from ..choromanski._common import scaled_arg, scaled_output
-from ..power import mutation, patched, wrapped
+from ..power import mutation, patched, scaled, scaled_arg, wrapped
 
 # mutations wrap the printed formulas this module uses
 _HERE = sys.modules[__name__]
@@ -143,7 +142,7 @@ def lemma1_wrong(ctx: Context) -> Result:
     return _lemma1_result(ctx, _lemma1(ctx, -1.0))
 
 
-mutation("horn.lemma1", "printed value x 0.5")(lambda: scaled_output(_HERE, "printed_value", 0.5))
+mutation("horn.lemma1", "printed value x 0.5")(lambda: scaled(_HERE, "printed_value", 0.5))
 mutation("horn.lemma1", "printed value with omega x 2 pi")(
     lambda: scaled_arg(_HERE, "printed_value", 2, 2 * math.pi))
 
@@ -248,6 +247,6 @@ def lemma1_converse_wrong(ctx: Context) -> Result:
     return _converse(ctx, False)
 
 
-mutation("horn.lemma1-converse", "decomposition x 0.5")(lambda: scaled_output(_HERE, "four_terms", 0.5))
+mutation("horn.lemma1-converse", "decomposition x 0.5")(lambda: scaled(_HERE, "four_terms", 0.5))
 mutation("horn.lemma1-converse", "M transposed (W_k W_q^T for W_q W_k^T)")(
     lambda: wrapped(_HERE, "four_terms", lambda f: (lambda M, *a, **k: f(np.asarray(M).T, *a, **k))))

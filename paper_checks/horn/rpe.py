@@ -16,8 +16,7 @@ from validation.montecarlo import mean_test
 
 from .._claims import HORN, Context, Result, claim, must_fail, stat_evidence
 from .._rules import value, with_rule
-from ..choromanski._common import scaled_output
-from ..power import mutation, patched, wrapped
+from ..power import mutation, patched, scaled, wrapped
 
 # mutations wrap the refattn functions this module uses
 _HERE = sys.modules[__name__]
@@ -234,8 +233,8 @@ def _grid_transposed():
                                                               else tuple(grid)[::-1], **kw)))
 
 
-mutation("horn.s2-fast-equals-naive", "s2_attention x 0.5")(lambda: scaled_output(_HERE, "s2_attention", 0.5))
-mutation("horn.s2-fast-equals-naive", "s2_attention x 2")(lambda: scaled_output(_HERE, "s2_attention", 2.0))
+mutation("horn.s2-fast-equals-naive", "s2_attention x 0.5")(lambda: scaled(_HERE, "s2_attention", 0.5))
+mutation("horn.s2-fast-equals-naive", "s2_attention x 2")(lambda: scaled(_HERE, "s2_attention", 2.0))
 mutation("horn.s2-fast-equals-naive", "grid (H, W) read as (W, H) (s2_class_index)")(_grid_transposed)
 
 
@@ -312,7 +311,7 @@ def s2_signed_wrong(ctx: Context) -> Result:
 
 
 mutation("horn.s2-signed-clip", "class sums x 0.5 (_class_sums_reference)")(
-    lambda: scaled_output(_HERE, "_class_sums_reference", 0.5))
+    lambda: scaled(_HERE, "_class_sums_reference", 0.5))
 mutation("horn.s2-signed-clip", "clip(i - j) for clip(j - i) (s2_class_index)")(
     lambda: wrapped(_HERE, "s2_class_index",
                     lambda f: (lambda L, k, grid=None, **kw: 2 * k - f(L, k, grid, **kw))))
