@@ -1,6 +1,5 @@
 """Helpers shared by the FLT (Choromanski et al.) claim modules: block estimates of N1 N2^T, the spectrum
-cases,
-the divergence measurement of int |g| for the local RPE, and the matplotlib import.
+cases and the divergence measurement of int |g| for the local RPE.
 
 Functions the checks consume (``flt_features``, ``spectrum_g``, ...) are looked up in the calling module's
 namespace at call time, so a power mutation (:mod:`paper_checks.power`) that wraps them there is seen."""
@@ -26,15 +25,6 @@ A = np.array
 N_SE = 5.0
 EXACT_TOL = 1e-12          # exact identities: rounding only
 SE_FLOOR = 1e-14           # an SE at or below this is rounding noise: the entry is compared exactly
-
-
-def plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def blocks(features, pos, eps, spec, prop, n, **kw):

@@ -14,9 +14,10 @@ from refattn.rpe import GaussianMixture, Proposal, flt_attention, flt_features, 
 from validation.montecarlo import mean_z2_test, scalar_z
 
 from .._claims import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
+from .._figures import new_figure, save_figure
 from .._rules import value, with_rule
 from ..power import mutation, scaled, wrapped
-from ._common import EXACT_TOL, N_SE, SE_FLOOR, A, plt
+from ._common import EXACT_TOL, N_SE, SE_FLOOR, A
 
 LADDER = ((2, 16), (8, 64), (32, 256), (128, 1024))   # (r, m): r = m / 8
 BATCH = 16                                            # replicates per Monte Carlo task (fixed by the claim)
@@ -131,9 +132,8 @@ def alg1(ctx: Context) -> Result:
     figs = []
     path = ctx.figure_path("convergence")
     if path is not None:
-        p = plt()
         ms = np.array([m for _, m in LADDER], dtype=float)
-        fig, ax = p.subplots(figsize=(5, 3.5))
+        fig, ax = new_figure(figsize=(5, 3.5))
         for mode, (mse, se) in curves.items():
             rm = np.sqrt(mse)
             ax.errorbar(ms, rm, yerr=N_SE * np.asarray(se) / (2 * rm), fmt="o-", label=f"{mode} RMS error")
@@ -142,10 +142,7 @@ def alg1(ctx: Context) -> Result:
         ax.set(xscale="log", yscale="log", xlabel="m (random features), r = m/8 (RPE features)",
                ylabel="RMS error vs masked softmax")
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        p.close(fig)
-        figs.append(str(path))
+        figs.append(save_figure(fig, path, dpi=110))
     mse = ev["bidirectional: MSE per rung"]
     return Result(ctx.decide(ev), ev, figures=figs,
                   summary="converges to the masked softmax: at (r, m) = (128, 1024) mean z^2 of the mean "

@@ -25,9 +25,10 @@ from refattn.rpe import (
 from validation.montecarlo import mean_test
 
 from .._claims import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
+from .._figures import new_figure, save_figure
 from .._rules import per_reading, value, with_rule
 from ..power import mutation, scaled, scaled_arg
-from ._common import EXACT_TOL, N_SE, SE_FLOOR, A, blocks, cases, divergence, plt
+from ._common import EXACT_TOL, N_SE, SE_FLOOR, A, blocks, cases, divergence
 
 _HERE = sys.modules[__name__]    # mutations wrap the refattn functions this module looks up
 
@@ -204,8 +205,7 @@ def _var_check(ctx, factor=1.0, r_list=(1, 8), figure=None):
     figs = []
     path = None if figure is None else ctx.figure_path(figure)
     if path is not None:
-        p = plt()
-        fig, ax = p.subplots(figsize=(5, 3.5))
+        fig, ax = new_figure(figsize=(5, 3.5))
         for i, (name, r, var, se, bnd) in enumerate(curves):
             keep = bnd > 1e-9                    # at z = 0 the kernel's own proposal has bound = var = 0
             ax.errorbar(deltas[keep] + 0.02 * i, var[keep] / bnd[keep], yerr=N_SE * se[keep] / bnd[keep],
@@ -214,10 +214,7 @@ def _var_check(ctx, factor=1.0, r_list=(1, 8), figure=None):
         ax.axhline(1.0, color="k", ls="--", label="bound (c^2 - f^2)/r")
         ax.set(xlabel="z = r_i - r_j", ylabel="measured Var / bound (+- 5 SE)", ylim=(0, 1.2))
         ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        p.close(fig)
-        figs.append(str(path))
+        figs.append(save_figure(fig, path, dpi=110))
     return ev, figs
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from validation.montecarlo import mean_test, scalar_z
 
 from .._claims import Context
+from .._figures import new_figure, save_figure
 
 N_SE = 5.0          # every Monte Carlo decision in these modules: 5 standard errors
 BATCHES = 4         # fixed replicate batches of the heavy Monte Carlo loops (never the worker count)
@@ -68,19 +69,11 @@ def mse_figure(ctx: Context, name: str, Ms, measured, formulas: dict, title: str
     path = ctx.figure_path(name)
     if path is None:
         return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = new_figure(figsize=(5, 3.5))
     ax.errorbar(Ms, [a for a, _ in measured], yerr=[N_SE * b for _, b in measured], fmt="o", color="k",
                 label="measured MSE (+- 5 SE)")
     for lab, vals in formulas.items():
         ax.plot(Ms, vals, "--", label=lab)
     ax.set(xscale="log", yscale="log", xlabel="M (random features)", ylabel="MSE", title=title)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [str(path)]
+    return [save_figure(fig, path, dpi=110)]

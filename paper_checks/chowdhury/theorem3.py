@@ -15,6 +15,7 @@ from refattn.features.gmm import (GMMParams, gmm_antithetic_params, gmm_prf_feat
 from refattn.random import draw_gmm_antithetic_noise, draw_gmm_noise
 
 from .._claims import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
+from .._figures import new_figure, save_figure
 from .._rules import printed_vs_corrected, value, with_rule
 from ..power import mutation, patched, scaled, wrapped
 from ._common import N_SE, batched, mse_figure, replicates, zscore
@@ -232,19 +233,13 @@ def _eigen(ctx: Context, reverse: bool) -> Result:
     figs = []
     path = ctx.figure_path("mse-vs-eigenvalues")
     if path is not None:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(5, 3.5))
+        fig, ax = new_figure(figsize=(5, 3.5))
         for lab, s in (("GMM-RKS (antithetic)", rks), ("GMM-PRF", prf)):
             ax.errorbar(eig, [a for a, _ in s], yerr=[N_SE * b for _, b in s], marker="o", label=lab)
         ax.set(xscale="log", yscale="log", xlabel="largest eigenvalue of Sigma",
                ylabel="measured MSE (+- 5 SE)")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        figs.append(str(path))
+        figs.append(save_figure(fig, path, dpi=100))
     return Result(ctx.decide(ev), ev, figures=figs,
                   summary=f"as Sigma's eigenvalues shrink x1/4 per step: RKS MSE {rks[0][0]:.2e} -> "
                           f"{rks[-1][0]:.2e}, PRF {prf[0][0]:.2e} -> {prf[-1][0]:.2e}; smallest step "

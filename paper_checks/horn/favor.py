@@ -14,6 +14,7 @@ from refattn import gaussian_kernel, positive_features, softmax_kernel, softmax_
 from validation import mean_test
 
 from .._claims import HORN, Context, Result, claim, must_fail, stat_evidence
+from .._figures import new_figure, save_figure
 from .._rules import holds_iff_accepted, printed_vs_corrected
 from ..power import mutation, scaled, scaled_arg
 
@@ -127,27 +128,20 @@ def attention_matrix(ctx: Context) -> Result:
     path = ctx.figure_path("bias-vs-m")
     figs = []
     if path is not None:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(4.5, 3.2))
+        fig, ax = new_figure(figsize=(4.5, 3.2))
         ms = [r["m"] for r in nrm]
         ax.errorbar(ms, [abs(r["worst_bias"]) for r in nrm], yerr=[r["se"] for r in nrm], fmt="o-",
                     label="|bias| of normalised A_hat")
         ax.plot(ms, [abs(nrm[0]["worst_bias"]) * ms[0] / m for m in ms], "k--", label="1/m")
         ax.set(xscale="log", yscale="log", xlabel="m", ylabel="|bias| (worst entry)")
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        figs.append(str(path))
+        figs.append(save_figure(fig, path, dpi=120))
     path = ctx.figure_path("rms-error-vs-m")
     # convergence: RMS error of one draw vs m, with the m^{-1/2} reference
     if path is not None:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(4.5, 3.2))
+        from matplotlib.ticker import NullFormatter
+
+        fig, ax = new_figure(figsize=(4.5, 3.2))
         ms = np.array([r["m"] for r in nrm], dtype=float)
         for rows_, lab in ((raw, "Q'K'^T (trig, Horn)"), (nrm, "normalised A_hat (FAVOR+)")):
             ax.plot(ms, [r["rms_error"] for r in rows_], "o-", label=f"{lab} RMS error")
@@ -156,12 +150,9 @@ def attention_matrix(ctx: Context) -> Result:
         ax.set(xscale="log", yscale="log", xlabel="m (random features)", ylabel="RMS error over entries and "
                                                                                 "draws")
         ax.set_xticks(ms, [str(int(m)) for m in ms], minor=False)
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        figs.append(str(path))
+        figs.append(save_figure(fig, path, dpi=120))
     verdict = ctx.decide(ev)
     corrected = ("Q'K'^T is an unbiased estimator of the unnormalised matrix exp(Q K^T); the attention "
                  "matrix "

@@ -15,6 +15,7 @@ from refattn.rpe.s2_clipped import _class_sums_reference, s2_attention, s2_atten
 from validation.montecarlo import mean_test
 
 from .._claims import HORN, Context, Result, claim, must_fail, stat_evidence
+from .._figures import new_figure, save_figure
 from .._rules import value, with_rule
 from ..power import mutation, patched, scaled, wrapped
 
@@ -378,23 +379,16 @@ def _complexity(ctx: Context, swap: bool) -> Result:
                         "which "
                         "bends the fast path's line upwards"),
           "speedup_at_L": (naive_sides[-1] ** 2, speedup)}
-    if ctx.report_dir is not None:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        path = ctx.figure_path("s2-scaling")
-        fig, ax = plt.subplots(figsize=(5, 3.5))
+    figures = []
+    path = ctx.figure_path("s2-scaling")
+    if path is not None:
+        fig, ax = new_figure(figsize=(5, 3.5))
         ax.loglog(Ls, t_fast, "o-", label=f"S2 window trick (slope {slope_fast:.2f})")
         ax.loglog(Ls_naive, t_naive, "s-", label=f"naive quadratic (slope {slope_naive:.2f})")
         ax.set_xlabel("L (2-D grid, k = 6)")
         ax.set_ylabel("seconds")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        figures = [str(path)]
-    else:
-        figures = []
+        figures.append(save_figure(fig, path, dpi=100))
     return Result(ctx.decide(ev), ev, figures=figures,
                   summary=f"time ~ L^{slope_fast:.2f} (window trick) vs L^{slope_naive:.2f} (naive); "
                           f"{speedup:.0f}x faster at L = {naive_sides[-1] ** 2}")
