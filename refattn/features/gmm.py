@@ -880,8 +880,7 @@ def _check_M(M: Any, C: int) -> int:  # noqa: N802  paper notation (M frequencie
 
 
 def gmm_rks_mse(q: Array, k: Array, params: GMMParams, M: int) -> Array:
-    r"""MSE of GMM-RKS with independent noise per component (derived; see module docstring),
-    ``(..., Lq, Lk)``.
+    r"""MSE of GMM-RKS with independent noise per component, ``(..., Lq, Lk)`` (derived in the module doc).
 
     ``sum_c (C pi_c^2 / M) [(1 + cos(2 mu_c^T p) e^{-2 s_c}) / 2 - cos^2(mu_c^T p) e^{-s_c}]``,
     ``s_c = ||S_c^T p||^2``: each component contributes M/C iid cosines ``Var cos(omega^T p)``, weighted
@@ -927,7 +926,9 @@ def gmm_rks_mse(q: Array, k: Array, params: GMMParams, M: int) -> Array:
 
 
 def gmm_rks_antithetic_mse(q: Array, k: Array, mu: Array, S: Array, M: int) -> Array:
-    r"""MSE of GMM-RKS in Theorem 3's antithetic case (C = 2, +-mu, shared S and noise, equal weights):
+    r"""MSE of GMM-RKS in Theorem 3's antithetic case (C = 2, +-mu, shared S and noise, equal weights).
+
+    It is::
 
         (1 / M) cos^2(mu^T p) (1 - exp(-||S^T p||^2))^2,     p = q - k,  M = total frequencies = 2 x pairs.
 
@@ -969,8 +970,9 @@ def gmm_rks_antithetic_mse(q: Array, k: Array, mu: Array, S: Array, M: int) -> A
 
 
 def gmm_prf_mse(q: Array, k: Array, params: GMMParams, M: int) -> Array:
-    r"""MSE of GMM-PRF (derived; see module docstring), ``(..., Lq, Lk)``:
+    r"""MSE of GMM-PRF, ``(..., Lq, Lk)`` (derived; see module docstring).
 
+    It is
     ``sum_c (C pi_c^2 / M) exp(-2(|q|^2 + |k|^2 - mu_c^T o)) (exp(2 ||S_c^T o||^2) - exp(||S_c^T o||^2))``,
     o = q + k. The printed Eq. 14 has unsquared norms in the last factor.
 
