@@ -32,6 +32,10 @@ class Call:
         self.dy_field = None  # the backward's cotangent: of this field of the output (omega, phi)
         self.values_unread = False  # reads only the shapes: dtype/NaN/inf classes may return a result
         self.accessor = False  # returns the caller's own arrays (computes nothing): only the type is checked
+        self.accessor_paths = set()  # arguments passed through unchecked (transfers): any outcome but a crash
+        self.nan_ok = set()  # arguments whose values are not read (a `like` array): NaN is not an error
+        self.sizes = []  # integer size arguments: 'huge' (2**40) and 'non-int' (1.5) must raise naming them
+        self.bad = []  # (path, bad value, label, names): a non-array argument's invalid value, must raise
 
     def get(self, path):
         top, *rest = path.split(".")
@@ -490,6 +494,205 @@ def b_generative_stable(rng, s):
     return c
 
 
+# refattn.nn: a one-layer causal LM (D = 4, H = 2, FAVOR+ with m = 4, so that drawn features travel too); a
+# representative subset of the parameter tree's leaves is mutated (one of each kind of layer). Non-array
+# arguments (configs, sizes, seeds) get `bad` values: each must raise naming the entry.
+_D, _H, _V = 4, 2, 5
+
+
+def _nn_config(**over):
+    from refattn.nn import check_config
+
+    return check_config(dict(task="lm", vocab_size=_V, d_model=_D, n_heads=_H, n_layers=1, max_len=8,
+                             attention={"kind": "favor", "m": 4}, **over))
+
+
+def _nn_model(rng, s):
+    from refattn.nn import draw_attention_features, init_transformer
+
+    cfg = _nn_config()
+    return cfg, init_transformer(rng, cfg), draw_attention_features(rng, cfg)
+
+
+_BLOCK = ["ln1.0", "attn.q.0", "attn.o.1", "ln2.1", "ff1.0", "ff2.1"]
+_MODEL = ["params.embed", *(f"params.blocks.0.{n}" for n in _BLOCK), "params.ln_f.0", "params.head.0",
+          "params.head.1", "features.0.omega"]
+_BAD_CONFIG = [("n_heads", 3), ("vocab_size", 1.5), ("attention", "bogus"), ("max_len", 0), ("d_model", -4),
+               ("n_layers", 2 ** 40)]
+
+
+def _bad_config(cfg, model=False):
+    """Invalid configurations; with `model`, also a valid one that disagrees with the parameters (d_model)."""
+    bad = [("config", {**cfg, k: v}, f"config[{k}]", (k,)) for k, v in _BAD_CONFIG]
+    mismatch = [("config", {**cfg, "d_model": 6}, "config[d_model] vs params", ("d_model",))]
+    return bad + (mismatch if model else [])
+
+
+def b_transformer(rng, s):  # token ids: any B and L <= max_len
+    cfg, params, feats = _nn_model(rng, s)
+    c = Call({"params": params, "inputs": rng.integers(0, _V, (s["B"], s["L"])), "features": feats},
+             {"config": cfg}, arrays=[*_MODEL, "inputs"], free=("inputs",))
+    c.bad = _bad_config(cfg, model=True)
+    return c
+
+
+def b_transformer_loss(rng, s):
+    c = b_transformer(rng, s)
+    ids = c.args.pop("inputs")
+    c.args = {"params": c.args["params"], "inputs": ids, "labels": rng.integers(0, _V, ids.shape),
+              "features": c.args["features"]}
+    c.arrays, c.free, c.batch = [*_MODEL, "inputs", "labels"], set(), {"inputs", "labels"}
+    c.empty_ok = False  # the mean loss of no tokens does not exist
+    return c
+
+
+def b_block(rng, s):
+    cfg, params, feats = _nn_model(rng, s)
+    return Call({"x": _x(rng, s, s["B"], s["L"], _D), "params": params["blocks"][0], "features": feats[0]},
+                {"cfg": cfg}, arrays=["x", *(f"params.{n}" for n in _BLOCK), "features.omega"])
+
+
+def b_mha(rng, s):
+    cfg, params, feats = _nn_model(rng, s)
+    return Call({"x": _x(rng, s, s["B"], s["L"], _D), "params": params["blocks"][0]["attn"],
+                 "features": feats[0]}, {"n_heads": _H, "attention": cfg["attention"], "causal": True},
+                arrays=["x", "params.q.0", "params.k.1", "params.v.0", "params.o.1", "features.omega"])
+
+
+def b_split_heads(rng, s):  # a reshape: moves values, computes nothing
+    c = Call({"x": _x(rng, s, s["B"], s["L"], _D), "n_heads": _H}, {"xp": np})
+    c.values_unread = True
+    c.bad = [("n_heads", 3, "n_heads", ("n_heads",)), ("n_heads", 0, "n_heads", ("n_heads",))]
+    return c
+
+
+def b_merge_heads(rng, s):  # (..., H, L, d): any d
+    c = Call({"x": _x(rng, s, s["B"], _H, s["L"], 2)}, {"xp": np}, free_last=("x",))
+    c.values_unread = True
+    return c
+
+
+def b_init_mha(rng, s):
+    c = _sized({"rng": rng, "d_model": _D, "n_heads": _H, "attention": {"kind": "favor", "m": 4}},
+               ["d_model", "n_heads"])
+    c.bad = [("n_heads", 3, "n_heads", ("n_heads",)), ("attention", {"kind": "favor", "m": 0}, "attention.m",
+                                                      ("attention",))]
+    return c
+
+
+def b_check_config(rng, s):
+    cfg = _nn_config()
+    c = Call({"config": cfg}, arrays=[])
+    c.bad = _bad_config(cfg)[:-1] + [("config", {**cfg, "heads": 2}, "config[heads]", ("heads",))]
+    return c
+
+
+def b_check_attention_config(rng, s):
+    c = Call({"attention": {"kind": "favor", "m": 4}}, {"d_head": 2, "n_heads": _H}, arrays=[])
+    c.bad = [("attention", {"kind": "bogus"}, "kind", ("bogus",)),
+             ("attention", {"kind": "favor", "m": 0}, "m", ("attention.m",)),
+             ("attention", {"kind": "favor", "m": 1.5}, "m", ("attention.m",)),
+             ("attention", {"kind": "favor", "mm": 4}, "option", ("mm",))]
+    return c
+
+
+def b_init_transformer(rng, s):
+    cfg = _nn_config()
+    c = Call({"rng": rng, "config": cfg}, arrays=[])
+    c.bad = _bad_config(cfg) + [("config", {**cfg, "vocab_size": 2 ** 40}, "config[vocab_size] huge",
+                                 ("vocab_size",)), ("rng", None, "rng", ("rng",))]
+    return c
+
+
+def b_draw_attention_features(rng, s):
+    cfg = _nn_config()
+    c = Call({"rng": rng, "config": cfg}, arrays=[])
+    c.bad = _bad_config(cfg) + [("config", {**cfg, "attention": {"kind": "favor", "m": 2 ** 40}},
+                                 "attention.m huge", ("m",)), ("rng", 7, "rng", ("rng",))]
+    return c
+
+
+def b_features_for_step(rng, s):
+    cfg = _nn_config()
+    c = Call({"seed": 3, "step": 2, "config": cfg}, arrays=[])
+    c.bad = _bad_config(cfg)[:4] + [("seed", -1, "seed", ("seed",)), ("step", 1.5, "step", ("step",)),
+                                    ("step", -1, "step", ("step",))]
+    return c
+
+
+# the NumPy edge: argument checks (rng, dtype, seeds) and transfers into a namespace. The transfers
+# (as_xp, tree_as_xp, tree_to_numpy, gmm_as_xp, fastfood_as_xp) move values without computing on them
+# (``accessor``): the consuming function checks them at its boundary; `like` must still be real floating.
+def b_check_rng(rng, s):
+    c = Call({"rng": rng}, arrays=[])
+    c.bad = [("rng", None, "rng None", ("rng",)), ("rng", 7, "rng int", ("rng",)),
+             ("rng", np.random.RandomState(0), "rng RandomState", ("rng",))]
+    return c
+
+
+def b_check_dtype_arg(rng, s):
+    c = Call({"dtype": np.float32}, arrays=[])
+    c.bad = [("dtype", v, f"dtype {v!r}", ("dtype",))
+             for v in (np.int64, np.float16, "complex128", bool, "x")]
+    return c
+
+
+def b_rng_for_step(rng, s):
+    c = Call({"seed": 3, "step": 5, "every": 2}, arrays=[])
+    c.bad = [(n, v, f"{n} <- {v!r}", (n,)) for n, v in (("seed", -1), ("seed", 1.5), ("step", -1),
+                                                         ("step", 1.5), ("every", 0), ("every", 1.5),
+                                                         ("seed", "0"))]
+    return c
+
+
+def b_draw_dropout_mask(rng, s):
+    c = Call({"rng": rng, "shape": (s["B"], s["L"]), "rate": 0.5}, arrays=[])
+    c.bad = [("shape", (2 ** 40, 2 ** 20), "shape huge", ("shape",)),
+             ("shape", (2, -1), "shape < 0", ("shape",)),
+             ("shape", (2, 1.5), "shape non-int", ("shape",)), ("rate", 1.0, "rate 1", ("rate",)),
+             ("rate", -0.1, "rate < 0", ("rate",)), ("rate", float("nan"), "rate nan", ("rate",)),
+             ("rng", None, "rng None", ("rng",))]
+    return c
+
+
+def b_sinusoid_position_table(rng, s):  # like: its namespace and dtype only (any shape, values unread)
+    c = _sized({"L": s["L"], "d": s["d"]}, ["L", "d"], kw={"like": np.zeros(2)})
+    c.arrays, c.free, c.inf_ok, c.nan_ok = ["like"], {"like"}, {"like"}, {"like"}
+    return c
+
+
+def _like_call(args, arrays):
+    c = Call({**args}, {"like": np.zeros(2)}, arrays=[*arrays, "like"], free=["like"], inf_ok=["like"])
+    c.accessor_paths, c.nan_ok = set(arrays), {"like"}  # transferred values: not checked here
+    return c
+
+
+def b_as_xp(rng, s):
+    return _like_call({"arr": _x(rng, s, s["L"], s["d"])}, ["arr"])
+
+
+def b_tree_as_xp(rng, s):
+    return _like_call({"tree": _tree(rng, s)}, ["tree.a", "tree.b.c"])
+
+
+def b_tree_to_numpy(rng, s):
+    c = Call({"tree": _tree(rng, s)}, arrays=["tree.a", "tree.b.c"])
+    c.accessor = True
+    return c
+
+
+def b_gmm_as_xp(rng, s):
+    return _like_call({"params": _gmm(rng, s)}, ["params.logits", "params.mu", "params.S"])
+
+
+def b_fastfood_as_xp(rng, s):
+    from refattn.random import draw_fastfood
+
+    D = refattn.padded_dim(s["d"])
+    return _like_call({"params": draw_fastfood(rng, 2 * D, s["d"])},
+                      ["params.S", "params.G", "params.B", "params.perm"])
+
+
 # (builder, fwd-name pattern) for every stem; bwd uses the stem's fwd
 STEMS = {
     "relu": b_elementwise, "leaky_relu": b_elementwise, "tanh": b_elementwise, "gelu": b_elementwise,
@@ -515,7 +718,10 @@ STEMS = {
     "flt_features": b_flt_features, "flt_attention": b_flt_attention,
     "generator": b_generator, "generative_rks_features": b_generative,
     "generative_prf_features": b_generative, "generative_prf_features_stable": b_generative_stable,
+    "transformer": b_transformer, "mha": b_mha,
 }
+# stems exported as ``f_fwd`` and ``f_bwd`` only
+FWD_BWD = {"transformer_loss": b_transformer_loss, "block": b_block}
 PLAIN = {
     "patchify": b_patchify, "unpatchify": b_unpatchify, "one_hot": b_one_hot,
     "fastfood_matrix": b_fastfood_matrix, "padded_dim": b_padded_dim, "gmm_rks_kernel": b_gmm_kernel,
@@ -544,23 +750,20 @@ PLAIN = {
     "init_s1_params": b_sizes("n_axes", "n_lengthscales", extra={"n_axes": 1, "n_lengthscales": 2}),
     "draw_flt_noise": b_sizes("r", "D", extra={"r": 3, "D": 2}),
     "generator_param_count": b_generator_param_count,
+    "loss_and_grads": b_transformer_loss, "split_heads": b_split_heads, "merge_heads": b_merge_heads,
+    "init_mha": b_init_mha, "check_config": b_check_config,
+    "check_attention_config": b_check_attention_config,
+    "init_transformer": b_init_transformer, "draw_attention_features": b_draw_attention_features,
+    "features_for_step": b_features_for_step,
+    "check_rng": b_check_rng, "check_dtype_arg": b_check_dtype_arg, "rng_for_step": b_rng_for_step,
+    "draw_dropout_mask": b_draw_dropout_mask, "sinusoid_position_table": b_sinusoid_position_table,
+    "as_xp": b_as_xp, "tree_as_xp": b_tree_as_xp, "tree_to_numpy": b_tree_to_numpy, "gmm_as_xp": b_gmm_as_xp,
+    "fastfood_as_xp": b_fastfood_as_xp,
 }
 
 # Exports without a builder yet, each with the reason (an explicit xfail, reported; never silently
 # skipped).
-_NN = "refattn.nn model API: needs a config-driven builder (tests/nn, tests/nn/test_checkpoint.py cover it)"
-_EDGE = "NumPy-edge helper with non-array arguments (trees, configs, seeds): no builder yet"
 PENDING = {
-    **dict.fromkeys("""
-        block_fwd block_bwd check_attention_config check_config draw_attention_features
-        features_for_step init_mha init_transformer loss_and_grads merge_heads mha mha_fwd mha_bwd
-        split_heads transformer transformer_fwd transformer_bwd transformer_loss_fwd
-        transformer_loss_bwd
-    """.split(), _NN),
-    **dict.fromkeys("""
-        as_xp tree_as_xp tree_to_numpy gmm_as_xp fastfood_as_xp check_rng check_dtype_arg rng_for_step
-        draw_dropout_mask sinusoid_position_table
-    """.split(), _EDGE),
 }
 
 # classes (NamedTuples, spectrum containers), constants and submodules: not called, listed so that a new

@@ -41,6 +41,8 @@ def check_normaliser(z, on_nonpositive, *, xp, inputs, where="linear_attention")
     One reduction in the common case (``min(z) > 0`` and finite); the counts and the message are computed
     only after a failure.
     """
+    if 0 in tuple(z.shape):  # an empty batch or sequence: no normaliser to check
+        return
     finite = xp.isfinite(z)
     low = float(xp.min(xp.where(finite, z, xp.asarray(-1.0, dtype=z.dtype, device=device_of(z)))))
     if low > 0:  # the one sync of the good case

@@ -195,3 +195,22 @@ def check_config(config: dict) -> dict:
                              f"with L = {n_tokens} positions")
     c["attention"] = att
     return c
+
+
+def _implied_param_count(cfg: dict) -> int:
+    """A lower bound on the number of parameters `cfg` implies: embeddings, positions, the dense layers and
+    layer
+    norms of every block, and the head (the attention kinds' own parameters are not counted). Computed from
+    the
+    configuration alone, so a hostile size is caught before anything is allocated."""
+    D, L, F = cfg["d_model"], cfg["n_layers"], cfg["d_ff"]
+    if cfg["input"] == "tokens":
+        n = cfg["vocab_size"] * D
+    else:
+        p = cfg["patch"]
+        n = p * p * cfg["image_shape"][2] * D + D
+    if cfg["position"] == "learned":
+        n += cfg["max_len"] * D
+    n += L * (4 * (D * D + D) + 2 * D * F + F + D + 4 * D)
+    n_out = cfg["n_classes"] if cfg["task"] == "classify" else cfg["vocab_size"]
+    return n + 2 * D + D * n_out + n_out

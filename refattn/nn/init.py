@@ -24,7 +24,9 @@ from ..random import (check_dtype_arg, check_rng, draw_dropout_mask, draw_fastfo
                       rng_for_step)
 from ..rpe.spectra import (Box, BSpline, CauchyKernel, GaussianBasis, GaussianKernel, GaussianMixture,
                            LaplaceKernel, Proposal, SinPower)
-from .config import check_attention_config, check_config
+from .._xp import check_positive_int
+from ..limits import check_nbytes
+from .config import _implied_param_count, check_attention_config, check_config
 from ..tree import tree_map
 from .kinds import ATTENTION_KINDS
 
@@ -183,6 +185,14 @@ def draw_declared(rng, declaration: dict, *, dtype) -> dict:
     return {n: SAMPLERS[d.sampler][0](rngs.get(n), dtype=dtype, **d.args) for n, d in declaration.items()}
 
 
+def _check_model_bytes(cfg):
+    """Fail before allocating (or spawning a stream per layer) when the configuration implies more parameter
+    bytes than refattn's bound."""
+    check_nbytes(_implied_param_count(cfg) * np.dtype(cfg["dtype"]).itemsize,
+                 f"config (n_layers = {cfg['n_layers']}, d_model = {cfg['d_model']}, d_ff = {cfg['d_ff']}, "
+                 f"vocab_size = {cfg['vocab_size']}): the parameters it implies")
+
+
 def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shared=True):
     r"""Initial multi-head attention parameters (NumPy), for :func:`refattn.nn.mha.mha`.
 
@@ -227,6 +237,11 @@ def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shar
     """
     check_rng(rng)
     dt = check_dtype_arg(dtype)
+    d_model, n_heads = check_positive_int(d_model, "d_model"), check_positive_int(n_heads, "n_heads")
+    if d_model % n_heads:
+        raise ValueError(f"n_heads: the number of heads {n_heads} must divide d_model = {d_model}")
+    check_nbytes(4 * (d_model * d_model + d_model) * dt.itemsize,
+                 f"d_model (init_mha: four ({d_model}, {d_model}) projections)")
     d_head = d_model // n_heads
     att = check_attention_config(attention, d_head=d_head, n_heads=n_heads)
     r = rng.spawn(5)
@@ -277,6 +292,7 @@ def draw_attention_features(rng, config):
     """
     check_rng(rng)
     cfg = check_config(config)
+    _check_model_bytes(cfg)
     att = cfg["attention"]
     d_head, n_heads = cfg["d_model"] // cfg["n_heads"], cfg["n_heads"]
     declared = ATTENTION_KINDS[att["kind"]].features(att, d_head=d_head, n_heads=n_heads)
@@ -337,6 +353,7 @@ def init_transformer(rng, config):
     """
     check_rng(rng)
     cfg = check_config(config)
+    _check_model_bytes(cfg)
     dt = np.dtype(cfg["dtype"])
     D, n_layers = cfg["d_model"], cfg["n_layers"]
     r_embed, r_pos, r_head, *r_blocks = rng.spawn(3 + n_layers)
@@ -396,6 +413,7 @@ def draw_dropout_masks(rng, config, batch_shape, L):
     """
     check_rng(rng)
     cfg = check_config(config)
+    _check_model_bytes(cfg)
     pa, pr = cfg["attn_dropout"], cfg["resid_dropout"]
     if pa == 0 and pr == 0:
         return None

@@ -50,6 +50,7 @@ from typing import Any, NamedTuple
 from .._xp import check_positive_int, check_shape, namespace
 from ..layers.dense import dense_bwd, dense_fwd
 from ..layers.dropout import dropout_bwd, dropout_fwd
+from ._boundary import check_tree, naming
 from .config import check_attention_config
 from .kinds import ATTENTION_KINDS
 
@@ -76,7 +77,12 @@ def split_heads(x, n_heads, *, xp):
     (..., H, L, D/H) array
         Head h holds columns ``h d .. (h + 1) d - 1``.
     """
+    check_shape("x", x, "..., L, D")
+    n_heads = check_positive_int(n_heads, "n_heads")
     *batch, L, D = x.shape
+    if D % n_heads:
+        raise ValueError(f"n_heads: the number of heads {n_heads} must divide x's last axis D = {D}; x has "
+                         f"shape {tuple(x.shape)}")
     nb = len(batch)
     t = xp.reshape(x, tuple(batch) + (L, n_heads, D // n_heads))                    # (..., L, H, d)
     return xp.permute_dims(t, tuple(range(nb)) + (nb + 1, nb, nb + 2))              # (..., H, L, d)
@@ -96,6 +102,7 @@ def merge_heads(x, *, xp):
     -------
     (..., L, H d) array
     """
+    check_shape("x", x, "..., H, L, d")
     *batch, H, L, d = x.shape
     nb = len(batch)
     t = xp.permute_dims(x, tuple(range(nb)) + (nb + 1, nb, nb + 2))                 # (..., L, H, d)
@@ -168,23 +175,31 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
     D = x.shape[-1]
     n_heads = check_positive_int(n_heads, "n_heads")
     if D % n_heads:
-        raise ValueError(f"n_heads: the number of heads {n_heads} must divide the model width D = {D}")
+        raise ValueError(f"n_heads: the number of heads {n_heads} must divide the model width D = {D} (x's "
+                         f"last axis; x has shape {tuple(x.shape)})")
     att = check_attention_config(attention, d_head=D // n_heads, n_heads=n_heads)
     _check_params(params, D)
+    dt = check_tree("params", params, x.dtype)                                     # named leaf by leaf
+    check_tree("features", features, dt)
     check_shape("params['q'].W", params["q"].W, "D, D", sizes)
     kind = ATTENTION_KINDS[att["kind"]]
-    q, cq = dense_fwd(x, params["q"])                                               # (..., L, D)
-    k, ck = dense_fwd(x, params["k"])                                               # (..., L, D)
-    v, cv = dense_fwd(x, params["v"])                                               # (..., L, D)
+    with naming("params['q']"):
+        q, cq = dense_fwd(x, params["q"])                                           # (..., L, D)
+    with naming("params['k']"):
+        k, ck = dense_fwd(x, params["k"])                                           # (..., L, D)
+    with naming("params['v']"):
+        v, cv = dense_fwd(x, params["v"])                                           # (..., L, D)
     qh, kh, vh = (split_heads(t, n_heads, xp=xp) for t in (q, k, v))                # (..., H, L, d)
     if positions is not None:
         namespace(x, positions, names=("x", "positions"))                          # same namespace and dtype
-    oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=positions,
-                      train=bool(train), causal=bool(causal), options=att)
+    with naming("params['attn'] / features"):
+        oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=positions,
+                          train=bool(train), causal=bool(causal), options=att)
     cd = None
     if dropout_mask is not None:
         oh, cd = dropout_fwd(oh, dropout_mask)                                      # (..., H, L, d)
-    y, co = dense_fwd(merge_heads(oh, xp=xp), params["o"])                          # (..., L, D)
+    with naming("params['o']"):
+        y, co = dense_fwd(merge_heads(oh, xp=xp), params["o"])                      # (..., L, D)
     return y, MHACache(cq, ck, cv, ca, co, att["kind"], n_heads, cd)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from .._xp import device_of, namespace
+from .._xp import check_nonneg_int, device_of, namespace
 from ..tree import tree_map
 
 __all__ = ["check_rng", "check_dtype_arg", "as_xp", "rng_for_step", "tree_as_xp", "tree_to_numpy"]
@@ -105,7 +105,19 @@ def as_xp(arr: Any, *, like: Any) -> Any:
     ((8, 4), True)
     """
     xp = namespace(like, names=("like",))
-    return xp.asarray(np.asarray(arr), dtype=like.dtype, device=device_of(like))
+    a = _check_real_draw(arr, "arr")
+    return xp.asarray(a, dtype=like.dtype, device=device_of(like))
+
+
+def _check_real_draw(arr: Any, name: str, *, integer: bool = False) -> np.ndarray:
+    """`arr` as a NumPy array if its dtype is real (floating or integer; integer only with `integer`), else
+    ``TypeError`` naming `name`: a transfer never casts complex or boolean values silently."""
+    a = np.asarray(arr)
+    ok = np.issubdtype(a.dtype, np.integer) or (not integer and np.issubdtype(a.dtype, np.floating))
+    if not ok or a.dtype == np.bool_:
+        want = "an integer" if integer else "a real (floating or integer)"
+        raise TypeError(f"{name}: expected {want} NumPy array; got dtype {a.dtype}")
+    return a
 
 
 def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator:
@@ -141,11 +153,12 @@ def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator
     >>> bool(a == b), bool(b == c)                  # steps 4 and 5 share a draw, step 6 redraws
     (True, False)
     """
+    seed, step = check_nonneg_int(seed, "seed"), check_nonneg_int(step, "step")
     if every is None:
-        return np.random.default_rng([int(seed), 0, 0])
-    if every <= 0:
-        raise ValueError(f"every: expected a positive integer or None; got {every}")
-    return np.random.default_rng([int(seed), 1, int(step) // int(every)])
+        return np.random.default_rng([seed, 0, 0])
+    if isinstance(every, bool) or not isinstance(every, (int, np.integer)) or every <= 0:
+        raise ValueError(f"every: expected a positive integer or None; got {every!r}")
+    return np.random.default_rng([seed, 1, step // int(every)])
 
 
 def tree_as_xp(tree: Any, *, like: Any) -> Any:

@@ -24,7 +24,7 @@ from ..features.fastfood import FastFoodParams, padded_dim
 from ..features.generative import GeneratorParams, GeneratorState
 from ..features.gmm import GMMParams
 from .. import limits
-from .common import as_xp, check_dtype_arg, check_rng
+from .common import _check_real_draw, as_xp, check_dtype_arg, check_rng
 from .layers import init_batchnorm, init_dense
 
 __all__ = ["init_gmm", "draw_gmm_noise", "draw_gmm_antithetic_noise", "gmm_as_xp", "draw_fastfood",
@@ -170,6 +170,8 @@ def gmm_as_xp(params: GMMParams, *, like: Any) -> GMMParams:
     GMMParams
         The same parameters in `like`'s namespace.
     """
+    for n, a in zip(params._fields, params, strict=True):
+        _check_real_draw(a, f"params.{n}")
     return GMMParams(*(as_xp(a, like=like) for a in params))
 
 
@@ -247,7 +249,10 @@ def fastfood_as_xp(params: FastFoodParams, *, like: Any) -> FastFoodParams:
         The same parameters in `like`'s namespace.
     """
     xp = array_api_compat.array_namespace(like)
-    perm = xp.asarray(np.asarray(params.perm, dtype=np.int64), device=array_api_compat.device(like))
+    for n in ("S", "G", "B"):
+        _check_real_draw(getattr(params, n), f"params.{n}")
+    perm = _check_real_draw(params.perm, "params.perm", integer=True)
+    perm = xp.asarray(np.asarray(perm, dtype=np.int64), device=array_api_compat.device(like))
     return FastFoodParams(S=as_xp(params.S, like=like), G=as_xp(params.G, like=like),
                           B=as_xp(params.B, like=like), perm=perm)
 
