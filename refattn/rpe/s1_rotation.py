@@ -79,16 +79,22 @@ class S1Params(NamedTuple):
 
 
 class S1PositionalGrads(NamedTuple):
+    """Gradients from :func:`s1_positional_bwd`: ``params``, an :class:`S1Params` of gradients."""
+
     params: S1Params
 
 
 class S1AugmentGrads(NamedTuple):
+    """Gradients from :func:`s1_augment_bwd`: ``q``, ``k`` and ``params``."""
+
     q: Array           # (..., L, d)
     k: Array           # (..., L, d)
     params: S1Params
 
 
 class S1AttentionGrads(NamedTuple):
+    """Gradients from :func:`s1_attention_bwd`: ``q``, ``k``, ``v``, ``params``, ``omega`` (None: exact)."""
+
     q: Array           # (..., L, d)
     k: Array           # (..., L, d)
     v: Array           # (..., L, d_v)
