@@ -799,8 +799,7 @@ def fastfood_prf_features(x: Array, params: FastFoodParams, *, sigma: float = 1.
 
 def fastfood_prf_features_stable_fwd(x: Array, params: FastFoodParams, *, sigma: float = 1.0,
                                      variant: str = "SGB") -> tuple[tuple[Array, Array], _FeatCache]:
-    r"""Row-stabilised FastFood-PRF: returns ``((phi, log_scale), cache)`` with raw map ``phi *
-    exp(log_scale)``.
+    r"""Row-stabilised FastFood-PRF ``(phi, log_scale)``, raw map ``phi * exp(log_scale)``, and the cache.
 
     Parameters
     ----------

@@ -622,8 +622,7 @@ def gmm_prf_features(x: Array, noise: Array, params: GMMParams) -> Array:
 
 def gmm_prf_features_stable_fwd(x: Array, noise: Array, params: GMMParams
                                 ) -> tuple[tuple[Array, Array], _FeatCache]:
-    r"""Row-stabilised GMM-PRF: ``((phi, log_scale), cache)`` with
-    ``phi * exp(log_scale) = gmm_prf_features``.
+    r"""Row-stabilised GMM-PRF ``(phi, log_scale)``, ``phi * exp(log_scale) = gmm_prf_features``; and cache.
 
     Built on ``positive_features_stable`` (offset ``|x|^2/2``) with the extra ``-|x|^2/2`` of Eq. 9 moved
     into the log-scale.

@@ -619,8 +619,7 @@ def _key_fwd(x, omega, causal):
 
 
 def positive_key_features_stable_fwd(x, omega, *, causal=False):
-    r"""Keys' positive random features with a **per-feature** stabiliser ``(phi, k_log_scale)``, and the
-    cache.
+    r"""Keys' positive random features with a **per-feature** stabiliser ``(phi, k_log_scale)``, and cache.
 
     ``phi * exp(k_log_scale) == positive_features(x, omega)`` (Choromanski et al. 2021, Lemma 1) with::
 
@@ -807,8 +806,9 @@ def _antithetic_grad(domega2, m):
 
 
 def hyperbolic_features_fwd(x, omega):
-    r"""Hyperbolic (antithetic) positive features ``[exp(u), exp(-u)] exp(-|x|^2/2) / sqrt(2m)``, ``u = x
-    omega^T``.
+    r"""Hyperbolic positive features ``[exp(u), exp(-u)] exp(-|x|^2/2) / sqrt(2m)``, and the cache.
+
+    Antithetic projections ``+-omega``, ``u = x omega^T``.
 
     Estimates ``softmax_kernel(q, k) = exp(q . k)``:
     ``phi(q) . phi(k) = (1/m) sum_i cosh(omega_i . (q + k)) exp(-|q|^2/2 - |k|^2/2)`` (Choromanski et al.
