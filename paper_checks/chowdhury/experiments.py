@@ -22,15 +22,18 @@ from ..experiments import variance_metrics
                    "unbounded in the query/key norms, while the RKS estimator's variance is bounded by a "
                    "constant; noisier attention outputs give noisier gradients at the classifier. Appendix "
                    "E.1's data (pairs, prefix bound 4, balanced classes) and E.2's model (3 layers, d_model "
-                   "= d_ff = 64, 64 samples, AdamW beta2 0.98, eps 1e-9, wd 0.1) are reproduced at length 40 "
-                   "and 300 steps (small size); the paper's lr 5e-6 with 200K sequences is replaced by lr "
-                   "2e-3 so that the accuracy thresholds are reached. Side note: Table 14's last two columns "
-                   "are labelled GMM-RKS/GMM-PRF but hold PRF/RKS (0.434024 / 0.069646 = 6.2318).",
+                   "= d_ff = 64, 64 samples, AdamW beta2 0.98, eps 1e-9, wd 0.1) are reproduced at the "
+                   "longest length the budget allows (sparse_task.SIZES; the paper: L = 200), float32, with "
+                   "a linear warm-up and cosine decay; the paper's lr 5e-6 with 200K sequences is replaced "
+                   "by a rate our step budget can use, so that the accuracy thresholds are reached. Every "
+                   "(model, p, seed) run records its learning curve; a model that never reaches 40% is "
+                   "reported with the steps it would need (learning guard). Side note: Table 14's last two "
+                   "columns are labelled GMM-RKS/GMM-PRF but hold PRF/RKS (0.434024 / 0.069646 = 6.2318).",
        slow=True)
 def sec42_sparsity(ctx: Context) -> Result:
     sz = sparse_task.SIZES[ctx.size]
-    note = (f"L={sz['L']}, {sz['n']} sequences, p in {sz['ps']}, {sz['steps']} steps, "
-            f"{sz['repeats']} gradient repeats")
+    note = (f"L={sz['L']} (paper 200), {sz['n']} sequences, p in {sz['ps']}, {sz['steps']} float32 steps, "
+            f"{sz['seeds']} seed(s), {sz['repeats']} gradient repeats")
     return harness.claim_result(ctx, sparse_task.NAME, sparse_task.run, sparse_task.decide, scale_note=note)
 
 
@@ -43,13 +46,16 @@ def sec42_sparsity(ctx: Context) -> Result:
        expected="holds",
        derivation="All three metrics are monotone functions of how often redrawn features flip the sign of "
                    "the output, so across models they should rank alike; RKS's bounded estimator variance "
-                   "(Theorem 3) predicts fewer flips than PRF. Scale: a binary sign-of-sparse-sum task of "
-                   "length 24, 250 steps, 2 seeds per model (small size) instead of LRA Text/Retrieval at 4K "
-                   "tokens.",
+                   "(Theorem 3) predicts fewer flips than PRF. The paper's tasks are binary; the metrics are "
+                   "generalised to K classes through the modal class and its margin (exactly the paper's for "
+                   "K = 2). Scale: the trained sparse-task (9 classes) and ListOps (10 classes) models of "
+                   "the two other claims, each point a (model, cell, seed) above its learning guard, "
+                   "instead of LRA Text/Retrieval at 4K tokens.",
        slow=True)
 def sec41_variance(ctx: Context) -> Result:
-    sz = variance_metrics.SIZES[ctx.size]
-    note = f"binary task L={sz['L']}, {sz['steps']} steps, {sz['seeds']} seed(s), {sz['passes']} passes"
+    sp, lo = sparse_task.SIZES[ctx.size], listops.SIZES[ctx.size]
+    note = (f"trained sparse-task models (L={sp['L']}, {sp['steps']} steps) and ListOps models (length "
+            f"{lo['min_len']}-{lo['max_len']}, {lo['steps']} steps), {sp['passes']} passes")
     return harness.claim_result(ctx, variance_metrics.NAME, variance_metrics.run, variance_metrics.decide,
                                 scale_note=note)
 
@@ -62,12 +68,16 @@ def sec41_variance(ctx: Context) -> Result:
        derivation="Theorem 3's MSE decreases with the eigenvalues of Sigma, so a model that benefits from "
                    "less noise can learn to shrink them; independently, decoupled weight decay (0.1 in the "
                    "paper's Table 6) shrinks S geometrically whatever the gradient, so eigenvalues below 1 "
-                   "are expected with decay -- the weight-decay-0 ablation tells the two apart. Scale: the "
-                   "variance-metrics task (small size: width 32, 2 layers, 250 steps), not LRA.",
+                   "are expected with decay -- the weight-decay-0 ablation tells the two apart. Stand-in "
+                   "task (LRA Text/Retrieval are not available offline): the sparse sum task of Appendix E "
+                   "(p = 0.1 cell, the sparse-task claim's own runs, wd 0.1) plus the same runs at wd 0; the "
+                   "decay-only eigenvalue prod_t (1 - lr_t wd)^2 is computed from the schedule. ListOps' "
+                   "GMM models are reported beside.",
        slow=True)
 def table4_eigenvalues(ctx: Context) -> Result:
-    sz = variance_metrics.SIZES[ctx.size]
-    note = f"binary task L={sz['L']}, {sz['steps']} steps, {sz['seeds']} seed(s), wd 0.1 and 0"
+    sz = sparse_task.SIZES[ctx.size]
+    note = (f"stand-in: sparse task p={eigenvalues.P_EIG}, L={sz['L']}, {sz['steps']} steps, {sz['seeds']} "
+            "seed(s), wd 0.1 and 0")
     return harness.claim_result(ctx, eigenvalues.NAME, eigenvalues.run, eigenvalues.decide, scale_note=note)
 
 
@@ -79,14 +89,15 @@ def table4_eigenvalues(ctx: Context) -> Result:
        expected="holds",
        derivation="RKS features give signed kernel estimates whose row sums (the attention normaliser) can "
                    "be near zero or negative, which destabilises the normalised attention that ListOps' "
-                   "nested reductions need; PRF features are positive. Scale: expressions of 16-64 tokens, "
-                   "depth <= 3, 250 steps, width 32 (small size) instead of 2000 tokens and 10K steps; "
-                   "accuracies are not the paper's.",
+                   "nested reductions need; PRF features are positive. Scale: expressions of tens to a few "
+                   "hundred tokens (listops.SIZES), labels checked by an independent shift-reduce evaluator, "
+                   "float32 with warm-up and cosine decay, instead of 2000 tokens and 10K steps; accuracies "
+                   "are not the paper's.",
        slow=True)
 def lra_listops(ctx: Context) -> Result:
     sz = listops.SIZES[ctx.size]
-    note = (f"length {sz['min_len']}-{sz['max_len']}, depth<={sz['max_depth']}, {sz['steps']} steps, "
-            f"width {sz['d_model']}")
+    note = (f"length {sz['min_len']}-{sz['max_len']} (paper up to 2000), depth<={sz['max_depth']}, "
+            f"{sz['steps']} float32 steps, width {sz['d_model']}, {sz['seeds']} seed(s)")
     return harness.claim_result(ctx, listops.NAME, listops.run, listops.decide, scale_note=note)
 
 

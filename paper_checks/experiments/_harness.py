@@ -21,9 +21,12 @@ never a made-up result.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import math
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,7 +36,8 @@ from ..report import _plain
 __all__ = ["MissingPiece", "require_kinds", "ensure_dir", "available", "attention_config", "METHODS",
            "out_dir_for", "save_json",
            "new_figure", "save_figure", "single_thread", "train_loop", "predict_logits", "accuracy",
-           "draw_features", "claim_result"]
+           "draw_features", "claim_result", "warmup_cosine", "Curve", "run_grid", "extrapolated_steps",
+           "budget_note", "guard_note", "grid_if_done", "decay_only_factor"]
 
 
 class MissingPiece(RuntimeError):  # noqa: N818 (a missing piece, not an error of the caller)
@@ -159,33 +163,66 @@ def draw_features(seed: int, step: int, config: dict):
     return features_for_step(seed, step, config)
 
 
+def _nonfinite_error(exc: Exception) -> bool:
+    """True for refattn's error about a non-finite normaliser or output (RKS normalisers can be ~0 and their
+    products overflow float32: design.md trap 4), which the experiments record instead of crashing."""
+    return isinstance(exc, ValueError) and "not finite" in str(exc)
+
+
 def predict_logits(params, inputs: np.ndarray, config: dict, features, *, batch: int = 256) -> np.ndarray:
-    """Logits of the model on `inputs` (NumPy, first axis examples), in batches, with fixed `features`."""
+    """Logits of the model on `inputs` (NumPy, first axis examples), in batches, with fixed `features`. A
+    batch whose attention output is not finite (an RKS normaliser at ~0) gives NaN logits (counted wrong by
+    :func:`accuracy`, as a failed pass by the variance metrics) instead of raising."""
     from refattn.nn.transformer import transformer
 
-    outs = [np.asarray(transformer(params, inputs[i:i + batch], features, config=config))
-            for i in range(0, inputs.shape[0], batch)]
+    outs = []
+    for i in range(0, inputs.shape[0], batch):
+        try:
+            outs.append(np.asarray(transformer(params, inputs[i:i + batch], features, config=config)))
+        except ValueError as exc:
+            if not _nonfinite_error(exc):
+                raise
+            shape = (inputs[i:i + batch].shape[0], config["n_classes"])
+            outs.append(np.full(shape, np.nan, dtype=np.float32))
     return np.concatenate(outs, axis=0)
 
 
+def predictions(logits: np.ndarray) -> np.ndarray:
+    """argmax over the last axis, -1 where a row is not finite (a failed pass: never a class)."""
+    ok = np.all(np.isfinite(logits), axis=-1)
+    return np.where(ok, np.argmax(np.where(np.isfinite(logits), logits, -np.inf), axis=-1), -1)
+
+
 def accuracy(logits: np.ndarray, labels: np.ndarray) -> float:
-    return float(np.mean(np.argmax(logits, axis=-1) == labels))
+    return float(np.mean(predictions(logits) == labels))
+
+
+def _finite_tree(tree) -> bool:
+    from refattn.tree import tree_leaves
+
+    return all(np.all(np.isfinite(np.asarray(g))) for g in tree_leaves(tree)
+               if g is not None and np.issubdtype(np.asarray(g).dtype, np.floating))
 
 
 def train_loop(config: dict, x: np.ndarray, y: np.ndarray, *, seed: int, steps: int, batch: int, lr: float,
                weight_decay: float = 0.0, beta2: float = 0.999, eps: float = 1e-8,
                schedule: dict | None = None, callback: Callable[[int, dict], bool] | None = None,
-               callback_every: int = 0) -> dict:
+               callback_every: int = 0, stats: dict | None = None) -> dict:
     """AdamW on cross-entropy, minibatches drawn from ``default_rng([seed, 2])``, attention features redrawn
     per the config's policy from ``(seed, step)``, the rate of each step from
     ``refattn.nn.schedules.learning_rate(step, lr=lr, schedule=schedule)`` (None: constant `lr`).
     ``callback(step, params)`` runs every `callback_every` steps and after the last one; returning True stops
-    training. Returns the final parameters."""
+    training. A step whose loss or gradients are not finite (an RKS normaliser at ~0: design.md trap 4) is
+    skipped (no update, as a loss-scaling trainer skips an overflowing step) and counted in
+    ``stats["skipped_steps"]`` (with the first such steps in ``stats["skipped_at"]``); more than a tenth of
+    the steps skipped stops the run (``stats["diverged_at"]``). Returns the final parameters."""
     from refattn.nn.optim import adam_init, adamw_update
     from refattn.nn.transformer import loss_and_grads
     from refattn.nn.init import init_transformer
     from refattn.nn.schedules import learning_rate
 
+    stats = {} if stats is None else stats
+    stats.setdefault("skipped_steps", 0)
     params = init_transformer(np.random.default_rng([seed, 0]), config)
     state = adam_init(params)
     rng = np.random.default_rng([seed, 2])
@@ -197,15 +234,162 @@ def train_loop(config: dict, x: np.ndarray, y: np.ndarray, *, seed: int, steps: 
             order, pos = rng.permutation(n), 0
         idx = order[pos:pos + batch]
         pos += batch
-        _, grads = loss_and_grads(params, x[idx], y[idx], draw_features(seed, step, config), config=config)
-        rate = lr if schedule is None else learning_rate(step, lr=lr, schedule=schedule)
-        params, state = adamw_update(params, grads, state, lr=rate, beta2=beta2, eps=eps,
-                                     weight_decay=weight_decay)
+        try:
+            loss, grads = loss_and_grads(params, x[idx], y[idx], draw_features(seed, step, config),
+                                         config=config)
+            ok = bool(np.isfinite(float(loss))) and _finite_tree(grads)
+        except ValueError as exc:
+            if not _nonfinite_error(exc):
+                raise
+            ok = False
+        if ok:
+            rate = lr if schedule is None else learning_rate(step, lr=lr, schedule=schedule)
+            params, state = adamw_update(params, grads, state, lr=rate, beta2=beta2, eps=eps,
+                                         weight_decay=weight_decay)
+        else:
+            stats["skipped_steps"] = stats.get("skipped_steps", 0) + 1
+            stats.setdefault("skipped_at", [])
+            if len(stats["skipped_at"]) < 20:
+                stats["skipped_at"].append(step)
+            if stats["skipped_steps"] > max(10, steps // 10):
+                stats["diverged_at"] = step
+                break
         last = step == steps - 1
         if callback is not None and ((callback_every and (step + 1) % callback_every == 0) or last):
             if callback(step + 1, params):
                 break
     return params
+
+
+# ---- learning-rate schedule, learning curves, the (model x seed) grid -------------------------------------
+def warmup_cosine(steps: int, lr: float, warmup_frac: float = 0.1) -> dict:
+    """The schedule of the trained claims (``refattn.nn.schedules``): linear warm-up over ``warmup_frac`` of
+    the `steps`, then cosine decay to ``lr / 10`` at the last step."""
+    warm = max(1, int(round(warmup_frac * steps)))
+    if steps <= warm:
+        return {"warmup_steps": warm}
+    return {"warmup_steps": warm, "decay": "cosine", "total_steps": int(steps), "min_lr": lr / 10}
+
+
+def decay_only_factor(steps: int, lr: float, weight_decay: float, schedule: dict | None) -> float:
+    """``prod_t (1 - lr_t weight_decay)``: what decoupled weight decay alone (a zero gradient) makes of a
+    parameter after `steps` AdamW steps at the rates of `schedule`."""
+    from refattn.nn.schedules import learning_rate
+
+    out = 1.0
+    for t in range(steps):
+        out *= 1.0 - (lr if schedule is None else learning_rate(t, lr=lr, schedule=schedule)) * weight_decay
+    return out
+
+
+class Curve:
+    """A learning curve recorded from a training callback: step, training wall/CPU seconds (evaluation
+    excluded: CPU time is what a step costs on an idle core), and the metrics ``measure(params)`` returns.
+    With `stop`, training ends early once ``stop(metrics)`` is true (the callback returns True)."""
+
+    def __init__(self, measure: Callable[[dict], dict], stop: Callable[[dict], bool] | None = None):
+        self.measure = measure
+        self.stop = stop
+        self.data: dict[str, list] = {"step": [], "seconds": [], "cpu_seconds": []}
+        self.wall = self.cpu = 0.0
+        self._mark = (time.perf_counter(), time.process_time())
+
+    def __call__(self, step: int, params) -> bool:
+        self.wall += time.perf_counter() - self._mark[0]
+        self.cpu += time.process_time() - self._mark[1]
+        self.data["step"].append(int(step))
+        self.data["seconds"].append(round(self.wall, 2))
+        self.data["cpu_seconds"].append(round(self.cpu, 2))
+        metrics = self.measure(params)
+        for k, v in metrics.items():
+            self.data.setdefault(k, []).append(v)
+        self._mark = (time.perf_counter(), time.process_time())
+        return bool(self.stop is not None and self.stop(metrics))
+
+
+_MEMO: dict[str, Any] = {}
+
+
+def _cache_dir(ctx, name: str) -> Path | None:
+    if ctx.report_dir is None:
+        return None
+    cache = Path(ctx.report_dir) / "experiments" / name / "runs"
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache
+
+
+def _cached(task, cache: Path | None):
+    k = task.key()
+    if k not in _MEMO and cache is not None and (cache / f"{k}.json").is_file():
+        _MEMO[k] = json.loads((cache / f"{k}.json").read_text())
+    return _MEMO.get(k)
+
+
+def grid_if_done(ctx, tasks: list, *, name: str) -> list[dict] | None:
+    """The results of `tasks` when every one is memoised or cached already (see :func:`run_grid`), else
+    None: nothing is trained."""
+    cache = _cache_dir(ctx, name)
+    out = [_cached(t, cache) for t in tasks]
+    return None if any(r is None for r in out) else out
+
+
+def run_grid(ctx, fn: Callable[[Any], dict], tasks: list, *, name: str, workers: int = 2) -> list[dict]:
+    """``[fn(t) for t in tasks]`` through ``ctx.map``, each result memoised in-process and, with
+    ``--report``, cached as ``<report>/experiments/<name>/runs/<t.key()>.json`` (a rerun, or another claim
+    that needs the same run, reuses it). Without an executor of its own the context gets a pool of
+    `workers` local processes (serial at 1 worker or for one task). Every task is a frozen dataclass with a
+    ``key()`` naming everything its result depends on, so the cache never serves a different run."""
+    cache = _cache_dir(ctx, name)
+    todo = [t for t in dict.fromkeys(tasks) if _cached(t, cache) is None]
+    if todo:
+        if ctx.executor is None and workers > 1 and len(todo) > 1:
+            with ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+                results = dataclasses.replace(ctx, executor=pool).map(fn, todo)
+        else:
+            results = ctx.map(fn, todo)
+        for t, r in zip(todo, results, strict=True):
+            _MEMO[t.key()] = r
+            if cache is not None:
+                tmp = cache / f"{t.key()}.json.tmp"
+                save_json(tmp, r)
+                tmp.replace(cache / f"{t.key()}.json")
+                _MEMO[t.key()] = json.loads((cache / f"{t.key()}.json").read_text())   # one form either way
+    return [_MEMO[t.key()] for t in tasks]
+
+
+def extrapolated_steps(steps, values, target: float) -> float | None:
+    """Steps at which `values` (a learning curve) would reach `target`, extrapolating its last half linearly
+    in log(step); the last step when reached already; None when it does not rise there (no extrapolation is
+    honest then)."""
+    s = np.asarray(steps, dtype=float)
+    a = np.asarray(values, dtype=float)
+    if s.size and a[-1] >= target:
+        return float(s[-1])
+    if s.size < 3:
+        return None
+    half = s.size // 2
+    slope, icpt = np.polyfit(np.log(s[half:]), a[half:], 1)
+    if not slope > 1e-6:
+        return None
+    return float(math.exp(min((target - icpt) / slope, 700.0)))
+
+
+def guard_note(record: dict) -> str:
+    """'; below the learning guard: <model> (<budget note>), ...' from ``record["learning"]["below_guard"]``
+    (empty when the record has none: the decision rule applied to bare evidence)."""
+    below = (record.get("learning") or {}).get("below_guard")
+    if not below:
+        return ""
+    if isinstance(below, dict):
+        return "; below the learning guard: " + ", ".join(f"{k} ({v['note']})" for k, v in below.items())
+    return "; below the learning guard: " + ", ".join(map(str, below))
+
+
+def budget_note(steps_needed: float | None, cpu_per_step: float, runs: int = 1) -> str:
+    """'needs ~N steps (~H CPU-hours for `runs` runs)' or 'not rising (no honest extrapolation)'."""
+    if steps_needed is None:
+        return "not rising (no honest extrapolation)"
+    return f"needs ~{steps_needed:.0f} steps (~{steps_needed * cpu_per_step * runs / 3600:.1f} CPU-h)"
 
 
 # ---- the claim side ----------------------------------------------------------------------------------------
@@ -217,15 +401,19 @@ def claim_result(ctx, name: str, run: Callable, decide: Callable, *, scale_note:
     t0 = time.perf_counter()
     try:
         with single_thread():
-            record = run(size=ctx.size, seed=ctx.seed, out_dir=out)
+            record = run(size=ctx.size, seed=ctx.seed, out_dir=out, ctx=ctx)
     except MissingPiece as exc:
         return Result("not-checkable", {"reason": str(exc), "size": ctx.size},
                       summary=f"{exc} (not run; no number produced)")
     seconds = time.perf_counter() - t0
     verdict, summary = decide(record)
+    note = guard_note(record)
+    if note and note not in summary:
+        summary += note
     evidence = {"size": ctx.size, "scale": record.get("scale"), "seconds": round(seconds, 1),
                 "json": str(out / f"{name}.json"), "criterion": record.get("criterion"),
-                "criterion_values": record.get("criterion_values"), "results": record.get("summary")}
+                "criterion_values": record.get("criterion_values"), "results": record.get("summary"),
+                "learning": record.get("learning")}
     figures = []
     for png in record.get("figures", []):
         figures.append(png)

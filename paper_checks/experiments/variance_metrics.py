@@ -1,18 +1,22 @@
 """Chowdhury et al. Sec. 4.1 (Fig. 5, Figs. 9-10) at laptop scale: output variance of random-feature models.
 
-A binary task (the sign of the sparse sum of :func:`data.sparse_sum_task`, zero sums dropped, classes
-balanced) is learnt by each available random-feature attention (GMM-RKS/PRF, FastFood-RKS/PRF,
-Generative-RKS/PRF, FAVOR+, FAVOR trig); each trained model is then run ``passes`` times (100, as in the
-paper) on every validation example with fresh random features. The output is the logit difference
-``z_1 - z_0`` (the pre-sigmoid output of a binary model). Metrics (Sec. 4.1):
+The trained models are those of two other experiments (the same runs, from their grids): the GMM-RKS and
+GMM-PRF models of the sparse task (:mod:`.sparse_task`, every p and seed) and the random-feature models of
+ListOps (:mod:`.listops`: GMM-, FastFood-, Generative- x RKS/PRF and FAVOR+; softmax has no random features
+and is left out). Each trained model is run ``passes`` times (100, as in the paper) on validation examples
+with fresh random features. The paper's tasks are binary (LRA Text, Retrieval) and its metrics are written
+for a signed output; for ``K`` classes we use, per example, the modal class ``c*`` of the passes and the
+margin ``z_c* - max_{j != c*} z_j`` of each pass (for ``K = 2`` this is ``+-(z_1 - z_0)``, and every metric
+below is exactly the paper's). Metrics (Sec. 4.1):
 
-* RSD (per example): ``std / |mean|`` of the output over the passes (averaged over examples; the median too);
-* PI (per example): ``min(x, passes - x)`` with ``x`` the number of positive outputs (averaged over examples);
-* VA: accuracy of the majority vote over the passes; accuracy = mean over passes of the single-pass accuracy;
+* RSD (per example): ``std / |mean|`` of the margin over the passes (averaged over examples; the median too);
+* PI (per example): ``passes - #passes predicting c*`` (binary: ``min(x, passes - x)`` with ``x`` the number
+  of positive outputs; averaged over examples);
+* VA: accuracy of the majority vote ``c*``; accuracy = mean over passes of the single-pass accuracy;
 * AGV = VA / accuracy.
 
-Correlations between the metrics are taken over the (model, seed) points (Spearman and R^2 of Pearson).
-Paper scale: LRA Text (4K tokens) and Retrieval; here :data:`SIZES`.
+Correlations between the metrics are taken over the (model, seed) points of models above their learning
+guard (Spearman and R^2 of Pearson). Paper scale: LRA Text (4K tokens) and Retrieval.
 """
 
 from __future__ import annotations
@@ -22,26 +26,17 @@ from pathlib import Path
 import numpy as np
 
 from . import _harness as harness
-from .data import sparse_features, sparse_sum_task
 
 NAME = "variance_metrics"
-CANDIDATES = ("gmm-rks", "gmm-prf", "fastfood-rks", "fastfood-prf", "generative-rks", "generative-prf",
-              "favor+", "favor-trig")
 REQUIRED = ("gmm-rks", "gmm-prf")
 
-SIZES = {
-    "tiny": dict(L=10, n=180, d_model=16, n_heads=2, n_layers=1, m=8, steps=4, batch=32, lr=3e-3, seeds=1,
-                 passes=10, n_val=40),
-    "small": dict(L=24, n=2700, d_model=32, n_heads=4, n_layers=2, m=32, steps=250, batch=32, lr=2e-3,
-                  seeds=2, passes=100, n_val=300),
-    "full": dict(L=64, n=9000, d_model=64, n_heads=4, n_layers=2, m=64, steps=1500, batch=32, lr=1e-3,
-                 seeds=3, passes=100, n_val=1000),
-}
-
-CRITERION = ("Over the (model, seed) points: holds iff the Spearman correlation of every pair of (mean RSD, "
+CRITERION = ("Over the (model, seed) points of the sparse-task and ListOps models above their learning "
+             "guard (sparse task: validation accuracy >= 0.4, chance 1/9; ListOps: test accuracy >= the "
+             "majority-class rate + 0.05): holds iff the Spearman correlation of every pair of (mean RSD, "
              "mean PI, AGV) is >= 0.5 (the paper: R^2 0.95 RSD-AGV, 0.98 RSD-PI, 0.89 AGV-PI) AND GMM-RKS "
              "has a lower mean PI than GMM-PRF (the paper: RKS models have lower variance); fails otherwise; "
-             "not-checkable with fewer than 4 points.")
+             "not-checkable with fewer than 4 such points or without a GMM-RKS and a GMM-PRF point "
+             "among them.")
 
 
 def variance_metrics(outputs: np.ndarray, labels: np.ndarray) -> dict:
@@ -61,42 +56,47 @@ def variance_metrics(outputs: np.ndarray, labels: np.ndarray) -> dict:
             "agv": va / acc if acc > 0 else float("nan")}
 
 
-def binary_task(rng: np.random.Generator, n: int, L: int):
-    """The sign of the sparse sum (p = 0.5), zero-sum sequences dropped: ``x (n', 1, L, 3)``, ``y (n',)``."""
-    task = sparse_sum_task(rng, n, L, 0.5)
-    keep = task.y != 4
-    x = sparse_features(task)[keep][:, None]
-    return x, (task.y[keep] > 4).astype(np.int64)
+def variance_metrics_multiclass(logits: np.ndarray, labels: np.ndarray) -> dict:
+    """Sec. 4.1's metrics for ``K`` classes (module docstring) from ``logits (passes, N, K)`` and
+    ``labels (N,)``: per-example ``rsd (N,)``, ``pi (N,)``; scalars ``accuracy``, ``voting_accuracy``,
+    ``agv``. For ``K = 2`` these are :func:`variance_metrics` of ``z_1 - z_0``."""
+    z = np.asarray(logits, dtype=np.float64)
+    R, N, K = z.shape
+    pred = harness.predictions(z)                                                   # (R, N); -1: failed pass
+    counts = np.stack([(pred == c).sum(axis=0) for c in range(K)], axis=-1)         # (N, K)
+    mode = np.argmax(counts, axis=-1)                                               # (N,) ties: lowest class
+    idx = np.arange(N)
+    zc = z[:, idx, mode]                                                            # (R, N)
+    other = z.copy()
+    other[:, idx, mode] = -np.inf
+    margin = zc - other.max(axis=-1)                                                # (R, N); NaN: failed pass
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ok = np.isfinite(margin)
+        n_ok = ok.sum(axis=0)
+        m0 = np.where(ok, margin, 0.0)
+        mean = m0.sum(axis=0) / n_ok
+        var = np.where(ok, (margin - mean) ** 2, 0.0).sum(axis=0) / (n_ok - 1)
+        rsd = np.sqrt(var) / np.abs(mean)                                           # over the finite passes
+    pi = R - counts[idx, mode]
+    acc = float(np.mean(pred == labels[None, :]))
+    va = float(np.mean(mode == labels))
+    return {"rsd": rsd, "pi": pi, "accuracy": acc, "voting_accuracy": va,
+            "agv": va / acc if acc > 0 else float("nan")}
 
 
-def config_for(method: str, sz: dict) -> dict:
-    return dict(task="classify", input="patches", patch=1, image_shape=(1, sz["L"], 3), d_model=sz["d_model"],
-                n_heads=sz["n_heads"], n_layers=sz["n_layers"], d_ff=2 * sz["d_model"], max_len=sz["L"],
-                position="learned", readout="mean", n_classes=2,
-                attention=harness.attention_config(method, m=sz["m"]), dtype="float64")
-
-
-_TRAINED: dict = {}
-
-
-def trained_models(size: str, seed: int, methods, *, weight_decay: float = 0.1):
-    """Train (once per process; memoised) one model per (method, seed) on the binary task.
-    Returns ``(models: {(method, s): (params, config)}, data: (x_tr, y_tr, x_va, y_va))``."""
-    sz = SIZES[size]
-    x, y = binary_task(np.random.default_rng([seed, 41]), sz["n"], sz["L"])
-    k = int(0.8 * x.shape[0])
-    data = (x[:k], y[:k], x[k:][:sz["n_val"]], y[k:][:sz["n_val"]])
-    models = {}
-    for m in methods:
-        for s in range(sz["seeds"]):
-            key = (size, seed, m, s, weight_decay)
-            if key not in _TRAINED:
-                cfg = config_for(m, sz)
-                params = harness.train_loop(cfg, data[0], data[1], seed=1000 * seed + s, steps=sz["steps"],
-                                      batch=sz["batch"], lr=sz["lr"], weight_decay=weight_decay, beta2=0.98)
-                _TRAINED[key] = (params, cfg)
-            models[(m, s)] = _TRAINED[key]
-    return models, data
+def passes_metrics(params, cfg: dict, x: np.ndarray, y: np.ndarray, *, seed: int, passes: int) -> dict:
+    """The metrics of a trained model over `passes` fresh feature draws on ``(x, y)``, summarised: mean and
+    median RSD (finite values), mean PI, accuracy, voting accuracy, AGV."""
+    outs = np.stack([harness.predict_logits(params, x, cfg, harness.draw_features(seed, 3 * 10**6 + r, cfg))
+                     for r in range(passes)])                                       # (passes, N, K)
+    vm = variance_metrics_multiclass(outs, y)
+    finite = np.isfinite(vm["rsd"])
+    failed = int(np.sum(~np.all(np.isfinite(outs), axis=-1)))
+    return {"rsd_mean": float(np.mean(vm["rsd"][finite])) if finite.any() else float("nan"),
+            "rsd_median": float(np.median(vm["rsd"][finite])) if finite.any() else float("nan"),
+            "pi_mean": float(np.mean(vm["pi"])), "accuracy": vm["accuracy"],
+            "voting_accuracy": vm["voting_accuracy"], "agv": vm["agv"], "passes": int(passes),
+            "n_examples": int(y.shape[0]), "failed_predictions": failed}
 
 
 def _spearman(a, b) -> float:
@@ -105,57 +105,93 @@ def _spearman(a, b) -> float:
     return float(spearmanr(a, b).statistic)
 
 
-def run(size: str = "small", seed: int = 0, out_dir: Path | None = None) -> dict:
-    sz = SIZES[size]
+def collect_points(sparse_runs: list[dict], listops_runs: list[dict], majority: float) -> list[dict]:
+    """One point per trained random-feature model: its task, method, cell, seed, metrics and whether it is
+    above its learning guard."""
+    from . import sparse_task
+
+    pts = []
+    for r in sparse_runs:
+        pts.append({"task": "sparse", "method": r["method"], "cell": f"p={r['p']}", "seed": r["run_seed"],
+                    **r["variance"], "learned": bool(r["final_val_acc"] >= sparse_task.T_CONV)})
+    for r in listops_runs:
+        if r["method"] == "softmax":
+            continue
+        pts.append({"task": "listops", "method": r["method"], "cell": "listops", "seed": r["run_seed"],
+                    **r["variance"], "learned": bool(r["test_acc"] >= majority + 0.05)})
+    return pts
+
+
+def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=None) -> dict:
+    from .._claims import Context
+    from . import listops, sparse_task
+
     harness.require_kinds(*REQUIRED)
-    methods = harness.available(CANDIDATES)
+    ctx = ctx or Context(seed=seed, size=size)
     out_dir = harness.ensure_dir(out_dir, NAME)
-    models, (_, _, x_va, y_va) = trained_models(size, seed, methods)
-    points = []
-    for (m, s), (params, cfg) in models.items():
-        run_seed = 1000 * seed + s
-        outs = np.stack([np.diff(harness.predict_logits(params, x_va, cfg,
-                                                        harness.draw_features(run_seed, 10**6 + r, cfg)),
-                                 axis=-1)[:, 0] for r in range(sz["passes"])])       # (passes, N)
-        vm = variance_metrics(outs, y_va)
-        finite = np.isfinite(vm["rsd"])
-        points.append({"method": m, "seed": s, "rsd_mean": float(np.mean(vm["rsd"][finite])),
-                       "rsd_median": float(np.median(vm["rsd"][finite])), "pi_mean": float(np.mean(vm["pi"])),
-                       "accuracy": vm["accuracy"], "voting_accuracy": vm["voting_accuracy"],
-                       "agv": vm["agv"]})
-    rsd = np.array([p["rsd_mean"] for p in points])
-    pi = np.array([p["pi_mean"] for p in points])
-    agv = np.array([p["agv"] for p in points])
+    sp_runs = sparse_task.grid(ctx, sparse_task.runs_for(size, seed))
+    lo_runs, majority = listops.grid(ctx, seed)
+    points = collect_points(sp_runs, lo_runs, majority)
+    good = [p for p in points if p["learned"]]
+    rsd = np.array([p["rsd_mean"] for p in good])
+    pi = np.array([p["pi_mean"] for p in good])
+    agv = np.array([p["agv"] for p in good])
     corr = {}
-    if len(points) >= 3:
+    if len(good) >= 3:
         for name, a, b in (("rsd-agv", rsd, agv), ("rsd-pi", rsd, pi), ("agv-pi", agv, pi)):
             corr[name] = {"spearman": _spearman(a, b), "pearson_r2": float(np.corrcoef(a, b)[0, 1] ** 2)}
 
-    def avg(m, key):
-        vals = [p[key] for p in points if p["method"] == m]
+    def avg(sel, key):
+        vals = [p[key] for p in sel]
         return float(np.mean(vals)) if vals else None
 
+    # does GMM-RKS < GMM-PRF in PI survive the cells and seeds? one comparison per (task, cell, seed index)
+    pairs = []
+    for task, cell in dict.fromkeys((p["task"], p["cell"]) for p in points):
+        r = [p for p in points if (p["task"], p["cell"], p["method"]) == (task, cell, "gmm-rks")]
+        f = [p for p in points if (p["task"], p["cell"], p["method"]) == (task, cell, "gmm-prf")]
+        for a, b in zip(r, f, strict=False):
+            pairs.append({"task": task, "cell": cell, "seed_rks": a["seed"], "pi_rks": a["pi_mean"],
+                          "pi_prf": b["pi_mean"], "both_learned": a["learned"] and b["learned"],
+                          "rks_lower": a["pi_mean"] < b["pi_mean"]})
+    methods = list(dict.fromkeys(p["method"] for p in points))
     record = {
         "experiment": NAME, "size": size, "seed": seed,
-        "scale": dict(sz) | {"task": "sign of sparse sum, p=0.5",
-                             "paper_scale": "LRA Text/Retrieval, 4K tokens"},
+        "scale": {"passes": sparse_task.SIZES[size]["passes"],
+                  "listops_passes": listops.SIZES[size]["passes"],
+                  "models": "the trained sparse-task (every p, seed) and ListOps models (same runs)",
+                  "sparse_task": {k: sparse_task.SIZES[size][k] for k in ("L", "steps", "seeds", "n_vm")},
+                  "listops": {k: listops.SIZES[size][k] for k in ("min_len", "max_len", "steps", "seeds",
+                                                                  "n_vm")},
+                  "paper_scale": "LRA Text/Retrieval, 4K tokens, 100 passes"},
         "points": points, "correlations": corr, "criterion": CRITERION,
-        "criterion_values": {"n_points": len(points), "correlations": corr,
-                             "pi_gmm_rks": avg("gmm-rks", "pi_mean"),
-                             "pi_gmm_prf": avg("gmm-prf", "pi_mean")},
-        "summary": {m: {k: avg(m, k) for k in ("rsd_mean", "pi_mean", "accuracy", "voting_accuracy", "agv")}
-                    for m in methods},
+        "criterion_values": {"n_points": len(good), "n_points_all": len(points), "correlations": corr,
+                             "pi_gmm_rks": avg([p for p in good if p["method"] == "gmm-rks"], "pi_mean"),
+                             "pi_gmm_prf": avg([p for p in good if p["method"] == "gmm-prf"], "pi_mean")},
+        "learning": {"below_guard": [f"{p['task']} {p['method']} {p['cell']} seed {p['seed']}"
+                                     for p in points if not p["learned"]],
+                     "listops_majority_rate": majority},
+        "pi_pairs": pairs,
+        "summary": {f"{t}/{m}": {k: avg([p for p in points if p["task"] == t and p["method"] == m], k)
+                                 for k in ("rsd_mean", "pi_mean", "accuracy", "voting_accuracy", "agv")}
+                    for t in ("sparse", "listops") for m in methods
+                    if any(p["task"] == t and p["method"] == m for p in points)},
     }
     fig, axes = harness.new_figure(3, width=3.4)
-    for ax, (xa, xn), (ya, yn) in zip(axes, ((agv, "AGV"), (agv, "AGV"), (rsd, "mean RSD")),
-                                      ((rsd, "mean RSD"), (pi, "mean PI"), (pi, "mean PI")), strict=True):
-        for m in methods:
-            sel = [i for i, p in enumerate(points) if p["method"] == m]
-            ax.scatter(xa[sel], ya[sel], label=m, s=18)
-        ax.set_xlabel(xn)
-        ax.set_ylabel(yn)
-    axes[0].legend(fontsize=6)
-    fig.suptitle(f"variance metrics over {sz['passes']} passes, size={size} (L={sz['L']})", fontsize=9)
+    allp = {k: np.array([p[k] for p in points]) for k in ("rsd_mean", "pi_mean", "agv")}
+    for ax, xk, yk in zip(axes, ("agv", "agv", "rsd_mean"), ("rsd_mean", "pi_mean", "pi_mean"), strict=True):
+        for i, m in enumerate(methods):
+            for task, mk in (("sparse", "o"), ("listops", "s")):
+                sel = [j for j, p in enumerate(points) if p["method"] == m and p["task"] == task]
+                if sel:
+                    face = [f"C{i}" if points[j]["learned"] else "none" for j in sel]
+                    ax.scatter(allp[xk][sel], allp[yk][sel], marker=mk, s=22, facecolors=face,
+                               edgecolors=f"C{i}", label=f"{m} ({task})")
+        ax.set_xlabel(xk)
+        ax.set_ylabel(yk)
+    axes[0].legend(fontsize=5)
+    fig.suptitle(f"variance metrics, size={size} (filled: above the learning guard; o sparse task, "
+                 "s ListOps)", fontsize=8)
     record["figures"] = [str(harness.save_figure(fig, out_dir / f"{NAME}.png"))]
     harness.save_json(out_dir / f"{NAME}.json", record)
     return record
@@ -164,7 +200,11 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None) -> dict
 def decide(record: dict) -> tuple[str, str]:
     cv = record["criterion_values"]
     if cv["n_points"] < 4 or not cv["correlations"]:
-        return "not-checkable", f"only {cv['n_points']} (model, seed) points"
+        return "not-checkable", (f"only {cv['n_points']} (model, seed) points above their learning guard"
+                                 + harness.guard_note(record))
+    if cv["pi_gmm_rks"] is None or cv["pi_gmm_prf"] is None:
+        return "not-checkable", ("no GMM-RKS or no GMM-PRF model above its learning guard"
+                                 + harness.guard_note(record))
     sp = {k: v["spearman"] for k, v in cv["correlations"].items()}
     txt = (", ".join(f"{k} rho={v:.2f}" for k, v in sp.items())
            + f"; mean PI GMM-RKS {cv['pi_gmm_rks']:.2f} vs GMM-PRF {cv['pi_gmm_prf']:.2f} "

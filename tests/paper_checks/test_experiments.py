@@ -124,6 +124,101 @@ def test_variance_metrics_by_hand():
     assert vm["agv"] == pytest.approx((2 / 3) / 0.5)
 
 
+def test_multiclass_variance_metrics_reduce_to_the_binary_ones():
+    rng = np.random.default_rng(3)
+    z = rng.standard_normal((7, 40, 2))                     # (passes, N, K = 2); odd passes: no ties
+    y = rng.integers(0, 2, 40)
+    a, b = VM.variance_metrics(z[..., 1] - z[..., 0], y), VM.variance_metrics_multiclass(z, y)
+    np.testing.assert_array_equal(a["pi"], b["pi"])
+    np.testing.assert_allclose(a["rsd"], b["rsd"], rtol=1e-12)
+    for k in ("accuracy", "voting_accuracy", "agv"):
+        assert a[k] == pytest.approx(b[k])
+    # 3 classes by hand: passes predict 2, 2, 0 for the one example (label 2) -> PI 1, VA 1, accuracy 2/3
+    z3 = np.array([[[0.0, 0.0, 1.0]], [[0.0, 0.5, 2.0]], [[1.0, 0.0, 0.5]]])
+    m = VM.variance_metrics_multiclass(z3, np.array([2]))
+    assert m["pi"].tolist() == [1] and m["voting_accuracy"] == 1.0 and m["accuracy"] == pytest.approx(2 / 3)
+    margins = [1.0, 1.5, -0.5]                                           # z_2 - max(others) per pass
+    assert m["rsd"][0] == pytest.approx(np.std(margins, ddof=1) / abs(np.mean(margins)))
+
+
+def test_schedule_decay_only_and_extrapolation():
+    sch = H.warmup_cosine(100, 1e-3)
+    assert sch == {"warmup_steps": 10, "decay": "cosine", "total_steps": 100, "min_lr": 1e-4}
+    assert H.decay_only_factor(3, 0.1, 0.5, None) == pytest.approx(0.95 ** 3)       # constant rate
+    from refattn.nn.schedules import learning_rate
+
+    want = np.prod([1 - 0.1 * learning_rate(t, lr=1e-3, schedule=sch) for t in range(100)])
+    assert H.decay_only_factor(100, 1e-3, 0.1, sch) == pytest.approx(want)
+    steps = [100, 200, 400, 800]
+    acc = [0.1 + 0.05 * np.log(s) for s in steps]
+    assert H.extrapolated_steps(steps, acc, 0.1 + 0.05 * np.log(3200)) == pytest.approx(3200, rel=1e-6)
+    assert H.extrapolated_steps(steps, [0.3] * 4, 0.5) is None
+    assert H.extrapolated_steps(steps, acc, 0.2) == 800
+
+
+def test_curve_records_and_stops():
+    accs = iter([0.2, 0.5, 0.95])
+    c = H.Curve(lambda params: {"val_acc": next(accs)}, stop=lambda m: m["val_acc"] >= 0.9)
+    assert [c(s, None) for s in (10, 20, 30)] == [False, False, True]
+    assert c.data["step"] == [10, 20, 30] and c.data["val_acc"] == [0.2, 0.5, 0.95]
+    assert len(c.data["cpu_seconds"]) == 3 and c.data["cpu_seconds"] == sorted(c.data["cpu_seconds"])
+
+
+def test_train_loop_skips_nonfinite_steps_and_stops_a_diverged_run(monkeypatch):
+    """An RKS normaliser at ~0 makes a step non-finite: the step is skipped and counted; too many stop."""
+    import importlib
+
+    tr_mod = importlib.import_module("refattn.nn.transformer")         # the module, not the function
+
+    real = tr_mod.loss_and_grads
+    bad = set()
+
+    def flaky(params, x, y, features, *, config):
+        if len(calls) in bad:
+            calls.append(1)
+            raise ValueError("linear_attention: the normaliser or output is not finite although ...")
+        calls.append(0)
+        return real(params, x, y, features, config=config)
+
+    monkeypatch.setattr(tr_mod, "loss_and_grads", flaky)
+    cfg = SP.config_for("softmax", SP.SIZES["tiny"])
+    x, y, _, _ = SP.dataset("tiny", 0, 0.1)
+    calls, bad, stats = [], {1, 2}, {}
+    H.train_loop(cfg, x, y, seed=0, steps=4, batch=8, lr=1e-3, stats=stats)
+    assert stats["skipped_steps"] == 2 and stats["skipped_at"] == [1, 2] and "diverged_at" not in stats
+    calls, bad, stats = [], set(range(1, 40)), {}
+    H.train_loop(cfg, x, y, seed=0, steps=40, batch=8, lr=1e-3, stats=stats)
+    assert stats["diverged_at"] == 11 and len(calls) == 12                 # more than max(10, 40 // 10)
+    monkeypatch.setattr(tr_mod, "loss_and_grads", lambda *a, **k: (_ for _ in ()).throw(ValueError("shape")))
+    with pytest.raises(ValueError, match="shape"):                          # other errors still raise
+        H.train_loop(cfg, x, y, seed=0, steps=2, batch=8, lr=1e-3)
+
+
+def test_failed_passes_count_as_wrong_and_inconsistent():
+    logits = np.array([[[0.0, 1.0]], [[np.nan, np.nan]], [[0.0, 2.0]]])      # (passes 3, N 1, K 2)
+    assert H.predictions(logits[:, 0]).tolist() == [1, -1, 1]
+    assert H.accuracy(logits[:, 0], np.array([1, 1, 1])) == pytest.approx(2 / 3)
+    m = VM.variance_metrics_multiclass(logits, np.array([1]))
+    assert m["pi"].tolist() == [1] and m["voting_accuracy"] == 1.0
+    assert m["rsd"][0] == pytest.approx(np.std([1.0, 2.0], ddof=1) / 1.5)     # over the finite passes
+
+
+def test_run_grid_memo_and_cache(tmp_path):
+    """Each result is computed once: a second call (or a fresh process, via the cache file) reuses it."""
+    from paper_checks import Context
+
+    calls = []
+    ctx = Context(seed=0, size="tiny", report_dir=tmp_path)
+    task = LO.Run("softmax", 12345, 0, "tiny")
+    first = H.run_grid(ctx, lambda t: calls.append(t) or {"v": 1.5, "key": t.key()}, [task], name="t")
+    assert first == [{"v": 1.5, "key": task.key()}] and len(calls) == 1
+    assert H.run_grid(ctx, lambda t: calls.append(t), [task], name="t") == first and len(calls) == 1
+    H._MEMO.pop(task.key())
+    assert H.grid_if_done(ctx, [task], name="t") == first                   # read back from the cache file
+    assert (tmp_path / "experiments" / "t" / "runs" / f"{task.key()}.json").is_file()
+    assert H.grid_if_done(ctx, [LO.Run("softmax", 12346, 0, "tiny")], name="t") is None
+
+
 def test_classifier_input_grad_matches_finite_differences():
     rng = np.random.default_rng(0)
     h, W, b = rng.standard_normal((5, 6)), rng.standard_normal((6, 9)), rng.standard_normal(9)
@@ -237,8 +332,10 @@ def test_tiny_eigenvalues_end_to_end(tmp_path):
     _check_outputs(record, tmp_path, EIG.NAME)
 
 
-def test_same_seed_same_record(stand_ins, tmp_path):
+def test_same_seed_same_record(stand_ins, tmp_path, monkeypatch):
+    monkeypatch.setattr(H, "_MEMO", {})
     a = LO.run("tiny", seed=0, out_dir=tmp_path / "a")
+    monkeypatch.setattr(H, "_MEMO", {})                                  # trained again, not memoised
     b = LO.run("tiny", seed=0, out_dir=tmp_path / "b")
     assert {m: r["test_accuracy"] for m, r in a["results"].items()} == \
            {m: r["test_accuracy"] for m, r in b["results"].items()}
