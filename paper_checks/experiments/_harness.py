@@ -325,6 +325,19 @@ def _cached(task, cache: Path | None):
     return _MEMO.get(k)
 
 
+def _call_and_cache(call: tuple) -> dict:
+    """``fn(task)``, also written to the cache directory (when there is one) as soon as it is done, so that
+    an interrupted grid keeps its finished runs (a worker on another machine may fail to write: ignored)."""
+    fn, task, cache = call
+    result = fn(task)
+    if cache is not None:
+        with contextlib.suppress(OSError):
+            tmp = Path(cache) / f"{task.key()}.json.part"
+            save_json(tmp, result)
+            tmp.replace(Path(cache) / f"{task.key()}.json")
+    return result
+
+
 def grid_if_done(ctx, tasks: list, *, name: str) -> list[dict] | None:
     """The results of `tasks` when every one is memoised or cached already (see :func:`run_grid`), else
     None: nothing is trained."""
@@ -342,11 +355,12 @@ def run_grid(ctx, fn: Callable[[Any], dict], tasks: list, *, name: str, workers:
     cache = _cache_dir(ctx, name)
     todo = [t for t in dict.fromkeys(tasks) if _cached(t, cache) is None]
     if todo:
+        calls = [(fn, t, None if cache is None else str(cache)) for t in todo]
         if ctx.executor is None and workers > 1 and len(todo) > 1:
             with ProcessPoolExecutor(max_workers=min(workers, len(todo))) as pool:
-                results = dataclasses.replace(ctx, executor=pool).map(fn, todo)
+                results = dataclasses.replace(ctx, executor=pool).map(_call_and_cache, calls)
         else:
-            results = ctx.map(fn, todo)
+            results = ctx.map(_call_and_cache, calls)
         for t, r in zip(todo, results, strict=True):
             _MEMO[t.key()] = r
             if cache is not None:
