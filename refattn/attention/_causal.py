@@ -300,6 +300,8 @@ def _chunk_plan(s, chunk_size, *, xp):
         last = s[..., L - 1:, :]                                                  # one partial chunk
     spread = last - first                                                         # (..., n, m) >= 0
     spread = xp.reshape(xp.moveaxis(spread, -2, 0), (len(starts), -1))            # (n, batch * m)
+    if spread.shape[1] == 0:                                                      # an empty batch: no spread
+        return starts, [True] * len(starts)
     cheap = _host_bools(xp.max(spread, axis=1) <= SPREAD_LIMIT, xp=xp)
     return starts, cheap
 
@@ -346,6 +348,24 @@ def _exact_weights_bwd(dW, pq, pk, sc, *, xp, tril):
     return dpq, dpk
 
 
+def _frame_chunk(phi_k, s, a, chunk_size, *, xp):
+    """The frames of the chunk that starts at row `a`, shared by the forward and both backwards.
+
+    Returns ``b`` (the chunk is rows a..b-1, c = b - a), its frames ``sc = s[..., a:b, :]: (..., c, m)``, the
+    chunk-end frame ``E_end: (..., 1, m)``, the keys in that frame ``Kc = phi_k exp(sc - E_end): (..., c, m)``
+    (entries <= 1 since s is nondecreasing), the frame of the state before the chunk ``Pprev: (..., 1, m)``
+    and the state's decay to the chunk-end frame ``decay = exp(Pprev - E_end)^T: (..., m, 1)`` (both None for
+    the first chunk, whose state is zero).
+    """
+    b = min(phi_k.shape[-2], a + chunk_size)
+    sc = s[..., a:b, :]                                                           # (..., c, m)
+    E_end = sc[..., -1:, :]                                                       # (..., 1, m) chunk end
+    Kc = phi_k[..., a:b, :] * xp.exp(sc - E_end)                                  # (..., c, m) <= 1
+    Pprev = None if a == 0 else s[..., a - 1:a, :]                                # (..., 1, m) frame of S
+    decay = None if Pprev is None else xp.matrix_transpose(xp.exp(Pprev - E_end))   # (..., m, 1) <= 1
+    return b, sc, E_end, Kc, Pprev, decay
+
+
 @_dispatch.define("linear_attention.causal_frames_fwd")
 def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
     """Causal numerator and normaliser with per-feature frames; see :func:`_causal_frames_fwd_states`."""
@@ -362,22 +382,18 @@ def _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
     """
     xp = namespace(phi_q, phi_k, v_aug, s)
     kept = [] if stride else None
-    L, m = phi_q.shape[-2], phi_q.shape[-1]
+    m = phi_q.shape[-1]
     batch = tuple(phi_q.shape[:-2])
     dev = device_of(phi_q)
     S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)  # (..., m, d_v + 1) frame Pprev
-    Pprev = None                                                                  # (..., m) frame of S
     numer = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)          # (..., L, d_v + 1)
     starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
     for idx, (a, ok) in enumerate(zip(starts, cheap, strict=True)):
         if kept is not None and idx % stride == 0:
             kept.append(S)                                                        # frame s[a - 1]
-        b = min(L, a + chunk_size)
-        pq, pk, ua, sc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], s[..., a:b, :]
+        b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
+        pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
         tril = _tril_mask(b - a, xp=xp, device=dev)
-        E_end = sc[..., -1:, :]  # (..., 1, m) chunk end frame
-        Kc = pk * xp.exp(sc - E_end)                                              # (..., c, m) <= 1
-        decay = None if Pprev is None else xp.matrix_transpose(xp.exp(Pprev - E_end))   # (..., m, 1) <= 1
         if ok:
             Qc = pq * xp.exp(E_end - sc)  # (..., c, m) <= e^SPREAD_LIMIT
             A = Qc @ xp.matrix_transpose(Kc)                                      # (..., c, c)
@@ -392,7 +408,6 @@ def _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
                 S = decay * S
         numer[..., a:b, :] = numer_c
         S = S + xp.matrix_transpose(Kc) @ ua  # (..., m, d_v + 1) frame E_end
-        Pprev = E_end
     return numer, (None if kept is None else tuple(kept))
 
 
@@ -401,7 +416,6 @@ def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, states, str
     inside a block of `stride` chunks recomputed from the block's kept state (see
     :func:`_causal_bwd_stored`)."""
     xp = namespace(g, phi_q, phi_k, v_aug, s)
-    L = phi_q.shape[-2]
     dev = device_of(phi_q)
     starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
     n = len(starts)
@@ -409,26 +423,17 @@ def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, states, str
     dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
 
-    def frames(a):
-        b = min(L, a + chunk_size)
-        sc = s[..., a:b, :]
-        E_end = sc[..., -1:, :]                                                   # (..., 1, m)
-        Kc = phi_k[..., a:b, :] * xp.exp(sc - E_end)                              # (..., c, m) <= 1
-        Pprev = None if a == 0 else s[..., a - 1:a, :]                            # (..., 1, m) frame of S
-        decay = None if Pprev is None else xp.matrix_transpose(xp.exp(Pprev - E_end))   # (..., m, 1)
-        return b, sc, E_end, Kc, Pprev, decay
-
     G = xp.zeros_like(states[0])                                                  # (..., m, d_v + 1)
     for blk in range((n - 1) // stride * stride, -1, -stride):
         S = states[blk // stride]
         block = [S]
         for idx in range(blk, min(n, blk + stride) - 1):                          # recompute inside the block
-            b, sc, E_end, Kc, Pprev, decay = frames(starts[idx])
+            b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, starts[idx], chunk_size, xp=xp)
             S = (S if decay is None else decay * S) + xp.matrix_transpose(Kc) @ v_aug[..., starts[idx]:b, :]
             block.append(S)
         for idx in range(min(n, blk + stride) - 1, blk - 1, -1):
             a, ok = starts[idx], cheap[idx]
-            b, sc, E_end, Kc, Pprev, decay = frames(a)
+            b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
             S = block[idx - blk]                                                  # frame Pprev
             pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
             tril = _tril_mask(b - a, xp=xp, device=dev)
@@ -475,7 +480,7 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size):
     caller: the output depends on s only through the differences ``s_j - s_i``).
     """
     xp = namespace(g, phi_q, phi_k, v_aug, s)
-    L, m = phi_q.shape[-2], phi_q.shape[-1]
+    m = phi_q.shape[-1]
     batch = tuple(phi_q.shape[:-2])
     dev = device_of(phi_q)
     starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
@@ -484,12 +489,7 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size):
     dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
 
     def chunk(a):
-        b = min(L, a + chunk_size)
-        sc = s[..., a:b, :]
-        E_end = sc[..., -1:, :]                                                   # (..., 1, m)
-        Kc = phi_k[..., a:b, :] * xp.exp(sc - E_end)                              # (..., c, m) <= 1
-        Pprev = None if a == 0 else s[..., a - 1:a, :]                            # (..., 1, m)
-        decay = None if Pprev is None else xp.matrix_transpose(xp.exp(Pprev - E_end))   # (..., m, 1)
+        b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
         gc, ua = g[..., a:b, :], v_aug[..., a:b, :]
         tril = _tril_mask(b - a, xp=xp, device=dev)
         Bm = gc @ xp.matrix_transpose(ua)                                         # (..., c, c) g_i . v_aug_j
