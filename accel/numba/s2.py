@@ -94,8 +94,8 @@ def _ring_sums_2d(u, k, H, W, slice_of_class, V, far_empty):  # pragma: no cover
     """Manhattan class sums of ``u: (B, L, S, e)`` taking slice ``slice_of_class[r]`` for class r.
 
     Writes ``V: (B, L, k + 1, e)`` (zeroed by the caller) with ``V[i, r] = sum_{dist(i, j) = r} u[j, s_r]``
-    for
-    r < k and ``V[i, k] = sum_j u[j, s_k] - sum_{dist(i, j) < k} u[j, s_k]`` (zeros when `far_empty`).
+    for r < k and ``V[i, k] = sum_j u[j, s_k] - sum_{dist(i, j) < k} u[j, s_k]`` (zeros when `far_empty`):
+    one walk over the rings of the window adds each cell to its class and removes it from the far class.
     """
     B, L, S, e = u.shape
     sk = slice_of_class[k]
@@ -107,6 +107,9 @@ def _ring_sums_2d(u, k, H, W, slice_of_class, V, far_empty):  # pragma: no cover
         for y in range(H):
             for x in range(W):
                 i = y * W + x
+                if not far_empty:
+                    for c in range(e):
+                        V[b, i, k, c] = total[c]  # far = total - window (class-k slice), window removed below
                 for r in range(k):
                     s = slice_of_class[r]
                     for dy in range(-r, r + 1):
@@ -117,28 +120,14 @@ def _ring_sums_2d(u, k, H, W, slice_of_class, V, far_empty):  # pragma: no cover
                         for dx in (-rem, rem):
                             xx = x + dx
                             if 0 <= xx < W:
-                                j = yy * W + xx
+                                j = yy * W + xx                          # ring r: in the window
                                 for c in range(e):
                                     V[b, i, r, c] += u[b, j, s, c]
-                            if rem == 0:
-                                break                                    # dx = -0 = +0: one cell
-                if not far_empty:
-                    for c in range(e):
-                        V[b, i, k, c] = total[c]  # far = total - window (class-k slice)
-                    for r in range(k):
-                        for dy in range(-r, r + 1):
-                            yy = y + dy
-                            if yy < 0 or yy >= H:
-                                continue
-                            rem = r - abs(dy)
-                            for dx in (-rem, rem):
-                                xx = x + dx
-                                if 0 <= xx < W:
-                                    j = yy * W + xx
+                                if not far_empty:
                                     for c in range(e):
                                         V[b, i, k, c] -= u[b, j, sk, c]
-                                if rem == 0:
-                                    break
+                            if rem == 0:
+                                break                                    # dx = -0 = +0: one cell
 
 
 def _flatten(x, keep):
