@@ -488,8 +488,9 @@ def _dense_from_classes(S, cls, *, xp):
 
 
 def s2_logits(q, w, *, k=DEFAULT_CLIP, grid=None):
-    r"""The dense S2 logits ``N_ij = q_i . w[class(i, j)] / sqrt(d)``, O(L^2) memory.
+    r"""The dense S2 logits, ``(..., L, L)``: each query against its clipped relative key, O(L^2) memory.
 
+    ``N_ij = q_i . w[class(i, j)] / sqrt(d)``.
     ``softmax_attention(q, zeros_like(q), v, mask_add=s2_logits(q, w, ...))`` is exact S2 attention (the
     oracle for :func:`s2_attention` with ``omega=None``; Horn et al. Eq. (4) term (b)).
 

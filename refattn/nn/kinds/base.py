@@ -52,8 +52,8 @@ class AttentionKind(NamedTuple):
     features: Callable  # (att, *, d_head, n_heads) -> {name: Draw}: drawn arrays ({}: the kind draws nothing)
     omega: str          # "none" | "redrawn" | "learnable" (module docstring)
     check: Callable | None = None   # (att, *, d_head, n_heads) -> att: kind-specific option checks/defaults
-    #: (att, *, d_head, n_heads) -> {name: Draw}: learnable parameters shared by all layers of a model
-    #: (params["shared"]["attn"]), merged into each layer's
+    #: ``(att, *, d_head, n_heads) -> {name: Draw}``: learnable parameters shared by all layers of a model
+    #: (``params["shared"]["attn"]``), merged into each layer's
     shared: Callable | None = None
     #: (cache) -> {param name: new value}: non-learnable parameters a training forward updates (running
     #: statistics); written back after the optimiser step (refattn.nn.transformer.parameter_updates)
