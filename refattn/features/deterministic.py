@@ -148,7 +148,7 @@ def elu_features(x):
 
 
 def elu_kernel(q, k):
-    """The kernel matrix the elu+1 map defines, ``K(q, k) = (elu(q) + 1) . (elu(k) + 1)``.
+    """The kernel matrix the elu+1 map defines, ``K(q, k) = (elu(q) + 1)^T (elu(k) + 1)``.
 
     Parameters
     ----------
@@ -285,7 +285,7 @@ def relu_features(x, *, eps=RELU_EPS):
 
 
 def relu_kernel(q, k, *, eps=RELU_EPS):
-    """The kernel matrix the ReLU map defines, ``K(q, k) = (relu(q) + eps) . (relu(k) + eps)``.
+    """The kernel matrix the ReLU map defines, ``K(q, k) = (relu(q) + eps)^T (relu(k) + eps)``.
 
     Parameters
     ----------

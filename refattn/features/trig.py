@@ -98,7 +98,7 @@ def _check_qk(q, k, extra=1):
 
 
 def softmax_kernel(q, k):
-    r"""The softmax (exponential) kernel matrix ``K(q, k) = exp(q . k)`` (closed form).
+    r"""The softmax (exponential) kernel matrix ``K(q, k) = exp(q^T k)`` (closed form).
 
     Unscaled: softmax attention's ``exp(q . k / sqrt(d))`` (Horn et al. Eq. (1)) is this kernel on
     ``d^{-1/4} q`` and ``d^{-1/4} k``. Estimated without bias by :func:`softmax_trig_features` (Horn et al.
