@@ -3,8 +3,11 @@
     python -m paper_checks --json results.json && python -m paper_checks.readme_table results.json
     python -m paper_checks --power --json power.json && python -m paper_checks.readme_table --power power.json
     python -m paper_checks --json results.json && python -m paper_checks.readme_table --summary results.json
+    python -m paper_checks.readme_table --trained paper_checks/records/*/results.json
 
 One line per claim: id, verdict (expected verdict in brackets where it differs), the check's one-line finding.
+With ``--trained``: one line per claim run at size ``full`` in the given records (verdict, the paper's
+expectation, finding, scale, wall time, data).
 With ``--power``: one line per claim with its planted mutations and the verdict each one produced.
 With ``--summary``: one line per paper with its number of claims of each verdict (the README's table).
 """
@@ -76,21 +79,58 @@ def summary_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: Evidence ``scale`` keys shown by :func:`trained_table`, in this order, with their column labels.
+SCALE_KEYS = (("L", "L"), ("d_model", "width"), ("n_layers", "layers"), ("m", "m"), ("steps", "steps"),
+              ("seeds", "seeds"))
+
+
+def _scale(ev: dict) -> str:
+    sc = ev.get("scale") if isinstance(ev.get("scale"), dict) else ev
+    return ", ".join(f"{label} {sc[k]}" for k, label in SCALE_KEYS if k in sc)
+
+
+def _data(ev: dict) -> str:
+    d = ev.get("data")
+    name = d.get("name", "") if isinstance(d, dict) else (d or ev.get("task", ""))
+    return f"{name} (stand-in)" if ev.get("data_stand_in") else str(name)
+
+
+def _wall(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
+def trained_table(records: list[dict]) -> str:
+    """Markdown table of the claims run at size ``full`` among `records` (committed experiment records)."""
+    rows = [r for r in records if isinstance(r.get("evidence"), dict) and r["evidence"].get("size") == "full"]
+    lines = ["| claim | verdict | paper expects | finding | scale | wall | data |",
+             "| --- | --- | --- | --- | --- | ---: | --- |"]
+    for r in rows:
+        expect = r.get("expected_full") or r.get("expected", "")
+        lines.append(f"| `{r['id']}` | {r['verdict']} | {expect} | {_cell(r.get('summary') or '')} | "
+                     f"{_cell(_scale(r['evidence']))} | {_wall(r.get('seconds', float('nan')))} | "
+                     f"{_cell(_data(r['evidence']))} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    mode = argv[0] if argv and argv[0] in ("--power", "--summary") else None
+    mode = argv[0] if argv and argv[0] in ("--power", "--summary", "--trained") else None
     if mode:
         argv = argv[1:]
-    if len(argv) != 1:
-        print("usage: python -m paper_checks.readme_table [--power | --summary] RESULTS.json",
+    if len(argv) != 1 and not (mode == "--trained" and argv):
+        print("usage: python -m paper_checks.readme_table [--power | --summary] RESULTS.json\n"
+              "       python -m paper_checks.readme_table --trained RESULTS.json [RESULTS.json ...]",
               file=sys.stderr)
         return 2
-    try:
-        records = json.loads(Path(argv[0]).read_text())
-    except (OSError, ValueError) as exc:
-        print(f"paper_checks.readme_table: cannot read {argv[0]}: {exc}", file=sys.stderr)
-        return 2
-    print({"--power": power_table, "--summary": summary_table}.get(mode, table)(records))
+    records = []
+    for path in argv:
+        try:
+            records += json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            print(f"paper_checks.readme_table: cannot read {path}: {exc}", file=sys.stderr)
+            return 2
+    print({"--power": power_table, "--summary": summary_table, "--trained": trained_table}.get(mode, table)(
+        records))
     return 0
 
 

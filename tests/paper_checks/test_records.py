@@ -62,3 +62,22 @@ def test_a_planted_record_change_is_caught():
     flipped = {"fails": 0.2, "holds": 0.0}[rec["verdict"]]
     ev = dict(rec["evidence"], gain_s1=flipped, gain_s2=flipped)
     assert load_all()[rec["id"]].decide(ev) == {"fails": "holds", "holds": "fails"}[rec["verdict"]]
+
+
+def test_readme_trained_table_lists_only_full_size_rows(tmp_path, capsys):
+    from paper_checks import readme_table
+
+    full = {"id": "x.full", "verdict": "fails", "expected_full": "holds", "summary": "a | b",
+            "seconds": 125.0,
+            "evidence": {"size": "full", "data": {"name": "Fashion-MNIST"}, "data_stand_in": False,
+                         "scale": {"L": 196, "d_model": 64, "steps": 1500, "seeds": 3}}}
+    tiny = {"id": "x.tiny", "verdict": "not-checkable", "expected": "not-checkable", "summary": "",
+            "seconds": 1.0, "evidence": {"size": "tiny"}}
+    js = tmp_path / "r.json"
+    js.write_text(json.dumps([full, tiny]))
+    assert readme_table.main(["--trained", str(js), str(js)]) == 0
+    out = capsys.readouterr().out
+    row = ("| `x.full` | fails | holds | a \\| b | L 196, width 64, steps 1500, seeds 3 | 2 min | "
+           "Fashion-MNIST |")
+    assert out.count(row) == 2 and "x.tiny" not in out
+    assert readme_table.main(["--trained"]) == 2
