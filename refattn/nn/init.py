@@ -225,7 +225,10 @@ def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shar
     TypeError
         `rng` not a ``numpy.random.Generator``, or a bad `dtype`.
     ValueError
-        A bad attention configuration.
+        `d_model`/`n_heads` not positive integers, `n_heads` not dividing `d_model`, or a bad attention
+        configuration.
+    MemoryError
+        The projections over :mod:`refattn.limits`' memory bound.
 
     Examples
     --------
@@ -279,6 +282,9 @@ def draw_attention_features(rng, config):
         `rng` not a ``numpy.random.Generator``.
     ValueError
         A bad configuration.
+    MemoryError
+        The parameters the configuration implies over :mod:`refattn.limits`' memory bound (checked before
+        anything is drawn).
 
     Examples
     --------
@@ -350,6 +356,9 @@ def init_transformer(rng, config):
         `rng` not a ``numpy.random.Generator``.
     ValueError
         A bad configuration.
+    MemoryError
+        The parameters the configuration implies over :mod:`refattn.limits`' memory bound (checked before
+        anything is drawn).
     """
     check_rng(rng)
     cfg = check_config(config)
@@ -410,6 +419,15 @@ def draw_dropout_masks(rng, config, batch_shape, L):
     -------
     list of dict or None
         One dict of NumPy masks per layer, or None.
+
+    Raises
+    ------
+    TypeError
+        `rng` not a ``numpy.random.Generator``.
+    ValueError
+        A bad configuration.
+    MemoryError
+        The masks (or the parameters the configuration implies) over :mod:`refattn.limits`' memory bound.
     """
     check_rng(rng)
     cfg = check_config(config)

@@ -76,6 +76,11 @@ def split_heads(x, n_heads, *, xp):
     -------
     (..., H, L, D/H) array
         Head h holds columns ``h d .. (h + 1) d - 1``.
+
+    Raises
+    ------
+    ValueError
+        `x` not ``(..., L, D)``, or `n_heads` not a positive integer dividing D.
     """
     check_shape("x", x, "..., L, D")
     n_heads = check_positive_int(n_heads, "n_heads")
@@ -101,6 +106,11 @@ def merge_heads(x, *, xp):
     Returns
     -------
     (..., L, H d) array
+
+    Raises
+    ------
+    ValueError
+        `x` not ``(..., H, L, d)``.
     """
     check_shape("x", x, "..., H, L, d")
     *batch, H, L, d = x.shape

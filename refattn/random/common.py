@@ -92,7 +92,8 @@ def as_xp(arr: Any, *, like: Any) -> Any:
     Raises
     ------
     TypeError
-        `like` is not a real floating array of a supported namespace.
+        `like` is not a real floating array of a supported namespace, or `arr` is not real (floating or
+        integer: a complex or bool cast would lose information).
 
     Examples
     --------
@@ -143,8 +144,8 @@ def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator
 
     Raises
     ------
-    ValueError
-        `every` not positive.
+    TypeError, ValueError
+        `seed` or `step` not a non-negative integer, or `every` not a positive integer (or None).
 
     Examples
     --------

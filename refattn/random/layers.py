@@ -53,7 +53,9 @@ def init_dense(rng, d_in, d_out, *, dtype=np.float64):
     TypeError
         `rng` not a ``numpy.random.Generator``, or a bad `dtype`.
     ValueError
-        Non-positive sizes, or a draw over :mod:`refattn.limits`' memory bound.
+        Non-positive sizes.
+    MemoryError
+        The draw over :mod:`refattn.limits`' memory bound.
     """
     check_rng(rng)
     dt = check_dtype_arg(dtype)

@@ -63,7 +63,9 @@ def draw_gaussian(rng: np.random.Generator, m: int, d: int, *, dtype: Any = np.f
     TypeError
         `rng` is not a ``numpy.random.Generator``, `m`/`d` are not integers, `dtype` is not float32/float64.
     ValueError
-        `m` or `d` not positive, or the draw over :mod:`refattn.limits`' memory bound.
+        `m` or `d` not positive.
+    MemoryError
+        The draw over :mod:`refattn.limits`' memory bound.
 
     Examples
     --------

@@ -169,6 +169,11 @@ def gmm_as_xp(params: GMMParams, *, like: Any) -> GMMParams:
     -------
     GMMParams
         The same parameters in `like`'s namespace.
+
+    Raises
+    ------
+    TypeError
+        A parameter that is not a real array (a complex or bool cast would lose information).
     """
     for n, a in zip(params._fields, params, strict=True):
         _check_real_draw(a, f"params.{n}")
@@ -247,6 +252,11 @@ def fastfood_as_xp(params: FastFoodParams, *, like: Any) -> FastFoodParams:
     -------
     FastFoodParams
         The same parameters in `like`'s namespace.
+
+    Raises
+    ------
+    TypeError
+        A parameter that is not a real array (a complex or bool cast would lose information).
     """
     xp = array_api_compat.array_namespace(like)
     for n in ("S", "G", "B"):

@@ -396,7 +396,9 @@ def toeplitz_matrix(coeffs, L):
     Raises
     ------
     ValueError
-        `coeffs` not ``(..., 2L - 1)``, non-finite, or the result over :mod:`refattn.limits`' memory bound.
+        `coeffs` not ``(..., 2L - 1)``, or non-finite.
+    MemoryError
+        The result over :mod:`refattn.limits`' memory bound.
 
     Examples
     --------
@@ -443,6 +445,13 @@ def toeplitz_attention_dense(phi_q, phi_k, v, coeffs, *, causal=False):
     -------
     y : (..., L, d_v) array
         Same value as :func:`toeplitz_attention` to rounding.
+
+    Raises
+    ------
+    ValueError
+        As :func:`toeplitz_attention_fwd`.
+    MemoryError
+        The ``(L, L)`` matrices over :mod:`refattn.limits`' memory bound.
     """
     xp, _ = _validate(phi_q, phi_k, v, coeffs, causal, 1, "ignore")
     L = phi_q.shape[-2]

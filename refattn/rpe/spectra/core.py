@@ -346,7 +346,9 @@ def rpe_mask(pos, spectrum):
     Raises
     ------
     ValueError
-        `pos`'s last axis not D, non-finite positions, or the mask over :mod:`refattn.limits`' memory bound.
+        `pos`'s last axis not D, or non-finite positions.
+    MemoryError
+        The mask over :mod:`refattn.limits`' memory bound.
     """
     arrays = spectrum_arrays(spectrum)
     names = ("pos",) + tuple(f"spectrum.{n}" for n, _ in arrays)
