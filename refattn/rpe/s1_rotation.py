@@ -148,7 +148,7 @@ def s1_positional_fwd(positions, params: S1Params):
         Positions (integers, indices by nature, or floats); (L,) when A = 1. Cast to the dtype of
         ``params.freqs``; must be finite.
     params : S1Params
-        ``freqs, alpha, beta: (\*p, A, S)``, real floating (float64 reference, float32 supported), one
+        ``freqs, alpha, beta: (*p, A, S)``, real floating (float64 reference, float32 supported), one
         dtype and namespace.
 
     Returns
@@ -242,7 +242,7 @@ def s1_positional(positions, params: S1Params):
     positions : (L,) or (L, A) array
         Positions (integers or floats); (L,) when A = 1.
     params : S1Params
-        ``freqs, alpha, beta: (\*p, A, S)``, real floating.
+        ``freqs, alpha, beta: (*p, A, S)``, real floating.
 
     Returns
     -------
@@ -272,7 +272,7 @@ def s1_augment_fwd(q, k, positions, params: S1Params):
     positions : (L,) or (L, A) array
         Positions of the L tokens (integers or floats).
     params : S1Params
-        Fields ``(\*p, A, S)`` with ``*p`` broadcasting to ``...`` (e.g. ``(H, A, S)`` per head).
+        Fields ``(*p, A, S)`` with ``*p`` broadcasting to ``...`` (e.g. ``(H, A, S)`` per head).
 
     Returns
     -------
@@ -359,7 +359,7 @@ def s1_augment(q, k, positions, params: S1Params):
     positions : (L,) or (L, A) array
         Positions (integers or floats).
     params : S1Params
-        Fields ``(\*p, A, S)``.
+        Fields ``(*p, A, S)``.
 
     Returns
     -------
@@ -393,7 +393,7 @@ def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal
     positions : (L,) or (L, A) array
         Positions (integers or floats).
     params : S1Params
-        Fields ``(\*p, A, S)``, ``*p`` broadcasting to ``...``.
+        Fields ``(*p, A, S)``, ``*p`` broadcasting to ``...``.
     omega : (m, d + P) array, optional
         Random projections over the concatenated width (``refattn.random.draw_*`` with width ``d + 2 A S``);
         None: exact softmax.
@@ -485,7 +485,7 @@ def s1_attention(q, k, v, positions, params: S1Params, *, omega=None, causal=Fal
     positions : (L,) or (L, A) array
         Positions (integers or floats).
     params : S1Params
-        Fields ``(\*p, A, S)`` (:func:`refattn.random.init_s1_params`).
+        Fields ``(*p, A, S)`` (:func:`refattn.random.init_s1_params`).
     omega : (m, d + P) array, optional
         FAVOR projections over the width ``d + 2 A S``; None: exact softmax.
     causal : bool
@@ -562,7 +562,7 @@ def s1_relative_matrix(positions, params: S1Params):
     positions : (L,) or (L, A) array
         Positions (integers or floats).
     params : S1Params
-        Fields ``(\*p, A, S)``, real floating.
+        Fields ``(*p, A, S)``, real floating.
 
     Returns
     -------
