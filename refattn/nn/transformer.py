@@ -189,8 +189,8 @@ def _check_features(features, n_layers):
         return [None] * n_layers
     if not isinstance(features, (list, tuple)) or len(features) != n_layers:
         got = len(features) if isinstance(features, (list, tuple)) else type(features).__name__
-        raise ValueError(f"features: expected a list with one entry per layer (config['n_layers'] = "
-                         f"{n_layers}); got {got}")
+        raise ValueError(f"features: expected a list with one entry per layer ({n_layers}) "
+                         f"(config['n_layers']); got {got}")
     return list(features)
 
 
