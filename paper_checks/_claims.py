@@ -147,6 +147,8 @@ class Context:
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
+    """A registered claim: the statement as printed, its expected verdict, its check, rule and companion."""
+
     id: str
     paper: str
     section: str

@@ -34,6 +34,8 @@ __all__ = ["MeanTest", "MseEstimate", "VarianceTest", "Coverage", "mean_test", "
 
 
 class MeanTest(NamedTuple):
+    """Result of :func:`mean_test`: mean, standard error, z-scores, detectable deviation, ``passed``."""
+
     mean: np.ndarray        # (...) replicate mean
     se: np.ndarray          # (...) standard error of the mean (ddof = 1)
     expected: np.ndarray    # (...) target
@@ -50,6 +52,8 @@ class MeanTest(NamedTuple):
 
 
 class MseEstimate(NamedTuple):
+    """Result of :func:`mse_estimate`: ``mse``, its fourth-moment standard error ``se``, and ``n``."""
+
     mse: np.ndarray   # (...) mean of the squared errors
     se: np.ndarray    # (...) its standard error, std(e^2) / sqrt(n) (fourth moment)
     n: int

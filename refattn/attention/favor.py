@@ -85,6 +85,8 @@ _CORES = {
 
 
 class FavorAttentionCache(NamedTuple):
+    """What :func:`favor_attention_bwd` needs: the feature maps' and linear attention's caches, the scale."""
+
     q_cache: Any        # cache of the query feature map (on d^{-1/4} q)
     k_cache: Any        # cache of the key feature map (on d^{-1/4} k)
     attn_cache: Any     # LinearAttentionCache
@@ -93,6 +95,8 @@ class FavorAttentionCache(NamedTuple):
 
 
 class FavorAttentionGrads(NamedTuple):
+    """Gradients of :func:`favor_attention`: ``q``, ``k``, ``v``, ``omega`` (``None`` if not requested)."""
+
     q: Array      # (..., L, d)
     k: Array      # (..., L, d)
     v: Array      # (..., L, d_v)

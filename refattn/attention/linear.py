@@ -61,6 +61,8 @@ DEFAULT_CHUNK_SIZE = 32
 
 
 class LinearAttentionCache(NamedTuple):
+    """What :func:`linear_attention_bwd` needs from :func:`linear_attention_fwd` (fields in the source)."""
+
     phi_q: Array        # (..., L, m)
     phi_k: Array        # (..., L, m)
     v_aug: Array        # (..., L, d_v + 1)  [v, 1]
@@ -77,6 +79,8 @@ class LinearAttentionCache(NamedTuple):
 
 
 class LinearAttentionGrads(NamedTuple):
+    """Gradients of :func:`linear_attention`: ``phi_q``, ``phi_k``, ``v``, ``k_log_scale`` (or ``None``)."""
+
     phi_q: Array        # (..., L, m)
     phi_k: Array        # (..., L, m)
     v: Array            # (..., L, d_v)

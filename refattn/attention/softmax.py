@@ -35,6 +35,8 @@ DEFAULT_BLOCK_ELEMENTS = 2**22
 
 
 class SoftmaxAttentionCache(NamedTuple):
+    """What :func:`softmax_attention_bwd` needs from :func:`softmax_attention_fwd` (no (Lq, Lk) array)."""
+
     q: Array             # (..., Lq, d)
     k: Array             # (..., Lk, d)
     v: Array             # (..., Lk, d_v)
@@ -48,6 +50,8 @@ class SoftmaxAttentionCache(NamedTuple):
 
 
 class SoftmaxAttentionGrads(NamedTuple):
+    """Gradients of :func:`softmax_attention`: ``q``, ``k``, ``v``, ``mask_add`` (or ``None``)."""
+
     q: Array          # (..., Lq, d)
     k: Array          # (..., Lk, d)
     v: Array          # (..., Lk, d_v)

@@ -36,10 +36,14 @@ _GELU_A = 0.044715
 
 
 class ActivationGrads(NamedTuple):
+    """Gradient of an elementwise activation: ``x``, of the input's shape."""
+
     x: Array  # same shape as x
 
 
 class LeakyReluCache(NamedTuple):
+    """What :func:`leaky_relu_bwd` needs: the input ``x`` and ``negative_slope``."""
+
     x: Array
     negative_slope: float
 

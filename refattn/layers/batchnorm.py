@@ -34,21 +34,29 @@ Array = Any
 
 
 class BatchNormParams(NamedTuple):
+    """Parameters of :func:`batchnorm`: scale ``gamma: (d,)`` and shift ``beta: (d,)``."""
+
     gamma: Array  # (d,)
     beta: Array   # (d,)
 
 
 class BatchNormState(NamedTuple):
+    """Running statistics of :func:`batchnorm`: ``mean: (d,)`` and unbiased ``var: (d,)`` (not learnable)."""
+
     mean: Array   # (d,) running mean
     var: Array    # (d,) running (unbiased) variance
 
 
 class BatchNormOutput(NamedTuple):
+    """What :func:`batchnorm_fwd` returns besides its cache: ``y: (..., d)`` and the new ``state``."""
+
     y: Array               # (..., d)
     state: BatchNormState  # the updated running statistics (train) or the input ones (eval)
 
 
 class BatchNormCache(NamedTuple):
+    """What :func:`batchnorm_bwd` needs from :func:`batchnorm_fwd` (fields commented in the source)."""
+
     xhat: Array   # (N, d) normalised input, leading axes flattened
     rstd: Array   # (1, d) or (d,): 1/sqrt(var + eps) of the statistics used
     gamma: Array  # (d,)
@@ -57,6 +65,8 @@ class BatchNormCache(NamedTuple):
 
 
 class BatchNormGrads(NamedTuple):
+    """Gradients of :func:`batchnorm`: ``x`` and ``params`` (the running statistics get none)."""
+
     x: Array                  # (..., d)
     params: BatchNormParams   # gamma: (d,), beta: (d,)
 

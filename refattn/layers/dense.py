@@ -26,16 +26,22 @@ Array = Any
 
 
 class DenseParams(NamedTuple):
+    """Parameters of :func:`dense`: weight ``W: (d_in, d_out)`` and bias ``b: (d_out,)``."""
+
     W: Array  # (d_in, d_out)
     b: Array  # (d_out,)
 
 
 class DenseCache(NamedTuple):
+    """What :func:`dense_bwd` needs from :func:`dense_fwd`: the input ``x`` and the weight ``W``."""
+
     x: Array  # (..., d_in)
     W: Array  # (d_in, d_out)
 
 
 class DenseGrads(NamedTuple):
+    """Gradients of :func:`dense`: ``x`` and ``params`` (a :class:`DenseParams` of gradients)."""
+
     x: Array               # (..., d_in)
     params: DenseParams    # W: (d_in, d_out), b: (d_out,)
 

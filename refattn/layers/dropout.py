@@ -25,11 +25,15 @@ Array = Any
 
 
 class DropoutCache(NamedTuple):
+    """What :func:`dropout_bwd` needs: the input ``x`` and the ``mask``."""
+
     x: Array
     mask: Array
 
 
 class DropoutGrads(NamedTuple):
+    """Gradients of :func:`dropout`: ``x`` and ``mask`` (summed to the mask's shape)."""
+
     x: Array     # same shape as x
     mask: Array  # same shape as mask (dL/dmask = dy * x, summed over broadcast axes; rarely needed)
 

@@ -36,15 +36,21 @@ Array = Any
 
 
 class TokenEmbeddingGrads(NamedTuple):
+    """Gradient of :func:`token_embedding`: ``table: (V, d)`` (token ids get none)."""
+
     table: Array  # (V, d)
 
 
 class PatchEmbeddingGrads(NamedTuple):
+    """Gradients of :func:`patch_embedding`: ``images`` and ``params`` (a ``DenseParams`` of gradients)."""
+
     images: Array         # (..., H, W, C)
     params: DenseParams   # W: (p*p*C, d), b: (d,)
 
 
 class PositionEmbeddingGrads(NamedTuple):
+    """Gradients of :func:`position_embedding`: ``x: (..., L, d)`` and ``table: (L_max, d)``."""
+
     x: Array      # (..., L, d)
     table: Array  # (L_max, d)
 

@@ -22,17 +22,23 @@ Array = Any
 
 
 class LayerNormParams(NamedTuple):
+    """Parameters of :func:`layernorm`: scale ``gamma: (d,)`` and shift ``beta: (d,)``."""
+
     gamma: Array  # (d,)
     beta: Array   # (d,)
 
 
 class LayerNormCache(NamedTuple):
+    """What :func:`layernorm_bwd` needs: the normalised input, ``1/sqrt(var + eps)`` and ``gamma``."""
+
     xhat: Array   # (..., d) normalised input
     rstd: Array   # (..., 1) 1/sqrt(var + eps)
     gamma: Array  # (d,)
 
 
 class LayerNormGrads(NamedTuple):
+    """Gradients of :func:`layernorm`: ``x`` and ``params`` (a :class:`LayerNormParams` of gradients)."""
+
     x: Array                  # (..., d)
     params: LayerNormParams   # gamma: (d,), beta: (d,)
 

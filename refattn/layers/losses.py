@@ -25,16 +25,22 @@ Array = Any
 
 
 class CrossEntropyCache(NamedTuple):
+    """What :func:`softmax_cross_entropy_bwd` needs: probabilities, one-hot labels ``(N, C)``, the shape."""
+
     p: Array       # (N, C) softmax probabilities
     onehot: Array  # (N, C)
     shape: tuple   # logits.shape
 
 
 class CrossEntropyGrads(NamedTuple):
+    """Gradient of :func:`softmax_cross_entropy`: ``logits: (..., C)`` (labels get none)."""
+
     logits: Array  # (..., C)
 
 
 class MseGrads(NamedTuple):
+    """Gradients of :func:`mse`: ``pred`` and ``target`` (``dtarget = -dpred``)."""
+
     pred: Array
     target: Array
 

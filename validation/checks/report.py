@@ -10,6 +10,8 @@ __all__ = ["CheckResult", "Report", "skip"]
 
 @dataclasses.dataclass
 class CheckResult:
+    """One named check's outcome: ``passed`` (``None``: skipped), its figure, threshold and a detail."""
+
     name: str
     passed: bool | None        # None: skipped (detail says why)
     figure: float | None
@@ -30,6 +32,8 @@ def skip(name: str, why: str) -> CheckResult:
 
 @dataclasses.dataclass
 class Report:
+    """What :func:`validation.check` returns: one :class:`CheckResult` per check run, and the setting."""
+
     target: str
     kind: str
     framework: str
