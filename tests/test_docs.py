@@ -151,3 +151,33 @@ def test_records_reject_a_broken_results_json(tmp_path):
         paperclaims.load_records(tmp_path)
     assert paperclaims.load_records(tmp_path / "absent") == {}
     assert paperclaims.record_date("wall 3 h, no date") is None
+
+
+def test_executed_cells_share_a_page_namespace_and_save_figures(tmp_path):
+    executed = pytest.importorskip("executed")
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = {"__name__": "__main__"}
+    assert executed.run_code("x = 2\nprint(x)", "cell 1", ns)[0] == "2\n"
+    assert executed.run_code("print(3 * x)", "cell 2", ns)[0] == "6\n"      # the page's namespace persists
+    with pytest.raises(NameError):
+        executed.run_code("print(x)", "fresh", None)          # a fresh namespace does not see it
+    plt.figure()
+    plt.plot([1, 2], [3, 4])
+    paths = executed.save_open_figures(tmp_path, "page-cell2")
+    assert [p.name for p in paths] == ["page-cell2-0.png"] and paths[0].stat().st_size > 0
+    assert plt.get_fignums() == [], "figures are closed after saving"
+    assert executed.save_open_figures(tmp_path, "none") == []
+
+
+def test_tutorial_cells_compile():
+    pages = sorted((DOCS / "tutorials").glob("*.rst"))
+    assert len(pages) >= 3
+    for page in pages:
+        cell = r"^\.\. executed::\n(?:   :[^\n]*\n)*\n((?:   [^\n]*\n|\n)+)"
+        cells = re.findall(cell, page.read_text(), re.M)
+        assert cells, f"{page.name}: no executed cells"
+        code = "\n".join("\n".join(ln[3:] for ln in c.splitlines()) for c in cells)
+        compile(code, str(page), "exec")
