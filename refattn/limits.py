@@ -151,6 +151,7 @@ def check_nbytes(nbytes: int, what: str) -> None:
     Returns
     -------
     None
+        Returns only when the request is within the bound.
 
     Raises
     ------

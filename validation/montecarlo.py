@@ -77,6 +77,7 @@ def mean_test(samples: Any, expected: Any, *, n_se: float = 5.0, atol: float = 0
     samples : (n, ...) array
         Independent replicates of the estimator (n >= 2).
     expected : array broadcastable to ``samples.shape[1:]``
+        The value the estimator's mean should have.
     n_se : float
         Tolerance in standard errors.
     atol : float
