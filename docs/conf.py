@@ -41,6 +41,12 @@ extensions = [
 # (about 1.5 MB, see _copy_mathjax) so pages render equations without a network; otherwise the pages load
 # MathJax from its CDN when read (the build itself reaches nothing either way).
 autosummary_generate = True
+# autosummary's table shows a docstring's first sentence, cut at the first ". " that does not end a known
+# abbreviation; docstrings cite "Eq. (3)", "Eqs. 3-5", "Sec. 2.1" in their summaries, so those are added
+# (otherwise the summary reads "... (Chowdhury et al. Eq.").
+import sphinx.ext.autosummary as _autosummary  # noqa: E402
+
+_autosummary.WELL_KNOWN_ABBREVIATIONS = (*_autosummary.WELL_KNOWN_ABBREVIATIONS, "Eq.", "Eqs.", "Sec.")
 autosummary_imported_members = True
 autodoc_default_options = {"members": False}
 autodoc_typehints = "none"          # numpydoc's Parameters carry the types and shapes
