@@ -60,7 +60,7 @@ numpydoc_xref_param_type = False
 numpydoc_validation_checks: set[str] = set()
 
 templates_path = ["_templates"]
-exclude_patterns = ["_build", "_tools", "Thumbs.db", ".DS_Store", "README.md"]   # README.md: notes, not a page
+exclude_patterns = ["_build", "_tools", "Thumbs.db", ".DS_Store", "README.md"]  # README.md: notes, not a page
 html_theme = "pydata_sphinx_theme"
 html_title = f"refattn {release}"
 html_theme_options = {
@@ -68,6 +68,9 @@ html_theme_options = {
     "show_toc_level": 2,
     "icon_links": [],
 }
+# the paper pages and tutorials are single long pages: no left "Section Navigation" column, so equations and
+# code blocks get the width
+html_sidebars = {"papers/*": [], "tutorials/*": [], "tour": []}
 html_static_path = ["_static"]
 html_css_files = ["refattn.css"]
 suppress_warnings: list[str] = []
