@@ -151,6 +151,9 @@ def test_records_reject_a_broken_results_json(tmp_path):
         paperclaims.load_records(tmp_path)
     assert paperclaims.load_records(tmp_path / "absent") == {}
     assert paperclaims.record_date("wall 3 h, no date") is None
+    assert paperclaims.record_date("date: 2026-11-24, started 14:16 UTC, finished 15:33 UTC (77 min)") == (
+        "2026-11-24 15:33 UTC")
+    assert paperclaims.record_date("date: 2026-11-24\n") == "2026-11-24"
 
 
 def test_executed_cells_share_a_page_namespace_and_save_figures(tmp_path):

@@ -61,11 +61,16 @@ def _git(args: list[str], cwd: Path) -> str:
 
 
 def record_date(command_txt: str) -> str | None:
-    """The first date (``YYYY-MM-DD`` and, when given, ``HH:MM`` and a zone) written in a command.txt."""
+    """The first date (``YYYY-MM-DD`` and, when given, ``HH:MM`` and a zone) written in a command.txt; a date
+    without a time takes the time of a later "finished HH:MM"."""
     m = _DATE.search(command_txt)
     if m is None:
         return None
     day, hm, zone = m.groups()
+    if hm is None:     # "date: 2026-11-24, started 14:16 UTC, finished 15:33 UTC": the finishing time
+        fin = re.search(r"\bfinished (?:at )?(\d{2}:\d{2})\s*(UTC|Z)?", command_txt[m.end():])
+        if fin is not None:
+            hm, zone = fin.groups()
     zone = "UTC" if zone in ("Z", "UTC", "+00:00", "+0000") else zone
     return " ".join(x for x in (day, hm, zone if hm else None) if x)
 
