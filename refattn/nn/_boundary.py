@@ -1,5 +1,5 @@
 """Boundary checks of the model API (issue 25): parameter and feature trees checked leaf by leaf and named as
-the user passed them (``params['blocks'][0]['attn']['q'][0]``), and errors raised inside a sub-layer prefixed
+the user passed them (``params['blocks'][0]['attn']['q'].W``), and errors raised inside a sub-layer prefixed
 with the argument that holds it."""
 
 from __future__ import annotations
@@ -8,15 +8,23 @@ from contextlib import contextmanager
 from typing import Any
 
 from .._xp import check_finite, namespace
-from ..tree import tree_paths
+from ..tree import is_leaf, tree_children
 
-__all__ = ["user_path", "check_tree", "naming"]
+__all__ = ["check_tree", "naming"]
 
 
-def user_path(path: str) -> str:
-    """``"params/blocks/0/ln1"`` -> ``"params['blocks'][0]['ln1']"`` (how the user indexes the tree)."""
-    head, *keys = path.split("/")
-    return head + "".join(f"[{k}]" if k.isdigit() else f"[{k!r}]" for k in keys)
+def _leaves(tree: Any, name: str):
+    """``(name as the user indexes it, leaf)`` for every array leaf: ``name['key']``, ``name[0]``, ``name.W``
+    (NamedTuple fields)."""
+    kids = tree_children(tree)
+    if kids is None:
+        if is_leaf(tree):
+            yield name, tree
+        return
+    field = isinstance(tree, tuple) and hasattr(tree, "_fields")
+    for k, v in kids:
+        key = f".{k}" if field else f"[{k!r}]" if isinstance(k, str) else f"[{k}]"
+        yield from _leaves(v, name + key)
 
 
 def check_tree(name: str, tree: Any, dtype: Any = None) -> Any:
@@ -24,8 +32,7 @@ def check_tree(name: str, tree: Any, dtype: Any = None) -> Any:
     checked further), one dtype for all (`dtype` if given; never a silent cast), finite values. Raises
     ``TypeError``/``ValueError`` naming the leaf; returns the floating dtype."""
     first = None
-    for p, leaf in tree_paths(tree, name):
-        n = user_path(p)
+    for n, leaf in _leaves(tree, name):
         xp = namespace(leaf, names=(n,), allow_int=(n,))
         if xp.isdtype(leaf.dtype, "integral"):
             continue
