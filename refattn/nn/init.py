@@ -40,8 +40,8 @@ def _projection(rng, *, rows, cols, law, dtype):
     return draw(rng, rows, cols, dtype=dtype)                                     # (m, cols)
 
 
-def _gmm(rng, *, components, d, covariance, dtype):
-    return init_gmm(rng, components, d, covariance=covariance, dtype=dtype)
+def _gmm(rng, *, components, d, covariance, s_scale=1.0, dtype):
+    return init_gmm(rng, components, d, covariance=covariance, s_scale=s_scale, dtype=dtype)
 
 
 def _gmm_noise(rng, *, components, m, d, dtype):

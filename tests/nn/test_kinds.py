@@ -58,3 +58,19 @@ def test_favor_kind_requests_no_omega_gradient(monkeypatch):
     o, cache = kind.fwd(q, k, v, {}, {"omega": rng.standard_normal((8, 4))}, causal=False, options=opts)
     kind.bwd(np.ones_like(o), cache)
     assert seen == [False]
+
+
+def test_gmm_s_init_sets_the_initial_bandwidth_and_is_checked():
+    """``s_init`` scales the initial covariance factors (S = s_init I) for both maps; bad values are named."""
+    from refattn.nn.config import check_config
+    from refattn.nn.init import init_transformer
+
+    base = dict(task="classify", vocab_size=5, n_classes=3, d_model=8, n_heads=2, n_layers=1, max_len=4)
+    for cov, eye in (("full", np.eye(4)), ("diagonal", np.ones(4))):
+        for s in (1.0, 0.25):
+            cfg = check_config({**base, "attention": {"kind": "gmm", "covariance": cov, "s_init": s}})
+            S = init_transformer(np.random.default_rng(0), cfg)["blocks"][0]["attn"]["attn"]["gmm"].S
+            np.testing.assert_array_equal(S, np.broadcast_to(s * eye, S.shape))
+    for bad in (0, -1.0, float("inf"), float("nan"), True, "1"):
+        with pytest.raises(ValueError, match=r"^attention.s_init: expected a positive finite number"):
+            check_config({**base, "attention": {"kind": "gmm", "s_init": bad}})

@@ -1,7 +1,10 @@
 """Kind ``gmm``: KL-Transformer GMM-PRF / GMM-RKS (Chowdhury et al. Eqs. 7-9; :mod:`refattn.features.gmm`).
 
 Options: ``features`` in {"prf", "rks"}, ``m`` features, ``components`` C, ``covariance`` in {"diagonal",
-"full"}, ``on_nonpositive`` (RKS). Learnable: ``attn["gmm"]`` (mixture weights, means, covariance factors).
+"full"}, ``on_nonpositive`` (RKS), ``s_init`` (the covariance factors' initial scale: ``S_c = s_init I``, so
+the kernel starts as ``exp(-s_init^2 |q - k|^2 / (2 sqrt(d)))`` of the scaled inputs; 1 by default, the
+paper does not state its initialisation). Learnable: ``attn["gmm"]`` (mixture weights, means, covariance
+factors).
 Drawn: the base noise ``features["noise"]: (C, M/C, d)``.
 
 omega: **none** (the frequencies are ``mu + S noise``: their gradient flows to the learnable ``gmm``).
@@ -20,8 +23,16 @@ _fwd, _bwd = spectral_kind(gmm_prf_features_stable_fwd, gmm_prf_features_stable_
 
 
 def _params(att, *, d_head, n_heads):
-    args = {"components": att["components"], "d": d_head, "covariance": att["covariance"]}
+    args = {"components": att["components"], "d": d_head, "covariance": att["covariance"],
+            "s_scale": att["s_init"]}
     return {"gmm": Draw("gmm", args)}
+
+
+def _check(att, *, d_head, n_heads):
+    s = att["s_init"]
+    if isinstance(s, bool) or not isinstance(s, (int, float)) or not (0 < s < float("inf")):
+        raise ValueError(f"attention.s_init: expected a positive finite number; got {s!r}")
+    return {**att, "s_init": float(s)}
 
 
 def _features(att, *, d_head, n_heads):
@@ -31,7 +42,7 @@ def _features(att, *, d_head, n_heads):
 KIND = AttentionKind(
     "gmm", _fwd, _bwd,
     options={"features": "prf", "m": None, "components": 2, "covariance": "diagonal",
-             "on_nonpositive": "raise"},
+             "on_nonpositive": "raise", "s_init": 1.0},
     choices={"features": ("prf", "rks"), "covariance": ("diagonal", "full"),
              "on_nonpositive": ("raise", "ignore")},
-    params=_params, features=_features, omega="none")
+    params=_params, features=_features, omega="none", check=_check)
