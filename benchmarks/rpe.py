@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import time
+from pathlib import Path
 
 import numpy as np
 from _timing import timeit
@@ -54,6 +56,10 @@ def main():
     ap.add_argument("--heads", type=int, default=None, help="H (default 8; a per-head crossover needs 1)")
     ap.add_argument("--toeplitz-reference", action="store_true",
                     help="also time the array-API Toeplitz path (array_api_strict) in the same run")
+    ap.add_argument("--toeplitz-baseline", default=None, metavar="REV",
+                    help="also time refattn/rpe/toeplitz.py as of git revision REV (e.g. 901c887, the "
+                         "issue-6 code) in the same process, interleaved with today's; prints old/new")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of --toeplitz-baseline")
     args = ap.parse_args()
     only = set(args.only.split(","))
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -115,6 +121,64 @@ def main():
 
         if "toeplitz" in only:
             toeplitz_section(rng, H, m, d_v, dt, toeplitz_Ls, repeat, args)
+        if args.toeplitz_baseline:
+            toeplitz_baseline_section(rng, H, m, d_v, dt, toeplitz_Ls, args.rounds, args)
+
+
+def load_baseline(rev: str):
+    """refattn/rpe/toeplitz.py as of git revision `rev`, imported as ``refattn.rpe._toeplitz_baseline`` (its
+    relative imports resolve against today's package)."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    src = subprocess.run(["git", "show", f"{rev}:refattn/rpe/toeplitz.py"], cwd=root, check=True,
+                         capture_output=True, text=True).stdout
+    name = "refattn.rpe._toeplitz_baseline"
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    mod = importlib.util.module_from_spec(spec)
+    mod.__package__ = "refattn.rpe"
+    sys.modules[name] = mod
+    exec(compile(src, f"{rev}:refattn/rpe/toeplitz.py", "exec"), mod.__dict__)
+    return mod
+
+
+def toeplitz_baseline_section(rng, H, m, d_v, dt, toeplitz_Ls, rounds, args):
+    """Today's Toeplitz FFT path against the one at ``--toeplitz-baseline REV``, same process, interleaved:
+    each round calls old then new (forward, then backward) on the same arrays; minima and medians over
+    rounds, and the per-round old/new ratios."""
+    from refattn.rpe import toeplitz as new
+
+    old = load_baseline(args.toeplitz_baseline)
+    fft_kw = {} if args.workers is None else {"workers": args.workers}
+    print(f"\n## Toeplitz FFT: today's vs git {args.toeplitz_baseline} (same process, {rounds} interleaved "
+          f"rounds, H = {H}, m = {m}, d_v = {d_v}, {np.dtype(dt).name})")
+    print(f"{'L':>6}{'mode':>8}{'pass':>6}{'old min s':>11}{'new min s':>11}{'old/new (min)':>15}"
+          f"{'old/new (median)':>18}  per-round old/new")
+    for Lt in toeplitz_Ls:
+        pq = np.exp(rng.standard_normal((H, Lt, m)) * 0.3).astype(dt)
+        pk = np.exp(rng.standard_normal((H, Lt, m)) * 0.3).astype(dt)
+        vt = rng.standard_normal((H, Lt, d_v)).astype(dt)
+        coeffs = np.exp(0.1 * rng.standard_normal(2 * Lt - 1)).astype(dt)
+        dy = np.ones((H, Lt, d_v), dt)
+        for causal in (False, True):
+            times = {(w, p): [] for w in ("old", "new") for p in ("fwd", "bwd")}
+            for _ in range(rounds):
+                for who, mod, kw in (("old", old, {}), ("new", new, fft_kw)):
+                    t0 = time.perf_counter()
+                    _, cache = mod.toeplitz_attention_fwd(pq, pk, vt, coeffs, causal=causal, **kw)
+                    t1 = time.perf_counter()
+                    mod.toeplitz_attention_bwd(dy, cache)
+                    t2 = time.perf_counter()
+                    times[who, "fwd"].append(t1 - t0)
+                    times[who, "bwd"].append(t2 - t1)
+            mode = "causal" if causal else "bidir"
+            for p in ("fwd", "bwd"):
+                o, n = np.array(times["old", p]), np.array(times["new", p])
+                per = ", ".join(f"{r:.2f}" for r in o / n)
+                print(f"{Lt:>6}{mode:>8}{p:>6}{o.min():>11.3f}{n.min():>11.3f}{o.min() / n.min():>15.2f}"
+                      f"{np.median(o) / np.median(n):>18.2f}  {per}", flush=True)
 
 
 def toeplitz_section(rng, H, m, d_v, dt, toeplitz_Ls, repeat, args):
