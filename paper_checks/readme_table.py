@@ -4,10 +4,13 @@
     python -m paper_checks --power --json power.json && python -m paper_checks.readme_table --power power.json
     python -m paper_checks --json results.json && python -m paper_checks.readme_table --summary results.json
     python -m paper_checks.readme_table --trained paper_checks/records/*/results.json
+    python -m paper_checks.readme_table --runs paper_checks/records/kl-full > .../runs_summary.md
 
 One line per claim: id, verdict (expected verdict in brackets where it differs), the check's one-line finding.
 With ``--trained``: one line per claim run at size ``full`` in the given records (verdict, the paper's
 expectation, finding, scale, wall time, data).
+With ``--runs RECORD_DIR``: one line per training run cached under ``RECORD_DIR/experiments/*/runs/`` (method,
+cell, seed, steps, final accuracy, steps to 40%, CPU cost, skipped steps): a record's ``runs_summary.md``.
 With ``--power``: one line per claim with its planted mutations and the verdict each one produced.
 With ``--summary``: one line per paper with its number of claims of each verdict (the README's table).
 """
@@ -112,14 +115,35 @@ def trained_table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def runs_table(record_dir: Path) -> str:
+    """One markdown line per cached training run of a record directory (``experiments/*/runs/*.json``)."""
+    lines = ["| experiment | method | cell | run seed | steps | final val/test acc | steps to 40% "
+             "| CPU s/step | train CPU s | skipped non-finite steps |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for path in sorted(Path(record_dir).glob("experiments/*/runs/*.json")):
+        r = json.loads(path.read_text())
+        exp = path.parent.parent.name
+        cell = f"p={r['p']} wd={r['weight_decay']}" if "p" in r else exp
+        steps = r.get("steps_trained", (r.get("curve", {}).get("step") or [None])[-1])
+        acc = r.get("final_val_acc", r.get("test_acc"))
+        lines.append(f"| {exp} | {r['method']} | {cell} | {r['run_seed']} | {steps} | {acc:.3f} | "
+                     f"{r.get('steps_to_40')} | {r['cpu_seconds_per_step']:.3f} | {r['train_cpu_seconds']} | "
+                     f"{r.get('training', {}).get('skipped_steps', 0)} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--runs" and len(argv) == 2:
+        print(runs_table(Path(argv[1])))
+        return 0
     mode = argv[0] if argv and argv[0] in ("--power", "--summary", "--trained") else None
     if mode:
         argv = argv[1:]
     if len(argv) != 1 and not (mode == "--trained" and argv):
         print("usage: python -m paper_checks.readme_table [--power | --summary] RESULTS.json\n"
-              "       python -m paper_checks.readme_table --trained RESULTS.json [RESULTS.json ...]",
+              "       python -m paper_checks.readme_table --trained RESULTS.json [RESULTS.json ...]\n"
+              "       python -m paper_checks.readme_table --runs RECORD_DIR",
               file=sys.stderr)
         return 2
     records = []

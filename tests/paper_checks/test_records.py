@@ -81,3 +81,20 @@ def test_readme_trained_table_lists_only_full_size_rows(tmp_path, capsys):
            "Fashion-MNIST |")
     assert out.count(row) == 2 and "x.tiny" not in out
     assert readme_table.main(["--trained"]) == 2
+
+
+def test_runs_summary_is_generated_from_the_cached_runs(tmp_path, capsys):
+    """``--runs DIR`` writes one line per cached run; each committed ``runs_summary.md`` is that output."""
+    from paper_checks import readme_table
+
+    runs = tmp_path / "experiments" / "sparse_task" / "runs"
+    runs.mkdir(parents=True)
+    (runs / "a.json").write_text(json.dumps({
+        "method": "gmm-rks", "p": 0.1, "weight_decay": 0.0, "run_seed": 3, "steps_trained": 700,
+        "final_val_acc": 0.9123, "steps_to_40": 350, "cpu_seconds_per_step": 0.0812, "train_cpu_seconds": 56.8,
+        "training": {"skipped_steps": 2}}))
+    assert readme_table.main(["--runs", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "| sparse_task | gmm-rks | p=0.1 wd=0.0 | 3 | 700 | 0.912 | 350 | 0.081 | 56.8 | 2 |")
+    for summary in RECORDS.glob("*/runs_summary.md"):
+        assert summary.read_text().strip() == readme_table.runs_table(summary.parent).strip(), summary
