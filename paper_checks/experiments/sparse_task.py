@@ -324,7 +324,8 @@ def decide(record: dict) -> tuple[str, str]:
     def fmt(v):
         return "censored" if v is None else f"{v:.2f}"
 
-    txt = (f"{n} cells reached by both; std PRF/RKS > 1 in {cv['fraction_std_ratio_above_1']} of them; "
+    above = sum(r > 1 for r in cv["ratios"])
+    txt = (f"{n} cells reached by both; std PRF/RKS > 1 in {above} of them; "
            f"slowdown T(p=max)/T(p=min): PRF {fmt(sp)}, RKS {fmt(sr)}")
     if n < 4:
         return "not-checkable", ("too few checkpoints reached: " + txt
