@@ -1,22 +1,28 @@
 """Benchmark: numba kernels (accel/numba) against the NumPy core and same-run GEMM rates.
 
-    python benchmarks/accel.py [--quick] [--threads N] [--dtypes float32,float64] [--L 1024,4096,16384]
+    python benchmarks/accel.py [--quick] [--threads N] [--dtypes float32,float64] [--L 4096,16384]
+                               [--rounds R] [--sections causal,blocks,favor,fwht] [--blocks 32,64,...]
 
-Prints, for H = 8 heads, d = 64, m' = 256 features, d_v = 64 (``--quick``: L = 256, 1024, m' = 64, fewer
-repeats):
+Prints, for H = 8 heads, d = 64, m' = 256 features, d_v = 64 (``--quick``: L = 256, 1024, m' = 64):
 
-1. the causal scan with features given, forward and backward: numba time, its flop rate on its own flop count
-   (forward ``4 L m' d_v`` per head, backward ``10 L m' d_v``: a forward sweep recomputing the state plus the
-   reverse sweep) as a fraction of the same-run GEMM rate (a square GEMM in the same dtype), the NumPy core's
-   time (chunked reference, default chunk) and the speed-up, and the peak traced memory of each (tracemalloc;
-   the numba kernels allocate their state through NumPy, so tracemalloc sees every byte);
-2. FAVOR+ end to end (positive features from q, k; forward only): numba causal (fused feature kernel + scan,
-   inside ``accel.use("numba")``) against the NumPy core's causal and bidirectional paths;
-3. FWHT: numba vs the NumPy reference vs a dense product with the Hadamard matrix, d in {64, 256, 1024}.
+1. ``causal``: the causal scan with features given, ``linear_attention_fwd`` and ``linear_attention_bwd``
+   inside ``accel.use("numba")`` (the time-blocked numba scan) and outside (the NumPy core, which keeps a few
+   states in the forward for its one-sweep backward), for row log-scales and for per-feature frames (the
+   FAVOR+ path): times, the numba scan's flop rate on its own flop count (``scan_flops``) as a fraction of
+   the same-run GEMM rate (a square GEMM in the same dtype), the speed-up, and the peak traced memory of each
+   (tracemalloc; the numba kernels allocate their state and blocks through NumPy, so tracemalloc sees every
+   byte);
+2. ``blocks``: a sweep of the numba scan's ``TIME_BLOCK`` (frames, forward + backward), against NumPy;
+3. ``favor``: FAVOR+ end to end (positive features from q, k), forward and forward + backward: numba causal
+   (fused feature kernels + scan, inside ``accel.use("numba")``) against the NumPy core's causal and
+   bidirectional paths;
+4. ``fwht``: numba vs the NumPy reference vs a dense product with the Hadamard matrix, d in {64, 256, 1024}.
 
-BLAS and numba threads are pinned to ``--threads`` (default 1) and printed. Times are medians of repeats;
-every
-ratio compares numbers measured in this one run.
+BLAS (numpy's and the one SciPy ships, which numba's ``np.dot`` calls) and numba threads are pinned to
+``--threads`` (default 1) and printed. Sections 1-3 time their calls in interleaved rounds (every variant
+once per round) and report the minimum over rounds, so a ratio compares calls made under the same load; the
+load average is printed with each section (the machine is shared). Every ratio compares numbers measured in
+this one run.
 """
 # ruff: noqa: B023 -- every timed lambda runs inside the loop iteration that defines it
 
@@ -26,6 +32,7 @@ import argparse
 import os
 import platform
 import sys
+import time
 import tracemalloc
 
 # This script is named accel.py: run as a script, its own directory comes first on sys.path and
@@ -40,14 +47,9 @@ from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
 import accel  # noqa: E402
 import refattn  # noqa: E402
-from refattn.attention.favor import favor_attention_fwd  # noqa: E402
 from refattn._dispatch import reference  # noqa: E402
-from refattn.attention.linear import DEFAULT_CHUNK_SIZE  # noqa: E402
-
-_causal_fwd_reference = reference("linear_attention.causal_fwd")
-_causal_bwd_reference = reference("linear_attention.causal_bwd")
-
-
+from refattn.attention.favor import favor_attention_bwd, favor_attention_fwd  # noqa: E402
+from refattn.attention.linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd, linear_attention_fwd  # noqa: E402
 
 
 def peak_traced(fn):
@@ -71,59 +73,156 @@ def mb(x):
     return f"{x / 2**20:8.1f}"
 
 
-def bench_causal(args, H, m, d_v):
-    from accel.numba.causal import causal_bwd, causal_fwd
+def _rounds(fns, rounds):
+    """Interleaved timing: each round calls every function once (after one warm-up call each); returns the
+    minimum over rounds per name. Ratios of these minima compare calls made under the same load."""
+    for fn in fns.values():
+        fn()
+    best = {name: float("inf") for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
 
-    print(f"\n## causal scan, features given (H = {H}, m' = {m}, d_v = {d_v}; "
-          f"numpy chunk = {DEFAULT_CHUNK_SIZE})")
-    print("dtype    L      pass  numba_s   GF/s  %GEMM  numpy_s  speedup  numba_MB  numpy_MB")
+
+def _load():
+    return "load %.2f %.2f %.2f" % os.getloadavg()
+
+
+def scan_flops(L, m, D, C, backward):
+    """The time-blocked scan's flop count per (batch, head) (accel/numba/causal.py, module docstring)."""
+    n, tail = divmod(L, C)
+    chunks = [C] * n + ([tail] if tail else [])
+    if backward:
+        return float(sum(10 * c * m * D + 2 * c * c * (3 * m + 3 * D) for c in chunks))
+    return float(sum(4 * c * m * D + 2 * c * c * (m + D) for c in chunks))
+
+
+def bench_causal(args, H, m, d_v):
+    """linear_attention_fwd / _bwd with features given, inside accel.use("numba") and outside (the NumPy core:
+    the chunked reference that keeps states for its backward), interleaved in one process."""
+    from accel.numba import causal
+
+    C = causal.TIME_BLOCK
+    print(f"\n## causal scan, features given: linear_attention_fwd / _bwd (H = {H}, m' = {m}, d_v = {d_v}; "
+          f"numpy chunk = {DEFAULT_CHUNK_SIZE}, numba TIME_BLOCK = {C}; "
+          f"min of {args.rounds} interleaved rounds)")
+    print("dtype    L      scales  pass  numba_s   GF/s  %GEMM  numpy_s  speedup  numba_MB  numpy_MB")
     for dt in args.dtypes:
         gem = gemm_rate(dt, args.gemm_n, args.repeat)
         rng = np.random.default_rng(0)
         for L in args.L:
             pq = np.exp(rng.standard_normal((H, L, m)) * 0.3).astype(dt)
             pk = np.exp(rng.standard_normal((H, L, m)) * 0.3).astype(dt)
-            ua = np.concatenate([rng.standard_normal((H, L, d_v)), np.ones((H, L, 1))], axis=-1).astype(dt)
-            s = rng.standard_normal((H, L)).astype(dt)
-            g = rng.standard_normal(ua.shape).astype(dt)
-            M = causal_fwd(pq, pk, ua, s, DEFAULT_CHUNK_SIZE)[1]
-            rows = [
-                ("fwd", 4.0 * H * L * m * d_v,
-                 lambda: causal_fwd(pq, pk, ua, s, DEFAULT_CHUNK_SIZE),
-                 lambda: _causal_fwd_reference(pq, pk, ua, s, DEFAULT_CHUNK_SIZE)),
-                ("bwd", 10.0 * H * L * m * d_v,
-                 lambda: causal_bwd(g, pq, pk, ua, s, M, DEFAULT_CHUNK_SIZE),
-                 lambda: _causal_bwd_reference(g, pq, pk, ua, s, M, DEFAULT_CHUNK_SIZE)),
-            ]
-            for name, flops, fnb, fref in rows:
-                tn = timeit(fnb, repeat=args.repeat)
-                tr = timeit(fref, repeat=args.repeat)
-                mn, mr = peak_traced(fnb), peak_traced(fref)
-                rate = flops / tn
-                print(f"{dt:8s} {L:6d} {name:4s} {tn:8.4f} {rate / 1e9:6.1f} {100 * rate / gem:5.0f}% "
-                      f"{tr:8.4f} {tr / tn:7.2f}x {mb(mn)}  {mb(mr)}")
+            v = rng.standard_normal((H, L, d_v)).astype(dt)
+            dy = rng.standard_normal((H, L, d_v)).astype(dt)
+            # frames as FAVOR+ makes them: prefix maxima of the keys' exponents (few records per column)
+            frames = np.maximum.accumulate(rng.standard_normal((H, L, m)), axis=-2).astype(dt)
+            for scales, s in (("rows", rng.standard_normal((H, L)).astype(dt)), ("frames", frames)):
+                kw = dict(causal=True, k_log_scale=s)
+
+                def fwd_nb():
+                    with accel.use("numba"):
+                        return linear_attention_fwd(pq, pk, v, **kw)
+
+                cache_nb = fwd_nb()[1]
+                cache_np = linear_attention_fwd(pq, pk, v, **kw)[1]
+
+                def bwd_nb():
+                    with accel.use("numba"):
+                        return linear_attention_bwd(dy, cache_nb)
+
+                fns = {"fwd_nb": fwd_nb, "fwd_np": lambda: linear_attention_fwd(pq, pk, v, **kw),
+                       "bwd_nb": bwd_nb, "bwd_np": lambda: linear_attention_bwd(dy, cache_np)}
+                best = _rounds(fns, args.rounds)
+                for name in ("fwd", "bwd"):
+                    tn, tr = best[name + "_nb"], best[name + "_np"]
+                    mn, mr = peak_traced(fns[name + "_nb"]), peak_traced(fns[name + "_np"])
+                    rate = H * scan_flops(L, m, d_v + 1, C, name == "bwd") / tn
+                    print(f"{dt:8s} {L:6d} {scales:7s} {name:4s} {tn:8.4f} {rate / 1e9:6.1f} "
+                          f"{100 * rate / gem:5.0f}% {tr:8.4f} {tr / tn:7.2f}x {mb(mn)}  {mb(mr)}")
         print(f"  ({dt} GEMM {args.gemm_n}^3: {gem / 1e9:.1f} GF/s; memory: peak traced during the call, "
-              f"outputs included)")
+              f"outputs and, for fwd, the cache included; {_load()})")
+
+
+def bench_blocks(args, H, m, d_v):
+    """TIME_BLOCK sweep of the numba frames scan (forward + backward), against the NumPy core."""
+    from accel.numba import causal
+
+    blocks = [int(b) for b in args.blocks.split(",")]
+    print(f"\n## numba TIME_BLOCK sweep: frames scan fwd + bwd, features given (H = {H}, m' = {m}, "
+          f"d_v = {d_v}; min of {args.rounds} interleaved rounds)")
+    print("dtype    L      " + "".join(f"  C={b:<4d}" for b in blocks) + "   numpy  (seconds)")
+    saved = causal.TIME_BLOCK
+    try:
+        for dt in args.dtypes:
+            rng = np.random.default_rng(0)
+            for L in args.L:
+                pq = np.exp(rng.standard_normal((H, L, m)) * 0.3).astype(dt)
+                pk = np.exp(rng.standard_normal((H, L, m)) * 0.3).astype(dt)
+                v = rng.standard_normal((H, L, d_v)).astype(dt)
+                dy = rng.standard_normal((H, L, d_v)).astype(dt)
+                s = np.maximum.accumulate(rng.standard_normal((H, L, m)), axis=-2).astype(dt)
+
+                def fb(block):
+                    def run():
+                        if block is None:
+                            return linear_attention_bwd(dy, linear_attention_fwd(pq, pk, v, causal=True,
+                                                                                 k_log_scale=s)[1])
+                        causal.TIME_BLOCK = block
+                        with accel.use("numba"):
+                            return linear_attention_bwd(dy, linear_attention_fwd(pq, pk, v, causal=True,
+                                                                                 k_log_scale=s)[1])
+                    return run
+
+                fns = {b: fb(b) for b in blocks}
+                fns["numpy"] = fb(None)
+                best = _rounds(fns, args.rounds)
+                row = "".join(f" {best[b]:7.4f}" for b in blocks)
+                print(f"{dt:8s} {L:6d} {row} {best['numpy']:7.4f}")
+    finally:
+        causal.TIME_BLOCK = saved
+    print(f"  ({_load()})")
 
 
 def bench_favor(args, H, d, m, d_v):
-    L = max(args.L)
-    print(f"\n## FAVOR+ end to end, forward (H = {H}, d = {d}, m = {m}, d_v = {d_v}, L = {L})")
-    print("dtype    numba_causal_s  numpy_causal_s  numpy_bidir_s  numba_causal/numpy_bidir")
+    print(f"\n## FAVOR+ end to end (positive features from q, k; H = {H}, d = {d}, m = {m}, d_v = {d_v}); "
+          f"min of {args.rounds} interleaved rounds; fwd = favor_attention_fwd, "
+          "fwd+bwd = then favor_attention_bwd")
+    print("dtype    L      pass     numba_causal_s  numpy_causal_s  numpy_bidir_s  numpy_causal/numba  "
+          "numba_causal/numpy_bidir")
     for dt in args.dtypes:
-        rng = np.random.default_rng(0)
-        q, k = (rng.standard_normal((H, L, d)).astype(dt) for _ in range(2))
-        v = rng.standard_normal((H, L, d_v)).astype(dt)
-        omega = rng.standard_normal((m, d)).astype(dt)
+        for L in args.L:
+            rng = np.random.default_rng(0)
+            q, k = (rng.standard_normal((H, L, d)).astype(dt) for _ in range(2))
+            v = rng.standard_normal((H, L, d_v)).astype(dt)
+            dy = rng.standard_normal((H, L, d_v)).astype(dt)
+            omega = rng.standard_normal((m, d)).astype(dt)
 
-        def numba_causal():
-            with accel.use("numba"):
-                return favor_attention_fwd(q, k, v, omega, causal=True)
+            def run(causal, numba, backward):
+                def once():
+                    y, cache = favor_attention_fwd(q, k, v, omega, causal=causal)
+                    if backward:
+                        favor_attention_bwd(dy, cache)
 
-        tn = timeit(numba_causal, repeat=args.repeat)
-        tc = timeit(lambda: favor_attention_fwd(q, k, v, omega, causal=True), repeat=args.repeat)
-        tb = timeit(lambda: favor_attention_fwd(q, k, v, omega, causal=False), repeat=args.repeat)
-        print(f"{dt:8s} {tn:14.4f}  {tc:14.4f}  {tb:13.4f}  {tn / tb:10.2f}")
+                def call():
+                    if numba:
+                        with accel.use("numba"):
+                            once()
+                    else:
+                        once()
+                return call
+
+            for name, bwd in (("fwd", False), ("fwd+bwd", True)):
+                fns = {"nb": run(True, True, bwd), "npc": run(True, False, bwd),
+                       "npb": run(False, False, bwd)}
+                best = _rounds(fns, args.rounds)
+                tn, tc, tb = best["nb"], best["npc"], best["npb"]
+                print(f"{dt:8s} {L:6d} {name:8s} {tn:14.4f}  {tc:14.4f}  {tb:13.4f}  {tc / tn:18.2f}  "
+                      f"{tn / tb:23.2f}")
+    print(f"  ({_load()})")
 
 
 def bench_fwht(args):
@@ -154,15 +253,23 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dtypes", default="float32,float64")
     ap.add_argument("--L", default=None, help="comma-separated sequence lengths")
+    ap.add_argument("--rounds", type=int, default=None, help="interleaved rounds (min over rounds)")
+    ap.add_argument("--sections", default="causal,favor,fwht",
+                    help="comma-separated: causal, blocks, favor, fwht")
+    ap.add_argument("--blocks", default="32,48,64,96,128", help="TIME_BLOCK values for --sections blocks")
     args = ap.parse_args()
     args.dtypes = args.dtypes.split(",")
     if args.quick:
         args.L = [int(x) for x in (args.L or "256,1024").split(",")]
         m, args.repeat, args.gemm_n, args.fwht_rows = 64, 2, 512, 1024
+        args.rounds = args.rounds or 2
     else:
-        args.L = [int(x) for x in (args.L or "1024,4096,16384").split(",")]
+        args.L = [int(x) for x in (args.L or "4096,16384").split(",")]
         m, args.repeat, args.gemm_n, args.fwht_rows = 256, 3, 2048, 8 * 4096
+        args.rounds = args.rounds or 5
+    sections = args.sections.split(",")
     import numba
+    import scipy.linalg.cython_blas  # noqa: F401 -- the BLAS numba's np.dot calls: loaded before the limits
 
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     with threadpool_limits(limits=args.threads):
@@ -170,11 +277,16 @@ def main():
         cpu = platform.processor() or platform.machine()
         print(f"# benchmarks/accel.py {'--quick ' if args.quick else ''}| {cpu}"
               f" | numpy {np.__version__}, numba {numba.__version__} | BLAS threads {blas} | numba threads "
-              f"{numba.get_num_threads()}")
-        bench_causal(args, H=8, m=m, d_v=64)
-        bench_favor(args, H=8, d=64, m=m, d_v=64)
-        bench_fwht(args)
-        print(f"\n(numba threading layer: {numba.threading_layer()})")
+              f"{numba.get_num_threads()} | {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} | {_load()}")
+        if "causal" in sections:
+            bench_causal(args, H=8, m=m, d_v=64)
+        if "blocks" in sections:
+            bench_blocks(args, H=8, m=m, d_v=64)
+        if "favor" in sections:
+            bench_favor(args, H=8, d=64, m=m, d_v=64)
+        if "fwht" in sections:
+            bench_fwht(args)
+        print(f"\n(numba threading layer: {numba.threading_layer()}; {_load()})")
 
 
 if __name__ == "__main__":

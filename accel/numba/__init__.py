@@ -1,16 +1,14 @@
 """Numba (CPU) kernels for refattn's hot primitives; one module per primitive, each with a ``SUPPORTED``
 table.
 
-=================  ================================  =========================================================
-module             registered primitive(s)           reference
-=================  ================================  =========================================================
-``causal``         ``linear_attention.causal_fwd``,  ``refattn.attention.linear._causal_{fwd,bwd}_reference``
-                   ``linear_attention.causal_bwd``
-``positive``       ``positive_features_stable``
-``refattn.features.positive._positive_features_stable_reference``
-``fwht``           ``fwht``                          ``refattn.features.fastfood._fwht_reference``
-``s2``             ``s2_window_sums``                ``refattn.rpe.s2_clipped._class_sums_reference``
-=================  ================================  =========================================================
+* ``causal``: ``linear_attention.causal_fwd``, ``linear_attention.causal_bwd`` (row log-scales; references
+  ``refattn.attention._causal._causal_{fwd,bwd}_reference``) and ``linear_attention.causal_frames_fwd``,
+  ``linear_attention.causal_frames_bwd`` (per-feature frames, FAVOR+;
+  ``_causal_frames_{fwd,bwd}_reference``): the time-blocked scan;
+* ``positive``: ``positive_features_stable``, ``positive_key_features_stable``
+  (``refattn.features.positive._positive_features_stable_reference``, ``_key_features_reference``);
+* ``fwht``: ``fwht`` (``refattn.features.fastfood._fwht_reference``);
+* ``s2``: ``s2_window_sums`` (``refattn.rpe.s2_clipped._class_sums_reference``).
 
 :func:`register` is called by ``accel.use("numba")`` (never at import): it registers every kernel with
 ``refattn._dispatch``. Importing this package imports numba (the ``accel`` extra).
@@ -40,6 +38,8 @@ def _primitives():
     table = {
         "linear_attention.causal_fwd": causal.causal_fwd,
         "linear_attention.causal_bwd": causal.causal_bwd,
+        "linear_attention.causal_frames_fwd": causal.causal_frames_fwd,
+        "linear_attention.causal_frames_bwd": causal.causal_frames_bwd,
         "positive_features_stable": positive.positive_features_stable,
         "positive_key_features_stable": positive.positive_key_features_stable,
         "fwht": fwht.fwht,

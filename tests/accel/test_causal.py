@@ -1,6 +1,7 @@
-"""accel.numba.causal: the recurrent causal scan equals the chunked reference, forward and backward, in every
-mode the ``SUPPORTED`` table declares; prefix invariance, recurrent == causal and gradient checks also run
-under ``accel.use("numba")``; O(m d_v) memory; clear TypeErrors."""
+"""accel.numba.causal: the time-blocked causal scan equals the chunked reference, forward and backward, in
+every mode the ``SUPPORTED`` table declares (no scales, row log-scales, per-feature frames; the chunk-frame
+path and the exact path); prefix invariance under huge late keys, recurrent == causal and gradient checks
+also run under ``accel.use("numba")``; O(m d_v) memory per (batch, head); clear TypeErrors."""
 
 from __future__ import annotations
 
@@ -21,25 +22,55 @@ from refattn._dispatch import reference  # noqa: E402
 
 _causal_fwd_reference = reference("linear_attention.causal_fwd")
 _causal_bwd_reference = reference("linear_attention.causal_bwd")
+_frames_fwd_reference = reference("linear_attention.causal_frames_fwd")
+_frames_bwd_reference = reference("linear_attention.causal_frames_bwd")
 from tests.helpers import get_namespace  # noqa: E402
 from validation import assert_close, check_vjp  # noqa: E402
 
 DTYPES = causal.SUPPORTED["causal_fwd"]["dtypes"]
-assert DTYPES == causal.SUPPORTED["causal_bwd"]["dtypes"]
-# (batch..., L, m, d_v): L = 1, no batch, m < 4 and m % 4 != 0 (the row-group remainder), L not a multiple of
-# the time block (32) nor of the chunk sizes used, batch and head axes
-CASES = [(1, 1, 3, 2), (5, 4, 3), (2, 37, 5, 3), (2, 3, 33, 8, 4), (1, 70, 3, 2)]
-CASE_IDS = ["L1", "noBatch", "L37m5", "batchHeadsL33", "m3"]
-TOL = {"float64": 1e-12, "float32": 2e-5}     # relative to the largest |entry| of the reference output
+assert all(row["dtypes"] == DTYPES for row in causal.SUPPORTED.values())
+# (batch..., L, m, d_v): L = 1, no batch, small m, L not a multiple of the time blocks used (8, 64) nor of the
+# reference's chunk (8), batch and head axes, L over several blocks
+CASES = [(1, 1, 3, 2), (5, 4, 3), (2, 37, 5, 3), (2, 3, 33, 8, 4), (1, 150, 3, 2)]
+CASE_IDS = ["L1", "noBatch", "L37m5", "batchHeadsL33", "L150"]
+TOL = {"float64": 1e-11, "float32": 3e-5}     # relative to the largest |entry| of the reference output
+SCALES = ["plain", "rows", "frames", "frames-exact"]
 
 
-def _inputs(rng, shape, dtype, with_scale, scale=3.0):
+def _inputs(rng, shape, dtype, scales, scale=3.0):
+    """Features, ``[v, 1]`` and key scales: none, row log-scales, or frames (prefix maxima; "frames-exact"
+    lifts one feature by e^40 from the middle on, so the chunk there takes the exact path)."""
     *bt, L, m, d_v = shape
     phi_q = np.exp(rng.standard_normal((*bt, L, m))).astype(dtype)
     phi_k = np.exp(rng.standard_normal((*bt, L, m))).astype(dtype)
     v_aug = np.concatenate([rng.standard_normal((*bt, L, d_v)), np.ones((*bt, L, 1))], axis=-1).astype(dtype)
-    s = (scale * rng.standard_normal((*bt, L))).astype(dtype) if with_scale else None
+    if scales in ("rows", True):
+        s = (scale * rng.standard_normal((*bt, L))).astype(dtype)
+    elif scales in ("frames", "frames-exact"):
+        s = np.maximum.accumulate(scale * rng.standard_normal((*bt, L, m)), axis=-2)
+        if scales == "frames-exact":
+            s[..., L // 2:, 0] += 40.0
+        s = s.astype(dtype)
+    else:
+        s = None
     return phi_q, phi_k, v_aug, s
+
+
+def _reference_pair(phi_q, phi_k, v_aug, s, g, chunk):
+    """(numer, M, grads) of the reference for these scales (M None for frames)."""
+    if s is not None and s.ndim == phi_q.ndim:
+        return (_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk), None,
+                _frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk))
+    numer, M = _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk)
+    return numer, M, _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M, chunk)
+
+
+def _kernel_pair(phi_q, phi_k, v_aug, s, g, chunk):
+    if s is not None and s.ndim == phi_q.ndim:
+        return (causal.causal_frames_fwd(phi_q, phi_k, v_aug, s, chunk), None,
+                causal.causal_frames_bwd(g, phi_q, phi_k, v_aug, s, chunk))
+    numer, M = causal.causal_fwd(phi_q, phi_k, v_aug, s, chunk)
+    return numer, M, causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M, chunk)
 
 
 def _close(actual, expected, dtype, label):
@@ -58,49 +89,67 @@ def test_supported_table_matches_registration():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("with_scale", [False, True], ids=["plain", "logscale"])
+@pytest.mark.parametrize("scales", SCALES)
 @pytest.mark.parametrize("shape", CASES, ids=CASE_IDS)
-def test_kernels_equal_reference(rng, dtype, with_scale, shape):
-    phi_q, phi_k, v_aug, s = _inputs(rng, shape, dtype, with_scale)
-    numer0, M0 = _causal_fwd_reference(phi_q, phi_k, v_aug, s, 8)
-    numer1, M1 = causal.causal_fwd(phi_q, phi_k, v_aug, s, 8)
+@pytest.mark.parametrize("block", [8, 64], ids=["block8", "block64"])
+def test_kernels_equal_reference(rng, dtype, scales, shape, block, monkeypatch):
+    monkeypatch.setattr(causal, "TIME_BLOCK", block)
+    phi_q, phi_k, v_aug, s = _inputs(rng, shape, dtype, scales)
+    g = rng.standard_normal(v_aug.shape).astype(dtype)
+    numer0, M0, ref = _reference_pair(phi_q, phi_k, v_aug, s, g, 8)
+    numer1, M1, got = _kernel_pair(phi_q, phi_k, v_aug, s, g, 8)
     _close(numer1, numer0, dtype, "numer_aug")
-    if with_scale:
+    if scales == "rows":
         np.testing.assert_array_equal(M1, M0)                        # a running maximum is exact
     else:
         assert M1 is None
-    g = rng.standard_normal(numer0.shape).astype(dtype)
-    ref = _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M0, 8)
-    got = causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M1, 8)
     for name, a, e in zip(("dphi_q", "dphi_k", "dv_aug"), got, ref, strict=True):
         _close(a, e, dtype, name)
 
 
-def test_result_independent_of_time_block_and_chunk_size(rng, monkeypatch):
-    """Each state entry is updated in time order whatever the block: bit-for-bit the same result."""
-    phi_q, phi_k, v_aug, s = _inputs(rng, (2, 45, 6, 3), "float64", True)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scales", ["rows", "frames"])
+def test_exact_path_equals_chunk_frame_path(rng, dtype, scales, monkeypatch):
+    """Every chunk forced onto the exact path (SPREAD_LIMIT = -1) gives the chunk-frame result: the guard
+    only chooses between two exact algebraic forms."""
+    phi_q, phi_k, v_aug, s = _inputs(rng, (2, 45, 6, 3), dtype, scales)
+    g = rng.standard_normal(v_aug.shape).astype(dtype)
+    n0, _, b0 = _kernel_pair(phi_q, phi_k, v_aug, s, g, 8)
+    monkeypatch.setattr(causal, "SPREAD_LIMIT", -1.0)
+    n1, _, b1 = _kernel_pair(phi_q, phi_k, v_aug, s, g, 8)
+    _close(n1, n0, dtype, "numer_aug")
+    for name, a, e in zip(("dphi_q", "dphi_k", "dv_aug"), b1, b0, strict=True):
+        _close(a, e, dtype, name)
+
+
+def test_time_block_changes_only_rounding(rng, monkeypatch):
+    """The kernel's own block, not the core's chunk_size, sets the chunks: other values change rounding
+    only."""
+    phi_q, phi_k, v_aug, s = _inputs(rng, (2, 45, 6, 3), "float64", "frames")
     g = rng.standard_normal(v_aug.shape)
-    n1, M1 = causal.causal_fwd(phi_q, phi_k, v_aug, s, 64)
-    b1 = causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M1, 64)
-    monkeypatch.setattr(causal, "TIME_BLOCK", 5)
-    n2, _ = causal.causal_fwd(phi_q, phi_k, v_aug, s, 3)
-    b2 = causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M1, 3)
-    np.testing.assert_array_equal(n2, n1)
+    n1, _, b1 = _kernel_pair(phi_q, phi_k, v_aug, s, g, 64)
+    n2, _, b2 = _kernel_pair(phi_q, phi_k, v_aug, s, g, 3)
+    np.testing.assert_array_equal(n2, n1)                            # chunk_size is not used
     for a, b in zip(b2, b1, strict=True):
         np.testing.assert_array_equal(a, b)
+    monkeypatch.setattr(causal, "TIME_BLOCK", 5)
+    n3, _, b3 = _kernel_pair(phi_q, phi_k, v_aug, s, g, 64)
+    _close(n3, n1, "float64", "numer_aug")
+    for a, b in zip(b3, b1, strict=True):
+        _close(a, b, "float64", "grad")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("causal_mode", [False, True], ids=["bidir", "causal"])
-@pytest.mark.parametrize("with_scale", [False, True], ids=["plain", "logscale"])
-def test_public_pair_under_use_equals_reference(rng, dtype, causal_mode, with_scale):
+@pytest.mark.parametrize("causal_mode, scales", [(False, "plain"), (False, "rows"), (True, "plain"),
+                                                 (True, "rows"), (True, "frames"), (True, "frames-exact")],
+                         ids=["bidir-plain", "bidir-rows", "causal-plain", "causal-rows", "causal-frames",
+                              "causal-frames-exact"])
+def test_public_pair_under_use_equals_reference(rng, dtype, causal_mode, scales):
     """linear_attention_fwd/bwd inside accel.use('numba') equal the reference (bidirectional mode has no
-    kernel: it is the reference itself, and stays so)."""
+    kernel: it is the reference itself, and stays so), the frames' gradient included."""
     B, H, L, m, d_v = 2, 3, 29, 6, 4
-    phi_q = np.exp(rng.standard_normal((B, H, L, m))).astype(dtype)
-    phi_k = np.exp(rng.standard_normal((B, H, L, m))).astype(dtype)
-    v = rng.standard_normal((B, H, L, d_v)).astype(dtype)
-    s = (3.0 * rng.standard_normal((B, H, L))).astype(dtype) if with_scale else None
+    phi_q, phi_k, v_aug, s = _inputs(rng, (B, H, L, m, d_v), dtype, scales)
+    v = v_aug[..., :d_v]
     dy = rng.standard_normal((B, H, L, d_v)).astype(dtype)
     kw = dict(causal=causal_mode, k_log_scale=s, chunk_size=8)
     y0, c0 = linear_attention_fwd(phi_q, phi_k, v, **kw)
@@ -157,6 +206,29 @@ def test_prefix_invariance_under_numba(rng, dtype_name, rtol):
     assert_close(full[:, :L0], prefix, rtol=rtol)
 
 
+@pytest.mark.parametrize("dtype_name, rtol", [("float32", 2e-5), ("float64", 1e-12)])
+@pytest.mark.parametrize("features", ["positive", "hyperbolic"])
+def test_favor_prefix_invariance_under_numba_huge_late_keys(rng, dtype_name, rtol, features):
+    """Causal FAVOR+ inside accel.use('numba'): keys appended after position L0 are aligned with rows of omega
+    and long (their exponent is ~150 above the earlier keys': a frame or maximum over all positions would
+    push the earlier keys' features to zero in float32), and the prefix's outputs do not change. The late keys
+    lift the frames by far more than SPREAD_LIMIT inside one chunk, so the exact path runs there."""
+    from refattn.attention.favor import favor_attention
+
+    L0, L1, d, m = 45, 90, 8, 16
+    omega = rng.standard_normal((m, d))
+    q = rng.standard_normal((2, L1, d))
+    k = rng.standard_normal((2, L1, d))
+    v = rng.standard_normal((2, L1, 3))
+    k[:, L0:] = 6.0 * omega[rng.integers(0, m, size=L1 - L0)] / np.linalg.norm(omega[0])
+    q, k, v, omega = (a.astype(dtype_name) for a in (q, k, v, omega))
+    with accel.use("numba"):
+        full = favor_attention(q, k, v, omega, causal=True, features=features)
+        prefix = favor_attention(q[:, :L0], k[:, :L0], v[:, :L0], omega, causal=True, features=features)
+    assert np.all(np.isfinite(full))
+    assert_close(full[:, :L0], prefix, rtol=rtol, atol=rtol * float(np.max(np.abs(prefix))))
+
+
 def test_large_log_scales_stay_finite_under_numba():
     """Log-scales of +-800 overflow exp() in both dtypes; the kernel's running maximum keeps the
     output exact."""
@@ -190,13 +262,14 @@ def test_recurrent_equals_causal_under_numba(rng, dtype, with_scale):
 
 # ---------------------------------------------------------------------------------------------- gradients
 
-@pytest.mark.parametrize("with_scale", [False, True], ids=["plain", "logscale"])
-def test_gradcheck_under_numba(rng, with_scale):
+@pytest.mark.parametrize("scales", ["plain", "rows", "frames", "frames-exact"])
+def test_gradcheck_under_numba(rng, scales, monkeypatch):
+    monkeypatch.setattr(causal, "TIME_BLOCK", 4)                      # several chunks at L = 13
     B, H, L, m, d_v = 2, 2, 13, 5, 3
-    args = dict(phi_q=np.exp(rng.standard_normal((B, H, L, m))),
-                phi_k=np.exp(rng.standard_normal((B, H, L, m))), v=rng.standard_normal((B, H, L, d_v)))
-    if with_scale:
-        args["k_log_scale"] = 3.0 * rng.standard_normal((B, H, L))
+    phi_q, phi_k, v_aug, s = _inputs(rng, (B, H, L, m, d_v), "float64", scales)
+    args = dict(phi_q=phi_q, phi_k=phi_k, v=v_aug[..., :d_v])
+    if s is not None:
+        args["k_log_scale"] = s
     with accel.use("numba"):
         check_vjp(linear_attention_fwd, linear_attention_bwd, args, kwargs=dict(causal=True))
 
@@ -234,27 +307,35 @@ def test_gradcheck_catches_wrong_numba_backward(rng, monkeypatch):
 
 # ---------------------------------------------------------------------------------------------- memory
 
-def test_extra_memory_is_o_m_dv_per_head(rng):
-    """tracemalloc sees every allocation (the kernels allocate nothing themselves): the forward's peak is the
-    output, the (B, m, D) state and O(B L) step weights; beyond the outputs, far below one (L, m, D) stack."""
-    B, L, m, d_v = 2, 256, 32, 32
-    phi_q, phi_k, v_aug, s = _inputs(rng, (B, L, m, d_v), "float64", True)
+@pytest.mark.parametrize("scales", ["rows", "frames"])
+def test_extra_memory_is_o_m_dv_per_head(rng, scales):
+    """tracemalloc sees every allocation (the kernels allocate their state and blocks through NumPy): beyond
+    the outputs, the peak is the (B, m, D) state and a few (C, m) blocks per (batch, head) plus O(B L), far
+    below one (L, m, D) stack of prefix states."""
+    B, L, m, d_v = 2, 1024, 32, 32
+    phi_q, phi_k, v_aug, s = _inputs(rng, (B, L, m, d_v), "float64", scales)
     g = rng.standard_normal(v_aug.shape)
-    causal.causal_fwd(phi_q, phi_k, v_aug, s, 64)                     # compile outside the measurement
-    M = causal.causal_fwd(phi_q, phi_k, v_aug, s, 64)[1]
-    causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M, 64)
-    D, it = d_v + 1, 8
+    _kernel_pair(phi_q, phi_k, v_aug, s, g, 64)                       # compile outside the measurement
+    fwd = causal.causal_frames_fwd if scales == "frames" else causal.causal_fwd
+    M = None if scales == "frames" else causal.causal_fwd(phi_q, phi_k, v_aug, s, 64)[1]
+
+    def bwd():
+        if scales == "frames":
+            return causal.causal_frames_bwd(g, phi_q, phi_k, v_aug, s, 64)
+        return causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M, 64)
+
+    D, it, C = d_v + 1, 8, causal.TIME_BLOCK
     stack = B * L * m * D * it
+    blocks = B * (2 * m * D + 3 * C * m + 2 * C * C + C * D) * it     # state, ubuf; q/k/t2 blocks; A, Bm; T
     for name, call, outputs in [
-        ("fwd", lambda: causal.causal_fwd(phi_q, phi_k, v_aug, s, 64), B * L * (D + 1) * it),
-        ("bwd", lambda: causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M, 64), B * L * (2 * m + D) * it),
+        ("fwd", lambda: fwd(phi_q, phi_k, v_aug, s, 64), B * L * (D + 1) * it),
+        ("bwd", bwd, B * L * (2 * m + D) * it),
     ]:
         tracemalloc.start()
         call()
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-        # outputs + state + step weights + slack
-        budget = outputs + B * m * D * it + 6 * B * L * it + 64 * 1024
+        budget = outputs + blocks + 2 * B * L * it + 64 * 1024         # + prefix maxima + slack
         assert peak <= budget, (name, peak, budget)
         assert peak - outputs < stack / 16, (name, peak - outputs, stack)
 

@@ -53,6 +53,7 @@ def test_training_step_under_numba_equals_reference(att, dtype, tol):
             _dispatch.kernel_for = real
     if att["kind"] == "favor":                  # per-feature key frames (issue 22): fused key and query maps
         assert "positive_key_features_stable" in calls and "positive_features_stable" in calls
+        assert "linear_attention.causal_frames_fwd" in calls and "linear_attention.causal_frames_bwd" in calls
     else:                                       # row-scaled causal scan
         assert "linear_attention.causal_fwd" in calls and "linear_attention.causal_bwd" in calls
     np.testing.assert_allclose(float(loss1), float(loss0), rtol=tol)
