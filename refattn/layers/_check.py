@@ -43,3 +43,14 @@ def check_finite_all(xp, **arrays):
 def check_scalar_dloss(dloss, like, *, name="dloss"):
     """A loss gradient: a 0-d finite array of `like`'s namespace and dtype."""
     return check_dy(dloss, like, (), name=name)
+
+
+def check_index_range(name, ids, n, expected, *, xp):
+    """Raise ``ValueError`` unless every entry of the integer array `ids` lies in ``[0, n)``: one fused flag
+    (one host sync); the observed range is read only after a failure. `expected` completes the message
+    ``"<name>: expected <expected>; got values in [lo, hi]"``."""
+    if not ids.size:
+        return
+    if not bool(xp.logical_and(xp.min(ids) >= 0, xp.max(ids) < n)):                 # the one sync
+        lo, hi = int(xp.min(ids)), int(xp.max(ids))
+        raise ValueError(f"{name}: expected {expected}; got values in [{lo}, {hi}]")

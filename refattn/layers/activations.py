@@ -164,9 +164,19 @@ def leaky_relu_fwd(x, *, negative_slope=0.01):
         If `x` is not a real floating array.
     """
     xp = _check(x)
+    _check_slope(negative_slope)
+    return _leaky_relu_fwd(x, negative_slope, xp=xp)
+
+
+def _check_slope(negative_slope):
+    """The option check of :func:`leaky_relu_fwd`."""
     if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) \
             or not math.isfinite(negative_slope):
         raise ValueError(f"negative_slope: expected a finite real number; got {negative_slope!r}")
+
+
+def _leaky_relu_fwd(x, negative_slope, *, xp):
+    """Unchecked core of :func:`leaky_relu_fwd`."""
     y = xp.where(x > 0, x, negative_slope * x)
     return y, LeakyReluCache(x=x, negative_slope=float(negative_slope))
 
@@ -194,6 +204,11 @@ def leaky_relu_bwd(dy, cache: LeakyReluCache) -> ActivationGrads:
         If `dy` differs from the cache in namespace or dtype.
     """
     xp = check_dy(dy, cache.x)
+    return _leaky_relu_bwd(dy, cache, xp=xp)
+
+
+def _leaky_relu_bwd(dy, cache, *, xp):
+    """Unchecked core of :func:`leaky_relu_bwd`."""
     return ActivationGrads(x=xp.where(cache.x > 0, dy, cache.negative_slope * dy))
 
 
@@ -252,7 +267,11 @@ def tanh_fwd(x):
     TypeError
         If `x` is not a real floating array.
     """
-    xp = _check(x)
+    return _tanh_fwd(x, xp=_check(x))
+
+
+def _tanh_fwd(x, *, xp):
+    """Unchecked core of :func:`tanh_fwd`."""
     y = xp.tanh(x)
     return y, y
 
@@ -279,8 +298,13 @@ def tanh_bwd(dy, cache) -> ActivationGrads:
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
+    check_dy(dy, cache)
+    return _tanh_bwd(dy, cache)
+
+
+def _tanh_bwd(dy, cache):
+    """Unchecked core of :func:`tanh_bwd`."""
     y = cache
-    check_dy(dy, y)
     return ActivationGrads(x=dy * (1 - y * y))
 
 
@@ -339,7 +363,11 @@ def gelu_fwd(x):
     TypeError
         If `x` is not a real floating array.
     """
-    xp = _check(x)
+    return _gelu_fwd(x, xp=_check(x))
+
+
+def _gelu_fwd(x, *, xp):
+    """Unchecked core of :func:`gelu_fwd`."""
     t = xp.tanh(_GELU_C * (x + _GELU_A * x * x * x))                                # (...)
     return 0.5 * x * (1 + t), (x, t)
 
@@ -366,8 +394,13 @@ def gelu_bwd(dy, cache) -> ActivationGrads:
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
+    check_dy(dy, cache[0])
+    return _gelu_bwd(dy, cache)
+
+
+def _gelu_bwd(dy, cache):
+    """Unchecked core of :func:`gelu_bwd`."""
     x, t = cache
-    check_dy(dy, x)
     dgelu = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_C * (1 + 3 * _GELU_A * x * x)   # (...)
     return ActivationGrads(x=dy * dgelu)
 

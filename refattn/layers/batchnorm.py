@@ -110,6 +110,18 @@ def batchnorm_fwd(x, params: BatchNormParams, state: BatchNormState, *, train: b
     TypeError
         `params` or `state` of the wrong type, `train` not a bool, or mixed namespaces or dtypes.
     """
+    xp = _check_batchnorm(x, params, state, train)
+    check_finite("x", x, xp=xp)
+    check_finite_all(xp, **{"params.gamma": params.gamma, "params.beta": params.beta,
+                            "state.mean": state.mean, "state.var": state.var})
+    _check_running_var(state, xp=xp)
+    _check_options(momentum, eps)
+    return _batchnorm_fwd(x, params, state, train=train, momentum=momentum, eps=eps, xp=xp)
+
+
+def _check_batchnorm(x, params, state, train):
+    """Structural checks of :func:`batchnorm_fwd` (containers, `train`, namespaces, dtypes, shapes): no data
+    read."""
     if not (isinstance(params, tuple) and hasattr(params, "gamma")):
         raise TypeError(f"params: expected BatchNormParams(gamma, beta); got {type(params).__name__}")
     if not (isinstance(state, tuple) and hasattr(state, "var")):
@@ -121,16 +133,21 @@ def batchnorm_fwd(x, params: BatchNormParams, state: BatchNormState, *, train: b
     for n, a in (("params.gamma", params.gamma), ("params.beta", params.beta), ("state.mean", state.mean),
                  ("state.var", state.var)):
         check_shape(n, a, "d", sizes)
-    check_finite("x", x, xp=xp)
-    check_finite_all(xp, **{"params.gamma": params.gamma, "params.beta": params.beta,
-                            "state.mean": state.mean, "state.var": state.var})
+    return xp
+
+
+def _check_running_var(state, *, xp):
+    """The value check of a running state beyond finiteness: a non-negative variance (one sync)."""
     if not bool(xp.all(state.var >= 0)):
         raise ValueError("state.var: expected a non-negative running variance; got a negative entry")
+
+
+def _check_options(momentum, eps):
+    """The option checks of :func:`batchnorm_fwd` (`momentum`, `eps`)."""
     if isinstance(momentum, bool) or not (isinstance(momentum, (int, float)) and 0 <= momentum <= 1):
         raise ValueError(f"momentum: expected a number in [0, 1]; got {momentum!r}")
     if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and 0 < eps < float("inf")):
         raise ValueError(f"eps: expected a positive number; got {eps!r}")
-    return _batchnorm_fwd(x, params, state, train=train, momentum=momentum, eps=eps, xp=xp)
 
 
 def _batchnorm_fwd(x, params, state, *, train, momentum, eps, xp):

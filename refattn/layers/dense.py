@@ -46,13 +46,20 @@ class DenseGrads(NamedTuple):
     params: DenseParams    # W: (d_in, d_out), b: (d_out,)
 
 
-def _validate(x, params):
+def _check_dense(x, params):
+    """Structural checks of :func:`dense_fwd` (container, namespaces, dtypes, shapes): metadata only, no data
+    read. The model runs them where the layer is used and checks values once at its boundary."""
     if not (isinstance(params, tuple) and hasattr(params, "W") and hasattr(params, "b")):
         raise TypeError(f"params: expected DenseParams(W, b); got {type(params).__name__}")
     xp = namespace(x, params.W, params.b, names=("x", "params.W", "params.b"))
     sizes = check_shape("params.W", params.W, "d_in, d_out")
     check_shape("params.b", params.b, "d_out", sizes)
     check_shape("x", x, "..., d_in", sizes)
+    return xp
+
+
+def _validate(x, params):
+    xp = _check_dense(x, params)
     check_finite("x", x, xp=xp)
     check_finite_all(xp, **{"params.W": params.W, "params.b": params.b})
     return xp
@@ -85,6 +92,13 @@ def dense_fwd(x, params: DenseParams):
         `params` not a ``DenseParams``-like container, or mixed namespaces or dtypes.
     """
     _validate(x, params)
+    return _dense_fwd(x, params)
+
+
+def _dense(x, params):
+    """Unchecked core of :func:`dense_fwd` for the model: its structural checks (no data read), no value
+    checks (the model checked its parameters and inputs once)."""
+    _check_dense(x, params)
     return _dense_fwd(x, params)
 
 

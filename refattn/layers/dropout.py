@@ -64,20 +64,32 @@ def dropout_fwd(x, mask):
     TypeError
         Mixed namespaces or dtypes.
     """
+    xp = _check_dropout(x, mask)
+    check_finite("x", x, xp=xp)
+    check_finite("mask", mask, xp=xp)
+    return _dropout_fwd(x, mask)
+
+
+def _check_dropout(x, mask, *, name="mask"):
+    """Structural checks of :func:`dropout_fwd` (a mask given, namespaces, dtypes, a broadcastable shape):
+    metadata only, no data read. `name` is the mask's argument name in the messages."""
     if mask is None:
         raise ValueError(
-            "mask: dropout needs a pre-drawn mask; draw one at the edge with "
+            f"{name}: dropout needs a pre-drawn mask; draw one at the edge with "
             "refattn.random.draw_dropout_mask(rng, x.shape, rate, dtype=...) (a numpy Generator rng), "
             "move it with refattn.random.as_xp(mask, like=x), and pass it as dropout(x, mask)"
         )
-    xp = namespace(x, mask, names=("x", "mask"))
+    xp = namespace(x, mask, names=("x", name))
     full = tuple(x.shape)
     tail = full[len(full) - mask.ndim:] if mask.ndim <= len(full) else ()
     ok = mask.ndim <= len(full) and all(m in (1, f) for m, f in zip(tuple(mask.shape), tail, strict=True))
     if not ok:
-        raise ValueError(f"mask: expected a shape broadcastable to x's {full}; got {tuple(mask.shape)}")
-    check_finite("x", x, xp=xp)
-    check_finite("mask", mask, xp=xp)
+        raise ValueError(f"{name}: expected a shape broadcastable to x's {full}; got {tuple(mask.shape)}")
+    return xp
+
+
+def _dropout_fwd(x, mask):
+    """Unchecked core of :func:`dropout_fwd`."""
     return x * mask, DropoutCache(x=x, mask=mask)
 
 
@@ -103,8 +115,16 @@ def dropout_bwd(dy, cache: DropoutCache) -> DropoutGrads:
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
-    xp = check_dy(dy, cache.x)
-    return DropoutGrads(x=dy * cache.mask, mask=sum_to_shape(dy * cache.x, tuple(cache.mask.shape), xp=xp))
+    check_dy(dy, cache.x)
+    return _dropout_bwd(dy, cache)
+
+
+def _dropout_bwd(dy, cache, *, mask_grad=True):
+    """Unchecked core of :func:`dropout_bwd`; ``mask_grad=False`` skips the mask's gradient (``None``),
+    which a model with drawn masks never uses."""
+    xp = namespace(dy, cache.x, names=("dy", "cache.x"))
+    dmask = sum_to_shape(dy * cache.x, tuple(cache.mask.shape), xp=xp) if mask_grad else None
+    return DropoutGrads(x=dy * cache.mask, mask=dmask)
 
 
 def dropout(x, mask):

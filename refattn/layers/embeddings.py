@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 
 from .. import limits
 from .._xp import check_finite, check_positive_int, check_shape, device_of, namespace
-from ._check import check_dy_spec
-from .dense import DenseParams, _dense_fwd, _validate, dense_bwd
+from ._check import check_dy_spec, check_finite_all, check_index_range
+from .dense import DenseParams, _check_dense, _dense_bwd, _dense_fwd, dense_bwd
 from .losses import _one_hot
 
 __all__ = [
@@ -81,15 +81,33 @@ def token_embedding_fwd(ids, table):
     TypeError
         `ids` not an integer array, or mixed namespaces.
     """
+    xp = _check_token_embedding(ids, table)
+    check_finite("table", table, xp=xp)
+    V = table.shape[0]
+    check_index_range("ids", ids, V, f"token indices in [0, {V}) (vocabulary of table)", xp=xp)
+    return _token_embedding_fwd(ids, table, xp=xp)
+
+
+def _check_token_embedding(ids, table):
+    """Structural checks of :func:`token_embedding_fwd` (namespaces, dtypes, shapes): no data read."""
     xp = namespace(ids, table, names=("ids", "table"), allow_int=("ids",))
     if not xp.isdtype(ids.dtype, "integral"):
         raise TypeError(f"ids: expected an integer array of token indices; got dtype {ids.dtype}")
     check_shape("table", table, "V, d")
-    check_finite("table", table, xp=xp)
+    return xp
+
+
+def _token_embedding(ids, table):
+    """Unchecked core of :func:`token_embedding_fwd` for the model: its structural checks and the ids' range
+    (the model's input check, one sync), not the table's values (checked once with the parameters)."""
+    xp = _check_token_embedding(ids, table)
     V = table.shape[0]
-    if ids.size and (int(xp.min(ids)) < 0 or int(xp.max(ids)) >= V):
-        raise ValueError(f"ids: expected token indices in [0, {V}) (vocabulary of table); got values in "
-                         f"[{int(xp.min(ids))}, {int(xp.max(ids))}]")
+    check_index_range("ids", ids, V, f"token indices in [0, {V}) (vocabulary of table)", xp=xp)
+    return _token_embedding_fwd(ids, table, xp=xp)
+
+
+def _token_embedding_fwd(ids, table, *, xp):
+    """Unchecked core of :func:`token_embedding_fwd`."""
     flat = xp.reshape(ids, (-1,))                                                   # (N,)
     y = xp.reshape(xp.take(table, flat, axis=0), tuple(ids.shape) + (table.shape[1],))   # (..., L, d)
     return y, (flat, table.shape, table.dtype, tuple(ids.shape) + (table.shape[1],))
@@ -123,6 +141,13 @@ def token_embedding_bwd(dy, cache) -> TokenEmbeddingGrads:
     """
     flat, (V, d), dtype, out_shape = cache
     xp = check_dy_spec(dy, out_shape, dtype)
+    return _token_embedding_bwd(dy, cache, xp=xp)
+
+
+def _token_embedding_bwd(dy, cache, *, xp):
+    """Unchecked core of :func:`token_embedding_bwd` (the one-hot's memory bound is kept: it is no value
+    check)."""
+    flat, (V, d), dtype, out_shape = cache
     limits.check_nbytes(flat.shape[0] * V * 8, "dy (rows x the table's vocabulary V, one-hot scatter)")
     oh = _one_hot(flat, V, dtype=dtype, xp=xp)                                       # (N, V)
     return TokenEmbeddingGrads(table=xp.matrix_transpose(oh) @ xp.reshape(dy, (-1, d)))   # (V, d)
@@ -303,22 +328,49 @@ def patch_embedding_fwd(images, params: DenseParams, *, patch):
     TypeError
         Mixed namespaces or dtypes, or `params` not a ``DenseParams``.
     """
+    xp, p = _check_patch_images(images, patch)
+    check_finite("images", images, xp=xp)
+    tokens = _check_patch_embedding(images, params, p, xp=xp)                       # (..., P, p*p*C)
+    check_finite_all(xp, **{"params.W": params.W, "params.b": params.b})  # tokens: a reshape of `images`
+    return _patch_embedding_fwd(tokens, params, p, tuple(images.shape[-3:]))
+
+
+def _check_patch_images(images, patch):
+    """Structural checks of the images of :func:`patch_embedding_fwd`: no data read. Returns ``(xp, p)``."""
     xp = namespace(images, names=("images",))
     p = check_positive_int(patch, "patch")
     check_shape("images", images, "..., H, W, C")
     H, W = images.shape[-3], images.shape[-2]
     if H % p or W % p:
         raise ValueError(f"patch: expected a divisor of the image height and width ({H}, {W}); got {p}")
-    check_finite("images", images, xp=xp)
+    return xp, p
+
+
+def _check_patch_embedding(images, params, p, *, xp):
+    """Structural checks of the parameters of :func:`patch_embedding_fwd` against `images`; returns the
+    patch rows ``(..., P, p*p*C)`` (a reshape)."""
     C = images.shape[-1]
     if isinstance(params, tuple) and hasattr(params, "W") and getattr(params.W, "ndim", 0) == 2 \
             and params.W.shape[0] != p * p * C:
         raise ValueError(f"images: C = {C} channels with patch = {p} give patch rows of p*p*C = {p * p * C}; "
                          f"params.W has {params.W.shape[0]} rows (shape {tuple(params.W.shape)})")
     tokens = _patchify(images, p, xp=xp)                                            # (..., P, p*p*C)
-    _validate(tokens, params)  # params.W: (p*p*C, d), b: (d,), finite (tokens: a reshape of checked images)
+    _check_dense(tokens, params)                                                    # W: (p*p*C, d), b: (d,)
+    return tokens
+
+
+def _patch_embedding(images, params, *, patch):
+    """Unchecked core of :func:`patch_embedding_fwd` for the model: its structural checks, no value checks
+    (the model checked the images and the parameters once)."""
+    xp, p = _check_patch_images(images, patch)
+    tokens = _check_patch_embedding(images, params, p, xp=xp)
+    return _patch_embedding_fwd(tokens, params, p, tuple(images.shape[-3:]))
+
+
+def _patch_embedding_fwd(tokens, params, p, image_shape):
+    """Unchecked core of :func:`patch_embedding_fwd` on the patch rows."""
     y, dcache = _dense_fwd(tokens, params)                                          # (..., P, d)
-    return y, (dcache, p, tuple(images.shape[-3:]))
+    return y, (dcache, p, image_shape)
 
 
 def patch_embedding_bwd(dy, cache) -> PatchEmbeddingGrads:
@@ -343,8 +395,17 @@ def patch_embedding_bwd(dy, cache) -> PatchEmbeddingGrads:
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
+    g = dense_bwd(dy, cache[0])  # checks dy: (..., P, d), finite
+    return _patch_embedding_grads(g, cache)
+
+
+def _patch_embedding_bwd(dy, cache):
+    """Unchecked core of :func:`patch_embedding_bwd`."""
+    return _patch_embedding_grads(_dense_bwd(dy, cache[0]), cache)
+
+
+def _patch_embedding_grads(g, cache):
     dcache, patch, image_shape = cache
-    g = dense_bwd(dy, dcache)  # checks dy: (..., P, d), finite
     xp = namespace(g.x)
     return PatchEmbeddingGrads(images=_unpatchify(g.x, patch, image_shape, xp=xp), params=g.params)
 
@@ -464,14 +525,34 @@ def position_embedding_fwd(x, table):
     TypeError
         Mixed namespaces or dtypes.
     """
+    xp = _check_position_embedding(x, table)
+    check_finite("x", x, xp=xp)
+    check_finite("table", table, xp=xp)
+    return _position_embedding_fwd(x, table)
+
+
+def _check_position_embedding(x, table):
+    """Structural checks of :func:`position_embedding_fwd` (namespaces, dtypes, shapes, ``L <= L_max``): no
+    data read."""
     xp = namespace(x, table, names=("x", "table"))
     sizes = check_shape("x", x, "..., L, d")
     check_shape("table", table, "L_max, d", sizes)
     L, L_max = x.shape[-2], table.shape[0]
     if L > L_max:
         raise ValueError(f"x: sequence length L = {L} exceeds the position table's L_max = {L_max} (table)")
-    check_finite("x", x, xp=xp)
-    check_finite("table", table, xp=xp)
+    return xp
+
+
+def _position_embedding(x, table):
+    """Unchecked core of :func:`position_embedding_fwd` for the model: its structural checks, no value
+    checks."""
+    _check_position_embedding(x, table)
+    return _position_embedding_fwd(x, table)
+
+
+def _position_embedding_fwd(x, table):
+    """Unchecked core of :func:`position_embedding_fwd`."""
+    L, L_max = x.shape[-2], table.shape[0]
     return x + table[:L, :], (L_max, L, tuple(x.shape), x.dtype)                    # (..., L, d)
 
 
@@ -498,7 +579,14 @@ def position_embedding_bwd(dy, cache) -> PositionEmbeddingGrads:
         If `dy`'s dtype is not the forward's.
     """
     L_max, L, x_shape, dtype = cache
-    xp = check_dy_spec(dy, x_shape, dtype)
+    check_dy_spec(dy, x_shape, dtype)
+    return _position_embedding_bwd(dy, cache)
+
+
+def _position_embedding_bwd(dy, cache):
+    """Unchecked core of :func:`position_embedding_bwd`."""
+    L_max, L, x_shape, dtype = cache
+    xp = namespace(dy, names=("dy",))
     d = dy.shape[-1]
     dtab = xp.sum(xp.reshape(dy, (-1, L, d)), axis=0)                               # (L, d)
     if L < L_max:

@@ -73,19 +73,39 @@ def layernorm_fwd(x, params: LayerNormParams, *, eps=1e-5):
     TypeError
         `params` not a ``LayerNormParams``, or mixed namespaces or dtypes.
     """
+    xp = _check_layernorm(x, params)
+    check_finite("x", x, xp=xp)
+    check_finite_all(xp, **{"params.gamma": params.gamma, "params.beta": params.beta})
+    _check_layernorm_args(x, eps)
+    return _layernorm_fwd(x, params, eps, xp=xp)
+
+
+def _check_layernorm(x, params):
+    """Structural checks of :func:`layernorm_fwd` (container, namespaces, dtypes, shapes): metadata only, no
+    data read."""
     if not (isinstance(params, tuple) and hasattr(params, "gamma")):
         raise TypeError(f"params: expected LayerNormParams(gamma, beta); got {type(params).__name__}")
     xp = namespace(x, params.gamma, params.beta, names=("x", "params.gamma", "params.beta"))
     sizes = check_shape("x", x, "..., d")
     check_shape("params.gamma", params.gamma, "d", sizes)
     check_shape("params.beta", params.beta, "d", sizes)
-    check_finite("x", x, xp=xp)
-    check_finite_all(xp, **{"params.gamma": params.gamma, "params.beta": params.beta})
+    return xp
+
+
+def _check_layernorm_args(x, eps):
+    """The width and `eps` checks of :func:`layernorm_fwd` (no data read)."""
     if x.shape[-1] == 0:
         raise ValueError("x: expected a non-empty last axis d (layer norm over d = 0 entries is undefined); "
                          f"got shape {tuple(x.shape)}")
     if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
         raise ValueError(f"eps: expected a positive number; got {eps!r}")
+
+
+def _layernorm(x, params, *, eps=1e-5):
+    """Unchecked core of :func:`layernorm_fwd` for the model: its structural checks (no data read), no value
+    checks (the model checked its parameters and inputs once)."""
+    xp = _check_layernorm(x, params)
+    _check_layernorm_args(x, eps)
     return _layernorm_fwd(x, params, eps, xp=xp)
 
 

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from .. import limits
 from .._xp import check_finite, check_nonneg_int, check_shape, device_of, namespace
-from ._check import check_dy
+from ._check import check_dy, check_index_range
 
 __all__ = ["CrossEntropyCache", "CrossEntropyGrads", "softmax_cross_entropy", "softmax_cross_entropy_fwd",
            "softmax_cross_entropy_bwd", "MseGrads", "mse", "mse_fwd", "mse_bwd", "one_hot"]
@@ -143,9 +143,7 @@ def softmax_cross_entropy_fwd(logits, labels):
     if C == 0 or math.prod(logits.shape[:-1]) == 0:
         raise ValueError(f"logits: expected at least one row and one class (the mean loss over no examples "
                          f"is undefined); got shape {tuple(logits.shape)}")
-    if labels.size and (int(xp.min(labels)) < 0 or int(xp.max(labels)) >= C):
-        raise ValueError(f"labels: expected class indices in [0, {C}); got values in "
-                         f"[{int(xp.min(labels))}, {int(xp.max(labels))}]")
+    check_index_range("labels", labels, C, f"class indices in [0, {C})", xp=xp)     # one sync
     z = xp.reshape(logits, (-1, C))                                                 # (N, C)
     N = z.shape[0]
     zmax = xp.max(z, axis=-1, keepdims=True)                                        # (N, 1) stabiliser
@@ -180,7 +178,13 @@ def softmax_cross_entropy_bwd(dloss, cache: CrossEntropyCache) -> CrossEntropyGr
     TypeError
         If `dloss` differs from the cache in namespace or dtype.
     """
-    xp = check_dy(dloss, cache.p, (), name="dloss")
+    check_dy(dloss, cache.p, (), name="dloss")
+    return _softmax_cross_entropy_bwd(dloss, cache)
+
+
+def _softmax_cross_entropy_bwd(dloss, cache):
+    """Unchecked core of :func:`softmax_cross_entropy_bwd`."""
+    xp = namespace(dloss, cache.p, names=("dloss", "cache.p"))
     N = cache.p.shape[0]
     return CrossEntropyGrads(logits=xp.reshape(dloss * (cache.p - cache.onehot) / N, cache.shape))
 
