@@ -267,10 +267,15 @@ def linear_attention_bwd(dy, cache: LinearAttentionCache) -> LinearAttentionGrad
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
-    c = cache
-    xp = namespace(dy, c.phi_q, names=("dy", "cache.phi_q"))
+    xp = namespace(dy, cache.phi_q, names=("dy", "cache.phi_q"))
     check_finite("dy", dy, xp=xp)
-    check_shape("dy", dy, "..., L, d_v", check_shape("y", c.y, "..., L, d_v"))
+    check_shape("dy", dy, "..., L, d_v", check_shape("y", cache.y, "..., L, d_v"))
+    return _bwd_core(dy, cache, xp=xp)
+
+
+def _bwd_core(dy, cache, *, xp):
+    """Unchecked core of :func:`linear_attention_bwd`."""
+    c = cache
     d_v = dy.shape[-1]
     dnumer = dy / c.z                                                             # (..., L, d_v)
     dz = -xp.sum(dnumer * c.y, axis=-1, keepdims=True)                            # (..., L, 1) numer = y z

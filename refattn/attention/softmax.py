@@ -167,6 +167,11 @@ def softmax_attention_fwd(q, k, v, *, mask_add=None, causal=False, scale=None, g
     refattn.attention.favor_attention : the FAVOR(+) estimate of the same output in O(L).
     """
     xp, scale = _validate(q, k, v, mask_add, causal, scale)
+    return _fwd_core(q, k, v, mask_add, causal, scale, grad_mask_add, block_elements, xp=xp)
+
+
+def _fwd_core(q, k, v, mask_add, causal, scale, grad_mask_add, block_elements, *, xp):
+    """Unchecked core of :func:`softmax_attention_fwd` (`scale` a float: the caller resolved the default)."""
     Lq, Lk = q.shape[-2], k.shape[-2]
     batch_numel = 1
     for s in q.shape[:-2]:
@@ -215,10 +220,15 @@ def softmax_attention_bwd(dy, cache: SoftmaxAttentionCache) -> SoftmaxAttentionG
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
-    c = cache
-    xp = namespace(dy, c.q, names=("dy", "cache.q"))
+    xp = namespace(dy, cache.q, names=("dy", "cache.q"))
     check_finite("dy", dy, xp=xp)
-    check_shape("dy", dy, "..., Lq, d_v", check_shape("y", c.y, "..., Lq, d_v"))
+    check_shape("dy", dy, "..., Lq, d_v", check_shape("y", cache.y, "..., Lq, d_v"))
+    return _bwd_core(dy, cache, xp=xp)
+
+
+def _bwd_core(dy, cache, *, xp):
+    """Unchecked core of :func:`softmax_attention_bwd`."""
+    c = cache
     Lq = c.q.shape[-2]
     dq_blocks, dmask_blocks = [], []
     dk = xp.zeros_like(c.k)

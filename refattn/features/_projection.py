@@ -21,6 +21,15 @@ def check_x_omega(x, omega, *, x_name: str = "x"):
 
     ``x: (..., L, d)`` and ``omega: (m, d)`` must share namespace and dtype, be finite, and m >= 1.
     """
+    xp, m = check_x_omega_struct(x, omega, x_name=x_name)
+    check_finite(x_name, x, xp=xp)
+    check_finite("omega", omega, xp=xp)
+    return xp, m
+
+
+def check_x_omega_struct(x, omega, *, x_name: str = "x"):
+    """The structural half of :func:`check_x_omega` (namespaces, dtypes, shapes, m >= 1): no data read;
+    returns ``(xp, m)``."""
     xp = namespace(x, omega, names=(x_name, "omega"))
     sizes = check_shape(x_name, x, "..., L, d")
     check_shape("omega", omega, "m, d", sizes)
@@ -28,8 +37,6 @@ def check_x_omega(x, omega, *, x_name: str = "x"):
     if m < 1:
         raise ValueError(f"omega: expected at least one projection row, shape (m, d) with m >= 1; "
                          f"got {tuple(omega.shape)}")
-    check_finite(x_name, x, xp=xp)
-    check_finite("omega", omega, xp=xp)
     return xp, m
 
 

@@ -75,7 +75,11 @@ def elu_features_fwd(x):
     --------
     elu_features, elu_features_bwd, elu_kernel
     """
-    xp = _check_x(x)
+    return _elu_fwd(x, xp=_check_x(x))
+
+
+def _elu_fwd(x, *, xp):
+    """Unchecked core of :func:`elu_features_fwd`."""
     phi = xp.where(x > 0, x + 1, xp.exp(xp.minimum(x, xp.zeros_like(x))))       # (..., L, d) > 0
     return phi, x
 
@@ -107,6 +111,12 @@ def elu_features_bwd(dphi, cache) -> EluFeaturesGrads:
     if tuple(dphi.shape) != tuple(x.shape):
         raise ValueError(f"dphi: expected the features' shape {tuple(x.shape)}; got {tuple(dphi.shape)}")
     check_finite("dphi", dphi, xp=xp)
+    return _elu_bwd(dphi, x, xp=xp)
+
+
+def _elu_bwd(dphi, cache, *, xp):
+    """Unchecked core of :func:`elu_features_bwd`."""
+    x = cache
     dphi_dx = xp.where(x > 0, xp.ones_like(x), xp.exp(xp.minimum(x, xp.zeros_like(x))))
     return EluFeaturesGrads(x=dphi * dphi_dx)
 
@@ -210,6 +220,11 @@ def relu_features_fwd(x, *, eps=RELU_EPS):
     xp = _check_x(x)
     if not (isinstance(eps, (int, float)) and eps >= 0):
         raise ValueError(f"eps: expected a non-negative number; got {eps!r}")
+    return _relu_fwd(x, eps=eps, xp=xp)
+
+
+def _relu_fwd(x, *, eps=RELU_EPS, xp):
+    """Unchecked core of :func:`relu_features_fwd`."""
     return xp.maximum(x, xp.zeros_like(x)) + eps, x
 
 
@@ -242,6 +257,12 @@ def relu_features_bwd(dphi, cache) -> ReluFeaturesGrads:
     if tuple(dphi.shape) != tuple(x.shape):
         raise ValueError(f"dphi: expected the features' shape {tuple(x.shape)}; got {tuple(dphi.shape)}")
     check_finite("dphi", dphi, xp=xp)
+    return _relu_bwd(dphi, x, xp=xp)
+
+
+def _relu_bwd(dphi, cache, *, xp):
+    """Unchecked core of :func:`relu_features_bwd`."""
+    x = cache
     return ReluFeaturesGrads(x=xp.where(x > 0, dphi, xp.zeros_like(dphi)))
 
 

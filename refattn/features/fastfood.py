@@ -267,6 +267,16 @@ class _ProjCache(NamedTuple):
 
 
 def _check_params(params: Any, d: int, x: Array, xp: Any) -> tuple[int, int]:
+    D, nb = _check_params_struct(params, d, x, xp)
+    for name in ("S", "G", "B"):
+        check_finite(f"params.{name}", getattr(params, name), xp=xp)
+    _check_perm(params, D, xp)
+    return D, nb
+
+
+def _check_params_struct(params: Any, d: int, x: Array, xp: Any) -> tuple[int, int]:
+    """Structural checks of :class:`FastFoodParams` against ``x: (..., L, d)`` (type, namespaces, dtypes,
+    shapes): no data read. Returns ``(D, n_blocks)``."""
     if not isinstance(params, FastFoodParams):
         raise TypeError(f"params: expected a FastFoodParams(S, G, B, perm); got {type(params).__name__}")
     D = padded_dim(d)
@@ -280,13 +290,15 @@ def _check_params(params: Any, d: int, x: Array, xp: Any) -> tuple[int, int]:
     if not xp.isdtype(params.perm.dtype, "integral"):
         raise TypeError(f"params.perm: expected an integer dtype (a permutation per block); got "
                         f"{params.perm.dtype}")
-    for name in ("S", "G", "B"):
-        check_finite(f"params.{name}", getattr(params, name), xp=xp)
+    return D, params.S.shape[0]
+
+
+def _check_perm(params: Any, D: int, xp: Any) -> None:
+    """The value check of the integer parameter ``perm`` (each row a permutation of 0..D-1): one sync."""
     ref = xp.arange(D, dtype=params.perm.dtype, device=device_of(params.perm))
     if not bool(xp.all(xp.sort(params.perm, axis=-1) == ref)):
         raise ValueError(f"params.perm: expected each row to be a permutation of 0..{D - 1}; "
                          f"got another array")
-    return D, params.S.shape[0]
 
 
 def fastfood_projection_fwd(x: Array, params: FastFoodParams, *, sigma: float = 1.0,
@@ -326,11 +338,32 @@ def fastfood_projection_fwd(x: Array, params: FastFoodParams, *, sigma: float = 
     xp = namespace(x, names=("x",))
     check_shape("x", x, "..., L, d")
     check_finite("x", x, xp=xp)
+    _check_options(sigma, variant)
+    _check_params(params, x.shape[-1], x, xp)
+    return _projection_core(x, params, sigma, variant, xp=xp)
+
+
+def _check_options(sigma, variant):
+    """The option checks of the FastFood maps (`variant`, `sigma`)."""
     check_choice(variant, "variant", tuple(FASTFOOD_VARIANTS))
     if not (isinstance(sigma, (int, float)) and math.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma: expected a positive finite number; got {sigma!r}")
+
+
+def _check_struct(x, params, sigma, variant):
+    """The structural checks of :func:`fastfood_projection_fwd` (no data read; the permutation's values are
+    not checked here: :func:`_check_perm`). Returns the namespace."""
+    xp = namespace(x, names=("x",))
+    check_shape("x", x, "..., L, d")
+    _check_options(sigma, variant)
+    _check_params_struct(params, x.shape[-1], x, xp)
+    return xp
+
+
+def _projection_core(x, params, sigma, variant, *, xp):
+    """Unchecked core of :func:`fastfood_projection_fwd`."""
     d = x.shape[-1]
-    D, nb = _check_params(params, d, x, xp)
+    D, nb = padded_dim(d), params.S.shape[0]
     batch = tuple(x.shape[:-1])
     if D > d:
         pad = xp.zeros(batch + (D - d,), dtype=x.dtype, device=device_of(x))
@@ -376,12 +409,18 @@ def fastfood_projection_bwd(du: Array, cache: _ProjCache) -> FastFoodGrads:
     TypeError
         If the cotangents and the cache differ in namespace or dtype.
     """
+    xp = namespace(du, cache.x_pad, names=("du", "cache"))
+    nb, D = cache.params.S.shape
+    _check_cotangent("du", du, tuple(cache.x_pad.shape[:-1]) + (nb * D,), xp=xp)
+    return _projection_bwd_core(du, cache, xp=xp)
+
+
+def _projection_bwd_core(du, cache, *, xp):
+    """Unchecked core of :func:`fastfood_projection_bwd`."""
     c = cache
     p = c.params
-    xp = namespace(du, c.x_pad, names=("du", "cache"))
     batch = tuple(c.x_pad.shape[:-1])
     nb, D = p.S.shape
-    _check_cotangent("du", du, batch + (nb * D,), xp=xp)
     red = tuple(range(len(batch)))                        # the (..., L) axes a diagonal's gradient sums over
     du3 = xp.reshape(du, batch + (nb, D))                                            # (..., L, nb, D)
     learn = FASTFOOD_VARIANTS[c.variant]
@@ -616,6 +655,20 @@ def fastfood_rks_features_bwd(dphi: Array, cache: _FeatCache) -> FastFoodGrads:
     xp = namespace(dphi, cache.u, names=("dphi", "cache"))
     _check_cotangent("dphi", dphi, tuple(cache.u.shape[:-1]) + (2 * cache.u.shape[-1],), xp=xp)
     return fastfood_projection_bwd(_rks_from_projection_bwd(dphi, cache.u, xp=xp), cache.proj)
+
+
+def _rks_core(x, params, *, sigma=1.0, variant="SGB"):
+    """Unchecked core of :func:`fastfood_rks_features_fwd`: its structural checks, no value checks (the
+    permutation's included: :func:`_check_perm`)."""
+    xp = _check_struct(x, params, sigma, variant)
+    u, pc = _projection_core(x, params, sigma, variant, xp=xp)
+    return _rks_from_projection(u, xp=xp), _FeatCache(pc, u, x, None, None, None)
+
+
+def _rks_bwd_core(dphi, cache):
+    """Unchecked core of :func:`fastfood_rks_features_bwd`."""
+    xp = namespace(dphi, cache.u, names=("dphi", "cache"))
+    return _projection_bwd_core(_rks_from_projection_bwd(dphi, cache.u, xp=xp), cache.proj, xp=xp)
 
 
 def fastfood_rks_features(x: Array, params: FastFoodParams, *, sigma: float = 1.0) -> Array:
@@ -874,6 +927,26 @@ def fastfood_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _F
     de = _stable_exp_bwd(dphi, dlog_scale, cache.e, cache.phi, cache.log_scale, xp=xp)
     du, dx_direct = _prf_exponent_bwd(de, cache.x, xp=xp)
     g = fastfood_projection_bwd(du, cache.proj)
+    return FastFoodGrads(x=g.x + dx_direct, params=g.params)
+
+
+def _prf_stable_core(x, params, *, sigma=1.0, variant="SGB"):
+    """Unchecked core of :func:`fastfood_prf_features_stable_fwd`: its structural checks, no value checks (the
+    permutation's included: :func:`_check_perm`)."""
+    xp = _check_struct(x, params, sigma, variant)
+    u, pc = _projection_core(x, params, sigma, variant, xp=xp)
+    e = _prf_exponent(u, x, xp=xp)                                                   # (..., L, M)
+    phi, log_scale = _stable_exp_fwd(e, xp=xp)
+    return (phi, log_scale), _FeatCache(pc, u, x, e, phi, log_scale)
+
+
+def _prf_stable_bwd_core(dout, cache):
+    """Unchecked core of :func:`fastfood_prf_features_stable_bwd`."""
+    dphi, dlog_scale = dout
+    xp = namespace(dphi, cache.u, dlog_scale, names=("dphi", "cache", "dlog_scale"))
+    de = _stable_exp_bwd(dphi, dlog_scale, cache.e, cache.phi, cache.log_scale, xp=xp)
+    du, dx_direct = _prf_exponent_bwd(de, cache.x, xp=xp)
+    g = _projection_bwd_core(du, cache.proj, xp=xp)
     return FastFoodGrads(x=g.x + dx_direct, params=g.params)
 
 

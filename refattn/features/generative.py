@@ -30,12 +30,17 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace
-from ..layers.activations import leaky_relu_bwd, leaky_relu_fwd, tanh_bwd, tanh_fwd
-from ..layers.batchnorm import batchnorm_bwd, batchnorm_fwd
-from ..layers.dense import DenseParams, dense_bwd, dense_fwd
-from .positive import (gaussian_positive_features_bwd, gaussian_positive_features_fwd,
-                       positive_features_stable_bwd, positive_features_stable_fwd)
-from .trig import trig_features_bwd, trig_features_fwd
+from ..layers.activations import (_check_slope, _leaky_relu_bwd, _leaky_relu_fwd, _tanh_bwd, _tanh_fwd,
+                                 leaky_relu_bwd, leaky_relu_fwd, tanh_bwd, tanh_fwd)
+from ..layers.batchnorm import _batchnorm_bwd, _batchnorm_fwd, _check_batchnorm, batchnorm_bwd, batchnorm_fwd
+from ..layers.batchnorm import _check_options as _check_bn_options
+from ..layers.batchnorm import _check_running_var
+from ..layers.dense import DenseParams, _dense, _dense_bwd, dense_bwd, dense_fwd
+from ._projection import check_x_omega_struct
+from .positive import (_stable_bwd, _stable_fwd, gaussian_positive_features_bwd,
+                       gaussian_positive_features_fwd, positive_features_stable_bwd,
+                       positive_features_stable_fwd)
+from .trig import _trig_bwd_core, _trig_core, trig_features_bwd, trig_features_fwd
 
 __all__ = [
     "GeneratorParams", "GeneratorState", "GeneratorOutput", "GeneratorGrads", "GenerativeOutput",
@@ -102,6 +107,13 @@ class _GenCache(NamedTuple):
 
 
 def _check_generator(noise: Array, params: Any, state: Any) -> Any:
+    xp = _check_generator_struct(noise, params, state)
+    check_finite("noise", noise, xp=xp)
+    return xp
+
+
+def _check_generator_struct(noise: Array, params: Any, state: Any) -> Any:
+    """Structural checks of :func:`generator_fwd`'s containers and noise: no data read."""
     if not isinstance(params, GeneratorParams):
         raise TypeError(f"params: expected GeneratorParams(hidden, norms, out); got {type(params).__name__}")
     if not isinstance(state, GeneratorState):
@@ -112,7 +124,6 @@ def _check_generator(noise: Array, params: Any, state: Any) -> Any:
                          f"{len(state.norms)} states")
     xp = namespace(noise, names=("noise",))
     check_shape("noise", noise, "M, d_noise")
-    check_finite("noise", noise, xp=xp)
     return xp
 
 
@@ -163,14 +174,7 @@ def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, 
     generator, generator_bwd
     """
     _check_generator(noise, params, state)
-    first = params.hidden[0].W if params.hidden else params.out.W
-    first_name = "params.hidden[0].W" if params.hidden else "params.out.W"
-    if getattr(first, "ndim", 0) == 2 and noise.shape[1] != first.shape[0]:
-        raise ValueError(f"noise: expected shape (M, d_noise) with d_noise = {first.shape[0]} (from "
-                         f"{first_name}); got {tuple(noise.shape)}")
-    if train and params.hidden and noise.shape[0] < 2:
-        raise ValueError(f"noise: training-mode batch norm needs at least 2 rows (M >= 2); got "
-                         f"{tuple(noise.shape)}")
+    _check_noise_rows(noise, params, train)
     h = noise                                                                        # (M, d_noise)
     layers, new_states = [], []
     for dp, bp, bs in zip(params.hidden, params.norms, state.norms, strict=True):
@@ -183,6 +187,49 @@ def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, 
     omega, tc = tanh_fwd(z)                                                          # (M, d) in [-1, 1]
     new_state = GeneratorState(tuple(new_states)) if train else state   # eval: the input state itself
     return GeneratorOutput(omega, new_state), _GenCache(tuple(layers), oc, tc)
+
+
+def _generator_core(noise, params, state, *, train, negative_slope=NEGATIVE_SLOPE, momentum=0.1, eps=1e-5):
+    """Unchecked core of :func:`generator_fwd`: the structural checks of the generator and its layers (no
+    data read), no value checks (nor the running variances' sign: :func:`check_generator_state`)."""
+    xp = _check_generator_struct(noise, params, state)
+    _check_noise_rows(noise, params, train)
+    _check_slope(negative_slope)
+    _check_bn_options(momentum, eps)
+    h = noise                                                                        # (M, d_noise)
+    layers, new_states = [], []
+    for dp, bp, bs in zip(params.hidden, params.norms, state.norms, strict=True):
+        z, dc = _dense(h, dp)                                                        # (M, width)  FC
+        _check_batchnorm(z, bp, bs, train)
+        bn, bc = _batchnorm_fwd(z, bp, bs, train=train, momentum=momentum, eps=eps, xp=xp)   # BatchNorm
+        h, lc = _leaky_relu_fwd(bn.y, negative_slope, xp=xp)                         # (M, width)  LeakyReLU
+        layers.append((dc, bc, lc))
+        new_states.append(bn.state)
+    z, oc = _dense(h, params.out)                                                    # (M, d)
+    omega, tc = _tanh_fwd(z, xp=xp)                                                  # (M, d) in [-1, 1]
+    new_state = GeneratorState(tuple(new_states)) if train else state   # eval: the input state itself
+    return GeneratorOutput(omega, new_state), _GenCache(tuple(layers), oc, tc)
+
+
+def _check_generator_state(state, *, xp):
+    """The running variances' sign (finiteness is the caller's tree check): one fused flag, one sync; the
+    batch norms are checked one by one (for the message) only after a failure."""
+    if not state.norms or bool(xp.all(xp.stack([xp.all(bs.var >= 0) for bs in state.norms]))):
+        return
+    for bs in state.norms:
+        _check_running_var(bs, xp=xp)
+
+
+def _check_noise_rows(noise, params, train):
+    """The noise's width against the first layer and, in training mode, its row count (no data read)."""
+    first = params.hidden[0].W if params.hidden else params.out.W
+    first_name = "params.hidden[0].W" if params.hidden else "params.out.W"
+    if getattr(first, "ndim", 0) == 2 and noise.shape[1] != first.shape[0]:
+        raise ValueError(f"noise: expected shape (M, d_noise) with d_noise = {first.shape[0]} (from "
+                         f"{first_name}); got {tuple(noise.shape)}")
+    if train and params.hidden and noise.shape[0] < 2:
+        raise ValueError(f"noise: training-mode batch norm needs at least 2 rows (M >= 2); got "
+                         f"{tuple(noise.shape)}")
 
 
 def generator_bwd(domega: Array, cache: _GenCache) -> GeneratorGrads:
@@ -217,6 +264,25 @@ def generator_bwd(domega: Array, cache: _GenCache) -> GeneratorGrads:
         dbn = leaky_relu_bwd(dh, lc).x                                               # (M, width)
         gb = batchnorm_bwd(dbn, bc)                                     # through batch statistics (train)
         gd = dense_bwd(gb.x, dc)
+        dh = gd.x                                                                    # (M, d_in)
+        dense_grads.append(gd.params)
+        norm_grads.append(gb.params)
+    params = GeneratorParams(hidden=tuple(reversed(dense_grads)), norms=tuple(reversed(norm_grads)),
+                             out=go.params)
+    return GeneratorGrads(noise=dh, params=params)
+
+
+def _generator_bwd_core(domega, cache):
+    """Unchecked core of :func:`generator_bwd`."""
+    xp = namespace(domega, names=("domega",))
+    dz = _tanh_bwd(domega, cache.tanh).x                                             # (M, d)
+    go = _dense_bwd(dz, cache.out)
+    dh = go.x                                                                        # (M, width)
+    dense_grads, norm_grads = [], []
+    for dc, bc, lc in reversed(cache.layers):
+        dbn = _leaky_relu_bwd(dh, lc, xp=xp).x                                       # (M, width)
+        gb = _batchnorm_bwd(dbn, bc)                                    # through batch statistics (train)
+        gd = _dense_bwd(gb.x, dc)
         dh = gd.x                                                                    # (M, d_in)
         dense_grads.append(gd.params)
         norm_grads.append(gb.params)
@@ -381,6 +447,21 @@ def generative_rks_features_fwd(x: Array, noise: Array, params: GeneratorParams,
     out, gc = generator_fwd(noise, params, state, train=train)
     phi, tc = trig_features_fwd(x, out.omega)                                        # (..., L, 2M)
     return GenerativeOutput(phi, out.state), _FeatCache(gc, tc, x)
+
+
+def _rks_core(x, noise, params, state, *, train):
+    """Unchecked core of :func:`generative_rks_features_fwd` (structural checks only)."""
+    out, gc = _generator_core(noise, params, state, train=train)
+    xp, _ = check_x_omega_struct(x, out.omega)
+    phi, tc = _trig_core(x, out.omega, xp=xp)                                        # (..., L, 2M)
+    return GenerativeOutput(phi, out.state), _FeatCache(gc, tc, x)
+
+
+def _rks_bwd_core(dphi, cache):
+    """Unchecked core of :func:`generative_rks_features_bwd`."""
+    g = _trig_bwd_core(dphi, cache.inner, xp=namespace(dphi, names=("dphi",)))
+    gg = _generator_bwd_core(g.omega, cache.gen)
+    return GenerativeGrads(x=g.x, noise=gg.noise, params=gg.params)
 
 
 def generative_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GenerativeGrads:
@@ -642,6 +723,26 @@ def generative_prf_features_stable_fwd(x: Array, noise: Array, params: Generator
     (phi, ls0), pc = positive_features_stable_fwd(x, out.omega)                     # offset |x|^2 / 2
     log_scale = ls0 - 0.5 * xp.sum(x * x, axis=-1)                                    # (..., L)  Eq. 9: |x|^2
     return (phi, log_scale, out.state), _FeatCache(gc, pc, x)
+
+
+def _prf_stable_core(x, noise, params, state, *, train):
+    """Unchecked core of :func:`generative_prf_features_stable_fwd` (structural checks only)."""
+    out, gc = _generator_core(noise, params, state, train=train)
+    xp, _ = check_x_omega_struct(x, out.omega)
+    (phi, ls0), pc = _stable_fwd(x, out.omega, None)                                # offset |x|^2 / 2
+    log_scale = ls0 - 0.5 * xp.sum(x * x, axis=-1)                                    # (..., L)  Eq. 9: |x|^2
+    return (phi, log_scale, out.state), _FeatCache(gc, pc, x)
+
+
+def _prf_stable_bwd_core(dout, cache):
+    """Unchecked core of :func:`generative_prf_features_stable_bwd`."""
+    dphi, dls = dout[0], dout[1]
+    xp = namespace(dphi, names=("dout[0]",))
+    g = _stable_bwd(dphi, dls, cache.inner, omega_grad=True, xp=xp)
+    extra = None if dls is None else -xp.expand_dims(dls, axis=-1) * cache.x
+    gg = _generator_bwd_core(g.omega, cache.gen)
+    dx = g.x if extra is None else g.x + extra
+    return GenerativeGrads(x=dx, noise=gg.noise, params=gg.params)
 
 
 def generative_prf_features_stable_bwd(dout: tuple, cache: _FeatCache) -> GenerativeGrads:

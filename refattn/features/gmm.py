@@ -44,9 +44,10 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace
-from .positive import (gaussian_positive_features_bwd, gaussian_positive_features_fwd,
-                       positive_features_stable_bwd, positive_features_stable_fwd)
-from .trig import _check_qk, trig_features_bwd, trig_features_fwd
+from .positive import (_stable_bwd, _stable_fwd, gaussian_positive_features_bwd,
+                       gaussian_positive_features_fwd, positive_features_stable_bwd,
+                       positive_features_stable_fwd)
+from .trig import _check_qk, _trig_bwd_core, _trig_core, trig_features_bwd, trig_features_fwd
 
 __all__ = [
     "GMMParams", "gmm_weights", "gmm_antithetic_params",
@@ -100,6 +101,16 @@ def _check_cotangent(name, a, shape, *, xp):
 
 
 def _check_params(params: Any, *, d: int | None = None, sizes: dict | None = None) -> tuple[Any, bool, dict]:
+    xp, diagonal, sizes = _check_params_struct(params, d=d, sizes=sizes)
+    check_finite("params.logits", params.logits, xp=xp)
+    check_finite("params.mu", params.mu, xp=xp)
+    check_finite("params.S", params.S, xp=xp)
+    return xp, diagonal, sizes
+
+
+def _check_params_struct(params: Any, *, d: int | None = None, sizes: dict | None = None):
+    """Structural checks of :class:`GMMParams` (type, namespaces, dtypes, shapes): no data read. Returns
+    ``(xp, diagonal, sizes)``."""
     if not isinstance(params, GMMParams):
         raise TypeError(f"params: expected GMMParams(logits, mu, S); got {type(params).__name__}")
     xp = namespace(params.logits, params.mu, params.S, names=("params.logits", "params.mu", "params.S"))
@@ -116,9 +127,6 @@ def _check_params(params: Any, *, d: int | None = None, sizes: dict | None = Non
     else:
         check_shape("params.S", params.S, "C, d, d", sizes)
         diagonal = False
-    check_finite("params.logits", params.logits, xp=xp)
-    check_finite("params.mu", params.mu, xp=xp)
-    check_finite("params.S", params.S, xp=xp)
     return xp, diagonal, sizes
 
 
@@ -241,6 +249,11 @@ def gmm_frequencies_fwd(noise: Array, params: GMMParams) -> tuple[tuple[Array, A
     namespace(noise, params.mu, names=("noise", "params.mu"))
     check_shape("noise", noise, "C, Mc, d", sizes)
     check_finite("noise", noise, xp=xp)
+    return _freq_core(noise, params, diagonal, xp=xp)
+
+
+def _freq_core(noise, params, diagonal, *, xp):
+    """Unchecked core of :func:`gmm_frequencies_fwd`."""
     C, Mc, d = noise.shape
     if diagonal:
         omega = xp.expand_dims(params.mu, axis=1) + noise * xp.expand_dims(params.S, axis=1)      # (C, Mc, d)
@@ -285,6 +298,14 @@ def gmm_frequencies_bwd(dout: tuple[Array, Array | None], cache: _FreqCache) -> 
     _check_cotangent("domega", domega, (C * Mc, d), xp=xp)
     if dscale is not None:
         _check_cotangent("dscale", dscale, (C * Mc,), xp=xp)
+    return _freq_bwd_core(dout, cache, xp=xp)
+
+
+def _freq_bwd_core(dout, cache, *, xp):
+    """Unchecked core of :func:`gmm_frequencies_bwd`."""
+    domega, dscale = dout
+    c = cache
+    C, Mc, d = c.noise.shape
     dom = xp.reshape(domega, (C, Mc, d))                                             # (C, Mc, d)
     dmu = xp.sum(dom, axis=1)                                                         # (C, d)
     if c.diagonal:
@@ -416,6 +437,29 @@ def gmm_rks_features_fwd(x: Array, noise: Array, params: GMMParams) -> tuple[Arr
     return phi0 * col, _FeatCache(fc, tc, phi0, col, None)
 
 
+def _rks_core(x, noise, params):
+    """Unchecked core of :func:`gmm_rks_features_fwd`: its structural checks (no data read), no value
+    checks."""
+    xp, diagonal = _check_struct(x, noise, params)
+    (omega, scale), fc = _freq_core(noise, params, diagonal, xp=xp)
+    phi0, tc = _trig_core(x, omega, xp=xp)                                           # (..., L, 2M)
+    col = xp.concat((scale, scale))                                                   # (2M,)
+    return phi0 * col, _FeatCache(fc, tc, phi0, col, None)
+
+
+def _check_struct(x, noise, params):
+    """The structural checks of the GMM feature maps (``_check_x`` and the frequencies' shapes), no data
+    read; returns ``(xp, diagonal)``."""
+    if not isinstance(params, GMMParams):
+        raise TypeError(f"params: expected GMMParams(logits, mu, S); got {type(params).__name__}")
+    namespace(x, params.mu, names=("x", "params.mu"))
+    sizes = check_shape("x", x, "..., L, d")
+    xp, diagonal, sizes = _check_params_struct(params, sizes={"d": sizes["d"]})
+    namespace(noise, params.mu, names=("noise", "params.mu"))
+    check_shape("noise", noise, "C, Mc, d", sizes)
+    return xp, diagonal
+
+
 def gmm_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GMMFeaturesGrads:
     """Backward of :func:`gmm_rks_features` (Chowdhury et al. Eqs. (3)-(5)).
 
@@ -448,6 +492,16 @@ def gmm_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GMMFeaturesGrads:
     M = dcol.shape[0] // 2
     g = trig_features_bwd(dphi0, cache.inner)
     gf = gmm_frequencies_bwd((g.omega, dcol[:M] + dcol[M:]), cache.freq)
+    return GMMFeaturesGrads(x=g.x, noise=gf.noise, params=gf.params)
+
+
+def _rks_bwd_core(dphi, cache):
+    """Unchecked core of :func:`gmm_rks_features_bwd`."""
+    xp = namespace(dphi, cache.phi0, names=("dphi", "cache"))
+    dphi0, dcol = _weighted_bwd(dphi, cache, xp=xp)
+    M = dcol.shape[0] // 2
+    g = _trig_bwd_core(dphi0, cache.inner, xp=xp)
+    gf = _freq_bwd_core((g.omega, dcol[:M] + dcol[M:]), cache.freq, xp=xp)
     return GMMFeaturesGrads(x=g.x, noise=gf.noise, params=gf.params)
 
 
@@ -662,6 +716,16 @@ def gmm_prf_features_stable_fwd(x: Array, noise: Array, params: GMMParams
     return (phi0 * scale, log_scale), _FeatCache(fc, pc, phi0, scale, x)
 
 
+def _prf_stable_core(x, noise, params):
+    """Unchecked core of :func:`gmm_prf_features_stable_fwd`: its structural checks (no data read), no value
+    checks."""
+    xp, diagonal = _check_struct(x, noise, params)
+    (omega, scale), fc = _freq_core(noise, params, diagonal, xp=xp)
+    (phi0, ls0), pc = _stable_fwd(x, omega, None)                                   # (..., L, M), (..., L)
+    log_scale = ls0 - 0.5 * xp.sum(x * x, axis=-1)                                    # (..., L)  offset |x|^2
+    return (phi0 * scale, log_scale), _FeatCache(fc, pc, phi0, scale, x)
+
+
 def gmm_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _FeatCache) -> GMMFeaturesGrads:
     """Backward of :func:`gmm_prf_features_stable` from ``(dphi, dlog_scale)``.
 
@@ -695,6 +759,17 @@ def gmm_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _FeatCa
     g = positive_features_stable_bwd((dphi0, dls), cache.inner)
     dx = g.x if dls is None else g.x - xp.expand_dims(dls, axis=-1) * cache.x          # d(-|x|^2/2) = -x
     gf = gmm_frequencies_bwd((g.omega, dscale), cache.freq)
+    return GMMFeaturesGrads(x=dx, noise=gf.noise, params=gf.params)
+
+
+def _prf_stable_bwd_core(dout, cache):
+    """Unchecked core of :func:`gmm_prf_features_stable_bwd`."""
+    dphi, dls = dout
+    xp = namespace(dphi, cache.phi0, dls, names=("dphi", "cache", "dlog_scale"))
+    dphi0, dscale = _weighted_bwd(dphi, cache, xp=xp)
+    g = _stable_bwd(dphi0, dls, cache.inner, omega_grad=True, xp=xp)
+    dx = g.x if dls is None else g.x - xp.expand_dims(dls, axis=-1) * cache.x          # d(-|x|^2/2) = -x
+    gf = _freq_bwd_core((g.omega, dscale), cache.freq, xp=xp)
     return GMMFeaturesGrads(x=dx, noise=gf.noise, params=gf.params)
 
 

@@ -111,6 +111,12 @@ class HyperbolicFeaturesCache(NamedTuple):
 
 def _raw_fwd(x, omega, offset):
     xp, m = check_x_omega(x, omega)
+    return _raw_core(x, omega, offset, xp=xp)
+
+
+def _raw_core(x, omega, offset, *, xp):
+    """Unchecked core of :func:`positive_features_fwd` (``offset = 1/2``; 1 for the Gaussian map)."""
+    m = omega.shape[0]
     u = project(x, omega, xp=xp)                                                  # (..., L, m) x omega^T
     shift = 2.0 * offset * sq_norm_half(x, xp=xp) + 0.5 * math.log(m)  # (..., L) c|x|^2 + log sqrt(m)
     phi = xp.exp(u - xp.expand_dims(shift, axis=-1))                              # (..., L, m)
@@ -122,6 +128,12 @@ def _raw_bwd(dphi, cache, omega_grad=True):
     xp = namespace(dphi, c.phi, names=("dphi", "cache.phi"))
     check_shape("dphi", dphi, "..., L, m", check_shape("phi", c.phi, "..., L, m"))
     check_finite("dphi", dphi, xp=xp)
+    return _raw_bwd_core(dphi, cache, omega_grad, xp=xp)
+
+
+def _raw_bwd_core(dphi, cache, omega_grad=True, *, xp):
+    """Unchecked core of :func:`positive_features_bwd`."""
+    c = cache
     du = dphi * c.phi                                                             # (..., L, m) d exponent
     dx, domega = project_bwd(du, c.x, c.omega, xp=xp, omega_grad=omega_grad)
     dx = dx - (2.0 * c.offset) * xp.sum(du, axis=-1, keepdims=True) * c.x         # d(-c|x|^2) = -2c x

@@ -228,6 +228,12 @@ def trig_features_fwd(x, omega):
     trig_features, trig_features_bwd
     """
     xp, m = check_x_omega(x, omega)
+    return _trig_core(x, omega, xp=xp)
+
+
+def _trig_core(x, omega, *, xp):
+    """Unchecked core of :func:`trig_features_fwd`."""
+    m = omega.shape[0]
     u = project(x, omega, xp=xp)                                                  # (..., L, m)
     c = 1.0 / math.sqrt(m)
     phi = xp.concat([xp.cos(u) * c, xp.sin(u) * c], axis=-1)                      # (..., L, 2m) Eq. (3)
@@ -265,6 +271,12 @@ def trig_features_bwd(dphi, cache: TrigFeaturesCache, *, omega_grad=True) -> Tri
     xp = namespace(dphi, c.phi, names=("dphi", "cache.phi"))
     check_finite("dphi", dphi, xp=xp)
     check_shape("dphi", dphi, "..., L, m2", check_shape("phi", c.phi, "..., L, m2"))
+    return _trig_bwd_core(dphi, cache, omega_grad=omega_grad, xp=xp)
+
+
+def _trig_bwd_core(dphi, cache, *, omega_grad=True, xp):
+    """Unchecked core of :func:`trig_features_bwd`."""
+    c = cache
     m = c.omega.shape[0]
     cos_s, sin_s = c.phi[..., :m], c.phi[..., m:]  # (..., L, m) cos u/sqrt(m), ...
     du = cos_s * dphi[..., m:] - sin_s * dphi[..., :m]                            # (..., L, m)

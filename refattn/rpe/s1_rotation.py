@@ -43,7 +43,9 @@ from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace, sum_to_shape
 from ..attention.favor import favor_attention_bwd, favor_attention_fwd
-from ..attention.softmax import softmax_attention_bwd, softmax_attention_fwd
+from ..attention.softmax import DEFAULT_BLOCK_ELEMENTS, softmax_attention_bwd, softmax_attention_fwd
+from ..attention.softmax import _bwd_core as _softmax_bwd_core
+from ..attention.softmax import _fwd_core as _softmax_fwd_core
 
 __all__ = [
     "S1Params",
@@ -110,6 +112,14 @@ class _PosCache(NamedTuple):
 
 
 def _validate_params(params, *, names=("params.freqs", "params.alpha", "params.beta")):
+    xp = _check_params(params, names=names)
+    for n, a in zip(names, params, strict=True):
+        check_finite(n, a, xp=xp)
+    return xp
+
+
+def _check_params(params, *, names=("params.freqs", "params.alpha", "params.beta")):
+    """Structural checks of :class:`S1Params` (type, namespaces, dtypes, shapes): no data read."""
     if not isinstance(params, S1Params):
         raise TypeError(f"params: expected an S1Params(freqs, alpha, beta) NamedTuple; got "
                         f"{type(params).__name__}")
@@ -117,22 +127,25 @@ def _validate_params(params, *, names=("params.freqs", "params.alpha", "params.b
     sizes = check_shape("params.freqs", params.freqs, "..., A, S")
     check_shape("params.alpha", params.alpha, "..., A, S", sizes)
     check_shape("params.beta", params.beta, "..., A, S", sizes)
-    for n, a in zip(names, params, strict=True):
-        check_finite(n, a, xp=xp)
     return xp
 
 
 def _positions(positions, A, like, *, xp):
     """``(L,)`` (A = 1) or ``(L, A)`` integer or float positions -> ``(L, A)`` in `like`'s dtype."""
+    pos = _positions_core(positions, A, like, xp=xp)
+    check_finite("positions", pos, xp=xp)
+    return pos
+
+
+def _positions_core(positions, A, like, *, xp):
+    """Unchecked core of :func:`_positions` (its structural checks, no finiteness pass)."""
     namespace(positions, like, names=("positions", "params.freqs"), allow_int=("positions",))
     if positions.ndim == 1 and A == 1:
         positions = xp.reshape(positions, (positions.shape[0], 1))
     if positions.ndim != 2 or positions.shape[1] != A:
         raise ValueError(f"positions: expected shape (L,) or (L, A) with A = {A} (from params.freqs); "
                          f"got {tuple(positions.shape)}")
-    pos = xp.astype(positions, like.dtype)                                         # index -> value, explicit
-    check_finite("positions", pos, xp=xp)
-    return pos
+    return xp.astype(positions, like.dtype)                                        # index -> value, explicit
 
 
 def s1_positional_fwd(positions, params: S1Params):
@@ -166,8 +179,13 @@ def s1_positional_fwd(positions, params: S1Params):
         Parameter shapes disagree, `positions` is not ``(L,)``/``(L, A)``, or an input is not finite.
     """
     xp = _validate_params(params)
+    pos = _positions(positions, params.freqs.shape[-2], params.freqs, xp=xp)       # (L, A)
+    return _positional_core(pos, params, xp=xp)
+
+
+def _positional_core(pos, params, *, xp):
+    """Unchecked core of :func:`s1_positional_fwd` on ``(L, A)`` float positions."""
     A = params.freqs.shape[-2]
-    pos = _positions(positions, A, params.freqs, xp=xp)                            # (L, A)
     L = pos.shape[0]
     theta = xp.expand_dims(pos, axis=-1) * xp.expand_dims(params.freqs, axis=-3)   # (*p, L, A, S)
     s, c = xp.sin(theta), xp.cos(theta)
@@ -214,6 +232,15 @@ def s1_positional_bwd(dout, cache: _PosCache) -> S1PositionalGrads:
             raise ValueError(f"{name}: expected shape (..., L, P) = (..., {L}, {2 * A * S}); "
                              f"got {tuple(a.shape)}")
         check_finite(name, a, xp=xp)
+    return _positional_bwd_core(dout, cache, xp=xp)
+
+
+def _positional_bwd_core(dout, cache, *, xp):
+    """Unchecked core of :func:`s1_positional_bwd`."""
+    dQp, dKp = dout
+    c = cache
+    shp = tuple(c.sin.shape)                                                       # (*p, L, A, S)
+    L, A, S = shp[-3], shp[-2], shp[-1]
     g = xp.reshape(dQp, tuple(dQp.shape[:-2]) + (L, A, S, 2))                     # (..., L, A, S, 2)
     gk = xp.reshape(dKp, tuple(dKp.shape[:-2]) + (L, A, S, 2))
     g1, g2 = g[..., 0], g[..., 1]                                                  # (..., L, A, S)
@@ -294,10 +321,22 @@ def s1_augment_fwd(q, k, positions, params: S1Params):
     check_shape("k", k, "..., L, d", sizes)
     check_finite("q", q, xp=xp)
     check_finite("k", k, xp=xp)
+    _check_rows(positions, q)
+    xp_p = _validate_params(params)
+    pos = _positions(positions, params.freqs.shape[-2], params.freqs, xp=xp_p)     # (L, A)
+    return _augment_core(q, k, pos, params, xp=xp)
+
+
+def _check_rows(positions, q):
     if getattr(positions, "ndim", 0) < 1 or positions.shape[0] != q.shape[-2]:
         raise ValueError(f"positions: expected L = {q.shape[-2]} rows (from q); got shape "
                          f"{tuple(positions.shape)}")
-    (Qp, Kp), pc = s1_positional_fwd(positions, params)                            # (*p, L, P)
+
+
+def _augment_core(q, k, pos, params, *, xp):
+    """Unchecked core of :func:`s1_augment_fwd` on ``(L, A)`` float positions (the broadcast checks of the
+    parameters' leading axes stay: no data read)."""
+    (Qp, Kp), pc = _positional_core(pos, params, xp=xp)                            # (*p, L, P)
     P = Qp.shape[-1]
     batch = tuple(q.shape[:-2])
     if Qp.ndim - 2 > len(batch):
@@ -341,7 +380,14 @@ def s1_augment_bwd(dout, cache: _AugCache) -> S1AugmentGrads:
             raise ValueError(f"{name}: expected shape (..., L, d + P) = (..., {L}, {d + P}), the shape of "
                              f"the augmented q and k; got {tuple(a.shape)} (dout[0]: {tuple(dq_aug.shape)})")
         check_finite(name, a, xp=xp)
-    gp = s1_positional_bwd((dq_aug[..., d:], dk_aug[..., d:]), cache.pos_cache)
+    return _augment_bwd_core(dout, cache, xp=xp)
+
+
+def _augment_bwd_core(dout, cache, *, xp):
+    """Unchecked core of :func:`s1_augment_bwd`."""
+    dq_aug, dk_aug = dout
+    d = cache.d
+    gp = _positional_bwd_core((dq_aug[..., d:], dk_aug[..., d:]), cache.pos_cache, xp=xp)
     return S1AugmentGrads(q=dq_aug[..., :d], k=dk_aug[..., :d], params=gp.params)
 
 
@@ -422,6 +468,25 @@ def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal
     if omega is None:
         y, cache = softmax_attention_fwd(q_aug, k_aug, v, causal=causal)
         return y, _AttnCache(ac, cache, True)
+    return _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features)
+
+
+def _attention_core(q, k, v, pos, params, *, omega, causal, features, xp):
+    """Unchecked core of :func:`s1_attention_fwd` on ``(L, A)`` float positions: the augmentation's and the
+    softmax's unchecked cores, or FAVOR (which checks only its result)."""
+    _check_params(params)
+    if q.shape[-2] < 1:
+        raise ValueError(f"q: expected shape (..., L, d) with L >= 1 positions; got {tuple(q.shape)}")
+    (q_aug, k_aug), ac = _augment_core(q, k, pos, params, xp=xp)
+    if omega is None:
+        y, cache = _softmax_fwd_core(q_aug, k_aug, v, None, causal, float(q_aug.shape[-1] ** -0.5), False,
+                                     DEFAULT_BLOCK_ELEMENTS, xp=xp)
+        return y, _AttnCache(ac, cache, True)
+    return _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features)
+
+
+def _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features):
+    """The FAVOR branch of :func:`s1_attention_fwd` (FAVOR checks only its result)."""
     if omega.ndim != 2 or omega.shape[-1] != q_aug.shape[-1]:
         raise ValueError(f"omega: expected shape (m, d + P) with d + P = {q_aug.shape[-1]} (content width "
                          f"{q.shape[-1]} + positional width {q_aug.shape[-1] - q.shape[-1]}); got "
@@ -464,6 +529,19 @@ def s1_attention_bwd(dy, cache: _AttnCache, *, omega_grad=True) -> S1AttentionGr
         ga = favor_attention_bwd(dy, cache.attn_cache, omega_grad=omega_grad)
         domega = ga.omega if omega_grad else None
     gs = s1_augment_bwd((ga.q, ga.k), cache.aug_cache)
+    return S1AttentionGrads(q=gs.q, k=gs.k, v=ga.v, params=gs.params, omega=domega)
+
+
+def _attention_bwd_core(dy, cache, *, omega_grad=True):
+    """Unchecked core of :func:`s1_attention_bwd` (the FAVOR branch runs the public backward)."""
+    xp = namespace(dy, names=("dy",))
+    if cache.exact:
+        ga = _softmax_bwd_core(dy, cache.attn_cache, xp=xp)
+        domega = None
+    else:
+        ga = favor_attention_bwd(dy, cache.attn_cache, omega_grad=omega_grad)
+        domega = ga.omega if omega_grad else None
+    gs = _augment_bwd_core((ga.q, ga.k), cache.aug_cache, xp=xp)
     return S1AttentionGrads(q=gs.q, k=gs.k, v=ga.v, params=gs.params, omega=domega)
 
 

@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 from .. import _dispatch, limits
 from .._xp import (check_finite, check_nonneg_int, check_positive_int, check_shape, device_of, namespace,
                    sum_to_shape)
-from ..features.positive import positive_features_stable_bwd, positive_features_stable_fwd
+from ..features.positive import _stable_bwd, _stable_fwd, positive_features_stable_fwd
 
 __all__ = [
     "s2_attention",
@@ -285,8 +285,9 @@ def _scores_fwd(q, w, omega, *, xp):
         S = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))              # (..., L, R) row max cancels
         return S, None
     c = d ** -0.25                                                     # FAVOR+: phi(q d^-1/4) . phi(w d^-1/4)
-    (pq, _), cache_q = positive_features_stable_fwd(q * c, omega)           # (..., L, m); query scale cancels
-    (pw, lw), cache_w = positive_features_stable_fwd(w * c, omega)                 # (*w, R, m), (*w, R)
+    # the maps' unchecked cores: q, w and omega were validated by the caller (validate once, issue 21)
+    (pq, _), cache_q = _stable_fwd(q * c, omega, None)                      # (..., L, m); query scale cancels
+    (pw, lw), cache_w = _stable_fwd(w * c, omega, None)                            # (*w, R, m), (*w, R)
     e_w = xp.exp(lw - xp.max(lw, axis=-1, keepdims=True))                       # (*w, R) per-head max cancels
     pws = pw * xp.expand_dims(e_w, axis=-1)                                        # (*w, R, m)
     S = pq @ xp.matrix_transpose(pws)                                              # (..., L, R)
@@ -307,8 +308,8 @@ def _scores_bwd(dS, c: S2AttentionCache, *, xp, omega_grad=True):
     dpws = sum_to_shape(xp.matrix_transpose(dS) @ pq, tuple(pws.shape), xp=xp)     # (*w, R, m)
     dpw = dpws * xp.expand_dims(e_w, axis=-1)                                      # (*w, R, m)
     dlw = xp.sum(dpws * cache_w.phi, axis=-1) * e_w                                # (*w, R)
-    gq = positive_features_stable_bwd((dpq, None), cache_q, omega_grad=omega_grad)
-    gw = positive_features_stable_bwd((dpw, dlw), cache_w, omega_grad=omega_grad)
+    gq = _stable_bwd(dpq, None, cache_q, omega_grad=omega_grad, xp=xp)
+    gw = _stable_bwd(dpw, dlw, cache_w, omega_grad=omega_grad, xp=xp)
     return gq.x * scale, gw.x * scale, (gq.omega + gw.omega) if omega_grad else None
 
 
@@ -317,6 +318,16 @@ def _scores_bwd(dS, c: S2AttentionCache, *, xp, omega_grad=True):
 
 
 def _validate(q, v, w, omega, k, grid):
+    xp, k, grid = _check(q, v, w, omega, k, grid)
+    for name, a in (("q", q), ("v", v), ("w", w), ("omega", omega)):
+        if a is not None:
+            check_finite(name, a, xp=xp)
+    return xp, k, grid
+
+
+def _check(q, v, w, omega, k, grid):
+    """Structural checks of :func:`s2_attention_fwd` (namespaces, dtypes, shapes, geometry): no data read.
+    Returns ``(xp, k, grid)``."""
     xp = namespace(q, v, w, omega, names=("q", "v", "w", "omega"))
     sizes = check_shape("q", q, "..., L, d")
     check_shape("v", v, "..., L, d_v", sizes)
@@ -334,9 +345,9 @@ def _validate(q, v, w, omega, k, grid):
                          f"{batch}; got {tuple(w.shape)}")
     if omega is not None:
         check_shape("omega", omega, "m, d", sizes)
-    for name, a in (("q", q), ("v", v), ("w", w), ("omega", omega)):
-        if a is not None:
-            check_finite(name, a, xp=xp)
+        if omega.shape[0] < 1:                                  # as the feature maps' check_x_omega says it
+            raise ValueError(f"omega: expected at least one projection row, shape (m, d) with m >= 1; "
+                             f"got {tuple(omega.shape)}")
     return xp, k, grid
 
 
@@ -382,6 +393,11 @@ def s2_attention_fwd(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
         Mixed dtypes or namespaces.
     """
     xp, k, grid = _validate(q, v, w, omega, k, grid)
+    return _fwd_core(q, v, w, k, grid, omega, xp=xp)
+
+
+def _fwd_core(q, v, w, k, grid, omega, *, xp):
+    """Unchecked core of :func:`s2_attention_fwd` (`k` and `grid` as :func:`_check` returns them)."""
     d_v = v.shape[-1]
     S, feat = _scores_fwd(q, w, omega, xp=xp)                                      # (..., L, R)
     v_aug = xp.concat([v, xp.ones(tuple(v.shape[:-1]) + (1,), dtype=v.dtype, device=device_of(v))], axis=-1)
@@ -419,10 +435,15 @@ def s2_attention_bwd(dy, cache: S2AttentionCache, *, omega_grad=True) -> S2Atten
     ValueError
         `dy` not of the output's shape, or not finite.
     """
-    c = cache
-    xp = namespace(dy, c.q, names=("dy", "cache.q"))
-    check_shape("dy", dy, "..., L, d_v", check_shape("y", c.y, "..., L, d_v", source="the output y"))
+    xp = namespace(dy, cache.q, names=("dy", "cache.q"))
+    check_shape("dy", dy, "..., L, d_v", check_shape("y", cache.y, "..., L, d_v", source="the output y"))
     check_finite("dy", dy, xp=xp)
+    return _bwd_core(dy, cache, omega_grad=omega_grad, xp=xp)
+
+
+def _bwd_core(dy, cache, *, omega_grad=True, xp):
+    """Unchecked core of :func:`s2_attention_bwd`."""
+    c = cache
     d_v = dy.shape[-1]
     dnumer = dy / c.z                                                              # (..., L, d_v)
     dz = -xp.sum(dnumer * c.y, axis=-1, keepdims=True)                             # (..., L, 1)

@@ -256,6 +256,11 @@ def toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, *, causal=False, chunk_eleme
         Mixed dtypes or namespaces, or a non-bool `causal`.
     """
     xp, chunk_elements = _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive, workers)
+    return _fwd_core(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive, workers, xp=xp)
+
+
+def _fwd_core(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive, workers, *, xp):
+    """Unchecked core of :func:`toeplitz_attention_fwd` (its result checks stay: normaliser, output)."""
     L, m, d_v = phi_q.shape[-2], phi_q.shape[-1], v.shape[-1]
     e = d_v + 1
     c_eff = _causal_coeffs(coeffs, L, xp=xp) if causal else coeffs                 # (*c, 2L - 1)
@@ -304,10 +309,15 @@ def toeplitz_attention_bwd(dy, cache: ToeplitzAttentionCache) -> ToeplitzAttenti
     ValueError
         `dy` not of the output's shape, or not finite.
     """
-    c = cache
-    xp = namespace(dy, c.phi_q, names=("dy", "cache.phi_q"))
-    check_shape("dy", dy, "..., L, d_v", check_shape("y", c.y, "..., L, d_v", source="the output y"))
+    xp = namespace(dy, cache.phi_q, names=("dy", "cache.phi_q"))
+    check_shape("dy", dy, "..., L, d_v", check_shape("y", cache.y, "..., L, d_v", source="the output y"))
     check_finite("dy", dy, xp=xp)
+    return _bwd_core(dy, cache, xp=xp)
+
+
+def _bwd_core(dy, cache, *, xp):
+    """Unchecked core of :func:`toeplitz_attention_bwd`."""
+    c = cache
     L, N = c.phi_q.shape[-2], c.n_fft
     d_v = dy.shape[-1]
     dnumer = dy / c.z                                                              # (..., L, d_v)
