@@ -1,6 +1,13 @@
-"""Boundary checks of the model API (issue 25): parameter and feature trees checked leaf by leaf and named as
-the user passed them (``params['blocks'][0]['attn']['q'].W``), and errors raised inside a sub-layer prefixed
-with the argument that holds it."""
+"""Boundary checks of the model API (issues 21 and 25): parameter, feature and mask trees checked once, at the
+public boundary, with every leaf named as the user passed it (``params['blocks'][0]['attn']['q'].W``), and
+errors raised inside a sub-layer prefixed with the argument that holds it.
+
+Validate once (issue 21 item 5): :func:`check_trees` checks the dtypes and namespaces of every leaf (metadata,
+no data read), then their finiteness in one fused pass: one ``all(isfinite)`` flag per leaf, stacked and
+reduced on the device, read with **one** host sync. Only after a failure does it walk the leaves again, in
+order, to name the first non-finite one. The errors are those of a leaf-by-leaf walk: the first faulty leaf
+(in the trees' order) is the one reported, whatever its fault.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +17,7 @@ from typing import Any
 from .._xp import check_finite, namespace
 from ..tree import is_leaf, tree_children
 
-__all__ = ["check_tree", "naming"]
+__all__ = ["check_tree", "check_trees", "naming"]
 
 
 def _leaves(tree: Any, name: str):
@@ -27,22 +34,48 @@ def _leaves(tree: Any, name: str):
         yield from _leaves(v, name + key)
 
 
-def check_tree(name: str, tree: Any, dtype: Any = None) -> Any:
-    """Check every array leaf of `tree`: real floating (integer leaves are index parameters: allowed, not
-    checked further), one dtype for all (`dtype` if given; never a silent cast), finite values. Raises
-    ``TypeError``/``ValueError`` naming the leaf; returns the floating dtype."""
-    first = None
-    for n, leaf in _leaves(tree, name):
-        xp = namespace(leaf, names=(n,), allow_int=(n,))
-        if xp.isdtype(leaf.dtype, "integral"):
-            continue
-        if dtype is None:
-            dtype, first = leaf.dtype, n
-        elif leaf.dtype != dtype:
-            raise TypeError(f"{n}: expected dtype {dtype} (that of {first or 'the model'}); got {leaf.dtype}")
-        first = first or n
-        check_finite(n, leaf, xp=xp)
+def _all_finite(floats: list) -> bool:
+    """Whether every array of `floats` (``(name, leaf, xp)``) is finite: one fused flag and one host sync per
+    namespace (one in practice)."""
+    groups: dict = {}
+    for _, leaf, xp in floats:
+        groups.setdefault(id(xp), (xp, []))[1].append(xp.all(xp.isfinite(leaf)))        # () bool, on device
+    return all(bool(xp.all(xp.stack(flags))) for xp, flags in groups.values())           # the one sync
+
+
+def check_trees(*trees: tuple[str, Any], dtype: Any = None) -> Any:
+    """Check every array leaf of the ``(name, tree)`` pairs once: real floating (integer leaves are index
+    parameters: allowed, not checked further), one dtype for all (`dtype` if given; never a silent cast),
+    finite values (one fused flag, one host sync). Raises ``TypeError``/``ValueError`` naming the first bad
+    leaf as the user indexes it; returns the floating dtype."""
+    floats, first = [], None
+    for tree_name, tree in trees:
+        for n, leaf in _leaves(tree, tree_name):
+            try:
+                xp = namespace(leaf, names=(n,), allow_int=(n,))
+                if xp.isdtype(leaf.dtype, "integral"):
+                    continue
+                if dtype is None:
+                    dtype, first = leaf.dtype, n
+                elif leaf.dtype != dtype:
+                    raise TypeError(f"{n}: expected dtype {dtype} (that of {first or 'the model'}); got "
+                                    f"{leaf.dtype}")
+            except TypeError:
+                for m, a, axp in floats:                           # an earlier leaf's fault is reported first
+                    check_finite(m, a, xp=axp)
+                raise
+            first = first or n
+            floats.append((n, leaf, xp))
+    if floats and not _all_finite(floats):
+        for m, a, axp in floats:                                   # after a failure only: name the culprit
+            check_finite(m, a, xp=axp)
     return dtype
+
+
+def check_tree(name: str, tree: Any, dtype: Any = None) -> Any:
+    """:func:`check_trees` for one tree `name`: every leaf's dtype, then their finiteness in one fused pass;
+    returns the floating dtype."""
+    return check_trees((name, tree), dtype=dtype)
 
 
 @contextmanager

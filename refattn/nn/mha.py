@@ -48,9 +48,10 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._xp import check_positive_int, check_shape, namespace
-from ..layers.dense import dense_bwd, dense_fwd
-from ..layers.dropout import dropout_bwd, dropout_fwd
-from ._boundary import check_tree, naming
+from ..layers._check import check_dy
+from ..layers.dense import _dense, _dense_bwd
+from ..layers.dropout import _check_dropout, _dropout_bwd, _dropout_fwd
+from ._boundary import check_trees, naming
 from .config import check_attention_config
 from .kinds import ATTENTION_KINDS
 
@@ -180,6 +181,16 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
     y : (..., L, D) array
     cache : MHACache
     """
+    xp, att = _check_mha(x, params, n_heads, attention, positions)
+    check_trees(("params", params), ("features", features), ("x", x), ("dropout_mask", dropout_mask),
+                ("positions", positions), dtype=x.dtype)                         # once, named leaf by leaf
+    return _mha_fwd(x, params, features, n_heads=n_heads, att=att, causal=causal, dropout_mask=dropout_mask,
+                    positions=positions, train=train, xp=xp)
+
+
+def _check_mha(x, params, n_heads, attention, positions):
+    """Structural checks of :func:`mha_fwd` (namespaces, dtypes, shapes, heads, the attention configuration):
+    metadata only, no data read. Returns ``(xp, normalised attention configuration)``."""
     xp = namespace(x, names=("x",))
     sizes = check_shape("x", x, "..., L, D")
     D = x.shape[-1]
@@ -189,27 +200,33 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
                          f"last axis; x has shape {tuple(x.shape)})")
     att = check_attention_config(attention, d_head=D // n_heads, n_heads=n_heads)
     _check_params(params, D)
-    dt = check_tree("params", params, x.dtype)                                     # named leaf by leaf
-    check_tree("features", features, dt)
     check_shape("params['q'].W", params["q"].W, "D, D", sizes)
-    kind = ATTENTION_KINDS[att["kind"]]
-    with naming("params['q']"):
-        q, cq = dense_fwd(x, params["q"])                                           # (..., L, D)
-    with naming("params['k']"):
-        k, ck = dense_fwd(x, params["k"])                                           # (..., L, D)
-    with naming("params['v']"):
-        v, cv = dense_fwd(x, params["v"])                                           # (..., L, D)
-    qh, kh, vh = (split_heads(t, n_heads, xp=xp) for t in (q, k, v))                # (..., H, L, d)
     if positions is not None:
         namespace(x, positions, names=("x", "positions"))                          # same namespace and dtype
+    return xp, att
+
+
+def _mha_fwd(x, params, features, *, n_heads, att, causal, dropout_mask, positions, train, xp):
+    """Unchecked core of :func:`mha_fwd` (after :func:`_check_mha`): the layers' structural checks where they
+    are used, no value checks; the kinds run their attention's unchecked cores."""
+    n_heads = int(n_heads)
+    kind = ATTENTION_KINDS[att["kind"]]
+    with naming("params['q']"):
+        q, cq = _dense(x, params["q"])                                              # (..., L, D)
+    with naming("params['k']"):
+        k, ck = _dense(x, params["k"])                                              # (..., L, D)
+    with naming("params['v']"):
+        v, cv = _dense(x, params["v"])                                              # (..., L, D)
+    qh, kh, vh = (split_heads(t, n_heads, xp=xp) for t in (q, k, v))                # (..., H, L, d)
     with naming("params['attn'] / features"):
         oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=positions,
                           train=bool(train), causal=bool(causal), options=att)
     cd = None
     if dropout_mask is not None:
-        oh, cd = dropout_fwd(oh, dropout_mask)                                      # (..., H, L, d)
+        _check_dropout(oh, dropout_mask, name="dropout_mask")
+        oh, cd = _dropout_fwd(oh, dropout_mask)                                     # (..., H, L, d)
     with naming("params['o']"):
-        y, co = dense_fwd(merge_heads(oh, xp=xp), params["o"])                      # (..., L, D)
+        y, co = _dense(merge_heads(oh, xp=xp), params["o"])                         # (..., L, D)
     return y, MHACache(cq, ck, cv, ca, co, att["kind"], n_heads, cd)
 
 
@@ -231,16 +248,24 @@ def mha_bwd(dy, cache: MHACache) -> MHAGrads:
         ``x: (..., L, D)`` and ``params``: ``{"q", "k", "v", "o": DenseParams, "attn": dict}`` mirroring the
         parameters (``attn`` holds the kind's learnable parameters' gradients).
     """
+    namespace(dy, names=("dy",))
+    x, W = cache.o_cache
+    check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))                          # once: the cores trust it
+    return _mha_bwd(dy, cache)
+
+
+def _mha_bwd(dy, cache):
+    """Unchecked core of :func:`mha_bwd`."""
     c = cache
     xp = namespace(dy, names=("dy",))
-    go = dense_bwd(dy, c.o_cache)
+    go = _dense_bwd(dy, c.o_cache)
     doh = split_heads(go.x, c.n_heads, xp=xp)                                       # (..., H, L, d)
     if c.drop_cache is not None:
-        doh = dropout_bwd(doh, c.drop_cache).x                                      # (..., H, L, d)
+        doh = _dropout_bwd(doh, c.drop_cache, mask_grad=False).x                    # (..., H, L, d)
     dqh, dkh, dvh, dattn = ATTENTION_KINDS[c.kind].bwd(doh, c.attn_cache)
-    gq = dense_bwd(merge_heads(dqh, xp=xp), c.q_cache)
-    gk = dense_bwd(merge_heads(dkh, xp=xp), c.k_cache)
-    gv = dense_bwd(merge_heads(dvh, xp=xp), c.v_cache)
+    gq = _dense_bwd(merge_heads(dqh, xp=xp), c.q_cache)
+    gk = _dense_bwd(merge_heads(dkh, xp=xp), c.k_cache)
+    gv = _dense_bwd(merge_heads(dvh, xp=xp), c.v_cache)
     dx = gq.x + gk.x + gv.x                                                         # (..., L, D)
     grads = {"q": gq.params, "k": gk.params, "v": gv.params, "o": go.params, "attn": dattn}
     return MHAGrads(x=dx, params=grads)

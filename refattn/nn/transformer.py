@@ -33,20 +33,21 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from .._xp import device_of, namespace
-from ..layers.activations import gelu_bwd, gelu_fwd
-from ..layers.dense import dense_bwd, dense_fwd
-from ..layers.dropout import dropout_bwd, dropout_fwd
-from ..layers.embeddings import (patch_embedding_bwd, patch_embedding_fwd, position_embedding_bwd,
-                                 position_embedding_fwd, sinusoid_position_table, token_embedding_bwd,
-                                 token_embedding_fwd)
-from ..layers.layernorm import layernorm_bwd, layernorm_fwd
-from ..layers.losses import softmax_cross_entropy_bwd, softmax_cross_entropy_fwd
+from .._xp import check_finite, device_of, namespace
+from ..layers._check import check_dy
+from ..layers.activations import _gelu_bwd, _gelu_fwd
+from ..layers.dense import _dense, _dense_bwd
+from ..layers.dropout import _check_dropout, _dropout_bwd, _dropout_fwd
+from ..layers.embeddings import (_patch_embedding, _patch_embedding_bwd, _position_embedding,
+                                 _position_embedding_bwd, _token_embedding, _token_embedding_bwd,
+                                 sinusoid_position_table)
+from ..layers.layernorm import _layernorm, _layernorm_bwd
+from ..layers.losses import _softmax_cross_entropy_bwd, softmax_cross_entropy_fwd
 from ..tree import tree_map
-from ._boundary import check_tree, naming
+from ._boundary import check_trees, naming
 from .config import check_config
 from .kinds import ATTENTION_KINDS
-from .mha import mha_bwd, mha_fwd
+from .mha import _check_mha, _mha_bwd, _mha_fwd
 
 __all__ = ["TransformerGrads", "parameter_updates", "transformer", "transformer_fwd", "transformer_bwd",
            "transformer_loss_fwd", "transformer_loss_bwd", "loss_and_grads", "block_fwd", "block_bwd"]
@@ -62,11 +63,14 @@ class TransformerGrads(NamedTuple):
 
 # ---- one block ---------------------------------------------------------------------------------------------
 def _drop_fwd(x, mask):
-    return (x, None) if mask is None else dropout_fwd(x, mask)
+    if mask is None:
+        return x, None
+    _check_dropout(x, mask)                                                         # its shape (no data read)
+    return _dropout_fwd(x, mask)
 
 
 def _drop_bwd(dy, cache):
-    return dy if cache is None else dropout_bwd(dy, cache).x
+    return dy if cache is None else _dropout_bwd(dy, cache, mask_grad=False).x
 
 
 def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, shared=None, train=True):
@@ -105,28 +109,34 @@ def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, sha
     """
     masks = masks or {}
     shared = shared or {}
-    dt = check_tree("params", params, getattr(x, "dtype", None))                  # named leaf by leaf
-    check_tree("features", features, dt)
-    check_tree("shared", shared, dt)
+    check_trees(("params", params), ("features", features), ("shared", shared), ("x", x), ("masks", masks),
+                ("positions", positions), dtype=getattr(x, "dtype", None))     # once, named leaf by leaf
+    return _block_fwd(x, params, features, cfg=cfg, masks=masks, positions=positions, shared=shared,
+                      train=train)
+
+
+def _block_fwd(x, params, features, *, cfg, masks, positions, shared, train):
+    """Unchecked core of :func:`block_fwd`: the layers' structural checks where they are used, no value
+    checks (the caller checked the parameters, features, masks and inputs once)."""
     attn_params = params["attn"]
     if shared:
         attn_params = {**attn_params, "attn": {**attn_params.get("attn", {}), **shared}}
     with naming("params['ln1']"):
-        a, c_ln1 = layernorm_fwd(x, params["ln1"])                                  # (..., L, D)
+        a, c_ln1 = _layernorm(x, params["ln1"])                                     # (..., L, D)
     with naming("params['attn']"):
-        a, c_att = mha_fwd(a, attn_params, features, n_heads=cfg["n_heads"], attention=cfg["attention"],
-                           causal=cfg["causal"], dropout_mask=masks.get("attn"), positions=positions,
-                           train=train)
+        xp, att = _check_mha(a, attn_params, cfg["n_heads"], cfg["attention"], positions)
+        a, c_att = _mha_fwd(a, attn_params, features, n_heads=cfg["n_heads"], att=att, causal=cfg["causal"],
+                            dropout_mask=masks.get("attn"), positions=positions, train=train, xp=xp)
     a, c_da = _drop_fwd(a, masks.get("resid_attn"))                                # (..., L, D)
     h = x + a                                                                       # (..., L, D) residual
     with naming("params['ln2']"):
-        f, c_ln2 = layernorm_fwd(h, params["ln2"])                                  # (..., L, D)
+        f, c_ln2 = _layernorm(h, params["ln2"])                                     # (..., L, D)
     with naming("params['ff1']"):
-        f, c_ff1 = dense_fwd(f, params["ff1"])                                      # (..., L, d_ff)
-    f, c_act = gelu_fwd(f)                                                          # (..., L, d_ff)
+        f, c_ff1 = _dense(f, params["ff1"])                                         # (..., L, d_ff)
+    f, c_act = _gelu_fwd(f, xp=xp)                                                  # (..., L, d_ff)
     with naming("params['ff2']"):
-        f, c_ff2 = dense_fwd(f, params["ff2"])                                      # (..., L, D)
-    f, c_df = _drop_fwd(f, masks.get("resid_ff"))                                   # (..., L, D)
+        f, c_ff2 = _dense(f, params["ff2"])                                         # (..., L, D)
+    f, c_df = _drop_fwd(f, masks.get("resid_ff"))                                  # (..., L, D)
     return h + f, (c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df, tuple(shared))
 
 
@@ -149,14 +159,21 @@ def block_bwd(dy, cache):
     dshared : dict
         This layer's share of the shared attention parameters' gradients (``{}`` when none).
     """
+    x, W = cache[6]                                                                 # the last dense layer
+    check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))                          # once: the cores trust it
+    return _block_bwd(dy, cache)
+
+
+def _block_bwd(dy, cache):
+    """Unchecked core of :func:`block_bwd`."""
     c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df, shared_keys = cache
-    g_ff2 = dense_bwd(_drop_bwd(dy, c_df), c_ff2)
-    g_act = gelu_bwd(g_ff2.x, c_act)
-    g_ff1 = dense_bwd(g_act.x, c_ff1)
-    g_ln2 = layernorm_bwd(g_ff1.x, c_ln2)
+    g_ff2 = _dense_bwd(_drop_bwd(dy, c_df), c_ff2)
+    g_act = _gelu_bwd(g_ff2.x, c_act)
+    g_ff1 = _dense_bwd(g_act.x, c_ff1)
+    g_ln2 = _layernorm_bwd(g_ff1.x, c_ln2)
     dh = dy + g_ln2.x                                                               # (..., L, D) both paths
-    g_att = mha_bwd(_drop_bwd(dh, c_da), c_att)
-    g_ln1 = layernorm_bwd(g_att.x, c_ln1)
+    g_att = _mha_bwd(_drop_bwd(dh, c_da), c_att)
+    g_ln1 = _layernorm_bwd(g_att.x, c_ln1)
     dx = dh + g_ln1.x                                                               # (..., L, D)
     dattn = g_att.params
     dshared = {key: dattn["attn"][key] for key in shared_keys}
@@ -242,16 +259,17 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     if len(params.get("blocks", ())) != cfg["n_layers"]:
         raise ValueError(f"params['blocks']: expected {cfg['n_layers']} blocks (config['n_layers']); got "
                          f"{len(params.get('blocks', ()))}")
-    dt = check_tree("params", params)                                               # named leaf by leaf
-    check_tree("features", features, dt)
+    check_trees(("params", params), ("features", features), ("dropout", dropout),
+                ("positions", positions))                                          # once, one sync
     spec = "(..., L) token ids" if cfg["input"] == "tokens" else "(..., H, W, C) images"
     if getattr(inputs, "ndim", 0) < (1 if cfg["input"] == "tokens" else 3):
         raise ValueError(f"inputs: expected {spec}; got shape {tuple(getattr(inputs, 'shape', ()))}")
     with naming("inputs / params['embed']"):
         if cfg["input"] == "tokens":
-            h, c_emb = token_embedding_fwd(inputs, params["embed"])                 # (..., L, D)
+            h, c_emb = _token_embedding(inputs, params["embed"])                    # (..., L, D) ids' range
         else:
-            h, c_emb = patch_embedding_fwd(inputs, params["embed"], patch=cfg["patch"])  # (..., L, D)
+            check_finite("images", inputs, xp=namespace(inputs, names=("images",)))    # the input, once
+            h, c_emb = _patch_embedding(inputs, params["embed"], patch=cfg["patch"])  # (..., L, D)
     if h.shape[-1] != cfg["d_model"]:
         raise ValueError(f"params['embed']: expected width config['d_model'] = {cfg['d_model']}; got "
                          f"{h.shape[-1]}")
@@ -262,23 +280,23 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     c_pos = None
     if cfg["position"] == "learned":
         with naming("params['pos']"):
-            h, c_pos = position_embedding_fwd(h, params["pos"])                    # (..., L, D)
+            h, c_pos = _position_embedding(h, params["pos"])                        # (..., L, D)
     elif cfg["position"] == "sinusoid":
         table = sinusoid_position_table(L, cfg["d_model"], like=h)                 # fixed (L, D) table
-        h, c_pos = position_embedding_fwd(h, table)
+        h, c_pos = _position_embedding(h, table)
     c_blocks = []
     shared = params.get("shared", {}).get("attn", {})
     for i, (blk, f, mk) in enumerate(zip(params["blocks"], feats, masks, strict=True)):
         with naming(f"params['blocks'][{i}] / features[{i}]"):
-            h, cb = block_fwd(h, blk, f, cfg=cfg, masks=mk, positions=positions, shared=shared,
-                              train=train)                                          # (..., L, D)
+            h, cb = _block_fwd(h, blk, f, cfg=cfg, masks=mk or {}, positions=positions, shared=shared,
+                               train=train)                                         # (..., L, D)
         c_blocks.append(cb)
     with naming("params['ln_f']"):
-        h, c_lnf = layernorm_fwd(h, params["ln_f"])                                 # (..., L, D)
+        h, c_lnf = _layernorm(h, params["ln_f"])                                    # (..., L, D)
     if cfg["task"] == "classify":
         h = _readout_fwd(h, cfg["readout"], xp=xp)                                  # (..., D)
     with naming("params['head']"):
-        logits, c_head = dense_fwd(h, params["head"])                             # (..., n_out) / (..., L, V)
+        logits, c_head = _dense(h, params["head"])                                # (..., n_out) / (..., L, V)
     return logits, (cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head)
 
 
@@ -299,36 +317,44 @@ def transformer_bwd(dlogits, cache) -> TransformerGrads:
         ``"ln_f"``, ``"head"``, ``"shared"`` when present); ``inputs``: ``(..., H, W, C)`` for patch input,
         None for tokens.
     """
+    namespace(dlogits, names=("dlogits",))
+    x, W = cache[6]                                                                 # the head's dense cache
+    check_dy(dlogits, x, tuple(x.shape[:-1]) + (W.shape[1],), name="dlogits")    # once: the cores trust it
+    return _transformer_bwd(dlogits, cache)
+
+
+def _transformer_bwd(dlogits, cache) -> TransformerGrads:
+    """Unchecked core of :func:`transformer_bwd`."""
     cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head = cache
     xp = namespace(dlogits, names=("dlogits",))
     grads: dict = {}
-    g_head = dense_bwd(dlogits, c_head)
+    g_head = _dense_bwd(dlogits, c_head)
     grads["head"] = g_head.params
     dh = g_head.x
     if cfg["task"] == "classify":
         dh = _readout_bwd(dh, cfg["readout"], L, xp=xp)                             # (..., L, D)
-    g_lnf = layernorm_bwd(dh, c_lnf)
+    g_lnf = _layernorm_bwd(dh, c_lnf)
     grads["ln_f"] = g_lnf.params
     dh = g_lnf.x
     dblocks = [None] * len(c_blocks)
     dshared = None
     for i in range(len(c_blocks) - 1, -1, -1):
-        dh, dblocks[i], ds = block_bwd(dh, c_blocks[i])
+        dh, dblocks[i], ds = _block_bwd(dh, c_blocks[i])
         if ds:                                                                    # shared by every layer: sum
             dshared = ds if dshared is None else tree_map(lambda a, b: a + b, dshared, ds)
     grads["blocks"] = dblocks
     if dshared is not None:
         grads["shared"] = {"attn": dshared}
     if c_pos is not None:
-        g_pos = position_embedding_bwd(dh, c_pos)
+        g_pos = _position_embedding_bwd(dh, c_pos)
         if cfg["position"] == "learned":
             grads["pos"] = g_pos.table
         dh = g_pos.x
     dinputs = None
     if cfg["input"] == "tokens":
-        grads["embed"] = token_embedding_bwd(dh, c_emb).table
+        grads["embed"] = _token_embedding_bwd(dh, c_emb, xp=xp).table
     else:
-        g_emb = patch_embedding_bwd(dh, c_emb)
+        g_emb = _patch_embedding_bwd(dh, c_emb)
         grads["embed"], dinputs = g_emb.params, g_emb.images
     order = ["embed", "pos", "blocks", "ln_f", "head", "shared"]
     return TransformerGrads(params={k: grads[k] for k in order if k in grads}, inputs=dinputs)
@@ -469,8 +495,14 @@ def transformer_loss_bwd(dloss, cache) -> TransformerGrads:
     TransformerGrads
         As :func:`transformer_bwd`.
     """
+    check_dy(dloss, cache[1].p, (), name="dloss")                                # once: the cores trust it
+    return _transformer_loss_bwd(dloss, cache)
+
+
+def _transformer_loss_bwd(dloss, cache) -> TransformerGrads:
+    """Unchecked core of :func:`transformer_loss_bwd`."""
     c_model, c_loss = cache
-    return transformer_bwd(softmax_cross_entropy_bwd(dloss, c_loss).logits, c_model)
+    return _transformer_bwd(_softmax_cross_entropy_bwd(dloss, c_loss).logits, c_model)
 
 
 def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=None, positions=None,
@@ -506,4 +538,4 @@ def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=Non
     loss, cache = transformer_loss_fwd(params, inputs, labels, features, config=config, dropout=dropout,
                                        positions=positions, train=train)
     xp = namespace(loss, names=("loss",))
-    return loss, transformer_loss_bwd(xp.ones_like(loss), cache).params
+    return loss, _transformer_loss_bwd(xp.ones_like(loss), cache).params         # dloss = 1: not re-checked

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from ..._xp import device_of
-from ...attention.linear import linear_attention_bwd, linear_attention_fwd
+from ..._xp import check_shape, device_of, namespace
+from ...attention.linear import DEFAULT_CHUNK_SIZE
+from ...attention.linear import _bwd_core as _linear_bwd_core
+from ...attention.linear import _fwd_core as _linear_fwd_core
 from ...tree import tree_map
 
-__all__ = ["AttentionKind", "Draw", "no_draws", "projection", "linear_kind", "spectral_kind",
+__all__ = ["AttentionKind", "Draw", "no_draws", "projection", "linear_kind", "linear_core", "check_omega",
+           "spectral_kind",
            "grid_positions", "pos_dim", "token_positions",
            "COMMON_OPTIONS"]
 
@@ -78,17 +81,37 @@ def linear_kind(feat_fwd, feat_bwd):
     """Adapter pair for linear attention with a deterministic feature map (``elu``, ``relu``)."""
 
     def fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
-        phi_q, cq = feat_fwd(q)                                                     # (..., H, L, d)
-        phi_k, ck = feat_fwd(k)                                                     # (..., H, L, d)
-        o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal)                # (..., H, L, d)
+        xp = namespace(q)
+        phi_q, cq = feat_fwd(q, xp=xp)                                              # (..., H, L, d)
+        phi_k, ck = feat_fwd(k, xp=xp)                                              # (..., H, L, d)
+        o, ca = linear_core(phi_q, phi_k, v, causal=causal, xp=xp)                  # (..., H, L, d)
         return o, (cq, ck, ca)
 
     def bwd(do, cache):
         cq, ck, ca = cache
-        g = linear_attention_bwd(do, ca)
-        return feat_bwd(g.phi_q, cq).x, feat_bwd(g.phi_k, ck).x, g.v, {}
+        xp = namespace(do)
+        g = _linear_bwd_core(do, ca, xp=xp)
+        return feat_bwd(g.phi_q, cq, xp=xp).x, feat_bwd(g.phi_k, ck, xp=xp).x, g.v, {}
 
     return fwd, bwd
+
+
+def linear_core(phi_q, phi_k, v, *, causal, k_log_scale=None, on_nonpositive="raise", xp):
+    """:func:`refattn.attention.linear_attention_fwd` on features the model derived from checked arrays: its
+    unchecked core (the result checks stay: normaliser and output, one reduction each)."""
+    return _linear_fwd_core(phi_q, phi_k, v, causal, k_log_scale, DEFAULT_CHUNK_SIZE, on_nonpositive, xp=xp,
+                            inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": k_log_scale})
+
+
+def check_omega(x, omega):
+    """Structural checks of a kind's drawn projections ``omega: (m, d)`` against ``x: (..., L, d)``
+    (namespace, dtype, shape, m >= 1), as the feature maps make them: no data read (the model checked the
+    values once)."""
+    namespace(x, omega, names=("x", "omega"))
+    check_shape("omega", omega, "m, d", check_shape("x", x, "..., L, d"))
+    if omega.shape[0] < 1:
+        raise ValueError(f"omega: expected at least one projection row, shape (m, d) with m >= 1; "
+                         f"got {tuple(omega.shape)}")
 
 
 def _first(out: Any) -> Any:
@@ -96,7 +119,7 @@ def _first(out: Any) -> Any:
     return out[0] if isinstance(out, tuple) else out
 
 
-def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key):
+def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key, check=None):
     r"""Adapter pair for a learnable-spectrum map of the KL-Transformer (Chowdhury et al.): GMM, FastFood,
     generative.
 
@@ -107,30 +130,34 @@ def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key):
     ``args_of(attn_params, features, options, train) -> (args, kwargs)`` gives the map's arguments after
     ``x``; the map's gradients carry ``.x`` and ``.params``, returned under ``attn_params[key]``. A map that
     returns a new state beside its features (the generator's batch-norm statistics) has it kept as the cache's
-    last entry (``None`` otherwise).
+    last entry (``None`` otherwise). The maps given are the unchecked cores (the model checked its arrays
+    once); ``check(attn_params, features, options, q)``, if given, runs the value checks the model's tree
+    check cannot make (an integer permutation's, a variance's sign), once per forward rather than per map.
     """
 
     def fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
         scale = float(q.shape[-1]) ** -0.25
+        if check is not None:
+            check(attn_params, features, options, q)
         args, kw = args_of(attn_params, features, options, train)
         if options["features"] == "prf":
             outq, cq = stable_fwd(q * scale, *args, **kw)
             outk, ck = stable_fwd(k * scale, *args, **kw)
             phi_q, phi_k, k_ls = outq[0], outk[0], outk[1]                       # (..., H, L, M), (..., H, L)
             state = outk[2] if len(outk) > 2 else None                           # same noise: same new state
-            o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls)
+            o, ca = linear_core(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls, xp=namespace(v))
         else:
             outq, cq = rks_fwd(q * scale, *args, **kw)                              # (..., H, L, 2M)
             outk, ck = rks_fwd(k * scale, *args, **kw)
             phi_q, phi_k = _first(outq), _first(outk)
             state = outk[1] if isinstance(outk, tuple) else None
-            o, ca = linear_attention_fwd(phi_q, phi_k, v, causal=causal,
-                                         on_nonpositive=options["on_nonpositive"])
+            o, ca = linear_core(phi_q, phi_k, v, causal=causal, on_nonpositive=options["on_nonpositive"],
+                                xp=namespace(v))
         return o, (cq, ck, ca, scale, options["features"], state)
 
     def bwd(do, cache):
         cq, ck, ca, scale, feats, _ = cache
-        g = linear_attention_bwd(do, ca)
+        g = _linear_bwd_core(do, ca, xp=namespace(do))
         if feats == "prf":
             gq = stable_bwd((g.phi_q, None), cq)                                    # query log-scale dropped
             gk = stable_bwd((g.phi_k, g.k_log_scale), ck)

@@ -21,8 +21,9 @@ omega: **none** (the frequencies are the generator's output: their gradient flow
 
 from __future__ import annotations
 
-from ...features.generative import (generative_prf_features_stable_bwd, generative_prf_features_stable_fwd,
-                                    generative_rks_features_bwd, generative_rks_features_fwd)
+from ..._xp import namespace
+from ...features.generative import (_check_generator_state, _prf_stable_bwd_core, _prf_stable_core,
+                                    _rks_bwd_core, _rks_core)
 from .base import AttentionKind, Draw, spectral_kind
 
 __all__ = ["KIND", "running_updates"]
@@ -34,9 +35,17 @@ def _args(p, f, o, train):
     return (f["noise"], p["generator"], f["state"]), {"train": True}
 
 
+def _check(attn_params, features, options, q):
+    """The running variances' sign (beyond the model's finiteness check), once per forward."""
+    state = attn_params["bn_state"] if options["bn"] == "running" else features["state"]
+    _check_generator_state(state, xp=namespace(q))
+
+
+# the unchecked cores of generative_prf_features_stable_fwd/_bwd and generative_rks_features_fwd/_bwd
+# (issue 21: the model checked its parameters, features and inputs once)
 _spectral_fwd, _spectral_bwd = spectral_kind(
-    generative_prf_features_stable_fwd, generative_prf_features_stable_bwd, generative_rks_features_fwd,
-    generative_rks_features_bwd, _args, "generator")
+    _prf_stable_core, _prf_stable_bwd_core, _rks_core, _rks_bwd_core, _args, "generator",
+    check=_check)
 
 
 def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):

@@ -12,14 +12,15 @@ omega: **none** (the frequencies are ``mu + S noise``: their gradient flows to t
 
 from __future__ import annotations
 
-from ...features.gmm import (gmm_prf_features_stable_bwd, gmm_prf_features_stable_fwd, gmm_rks_features_bwd,
-                             gmm_rks_features_fwd)
+from ...features.gmm import _prf_stable_bwd_core, _prf_stable_core, _rks_bwd_core, _rks_core
 from .base import AttentionKind, Draw, spectral_kind
 
 __all__ = ["KIND"]
 
-_fwd, _bwd = spectral_kind(gmm_prf_features_stable_fwd, gmm_prf_features_stable_bwd, gmm_rks_features_fwd,
-                           gmm_rks_features_bwd, lambda p, f, o, t: ((f["noise"], p["gmm"]), {}), "gmm")
+# the unchecked cores of gmm_prf_features_stable_fwd/_bwd and gmm_rks_features_fwd/_bwd: the model checked its
+# parameters, features and inputs once (issue 21)
+_fwd, _bwd = spectral_kind(_prf_stable_core, _prf_stable_bwd_core, _rks_core, _rks_bwd_core,
+                           lambda p, f, o, t: ((f["noise"], p["gmm"]), {}), "gmm")
 
 
 def _params(att, *, d_head, n_heads):

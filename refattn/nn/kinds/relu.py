@@ -5,12 +5,12 @@ No options, nothing drawn, no learnable parameters; omega: none.
 
 from __future__ import annotations
 
-from ...features.deterministic import relu_features_bwd, relu_features_fwd
+from ...features.deterministic import _relu_bwd, _relu_fwd
 from .base import AttentionKind, linear_kind, no_draws
 
 __all__ = ["KIND"]
 
-_fwd, _bwd = linear_kind(relu_features_fwd, relu_features_bwd)
+_fwd, _bwd = linear_kind(_relu_fwd, _relu_bwd)                # unchecked cores
 
 KIND = AttentionKind("relu", _fwd, _bwd, options={}, choices={}, params=no_draws, features=no_draws,
                      omega="none")

@@ -12,14 +12,15 @@ grid (A = 2: one rotation block per axis and lengthscale, so the positional logi
 ``pos_dim=A`` with the model's ``positions: (L, A)`` input takes any coordinates.
 
 omega: **redrawn** (never learned), so its gradient is not computed
-(``refattn.rpe.s1_rotation.s1_attention_bwd(..., omega_grad=False)``).
+(``refattn.rpe.s1_rotation.s1_attention_bwd(..., omega_grad=False)``; the kind runs its unchecked core, the
+model having checked every array once).
 """
 
 from __future__ import annotations
 
 from ..._xp import namespace
 from ...attention.favor import FAVOR_FEATURES
-from ...rpe.s1_rotation import s1_attention_bwd, s1_attention_fwd
+from ...rpe.s1_rotation import _attention_bwd_core, _attention_core, _check_params, _positions_core
 from .base import AttentionKind, Draw, pos_dim, projection, token_positions
 
 __all__ = ["KIND"]
@@ -29,14 +30,16 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
     xp = namespace(q)
     omega = None if options["features"] is None else features["omega"]
     pos = token_positions(positions, q.shape[-2], options, q, xp=xp, kind="s1")       # (L, A)
-    if pos.shape[-1] == 1:
-        pos = pos[:, 0]                                                             # (L,) scalar positions
-    return s1_attention_fwd(q, k, v, pos, attn_params["s1"], omega=omega, causal=causal,
-                            features=options["features"] or "positive")
+    params = attn_params["s1"]
+    _check_params(params)
+    pos = _positions_core(pos, params.freqs.shape[-2], params.freqs, xp=xp)         # (L, A), no data read
+    # the unchecked core: q, k, v, the parameters and the positions were checked once by the model
+    return _attention_core(q, k, v, pos, params, omega=omega, causal=causal,
+                           features=options["features"] or "positive", xp=xp)
 
 
 def _bwd(do, cache):
-    g = s1_attention_bwd(do, cache, omega_grad=False)                              # omega drawn: not computed
+    g = _attention_bwd_core(do, cache, omega_grad=False)                           # omega drawn: not computed
     return g.q, g.k, g.v, {"s1": g.params}
 
 

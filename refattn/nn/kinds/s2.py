@@ -10,7 +10,8 @@ distances on the grid, R = k + 1).
 
 omega: **redrawn** (FAVOR+ only; never learned). The content heads' backward skips its gradient
 (``favor_attention_bwd(..., omega_grad=False)``), and so does the positional heads'
-(``refattn.rpe.s2_clipped.s2_attention_bwd(..., omega_grad=False)``).
+(``refattn.rpe.s2_clipped.s2_attention_bwd(..., omega_grad=False)``). The model checked every array once:
+the heads run the unchecked cores of S2 and softmax attention (FAVOR+ checks only its result).
 """
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ import math
 
 from ..._xp import namespace
 from ...attention.favor import favor_attention_bwd, favor_attention_fwd
-from ...attention.softmax import SoftmaxAttentionCache, softmax_attention_bwd, softmax_attention_fwd
-from ...rpe.s2_clipped import s2_attention_bwd, s2_attention_fwd
+from ...attention.softmax import DEFAULT_BLOCK_ELEMENTS, SoftmaxAttentionCache
+from ...attention.softmax import _bwd_core as _softmax_bwd_core
+from ...attention.softmax import _fwd_core as _softmax_fwd_core
+from ...rpe.s2_clipped import _bwd_core as _s2_bwd_core
+from ...rpe.s2_clipped import _check as _s2_check
+from ...rpe.s2_clipped import _fwd_core as _s2_fwd_core
 from .base import AttentionKind, Draw, projection
 
 __all__ = ["KIND", "content_heads"]
@@ -62,28 +67,30 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
                          f"{q.shape[-1]}) for {H} heads with {nc} content heads; got {tuple(w.shape)}")
     omega = None if options["features"] is None else features["omega"]
     grid = None if options["grid"] is None else tuple(options["grid"])
-    yp, cp = s2_attention_fwd(q[..., nc:, :, :], v[..., nc:, :, :], w, k=options["clip"], grid=grid,
-                              omega=omega)                                          # (..., H - C, L, d)
+    qp, vp = q[..., nc:, :, :], v[..., nc:, :, :]                                   # positional heads
+    _, clip, grid = _s2_check(qp, vp, w, omega, options["clip"], grid)              # no data read
+    yp, cp = _s2_fwd_core(qp, vp, w, clip, grid, omega, xp=xp)                      # (..., H - C, L, d)
     if nc == 0:
         return yp, (cp, None, k, nc)
     qc, kc, vc = q[..., :nc, :, :], k[..., :nc, :, :], v[..., :nc, :, :]            # (..., C, L, d)
     if omega is None:
-        yc, cc = softmax_attention_fwd(qc, kc, vc)
+        yc, cc = _softmax_fwd_core(qc, kc, vc, None, False, float(qc.shape[-1] ** -0.5), False,
+                                   DEFAULT_BLOCK_ELEMENTS, xp=xp)
     else:
-        yc, cc = favor_attention_fwd(qc, kc, vc, omega, features="positive")
+        yc, cc = favor_attention_fwd(qc, kc, vc, omega, features="positive")          # checks its result only
     return xp.concat([yc, yp], axis=-3), (cp, cc, k, nc)                              # (..., H, L, d)
 
 
 def _bwd(do, cache):
     cp, cc, k, nc = cache
     xp = namespace(do)
-    gp = s2_attention_bwd(do[..., nc:, :, :], cp, omega_grad=False)                # omega drawn: not computed
+    gp = _s2_bwd_core(do[..., nc:, :, :], cp, omega_grad=False, xp=xp)            # omega drawn: not computed
     dk_pos = xp.zeros_like(k[..., nc:, :, :])                                      # positional heads: no keys
     if cc is None:
         return gp.q, dk_pos, gp.v, {"w": gp.w}
     do_c = do[..., :nc, :, :]
     if isinstance(cc, SoftmaxAttentionCache):
-        gc = softmax_attention_bwd(do_c, cc)
+        gc = _softmax_bwd_core(do_c, cc, xp=xp)
     else:
         gc = favor_attention_bwd(do_c, cc, omega_grad=False)                       # omega drawn: not computed
 

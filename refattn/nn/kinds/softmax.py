@@ -6,18 +6,21 @@ No options, nothing drawn, no learnable parameters; omega: none.
 
 from __future__ import annotations
 
-from ...attention.softmax import softmax_attention_bwd, softmax_attention_fwd
+from ..._xp import namespace
+from ...attention.softmax import DEFAULT_BLOCK_ELEMENTS, _bwd_core, _fwd_core
 from .base import AttentionKind, no_draws
 
 __all__ = ["KIND"]
 
 
 def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
-    return softmax_attention_fwd(q, k, v, causal=causal)
+    # the unchecked core: q, k, v are projections of the model's checked input (validate once, issue 21)
+    return _fwd_core(q, k, v, None, causal, float(q.shape[-1] ** -0.5), False, DEFAULT_BLOCK_ELEMENTS,
+                     xp=namespace(q))
 
 
 def _bwd(do, cache):
-    g = softmax_attention_bwd(do, cache)
+    g = _bwd_core(do, cache, xp=namespace(do))
     return g.q, g.k, g.v, {}
 
 

@@ -6,17 +6,20 @@ Options: ``feature_map`` in {"elu", "positive"}, ``m``, ``draw``, ``max_len`` (f
 ``t = -(max_len-1)..(max_len-1)`` per head (zeros at initialisation: ``exp(0) = 1``, no RPE at the start).
 Drawn (``feature_map="positive"``): ``omega: (m, d)``.
 
-omega: **redrawn** (never learned): its gradient is not computed (``positive_features_bwd(...,
-omega_grad=False)``).
+omega: **redrawn** (never learned): its gradient is not computed (the core of ``positive_features_bwd(...,
+omega_grad=False)``). The model checked every array once: this kind runs the maps' and the Toeplitz
+attention's unchecked cores.
 """
 
 from __future__ import annotations
 
 from ..._xp import device_of, namespace
-from ...features.deterministic import elu_features_bwd, elu_features_fwd
-from ...features.positive import positive_features_bwd, positive_features_fwd
-from ...rpe.toeplitz import toeplitz_attention_bwd, toeplitz_attention_fwd
-from .base import AttentionKind, Draw, projection
+from ...features.deterministic import _elu_bwd, _elu_fwd
+from ...features.positive import _raw_bwd_core, _raw_core
+from ...rpe.toeplitz import DEFAULT_CHUNK_ELEMENTS
+from ...rpe.toeplitz import _bwd_core as _toeplitz_bwd_core
+from ...rpe.toeplitz import _fwd_core as _toeplitz_fwd_core
+from .base import AttentionKind, Draw, check_omega, projection
 
 __all__ = ["KIND"]
 
@@ -31,10 +34,10 @@ def _window(log_coeffs, L, *, xp):
     return log_coeffs[..., L_max - L:L_max + L - 1]
 
 
-def _feature(x, features, options):
+def _feature(x, features, options, *, xp):
     if options["feature_map"] == "elu":
-        return elu_features_fwd(x)
-    return positive_features_fwd(x * float(x.shape[-1]) ** -0.25, features["omega"])
+        return _elu_fwd(x, xp=xp)
+    return _raw_core(x * float(x.shape[-1]) ** -0.25, features["omega"], 0.5, xp=xp)   # positive_features_fwd
 
 
 def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
@@ -42,26 +45,32 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
     L = q.shape[-2]
     b = attn_params["log_coeffs"]                                                    # (H, 2 L_max - 1)
     coeffs = xp.exp(_window(b, L, xp=xp))                                            # (H, 2L - 1) = exp(N)
-    phi_q, cq = _feature(q, features, options)                                       # (..., H, L, m)
-    phi_k, ck = _feature(k, features, options)
-    y, ca = toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, causal=causal)
+    if b.ndim != 2 or b.shape[0] not in (1, q.shape[-3]):
+        raise ValueError(f"attn_params['log_coeffs']: expected shape (H, 2 max_len - 1) with H = "
+                         f"{q.shape[-3]} heads; got {tuple(b.shape)}")
+    if options["feature_map"] != "elu":
+        check_omega(q, features["omega"])                                            # its shape: no data read
+    phi_q, cq = _feature(q, features, options, xp=xp)                                # (..., H, L, m)
+    phi_k, ck = _feature(k, features, options, xp=xp)
+    y, ca = _toeplitz_fwd_core(phi_q, phi_k, v, coeffs, causal, DEFAULT_CHUNK_ELEMENTS, "raise", None,
+                               xp=xp)                                               # unchecked core
     return y, (cq, ck, ca, coeffs, tuple(b.shape), options["feature_map"], float(q.shape[-1]) ** -0.25)
 
 
 def _bwd(do, cache):
     cq, ck, ca, coeffs, b_shape, fmap, scale = cache
     xp = namespace(do)
-    g = toeplitz_attention_bwd(do, ca)
+    g = _toeplitz_bwd_core(do, ca, xp=xp)
     dwin = g.coeffs * coeffs                                                         # d exp(b) = exp(b) db
     L_max, L = (b_shape[-1] + 1) // 2, (coeffs.shape[-1] + 1) // 2
     if L < L_max:
         pad = xp.zeros(b_shape[:-1] + (L_max - L,), dtype=do.dtype, device=device_of(do))
         dwin = xp.concat([pad, dwin, pad], axis=-1)                                  # (H, 2 L_max - 1)
     if fmap == "elu":
-        dq, dk = elu_features_bwd(g.phi_q, cq).x, elu_features_bwd(g.phi_k, ck).x
+        dq, dk = _elu_bwd(g.phi_q, cq, xp=xp).x, _elu_bwd(g.phi_k, ck, xp=xp).x
     else:
-        dq = positive_features_bwd(g.phi_q, cq, omega_grad=False).x * scale        # omega drawn: no gradient
-        dk = positive_features_bwd(g.phi_k, ck, omega_grad=False).x * scale
+        dq = _raw_bwd_core(g.phi_q, cq, False, xp=xp).x * scale                     # omega drawn: no gradient
+        dk = _raw_bwd_core(g.phi_k, ck, False, xp=xp).x * scale
     return dq, dk, g.v, {"log_coeffs": dwin}
 
 
