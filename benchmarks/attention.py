@@ -179,12 +179,16 @@ def frames_section(args, H, d, m, d_v, repeat):
         for name, (pq, pk, s) in cases.items():
             _, c = linear_attention_fwd(pq, pk, v, causal=True, k_log_scale=s)
             c2 = c._replace(states=None)  # the two-sweep backward (before)
-            tf, tb, tb2 = interleaved_min([
+            c3 = c._replace(states=c.states._replace(intra=None))   # kept states, intra weights recomputed
+            tf, tb, tb2, tb3 = interleaved_min([
                 lambda: linear_attention_fwd(pq, pk, v, causal=True, k_log_scale=s),
-                lambda: linear_attention_bwd(dy, c), lambda: linear_attention_bwd(dy, c2)], repeat=repeat)
-            kept = sum(a.size for a in c.states) / pq.size                    # kept states, in units of L m
-            print(f"{name:32s} backward from kept states {1e3 * tb:9.2f} ms, two sweeps {1e3 * tb2:9.2f} ms: "
-                  f"bwd/fwd {tb / tf:5.2f} (two sweeps {tb2 / tf:5.2f}); kept states {kept:.2f} L m elements")
+                lambda: linear_attention_bwd(dy, c), lambda: linear_attention_bwd(dy, c2),
+                lambda: linear_attention_bwd(dy, c3)], repeat=repeat)
+            states, intra = c.states                                          # kept states, in units of L m
+            kept = (sum(a.size for a in states) + sum(a.size for a in intra or () if a is not None)) / pq.size
+            print(f"{name:32s} backward from kept states {1e3 * tb:9.2f} ms, without the kept intra-chunk "
+                  f"weights {1e3 * tb3:9.2f} ms, two sweeps {1e3 * tb2:9.2f} ms: bwd/fwd {tb / tf:5.2f} "
+                  f"(without intra {tb3 / tf:5.2f}, two sweeps {tb2 / tf:5.2f}); kept {kept:.2f} L m")
             t[name] = (tf, tb)
         if dt_name == "float32":                                              # slow: one float32 run
             limit = _causal.SPREAD_LIMIT

@@ -33,6 +33,8 @@ chunk.
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import array_api_compat
 
 from .. import _dispatch
@@ -88,15 +90,49 @@ def state_stride(chunk_size, d1):
     return max(1, -(-d1 // (2 * chunk_size)))
 
 
+class KeptStates(NamedTuple):
+    """What a causal reference forward keeps for its one-sweep backward (issue 27 item 1).
+
+    ``states``: the state before chunks 0, stride, 2 stride, ..., each ``(..., m, d_v + 1)``. ``intra``: per
+    chunk, its masked intra-chunk weights ``(..., c, c)`` (``tril(A)``, ``tril(A) * E`` with row scales, the
+    chunk-frame ``tril(Qc Kc^T)`` with frames; None for a chunk on the frames' exact path), or None when
+    keeping them would take the kept elements past ``2 L m`` (:func:`_keep_intra`); the backward then
+    recomputes them.
+    """
+
+    states: tuple
+    intra: Any
+
+
+def _kept_states(kept, intra):
+    """The :class:`KeptStates` of a forward's lists (None when it kept nothing)."""
+    return None if kept is None else KeptStates(tuple(kept), None if intra is None else tuple(intra))
+
+
+def _keep_intra(L, m, d1, chunk_size, stride):
+    """Whether the intra-chunk weights (``L C`` elements per batch index) fit beside the kept states
+    (``ceil(n / stride) m d1``) within ``2 L m``."""
+    n = -(-L // chunk_size)
+    return -(-n // stride) * m * d1 + L * min(chunk_size, L) <= 2 * L * m
+
+
+def _tril_masks(L, chunk_size, *, xp, device):
+    """``{c: (c, c) j <= i mask}`` for the full chunk length and the last (partial) chunk's."""
+    return {c: _tril_mask(c, xp=xp, device=device) for c in {min(chunk_size, L), L - (L - 1) // chunk_size
+                                                              * chunk_size}}
+
+
 def _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
-    """:func:`_causal_fwd_reference`, also returning the states before chunks 0, stride, 2 stride, ... (a
-    tuple
-    of ``(..., m, d_v + 1)`` arrays; ``None`` when `stride` is None) for :func:`_causal_bwd_stored`."""
+    """:func:`_causal_fwd_reference`, also returning what its one-sweep backward :func:`_causal_bwd_stored`
+    needs: a :class:`KeptStates` (the states before chunks 0, stride, 2 stride, ... and, within the memory
+    bound, every chunk's masked intra-chunk weights), or ``None`` when `stride` is None."""
     xp = namespace(phi_q, phi_k, v_aug)
     kept = [] if stride else None
     L, m = phi_q.shape[-2], phi_q.shape[-1]
+    intra = [] if stride and _keep_intra(L, m, v_aug.shape[-1], chunk_size, stride) else None
     batch = tuple(phi_q.shape[:-2])
     dev = device_of(phi_q)
+    masks = _tril_masks(L, chunk_size, xp=xp, device=dev) if L else {}
     S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)   # (..., m, d_v + 1) state
     Mp = xp.full(batch, -float("inf"), dtype=phi_q.dtype, device=dev) if s is not None else None
     # outputs are written chunk by chunk into preallocated arrays (concatenating hundreds of chunks along the
@@ -108,7 +144,7 @@ def _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
             kept.append(S)                                                        # state before this chunk
         b = min(L, a + chunk_size)
         pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
-        tril = _tril_mask(b - a, xp=xp, device=dev)
+        tril = masks[b - a]
         A = pq @ xp.matrix_transpose(pk)  # (..., c, c) phi_q_i . phi_k_j
         if s is None:
             A = xp.where(tril, A, xp.zeros_like(A))
@@ -118,28 +154,35 @@ def _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
             s_c = s[..., a:b]                                                     # (..., c)
             Mi, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
             inter = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1) * (pq @ S)
-            numer[..., a:b, :] = (A * E) @ ua + inter                             # (..., c, d_v + 1)
+            A = A * E
+            numer[..., a:b, :] = A @ ua + inter                                   # (..., c, d_v + 1)
             Mn = Mi[..., -1]                                                      # (...,) max over the prefix
             w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mn, axis=-1)), axis=-1)  # (..., c, 1)
             S = _bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
             Mp = Mn
             M[..., a:b] = Mi
-    return numer, M, (None if kept is None else tuple(kept))
+        if intra is not None:
+            intra.append(A)                                                       # masked weights (..., c, c)
+    return numer, M, _kept_states(kept, intra)
 
 
-def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, states, stride):
-    """Backward of :func:`_causal_fwd_states` from its kept states: one reverse sweep.
+def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, kept, stride):
+    """Backward of :func:`_causal_fwd_states` from what it kept (a :class:`KeptStates`): one reverse sweep.
 
     The states before the chunks of a block of `stride` chunks are recomputed from the block's kept state (one
     state update per chunk, ``stride - 1`` per block), then the block's chunks are processed in reverse: the
     intra-chunk terms, ``dphi_q``'s inter-chunk term from the state, and the reverse-accumulated cotangent
     ``G``
     for ``dphi_k`` and ``dv_aug`` (as in :func:`_causal_bwd_reference`, which recomputes every state in a
-    separate forward sweep). Memory beyond the outputs: the kept states and `stride` states of a block.
+    separate forward sweep). The chunks' masked intra-chunk weights are the forward's when it kept them (one
+    ``(c, m) x (m, c)`` product and, with row scales, ``c^2`` exponentials per chunk saved). Memory beyond
+    the outputs: the kept states and `stride` states of a block.
     """
     xp = namespace(g, phi_q, phi_k, v_aug)
+    states, intra = kept
     L = phi_q.shape[-2]
     dev = device_of(phi_q)
+    masks = _tril_masks(L, chunk_size, xp=xp, device=dev) if L else {}
     starts = list(range(0, L, chunk_size))
     n = len(starts)
     dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
@@ -170,12 +213,14 @@ def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, states, stride)
             b = min(L, a + chunk_size)
             S = block[idx - blk]
             pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
-            tril = _tril_mask(b - a, xp=xp, device=dev)
-            A = pq @ xp.matrix_transpose(pk)                                      # (..., c, c)
+            tril = masks[b - a]
+            AE = None if intra is None else intra[idx]                           # (..., c, c) masked weights
             Bm = gc @ xp.matrix_transpose(ua)                                     # (..., c, c) g_i . v_aug_j
             if s is None:
-                zero = xp.zeros_like(A)
-                AE, Bm = xp.where(tril, A, zero), xp.where(tril, Bm, zero)
+                zero = xp.zeros_like(Bm)
+                if AE is None:
+                    AE = xp.where(tril, pq @ xp.matrix_transpose(pk), zero)
+                Bm = xp.where(tril, Bm, zero)
                 dphi_q[..., a:b, :] = Bm @ pk + gc @ xp.matrix_transpose(S)      # (..., c, m)
                 dk = xp.matrix_transpose(Bm) @ pq                                 # (..., c, m)
                 dv = xp.matrix_transpose(AE) @ gc                                 # (..., c, d_v + 1)
@@ -187,7 +232,9 @@ def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, states, stride)
                 s_c, Mi = s[..., a:b], M[..., a:b]
                 Mp = prev_max(a)
                 _, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
-                AE, Bm = A * E, Bm * E
+                if AE is None:
+                    AE = (pq @ xp.matrix_transpose(pk)) * E
+                Bm = Bm * E
                 rq = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1)   # (..., c, 1) <= 1
                 dphi_q[..., a:b, :] = Bm @ pk + rq * (gc @ xp.matrix_transpose(S))
                 dk = xp.matrix_transpose(Bm) @ pq
@@ -377,12 +424,14 @@ def _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
 
     Parameters: ``phi_q, phi_k: (..., L, m)``, ``v_aug: (..., L, d_v + 1)``, ``s: (..., L, m)``,
     ``chunk_size: int``, ``stride``: keep the state before every stride-th chunk (None: keep none). Returns
-    ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser) and the kept states (a tuple, or None).
+    ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser) and a :class:`KeptStates` (or None).
     Extra memory O(L d_v + m d_v + C m), plus O(C^2 m) in a chunk that takes the exact path.
     """
     xp = namespace(phi_q, phi_k, v_aug, s)
     kept = [] if stride else None
-    m = phi_q.shape[-1]
+    L, m = phi_q.shape[-2], phi_q.shape[-1]
+    intra = [] if stride and _keep_intra(L, m, v_aug.shape[-1], chunk_size, stride) else None
+    masks = _tril_masks(L, chunk_size, xp=xp, device=device_of(phi_q)) if L else {}
     batch = tuple(phi_q.shape[:-2])
     dev = device_of(phi_q)
     S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)  # (..., m, d_v + 1) frame Pprev
@@ -393,30 +442,36 @@ def _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
             kept.append(S)                                                        # frame s[a - 1]
         b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
         pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
-        tril = _tril_mask(b - a, xp=xp, device=dev)
+        tril = masks[b - a]
         if ok:
             Qc = pq * xp.exp(E_end - sc)  # (..., c, m) <= e^SPREAD_LIMIT
             A = Qc @ xp.matrix_transpose(Kc)                                      # (..., c, c)
-            numer_c = xp.where(tril, A, xp.zeros_like(A)) @ ua                    # (..., c, d_v + 1) intra
+            A = xp.where(tril, A, xp.zeros_like(A))
+            numer_c = A @ ua                                                      # (..., c, d_v + 1) intra
             if decay is not None:
                 S = decay * S                                                     # frame E_end
                 numer_c = numer_c + Qc @ S                                        # inter
         else:
+            A = None                                                              # exact path: not kept
             numer_c = _exact_weights(pq, pk, sc, xp=xp, tril=tril) @ ua           # (..., c, d_v + 1) intra
             if decay is not None:  # each query in its own frame
                 numer_c = numer_c + (pq * xp.exp(Pprev - sc)) @ S                 # (..., c, m) factors <= 1
                 S = decay * S
         numer[..., a:b, :] = numer_c
         S = S + xp.matrix_transpose(Kc) @ ua  # (..., m, d_v + 1) frame E_end
-    return numer, (None if kept is None else tuple(kept))
+        if intra is not None:
+            intra.append(A)
+    return numer, _kept_states(kept, intra)
 
 
-def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, states, stride):
-    """Backward of :func:`_causal_frames_fwd_states` from its kept states: one reverse sweep, the states
-    inside a block of `stride` chunks recomputed from the block's kept state (see
-    :func:`_causal_bwd_stored`)."""
+def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, kept, stride):
+    """Backward of :func:`_causal_frames_fwd_states` from what it kept (a :class:`KeptStates`): one reverse
+    sweep, the states inside a block of `stride` chunks recomputed from the block's kept state, the
+    chunk-frame weights ``tril(Qc Kc^T)`` the forward's when kept (see :func:`_causal_bwd_stored`)."""
     xp = namespace(g, phi_q, phi_k, v_aug, s)
+    states, intra = kept
     dev = device_of(phi_q)
+    masks = _tril_masks(phi_q.shape[-2], chunk_size, xp=xp, device=dev) if phi_q.shape[-2] else {}
     starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
     n = len(starts)
     dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
@@ -436,7 +491,7 @@ def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, states, str
             b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
             S = block[idx - blk]                                                  # frame Pprev
             pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
-            tril = _tril_mask(b - a, xp=xp, device=dev)
+            tril = masks[b - a]
             Bm = gc @ xp.matrix_transpose(ua)                                     # (..., c, c) g_i . v_aug_j
             Bm = xp.where(tril, Bm, xp.zeros_like(Bm))
             dKc = ua @ xp.matrix_transpose(G)                                     # (..., c, m) via the state
@@ -448,8 +503,10 @@ def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, states, str
                 if decay is not None:
                     dQc = dQc + gc @ xp.matrix_transpose(decay * S)
                 dphi_q[..., a:b, :] = dQc * up
-                A = Qc @ xp.matrix_transpose(Kc)
-                A = xp.where(tril, A, xp.zeros_like(A))                           # (..., c, c)
+                A = None if intra is None else intra[idx]
+                if A is None:
+                    A = Qc @ xp.matrix_transpose(Kc)
+                    A = xp.where(tril, A, xp.zeros_like(A))                       # (..., c, c)
                 dKc = dKc + xp.matrix_transpose(Bm) @ Qc
                 dua = dua + xp.matrix_transpose(A) @ gc
                 dphi_k[..., a:b, :] = dKc * xp.exp(sc - E_end)

@@ -204,8 +204,11 @@ def test_kept_states_backward_equals_two_sweep_reference(rng, scale, chunk_size,
         s[..., L // 2:, 0] += 50.0                                   # a chunk on the exact path
     y, cache = linear_attention_fwd(phi_q, phi_k, v, causal=True, k_log_scale=s, chunk_size=chunk_size)
     assert cache.states is not None
-    kept = sum(a.size for a in cache.states)
-    assert kept <= 2 * phi_q.size + cache.stride * cache.states[0].size
+    states, intra = cache.states
+    kept = sum(a.size for a in states) + sum(a.size for a in intra or () if a is not None)
+    assert kept <= 2 * phi_q.size + cache.stride * states[0].size
+    if intra is not None:                                            # the forward's masked weights, reused
+        assert len(intra) == -(-L // chunk_size)
     g1 = linear_attention_bwd(dy, cache)
     g0 = linear_attention_bwd(dy, cache._replace(states=None))
     for name in ("phi_q", "phi_k", "v", "k_log_scale"):
