@@ -73,7 +73,8 @@ class LinearAttentionCache(NamedTuple):
     y: Array            # (..., L, d_v) output
     causal: bool
     chunk_size: int
-    # causal, reference forward: states before every stride-th chunk, each (..., m, d_v + 1)
+    # causal, reference forward: a _causal.KeptStates (states before every stride-th chunk, each
+    # (..., m, d_v + 1), and the chunks' masked intra-chunk weights when they fit the memory bound)
     states: Any = None
     stride: int = None  # state_stride(C, d_v + 1): the kept states hold <= about 2 L m elements
 
