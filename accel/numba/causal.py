@@ -49,6 +49,7 @@ different block changes only the rounding.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -72,7 +73,7 @@ SUPPORTED = {
 }
 
 #: Rows per chunk of the time-blocked scan (any value gives the same result up to rounding).
-TIME_BLOCK = 64
+TIME_BLOCK = 32
 
 #: Largest spread of the frames inside a chunk for which the chunk's end frame is used (the reference's
 #: ``refattn.attention._causal.SPREAD_LIMIT``); a larger spread takes the exact path.
@@ -111,22 +112,21 @@ def _tril(A):  # pragma: no cover - compiled
 
 @njit(cache=True, fastmath=FASTMATH)
 def _frames_scan(sf, a, e, moved):  # pragma: no cover - compiled
-    """One pass over the chunk's frames ``sf[a:e]: (c, m)``: ``moved[f] = 1`` where some row's frame differs
-    from the chunk-end frame E (0 elsewhere); returns ``max |s_if - E_f|`` (the spread; for prefix maxima
-    ``max_f (E_f - s_af)``). Any frames are handled, not only nondecreasing ones (a finite-difference check
-    perturbs them)."""
+    """One pass over the chunk's frames ``sf[a:e]: (c, m)``: ``moved[f] = max_i |s_if - E_f|`` (0 where the
+    column's frame does not move inside the chunk; E the chunk-end frame); returns the spread
+    ``max_f moved[f]`` (for prefix maxima ``max_f (E_f - s_af)``). Any frames are handled, not only
+    nondecreasing ones (a finite-difference check perturbs them). A max-reduction per column: vectorised."""
     m = sf.shape[1]
     se = sf[e - 1]
     for f in range(m):
         moved[f] = 0
-    sp = sf.dtype.type(0)
     for i in range(a, e - 1):
         si = sf[i]
         for f in range(m):
-            d = abs(si[f] - se[f])
-            sp = max(sp, d)
-            if d != 0:
-                moved[f] = 1
+            moved[f] = max(moved[f], abs(si[f] - se[f]))
+    sp = sf.dtype.type(0)
+    for f in range(m):
+        sp = max(sp, moved[f])
     return sp
 
 
@@ -147,7 +147,7 @@ def _frames_operands(pq, pk, sf, a, qb, kb, moved, limit):  # pragma: no cover -
         _copy(qb, pq)
     se = sf[e - 1]
     for f in range(m):
-        if moved[f]:
+        if moved[f] != 0:
             E = se[f]
             for i in range(c):
                 x = sf[a + i, f] - E                                     # <= 0 for prefix maxima
@@ -210,7 +210,7 @@ def _scale_out(X, mode, sf, s, M, a, sign, moved):  # pragma: no cover - compile
     if mode == 2:
         se = sf[a + c - 1]
         for f in range(m):
-            if moved[f]:
+            if moved[f] != 0:
                 E = se[f]
                 for i in range(c):
                     x = sf[a + i, f] - E
@@ -456,6 +456,29 @@ def _bwd_kernel(g, phi_q, phi_k, v_aug, mode, sf, s, M, dq, dk, dv, state, qbuf,
 
 # ---------------------------------------------------------------------------------------------- wrappers
 
+_BLAS_CONTROLLER: list = []           # [threadpoolctl.ThreadpoolController or None], built on first use
+
+
+def _one_blas_thread():
+    """A context that limits BLAS to one thread while a parallel kernel runs (``prange`` over batch x heads,
+    each numba thread calling BLAS on small blocks: a multi-threaded BLAS inside would oversubscribe the
+    cores; measured 5x slower with 2 numba and 2 BLAS threads on 2 cores). A no-op with one numba thread, or
+    without ``threadpoolctl`` (then set ``OPENBLAS_NUM_THREADS=1`` when using several numba threads)."""
+    import numba
+
+    if numba.get_num_threads() <= 1:
+        return contextlib.nullcontext()
+    if not _BLAS_CONTROLLER:
+        try:
+            import scipy.linalg.cython_blas  # noqa: F401 -- the BLAS numba's np.dot calls, loaded first
+            from threadpoolctl import ThreadpoolController
+            _BLAS_CONTROLLER.append(ThreadpoolController())
+        except ImportError:
+            _BLAS_CONTROLLER.append(None)
+    ctl = _BLAS_CONTROLLER[0]
+    return contextlib.nullcontext() if ctl is None else ctl.limit(limits=1, user_api="blas")
+
+
 def _flatten(name, x, last, dtypes, kernel, like=None):
     return flatten_leading(name, as_numpy(name, x, dtypes, kernel=kernel, like=like), last, kernel=kernel)
 
@@ -465,7 +488,7 @@ def _workspace(B, C, m, D, dtype, backward):
     ws = dict(state=np.zeros((B, m, D), dtype=dtype), qbuf=np.empty((B, C, m), dtype=dtype),
               kbuf=np.empty((B, C, m), dtype=dtype), abuf=np.empty((B, C * C), dtype=dtype),
               tbuf=np.empty((B, C, D), dtype=dtype), ubuf=np.empty((B, m, D), dtype=dtype),
-              fbuf=np.zeros((B, m), dtype=np.uint8))                    # moved-column flags
+              fbuf=np.zeros((B, m), dtype=dtype))                       # moved columns: max |s - E|
     if backward:
         ws.update(bbuf=np.empty((B, C * C), dtype=dtype), t2buf=np.empty((B, C, m), dtype=dtype))
     return ws
@@ -507,8 +530,9 @@ def _scan_fwd(kern, phi_q, phi_k, v_aug, s, frames):
     C = max(1, int(TIME_BLOCK))
     ws = _workspace(B, C, m, D, pq.dtype, False)
     if B and L:
-        _fwd_kernel(pq, pk, ua, mode, sf, sr, M, numer, ws["state"], ws["qbuf"], ws["kbuf"], ws["abuf"],
-                    ws["tbuf"], ws["ubuf"], ws["fbuf"], C, pq.dtype.type(SPREAD_LIMIT))
+        with _one_blas_thread():
+            _fwd_kernel(pq, pk, ua, mode, sf, sr, M, numer, ws["state"], ws["qbuf"], ws["kbuf"], ws["abuf"],
+                        ws["tbuf"], ws["ubuf"], ws["fbuf"], C, pq.dtype.type(SPREAD_LIMIT))
     return numer.reshape(lead + (L, D)), (M.reshape(lead + (L,)) if mode == _ROWS else None)
 
 
@@ -530,9 +554,10 @@ def _scan_bwd(kern, g, phi_q, phi_k, v_aug, s, M, frames):
     C = max(1, int(TIME_BLOCK))
     ws = _workspace(B, C, m, D, pq.dtype, True)
     if B and L:
-        _bwd_kernel(gf, pq, pk, ua, mode, sf, sr, Mf, dq, dk, dv, ws["state"], ws["qbuf"], ws["kbuf"],
-                    ws["abuf"], ws["bbuf"], ws["tbuf"], ws["t2buf"], ws["ubuf"], ws["fbuf"], C,
-                    pq.dtype.type(SPREAD_LIMIT))
+        with _one_blas_thread():
+            _bwd_kernel(gf, pq, pk, ua, mode, sf, sr, Mf, dq, dk, dv, ws["state"], ws["qbuf"], ws["kbuf"],
+                        ws["abuf"], ws["bbuf"], ws["tbuf"], ws["t2buf"], ws["ubuf"], ws["fbuf"], C,
+                        pq.dtype.type(SPREAD_LIMIT))
     shp = lead + (L,)
     return dq.reshape(shp + (m,)), dk.reshape(shp + (m,)), dv.reshape(shp + (D,))
 

@@ -49,17 +49,22 @@ SUPPORTED = {
 
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
-def _shift_rows(u, x, half_log_m, log_scale):  # pragma: no cover - compiled
-    """In place: ``u[n] <- u[n] - max u[n]``; ``log_scale[n] = max u[n] - |x[n]|^2/2 - log(m)/2``."""
+def _shift_rows(u, x, half_log_m, log_scale, frame):  # pragma: no cover - compiled
+    """In place: ``u[n] <- u[n] + frame[n] - max(u[n] + frame[n])``; ``log_scale[n] = max(...) - |x[n]|^2/2 -
+    log(m)/2``. ``frame: (N, m)`` per-row key frames folded in the same pass, or ``(0, m)`` for none."""
     N, m = u.shape
     d = x.shape[1]
     half = u.dtype.type(0.5)
+    framed = frame.shape[0] == N
     for n in prange(N):
         row = u[n]                                                       # (m,)
+        if framed:
+            fr = frame[n]
+            for j in range(m):
+                row[j] += fr[j]                                          # the key frame, before the max
         mx = row[0]
         for j in range(1, m):
-            if row[j] > mx:
-                mx = row[j]                                              # row maximum
+            mx = max(mx, row[j])                                         # row maximum (vectorised)
         for j in range(m):
             row[j] = row[j] - mx                                         # <= 0; exactly 0 at the max
         xr = x[n]
@@ -85,10 +90,17 @@ def positive_features_stable(x, omega, k_log_scale=None):
     log_scale : (..., L) ndarray
     """
     kern = "positive_features_stable"
-    x, x2, u, m = positive_projection(x, omega, k_log_scale, as_array=as_numpy,
-                                      dtypes=SUPPORTED[kern]["dtypes"], kernel=kern)
+    dts = SUPPORTED[kern]["dtypes"]
+    frame = None
+    x = as_numpy("x", x, dts, kernel=kern)
+    if (k_log_scale is not None and getattr(omega, "ndim", 0) == 2
+            and tuple(k_log_scale.shape) == tuple(x.shape[:-1]) + (omega.shape[0],)):
+        frame = as_numpy("k_log_scale", k_log_scale, dts, kernel=kern, like=x)   # (..., L, m): fused below
+        k_log_scale = None
+    x, x2, u, m = positive_projection(x, omega, k_log_scale, as_array=as_numpy, dtypes=dts, kernel=kern)
+    frame = np.zeros((0, m), dtype=x.dtype) if frame is None else frame.reshape(-1, m)   # (N, m) or none
     log_scale = np.empty(x2.shape[0], dtype=x.dtype)                     # (N,)
-    _shift_rows(u, x2, x.dtype.type(0.5 * math.log(m)), log_scale)
+    _shift_rows(u, x2, x.dtype.type(0.5 * math.log(m)), log_scale, frame)
     np.exp(u, out=u)                                                     # (N, m) in (0, 1], in place (SIMD)
     return u.reshape(x.shape[:-1] + (m,)), log_scale.reshape(x.shape[:-1])
 
@@ -96,10 +108,9 @@ def positive_features_stable(x, omega, k_log_scale=None):
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def _key_frames(u, x, half_log_m, causal, frame):  # pragma: no cover - compiled
     """In place on ``u: (B, L, m)``: ``l = u - |x|^2/2``, ``u <- l - P`` with ``P`` the column maximum of
-    ``l``
-    (``frame: (B, 1, m)``) or its prefix maximum (``frame: (B, L, m)``); ``frame = P - log(m)/2``. Parallel
-    over
-    (batch, block of 64 features)."""
+    ``l`` (``frame: (B, 1, m)``) or its prefix maximum (``frame: (B, L, m)``); ``frame = P - log(m)/2``.
+    Parallel over (batch, block of 64 features); the inner loops run over a block's contiguous features
+    without branches (vectorised)."""
     B, L, m = u.shape
     d = x.shape[2]
     half = u.dtype.type(0.5)
@@ -110,23 +121,32 @@ def _key_frames(u, x, half_log_m, causal, frame):  # pragma: no cover - compiled
         f1 = min(m, f0 + 64)
         P = np.full(f1 - f0, -np.inf, dtype=u.dtype)                     # running / column maximum
         for i in range(L):
+            xr = x[b, i]
             ss = u.dtype.type(0)
             for t in range(d):
-                ss += x[b, i, t] * x[b, i, t]
-            for f in range(f0, f1):
-                ell = u[b, i, f] - half * ss
-                u[b, i, f] = ell
-                if ell > P[f - f0]:
-                    P[f - f0] = ell
-                if causal:
-                    u[b, i, f] = ell - P[f - f0]                         # prefix-only: P over j <= i
-                    frame[b, i, f] = P[f - f0] - half_log_m
+                ss += xr[t] * xr[t]
+            hs = half * ss
+            ur = u[b, i, f0:f1]
+            if causal:
+                fr = frame[b, i, f0:f1]
+                for t in range(f1 - f0):
+                    ell = ur[t] - hs
+                    p = max(P[t], ell)                                   # prefix-only: P over j <= i
+                    P[t] = p
+                    ur[t] = ell - p
+                    fr[t] = p - half_log_m
+            else:
+                for t in range(f1 - f0):
+                    ell = ur[t] - hs
+                    P[t] = max(P[t], ell)
+                    ur[t] = ell
         if not causal:
             for i in range(L):
-                for f in range(f0, f1):
-                    u[b, i, f] -= P[f - f0]
-            for f in range(f0, f1):
-                frame[b, 0, f] = P[f - f0] - half_log_m
+                ur = u[b, i, f0:f1]
+                for t in range(f1 - f0):
+                    ur[t] -= P[t]
+            for t in range(f1 - f0):
+                frame[b, 0, f0 + t] = P[t] - half_log_m
 
 
 def positive_key_features_stable(x, omega, causal):
