@@ -187,6 +187,26 @@ def test_loss_and_grads_checks_each_array_once(counter, name):
     assert counter["syncs"] <= budget, f"{name}: {counter['syncs']} host syncs (budget {budget})"
 
 
+@pytest.mark.parametrize("public", ["mha_fwd", "block_fwd"])
+def test_public_sublayers_check_each_array_once(counter, public):
+    """``mha_fwd`` and ``block_fwd`` called directly: their input and every leaf once, one sync for all of
+    them plus FAVOR's two result checks (bidirectional)."""
+    from refattn.nn import block_fwd, mha_fwd
+
+    cfg, params, feats, _, _, _ = _model(KINDS["favor"])
+    x = xs.asarray(np.random.default_rng(1).standard_normal((2, 5, 8)))
+    blk = params["blocks"][0]
+    if public == "mha_fwd":
+        tree = blk["attn"]
+        mha_fwd(x, tree, feats[0], n_heads=2, attention=cfg["attention"], causal=False)
+    else:
+        tree = blk
+        block_fwd(x, blk, feats[0], cfg={**cfg, "causal": False})
+    counts = _checks_per_array(counter, tree, feats[0], None, ("x", x))
+    assert counts.get("x") == 1 and max(counts.values()) == 1, counts
+    assert counter["syncs"] <= 3, f"{counter['syncs']} host syncs (budget: 1 for the trees + 2 for FAVOR)"
+
+
 def test_patch_input_checks_the_images_once(counter):
     cfg = dict(task="classify", input="patches", patch=2, image_shape=(4, 4, 3), n_classes=3, d_model=8,
                n_heads=2, n_layers=N_LAYERS, max_len=4, d_ff=12, attention={"kind": "softmax"})
