@@ -9,7 +9,10 @@ Given feature maps phi_q = phi(q), phi_k = phi(k) whose inner products estimate 
 et al. Sec. 2.1; Katharopoulos et al.), computed in O(L m d_v) instead of O(L^2). In causal mode the sums run
 over j <= i: prefix sums, computed chunk by chunk (chunks of C rows: the intra-chunk part as a masked (C, C)
 product, the rest through a running (m, d_v + 1) state), so extra memory stays O(L m + m d_v): the
-(L, m, d_v) stack of prefix states is never formed (design.md trap 9).
+(L, m, d_v) stack of prefix states is never formed (design.md trap 9). For its one-sweep backward the causal
+reference forward keeps the state before every ``ceil((d_v + 1) / 2C)``-th chunk and, while the total stays
+within ``2 L m`` elements per batch index, each chunk's masked (C, C) weights (``_causal.KeptStates``):
+1.14 L m elements at C = 32, m = 256, d_v = 64 (measured by ``benchmarks/attention.py --only frames``).
 
 The normaliser is fused into the value product as an extra column of ones, ``v_aug = [v, 1]``, so one GEMM
 gives numerator and denominator together.
