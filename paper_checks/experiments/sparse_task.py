@@ -324,7 +324,7 @@ def decide(record: dict) -> tuple[str, str]:
     def fmt(v):
         return "censored" if v is None else f"{v:.2f}"
 
-    above = sum(r > 1 for r in cv["ratios"])
+    above = round(cv["fraction_std_ratio_above_1"] * n) if n else 0
     txt = (f"{n} cells reached by both; std PRF/RKS > 1 in {above} of them; "
            f"slowdown T(p=max)/T(p=min): PRF {fmt(sp)}, RKS {fmt(sr)}")
     if n < 4:
