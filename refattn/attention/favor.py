@@ -47,6 +47,7 @@ from ..features import positive as _pos
 from ..features._projection import project_bwd
 from ..features import trig as _trig
 from .linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd
+from .linear import _bwd_core as _linear_bwd_core
 from .linear import _fwd_core as _linear_fwd_core
 
 __all__ = ["favor_attention", "favor_attention_fwd", "favor_attention_bwd", "FavorAttentionCache",
@@ -177,8 +178,8 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
         scale = float(q.shape[-1]) ** -0.25
         if k_fwd is None:                                                             # trig: row log-scales
             # (..., L, m'); the query log-scale is dropped
-            (phi_q, _q_log_scale), q_cache = q_fwd(q * scale, omega)
-            (phi_k, k_log_scale), k_cache = q_fwd(k * scale, omega)                   # (..., L, m'), (..., L)
+            (phi_q, _q_log_scale), q_cache = _trig._softmax_trig_stable_core(q * scale, omega, xp=xp)
+            (phi_k, k_log_scale), k_cache = _trig._softmax_trig_stable_core(k * scale, omega, xp=xp)
         else:                                                                         # per-feature key frames
             k_core, q_core = _CORES[features]
             (phi_k, frame), k_cache = k_core(k * scale, omega, causal)  # (..., L, m'), (..., 1|L, m')
@@ -229,12 +230,24 @@ def favor_attention_bwd(dy, cache: FavorAttentionCache, *, omega_grad=True) -> F
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
+    ga = linear_attention_bwd(dy, cache.attn_cache)                               # checks dy once
+    return _bwd_core(ga, cache, omega_grad=omega_grad, xp=namespace(dy))
+
+
+def _bwd_unchecked(dy, cache, *, omega_grad):
+    """:func:`favor_attention_bwd` without the check of `dy` (for callers that checked their own cotangent,
+    e.g. the model's attention kinds)."""
+    xp = namespace(dy)
+    return _bwd_core(_linear_bwd_core(dy, cache.attn_cache, xp=xp), cache, omega_grad=omega_grad, xp=xp)
+
+
+def _bwd_core(ga, cache, *, omega_grad, xp):
+    """Unchecked core of :func:`favor_attention_bwd`, from linear attention's gradients `ga`."""
     c = cache
-    _, q_bwd, _, k_bwd = FAVOR_FEATURES[c.features]
-    ga = linear_attention_bwd(dy, c.attn_cache)
-    if k_bwd is None:                                                             # trig: row log-scales
-        gq = q_bwd((ga.phi_q, None), c.q_cache, omega_grad=omega_grad)           # query log-scale was dropped
-        gk = q_bwd((ga.phi_k, ga.k_log_scale), c.k_cache, omega_grad=omega_grad)
+    if c.features == "trig":                                                      # trig: row log-scales
+        gq = _trig._softmax_trig_stable_bwd_core((ga.phi_q, None), c.q_cache, omega_grad=omega_grad, xp=xp)
+        gk = _trig._softmax_trig_stable_bwd_core((ga.phi_k, ga.k_log_scale), c.k_cache, omega_grad=omega_grad,
+                                                 xp=xp)
         dq, dk, dwq, dwk = gq.x, gk.x, gq.omega, gk.omega
     else:
         # Per-feature frames and row maxima are a gauge: the output does not depend on them (they enter the
@@ -242,7 +255,6 @@ def favor_attention_bwd(dy, cache: FavorAttentionCache, *, omega_grad=True) -> F
         # map and the key map sum to zero exactly, and each map's backward reduces to du = dphi * phi with the
         # frame held fixed. (The maps' own backwards, with the maxima's routing, are tested on their own;
         # composing them gives the same gradients up to rounding, at the cost of segment sums over L.)
-        xp = namespace(dy, ga.phi_q)
         dq, dwq = _gauge_bwd(ga.phi_q, c.q_cache, key=False, omega_grad=omega_grad, xp=xp)
         dk, dwk = _gauge_bwd(ga.phi_k, c.k_cache, key=True, omega_grad=omega_grad, xp=xp)
     domega = dwq + dwk if omega_grad else None                                    # (m, d)

@@ -501,6 +501,21 @@ def softmax_trig_features_stable_fwd(x, omega):
     return (t, sq_norm_half(x, xp=xp)), tcache                                    # log_scale (..., L)
 
 
+def _softmax_trig_stable_core(x, omega, *, xp):
+    """Unchecked core of :func:`softmax_trig_features_stable_fwd`."""
+    t, tcache = _trig_core(x, omega, xp=xp)                                       # (..., L, 2m)
+    return (t, sq_norm_half(x, xp=xp)), tcache                                    # log_scale (..., L)
+
+
+def _softmax_trig_stable_bwd_core(dout, cache, *, omega_grad=True, xp):
+    """Unchecked core of :func:`softmax_trig_features_stable_bwd` (``dout = (dphi, dlog_scale or None)``)."""
+    dphi, dls = dout
+    g = _trig_bwd_core(dphi, cache, omega_grad=omega_grad, xp=xp)
+    if dls is None:
+        return g
+    return TrigFeaturesGrads(x=g.x + xp.expand_dims(dls, axis=-1) * cache.x, omega=g.omega)
+
+
 def softmax_trig_features_stable_bwd(dout, cache: TrigFeaturesCache, *,
                                      omega_grad=True) -> TrigFeaturesGrads:
     r"""Backward of :func:`softmax_trig_features_stable` from the cotangent pair ``(dphi, dlog_scale)``.

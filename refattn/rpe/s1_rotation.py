@@ -42,6 +42,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace, sum_to_shape
+from ..attention.favor import _bwd_unchecked as _favor_bwd_unchecked
 from ..attention.favor import favor_attention_bwd, favor_attention_fwd
 from ..attention.softmax import DEFAULT_BLOCK_ELEMENTS, softmax_attention_bwd, softmax_attention_fwd
 from ..attention.softmax import _bwd_core as _softmax_bwd_core
@@ -533,13 +534,13 @@ def s1_attention_bwd(dy, cache: _AttnCache, *, omega_grad=True) -> S1AttentionGr
 
 
 def _attention_bwd_core(dy, cache, *, omega_grad=True):
-    """Unchecked core of :func:`s1_attention_bwd` (the FAVOR branch runs the public backward)."""
+    """Unchecked core of :func:`s1_attention_bwd`."""
     xp = namespace(dy, names=("dy",))
     if cache.exact:
         ga = _softmax_bwd_core(dy, cache.attn_cache, xp=xp)
         domega = None
     else:
-        ga = favor_attention_bwd(dy, cache.attn_cache, omega_grad=omega_grad)
+        ga = _favor_bwd_unchecked(dy, cache.attn_cache, omega_grad=omega_grad)
         domega = ga.omega if omega_grad else None
     gs = _augment_bwd_core((ga.q, ga.k), cache.aug_cache, xp=xp)
     return S1AttentionGrads(q=gs.q, k=gs.k, v=ga.v, params=gs.params, omega=domega)

@@ -41,16 +41,16 @@ def test_favor_backward_skips_the_drawn_omega_gradient(features):
 
 
 def test_favor_kind_requests_no_omega_gradient(monkeypatch):
-    """The FAVOR kind calls favor_attention_bwd with omega_grad=False (computed only on request)."""
+    """The FAVOR kind runs favor_attention_bwd's core with omega_grad=False (computed only on request)."""
     mod = sys.modules["refattn.nn.kinds.favor"]
     seen = []
-    orig = mod.favor_attention_bwd
+    orig = mod._bwd_unchecked
 
     def spy(dy, cache, **kw):
         seen.append(kw.get("omega_grad", True))
         return orig(dy, cache, **kw)
 
-    monkeypatch.setattr(mod, "favor_attention_bwd", spy)
+    monkeypatch.setattr(mod, "_bwd_unchecked", spy)
     kind = ATTENTION_KINDS["favor"]
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((1, 2, 5, 4)) for _ in range(3))

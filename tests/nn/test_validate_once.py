@@ -26,15 +26,14 @@ Host-sync budget of one forward of the ``N_LAYERS = 2`` model below, ``2 + N_LAY
   its batch norms).
 
 ``loss_and_grads`` adds the loss's two (the logits' finiteness: the model's one output check; the labels'
-range) and, in the backward, nothing but FAVOR's per layer (:data:`BACKWARD_PER_LAYER`): the causal chunk
-plan of its backward sweep and ``favor_attention_bwd``'s check of its incoming cotangent
-(refattn/attention/favor.py has no unchecked backward core yet). The backward's cotangent
-``ones_like(loss)`` is built internally and not re-checked.
+range) and, in the backward, nothing but the per-layer syncs of :data:`BACKWARD_PER_LAYER`: the causal
+chunk plan of FAVOR's backward sweep with frames (1; trig features' row scales need none: the kind runs
+``favor_attention_bwd``'s core, which does not re-check the cotangent), and the checks inside the S1 and S2
+kinds' FAVOR paths. The backward's cotangent ``ones_like(loss)`` is built internally and not re-checked.
 
 Measured (``python`` on this file's model, before -> after this change, forward host syncs / most finiteness
 passes over one parameter leaf): softmax 153 / 4 -> 2 / 1; favor 159 / 4 -> 8 / 1; generative 503 / 7 ->
-8 / 1; loss_and_grads favor 207 / 4 -> 14 / 1. Not yet at the bound (``xfail``): ``favor`` with trig features
-(``favor_attention_fwd`` runs the public trig maps, re-checking q', k' and omega: a core in favor.py) and
+8 / 1; loss_and_grads favor 207 / 4 -> 14 / 1. Not yet at the bound (``xfail``):
 ``flt`` (its spectrum and proposal checks in ``refattn/rpe/spectra`` re-check the spectrum's leaves).
 """
 
@@ -78,11 +77,10 @@ PER_LAYER = {"softmax": 0, "elu": 2, "relu": 2, "favor": 3, "favor-hyperbolic": 
              "gmm-rks": 3, "fastfood": 3, "generative": 3, "generative-running": 4, "s1": 0, "s1-favor": 3,
              "s2": 0, "s2-favor": 2, "flt": 3, "toeplitz": 1, "toeplitz-favor": 1}
 #: host syncs per layer of the backward (module docstring)
-BACKWARD_PER_LAYER = {"favor": 2, "favor-hyperbolic": 2, "favor-trig": 2, "s1-favor": 2, "s2-favor": 1,
+BACKWARD_PER_LAYER = {"favor": 1, "favor-hyperbolic": 1, "favor-trig": 0, "s1-favor": 1, "s2-favor": 0,
                       "flt": 2}
 #: kinds not yet at the bound, and why
 PENDING = {
-    "favor-trig": "favor_attention_fwd runs the public trig maps (attention/favor.py has no core yet)",
     "flt": "the spectrum/proposal checks of refattn/rpe/spectra re-check the spectrum's leaves",
 }
 N_LAYERS = 2

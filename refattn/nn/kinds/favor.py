@@ -5,12 +5,12 @@ Options: ``features`` in {"positive", "hyperbolic", "trig"}, ``m`` projections (
 layer.
 
 omega: **redrawn** (drawn once or per the redraw policy, never learned), so its gradient is not computed
-(``favor_attention_bwd(..., omega_grad=False)``).
+(the backward of :func:`~refattn.attention.favor.favor_attention_bwd` with ``omega_grad=False``).
 """
 
 from __future__ import annotations
 
-from ...attention.favor import FAVOR_FEATURES, favor_attention_bwd, favor_attention_fwd
+from ...attention.favor import FAVOR_FEATURES, _bwd_unchecked, favor_attention_fwd
 from .base import AttentionKind, no_draws, projection
 
 __all__ = ["KIND"]
@@ -22,7 +22,7 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
 
 
 def _bwd(do, cache):
-    g = favor_attention_bwd(do, cache, omega_grad=False)                         # omega is drawn, not learned
+    g = _bwd_unchecked(do, cache, omega_grad=False)   # do: derived from mha's checked cotangent; omega drawn
     return g.q, g.k, g.v, {}
 
 

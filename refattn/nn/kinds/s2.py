@@ -9,7 +9,7 @@ heads positional. Options ``clip`` k, ``grid`` (None: 1-D signed distances, R = 
 distances on the grid, R = k + 1).
 
 omega: **redrawn** (FAVOR+ only; never learned). The content heads' backward skips its gradient
-(``favor_attention_bwd(..., omega_grad=False)``), and so does the positional heads'
+(``favor_attention_bwd``'s core with ``omega_grad=False``), and so does the positional heads'
 (``refattn.rpe.s2_clipped.s2_attention_bwd(..., omega_grad=False)``). The model checked every array once:
 the heads run the unchecked cores of S2 and softmax attention (FAVOR+ checks only its result).
 """
@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 
 from ..._xp import namespace
-from ...attention.favor import favor_attention_bwd, favor_attention_fwd
+from ...attention.favor import _bwd_unchecked as _favor_bwd_unchecked
+from ...attention.favor import favor_attention_fwd
 from ...attention.softmax import DEFAULT_BLOCK_ELEMENTS, SoftmaxAttentionCache
 from ...attention.softmax import _bwd_core as _softmax_bwd_core
 from ...attention.softmax import _fwd_core as _softmax_fwd_core
@@ -92,7 +93,7 @@ def _bwd(do, cache):
     if isinstance(cc, SoftmaxAttentionCache):
         gc = _softmax_bwd_core(do_c, cc, xp=xp)
     else:
-        gc = favor_attention_bwd(do_c, cc, omega_grad=False)                       # omega drawn: not computed
+        gc = _favor_bwd_unchecked(do_c, cc, omega_grad=False)                      # omega drawn: not computed
 
     def cat(a, b):
         return xp.concat([a, b], axis=-3)                                           # (..., H, L, d)
