@@ -46,17 +46,18 @@ import math
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace, sum_to_shape
-from ..attention.linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd, linear_attention_fwd
-from ..features.positive import positive_features_stable_bwd, positive_features_stable_fwd
+from ..attention.linear import DEFAULT_CHUNK_SIZE
+from ..attention.linear import _bwd_core as _linear_bwd_core
+from ..attention.linear import _fwd_core as _linear_fwd_core
+from ..features.positive import _stable_bwd, _stable_fwd
 from .spectra import (
     Proposal,
     spectrum_arrays,
-    check_proposal,
     check_spectrum,
     check_proposal_shape,
-    spectrum_g_bwd,
 )
-from .spectra.core import g_fwd_trusted
+from .spectra.core import g_bwd_trusted, g_fwd_trusted
+from .spectra.proposals import _check_pair
 from .spectra.proposals import log_density_trusted
 
 __all__ = [
@@ -106,22 +107,25 @@ class FLTFeaturesGrads(NamedTuple):
     proposal: Proposal  # Proposal(kind, dloc (D,), dscale (shape of scale))
 
 
-def _validate(pos, eps, spectrum, proposal, allow_truncation):
+def _validate(pos, eps, spectrum, proposal, allow_truncation, finite=True):
+    """Check the FLT features' inputs (``finite=False``: shapes, signs and the spectrum/proposal pair only,
+    no finiteness passes, for callers that checked the arrays already); returns the namespace."""
     arrays = spectrum_arrays(spectrum)
     names = ("pos", "eps") + tuple(f"spectrum.{n}" for n, _ in arrays) + ("proposal.loc", "proposal.scale")
     if not isinstance(proposal, Proposal):
         raise TypeError(f"proposal: expected a refattn.rpe.spectra.Proposal; got {type(proposal).__name__}")
     xp = namespace(pos, eps, *[a for _, a in arrays], proposal.loc, proposal.scale, names=names,
                    allow_int=("pos",))
-    sizes = check_spectrum(spectrum)
+    sizes = check_spectrum(spectrum, finite=finite)
     check_shape("pos", pos, "..., L, D", sizes)
     check_shape("eps", eps, "r, D", sizes)
     if eps.shape[0] < 1:
         raise ValueError(f"eps: expected shape (r, D) with r >= 1 frequencies; got {tuple(eps.shape)}")
-    check_finite("eps", eps, xp=xp)
-    if xp.isdtype(pos.dtype, "real floating"):
-        check_finite("pos", pos, xp=xp)
-    check_proposal(spectrum, proposal, allow_truncation=allow_truncation)
+    if finite:
+        check_finite("eps", eps, xp=xp)
+        if xp.isdtype(pos.dtype, "real floating"):
+            check_finite("pos", pos, xp=xp)
+    _check_pair(spectrum, proposal, sizes, allow_truncation=allow_truncation, finite=finite)   # g checked
     if proposal.kind == "uniform" and not bool(xp.all(xp.abs(eps) <= 1)):
         raise ValueError("eps: the 'uniform' proposal's noise must lie in [-1, 1]^D (draw_flt_noise(..., "
                          "kind='uniform'))")
@@ -254,6 +258,11 @@ def flt_features_fwd(pos, eps, spectrum, proposal, *, allow_truncation=False):
         Mixed dtypes or namespaces; an unknown spectrum family.
     """
     xp = _validate(pos, eps, spectrum, proposal, allow_truncation)
+    return _features_core(pos, eps, spectrum, proposal, xp=xp)
+
+
+def _features_core(pos, eps, spectrum, proposal, *, xp):
+    """Unchecked core of :func:`flt_features_fwd` (inputs validated by the caller)."""
     dtype = eps.dtype
     r = eps.shape[0]
     p = xp.astype(pos, dtype)                                                     # (..., L, D)
@@ -315,6 +324,11 @@ def flt_features_bwd(dN, cache: FLTFeaturesCache) -> FLTFeaturesGrads:
         if tuple(x.shape) != n_shape:
             raise ValueError(f"{n}: expected shape {n_shape} (the features' shape); got {tuple(x.shape)}")
         check_finite(n, x, xp=xp)
+    return _features_bwd_core(dN1, dN2, c, xp=xp)
+
+
+def _features_bwd_core(dN1, dN2, c, *, xp):
+    """Unchecked core of :func:`flt_features_bwd`."""
     r = c.eps.shape[0]
     cos_a, sin_a = c.cos_a, c.sin_a
     batch_axes = tuple(range(cos_a.ndim - 1))                                     # sum over ..., L
@@ -344,7 +358,7 @@ def flt_features_bwd(dN, cache: FLTFeaturesCache) -> FLTFeaturesGrads:
     dg_re = dw_re * c.inv_p
     dg_im = None if dw_im is None else dw_im * c.inv_p
     dlogp = -(dw_re * c.w_re + (zero_r if dw_im is None else dw_im * c.w_im))     # (r,)
-    gg = spectrum_g_bwd((dg_re, dg_im), c.gcache)
+    gg = g_bwd_trusted(dg_re, dg_im, c.gcache, xp=xp)                             # dg derived from checked dN
     # phases a = 2 pi pos xi^T
     D = c.eps.shape[-1]
     da2 = xp.reshape(da, (-1, r))                                                 # (N, r)
@@ -521,6 +535,28 @@ def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=Fa
     (N1, N2), fcache = flt_features_fwd(pos, eps, spectrum, proposal, allow_truncation=allow_truncation)
     two_r, d = N1.shape[-1], q.shape[-1]
     check_shape("omega", omega, f"m, {two_r + d}")
+    if omega.shape[0] < 1:
+        raise ValueError(f"omega: expected at least one projection row, shape (m, d) with m >= 1; "
+                         f"got {tuple(omega.shape)}")
+    check_finite("omega", omega, xp=xp)
+    return _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, xp=xp,
+                                    inputs={"q": q, "k": k, "v": v, "omega": omega})
+
+
+def _attention_fwd_core(q, k, v, pos, eps, spectrum, proposal, omega, *, causal, allow_truncation,
+                        chunk_size=DEFAULT_CHUNK_SIZE, xp):
+    """Unchecked core of :func:`flt_attention_fwd` for callers that checked every array already (a model's
+    trees): shapes, the spectrum's signs and the spectrum/proposal pair are still checked (they are not
+    finiteness), nothing is passed over for finiteness; the result checks of linear attention remain."""
+    _validate(pos, eps, spectrum, proposal, allow_truncation, finite=False)
+    (N1, N2), fcache = _features_core(pos, eps, spectrum, proposal, xp=xp)
+    return _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, xp=xp,
+                                    inputs={"q": q, "k": k, "v": v, "omega": omega})
+
+
+def _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, *, xp, inputs):
+    """Algorithm 1, lines 5-9, from the features ``(N1, N2)``."""
+    two_r, d = N1.shape[-1], q.shape[-1]
     batch = tuple(q.shape[:-1])                                                   # (..., L)
     try:
         N1b = xp.broadcast_to(N1, batch + (two_r,))                               # (..., L, 2r)
@@ -531,10 +567,10 @@ def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=Fa
     d_scale = d ** -0.25
     q_hat = xp.concat([N1b, q * d_scale], axis=-1)                                # (..., L, 2r + d) line 5
     k_hat = xp.concat([N2b, k * d_scale], axis=-1)                                # (..., L, 2r + d)
-    (phi_q, _), qcache = positive_features_stable_fwd(q_hat, omega)               # (..., L, m) line 7
-    (phi_k, k_log), kcache = positive_features_stable_fwd(k_hat, omega)
-    y, lcache = linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_log,
-                                     chunk_size=chunk_size)                      # (..., L, d_v) line 9
+    (phi_q, _), qcache = _stable_fwd(q_hat, omega, None)                          # (..., L, m) line 7
+    (phi_k, k_log), kcache = _stable_fwd(k_hat, omega, None)
+    y, lcache = _linear_fwd_core(phi_q, phi_k, v, causal, k_log, chunk_size, "raise", xp=xp,
+                                 inputs=inputs)                                   # (..., L, d_v) line 9
     return y, FLTAttentionCache(fcache, qcache, kcache, lcache, tuple(N1.shape), two_r, d_scale)
 
 
@@ -565,16 +601,22 @@ def flt_attention_bwd(dy, cache: FLTAttentionCache, *, omega_grad=True) -> FLTAt
     ValueError
         A non-finite `dy`.
     """
-    c = cache
-    xp = namespace(dy, names=("dy",))
+    xp = namespace(dy, cache.lcache.phi_q, names=("dy", "cache.phi_q"))
     check_finite("dy", dy, xp=xp)
-    lg = linear_attention_bwd(dy, c.lcache)
-    gq = positive_features_stable_bwd((lg.phi_q, None), c.qcache, omega_grad=omega_grad)
-    gk = positive_features_stable_bwd((lg.phi_k, lg.k_log_scale), c.kcache, omega_grad=omega_grad)
+    check_shape("dy", dy, "..., L, d_v", check_shape("y", cache.lcache.y, "..., L, d_v"))
+    return _attention_bwd_core(dy, cache, omega_grad=omega_grad, xp=xp)
+
+
+def _attention_bwd_core(dy, cache, *, omega_grad=True, xp):
+    """Unchecked core of :func:`flt_attention_bwd`."""
+    c = cache
+    lg = _linear_bwd_core(dy, c.lcache, xp=xp)
+    gq = _stable_bwd(lg.phi_q, None, c.qcache, omega_grad=omega_grad, xp=xp)
+    gk = _stable_bwd(lg.phi_k, lg.k_log_scale, c.kcache, omega_grad=omega_grad, xp=xp)
     two_r = c.two_r
     dN1 = sum_to_shape(gq.x[..., :two_r], c.n1_shape, xp=xp)                 # (..., L, 2r) back to pos's axes
     dN2 = sum_to_shape(gk.x[..., :two_r], c.n1_shape, xp=xp)
-    fg = flt_features_bwd((dN1, dN2), c.fcache)
+    fg = _features_bwd_core(dN1, dN2, c.fcache, xp=xp)
     return FLTAttentionGrads(q=gq.x[..., two_r:] * c.d_scale, k=gk.x[..., two_r:] * c.d_scale, v=lg.v,
                              pos=None, eps=None, spectrum=fg.spectrum, proposal=fg.proposal,
                              omega=(gq.omega + gk.omega) if omega_grad else None)

@@ -23,7 +23,8 @@ Host-sync budget of one forward of the ``N_LAYERS = 2`` model below, ``2 + N_LAY
   features with ``on_nonpositive="ignore"`` may take the normaliser check's second look: 3); the Toeplitz
   kind's normaliser (1); exact softmax and S2 none; plus the value checks the finiteness flag cannot
   make, once per layer: FastFood's permutation (1), the generator's running variances' sign (1, fused over
-  its batch norms).
+  its batch norms), FLT's spectrum/proposal pair (4 for the Gaussian mixture: the widths' and the
+  proposal scale's signs, and the two numbers the finite-variance test compares, max width and min scale).
 
 ``loss_and_grads`` adds the loss's two (the logits' finiteness: the model's one output check; the labels'
 range) and, in the backward, nothing but the per-layer syncs of :data:`BACKWARD_PER_LAYER`: the causal
@@ -33,8 +34,8 @@ kinds' FAVOR paths. The backward's cotangent ``ones_like(loss)`` is built intern
 
 Measured (``python`` on this file's model, before -> after this change, forward host syncs / most finiteness
 passes over one parameter leaf): softmax 153 / 4 -> 2 / 1; favor 159 / 4 -> 8 / 1; generative 503 / 7 ->
-8 / 1; loss_and_grads favor 207 / 4 -> 14 / 1. Not yet at the bound (``xfail``):
-``flt`` (its spectrum and proposal checks in ``refattn/rpe/spectra`` re-check the spectrum's leaves).
+8 / 1; loss_and_grads favor 207 / 4 -> 14 / 1; flt 52 -> 14 (its spectrum was checked three times per
+layer, and the finite-variance test read the widths element by element).
 """
 
 from __future__ import annotations
@@ -75,13 +76,12 @@ KINDS = {
 #: cannot make, once per layer); the model is causal except for S2 (bidirectional only)
 PER_LAYER = {"softmax": 0, "elu": 2, "relu": 2, "favor": 3, "favor-hyperbolic": 3, "favor-trig": 3, "gmm": 2,
              "gmm-rks": 3, "fastfood": 3, "generative": 3, "generative-running": 4, "s1": 0, "s1-favor": 3,
-             "s2": 0, "s2-favor": 2, "flt": 3, "toeplitz": 1, "toeplitz-favor": 1}
+             "s2": 0, "s2-favor": 2, "flt": 6, "toeplitz": 1, "toeplitz-favor": 1}
 #: host syncs per layer of the backward (module docstring)
 BACKWARD_PER_LAYER = {"favor": 1, "favor-hyperbolic": 1, "favor-trig": 0, "s1-favor": 1, "s2-favor": 0,
-                      "flt": 2}
+                      "flt": 0}
 #: kinds not yet at the bound, and why
 PENDING = {
-    "flt": "the spectrum/proposal checks of refattn/rpe/spectra re-check the spectrum's leaves",
 }
 N_LAYERS = 2
 

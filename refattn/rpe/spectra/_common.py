@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, NamedTuple
 
-from ..._xp import check_shape, namespace
+from ..._xp import check_shape
 
 Array = Any
 TWO_PI = 2.0 * math.pi
@@ -69,12 +69,6 @@ def iso_const(D: int) -> float:
 def check_positive(name, x, *, xp):
     if not bool(xp.all(x > 0)):
         raise ValueError(f"{name}: expected positive values; got minimum {float(xp.min(x)):.6g}")
-
-
-def to_list(x):
-    xp = namespace(x)
-    flat = xp.reshape(x, (-1,))
-    return [float(flat[i]) for i in range(flat.shape[0])]
 
 
 def prod_except(factors, j, *, xp):

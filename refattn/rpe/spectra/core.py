@@ -32,6 +32,7 @@ __all__ = [
     "spectrum_f",
     "rpe_mask",
     "g_fwd_trusted",
+    "g_bwd_trusted",
 ]
 
 Array = Any
@@ -126,7 +127,8 @@ def spectrum_dim(spectrum) -> int | None:
     return family_of(spectrum).dim(spectrum)
 
 
-def check_spectrum(spectrum, sizes: dict | None = None, name: str = "spectrum") -> dict:
+def check_spectrum(spectrum, sizes: dict | None = None, name: str = "spectrum", *,
+                   finite: bool = True) -> dict:
     r"""Validate a spectrum: type, parameter shapes, finiteness and signs.
 
     Parameters
@@ -137,6 +139,9 @@ def check_spectrum(spectrum, sizes: dict | None = None, name: str = "spectrum") 
         Axis sizes already bound (``{"D": 2}``); ``D`` and ``T`` are bound in it (and it is returned).
     name : str
         The argument's name in error messages.
+    finite : bool, default True
+        ``False`` skips the finiteness pass over the parameters (for a caller that checked them already, e.g.
+        a model's parameter tree: validate once); shapes and signs are still checked.
 
     Returns
     -------
@@ -154,7 +159,7 @@ def check_spectrum(spectrum, sizes: dict | None = None, name: str = "spectrum") 
     fam = family_of(spectrum, name)
     arrays = spectrum_arrays(spectrum)
     xp = namespace(*[a for _, a in arrays], names=tuple(f"{name}.{n}" for n, _ in arrays))
-    for n, a in arrays:
+    for n, a in arrays if finite else ():
         check_finite(f"{name}.{n}", a, xp=xp)
     fam.check(spectrum, sizes, name, xp=xp)
     return sizes
@@ -221,6 +226,14 @@ def g_fwd_trusted(spectrum, xi, *, xp):
     return (g_re, g_im), SpectrumGCache(spectrum, xi, parts, g_re)
 
 
+def g_bwd_trusted(dg_re, dg_im, cache, *, xp):
+    """:func:`spectrum_g_bwd` without the checks of its cotangent (derived from a checked one by the
+    caller: ``refattn.rpe.flt``)."""
+    dspec, dxi = family_of(cache.spectrum).g_bwd(dg_re, dg_im, cache.spectrum, cache.xi, cache.parts,
+                                                 cache.g_re, xp=xp)
+    return SpectrumGGrads(dspec, dxi)
+
+
 def spectrum_g_bwd(dg, cache: SpectrumGCache) -> SpectrumGGrads:
     r"""Backward of :func:`spectrum_g_fwd`: gradients of the spectrum's parameters and of ``xi``.
 
@@ -249,9 +262,7 @@ def spectrum_g_bwd(dg, cache: SpectrumGCache) -> SpectrumGGrads:
         if a is not None:
             check_shape(name, a, f"{r}")
             check_finite(name, a, xp=xp)
-    dspec, dxi = family_of(cache.spectrum).g_bwd(dg_re, dg_im, cache.spectrum, cache.xi, cache.parts,
-                                                 cache.g_re, xp=xp)
-    return SpectrumGGrads(dspec, dxi)
+    return g_bwd_trusted(dg_re, dg_im, cache, xp=xp)
 
 
 def spectrum_g(spectrum, xi):

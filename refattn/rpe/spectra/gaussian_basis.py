@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from ..._xp import check_shape
-from ._common import TWO_PI, Family, check_positive, no_dim, sq_norm, to_list
+from ..._xp import check_shape, namespace
+from ._common import TWO_PI, Family, check_positive, no_dim, sq_norm
 
 __all__ = ["GaussianBasis", "FAMILY"]
 
@@ -58,7 +58,7 @@ def _f(spectrum, delta, *, xp):
 
 
 def _tail(spectrum, D):
-    return ("gauss", 1.0 / (TWO_PI * float(min(to_list(spectrum.sigma)))))
+    return ("gauss", 1.0 / (TWO_PI * float(namespace(spectrum.sigma).min(spectrum.sigma))))
 
 
 FAMILY = Family(check=_check, dim=no_dim, g=_g, g_bwd=_g_bwd, f=_f, tail=_tail)

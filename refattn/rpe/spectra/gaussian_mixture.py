@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from ..._xp import check_shape
-from ._common import TWO_PI, Family, check_positive, sq_norm, to_list
+from ..._xp import check_shape, namespace
+from ._common import TWO_PI, Family, check_positive, sq_norm
 
 __all__ = ["GaussianMixture", "FAMILY"]
 
@@ -70,7 +70,7 @@ def _f(spectrum, delta, *, xp):
 
 
 def _tail(spectrum, D):
-    return ("gauss", float(max(to_list(spectrum.sigma))))
+    return ("gauss", float(namespace(spectrum.sigma).max(spectrum.sigma)))
 
 
 FAMILY = Family(check=_check, dim=_dim, g=_g, g_bwd=_g_bwd, f=_f, tail=_tail)

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from ... import limits
 from ..._xp import check_choice, check_finite, check_positive_int, check_shape, device_of, namespace
-from ._common import TWO_PI, check_positive, iso_const, sq_norm, to_list
+from ._common import TWO_PI, check_positive, iso_const, sq_norm
 from .core import check_spectrum, family_label, family_of
 
 __all__ = [
@@ -118,7 +118,7 @@ def log_density_trusted(kind: str, eps, *, xp):
                      f"{kind!r}")
 
 
-def check_proposal_shape(proposal, sizes: dict, name: str = "proposal") -> Any:
+def check_proposal_shape(proposal, sizes: dict, name: str = "proposal", *, finite: bool = True) -> Any:
     r"""Validate a proposal's type, kind, shapes, finiteness and the sign of its scale.
 
     Parameters
@@ -129,6 +129,9 @@ def check_proposal_shape(proposal, sizes: dict, name: str = "proposal") -> Any:
         Axis sizes already bound (``{"D": 2}``, e.g. from :func:`check_spectrum`); ``D`` is bound in it.
     name : str
         The argument's name in error messages.
+    finite : bool, default True
+        ``False`` skips the finiteness passes (arrays checked by the caller); the scale's sign is still
+        checked.
 
     Returns
     -------
@@ -151,8 +154,9 @@ def check_proposal_shape(proposal, sizes: dict, name: str = "proposal") -> Any:
     check_shape(f"{name}.loc", proposal.loc, "D", sizes)
     if proposal.scale.ndim != 0:
         check_shape(f"{name}.scale", proposal.scale, "D", sizes)
-    check_finite(f"{name}.loc", proposal.loc, xp=xp)
-    check_finite(f"{name}.scale", proposal.scale, xp=xp)
+    if finite:
+        check_finite(f"{name}.loc", proposal.loc, xp=xp)
+        check_finite(f"{name}.scale", proposal.scale, xp=xp)
     check_positive(f"{name}.scale", proposal.scale, xp=xp)
     return xp
 
@@ -193,7 +197,7 @@ def _variance_problem(tail, kind, s_min, D):
     return None
 
 
-def check_proposal(spectrum, proposal, *, allow_truncation: bool = False) -> None:
+def check_proposal(spectrum, proposal, *, allow_truncation: bool = False, finite: bool = True) -> None:
     r"""Reject a spectrum/proposal pair whose estimator is silently biased or has infinite variance.
 
     Two conditions (FLT Theorem 4.1 needs the first, Lemma A.2 / Theorem A.3 the second):
@@ -213,6 +217,8 @@ def check_proposal(spectrum, proposal, *, allow_truncation: bool = False) -> Non
         The proposal to check against it.
     allow_truncation : bool
         Accept the bounded ``"uniform"`` proposal (biased).
+    finite : bool, default True
+        ``False`` skips the finiteness passes over both (checked by the caller: validate once).
 
     Returns
     -------
@@ -226,11 +232,17 @@ def check_proposal(spectrum, proposal, *, allow_truncation: bool = False) -> Non
     TypeError
         Unknown spectrum family or not a :class:`Proposal`.
     """
-    sizes = check_spectrum(spectrum)
-    check_proposal_shape(proposal, sizes)
+    sizes = check_spectrum(spectrum, finite=finite)
+    _check_pair(spectrum, proposal, sizes, allow_truncation=allow_truncation, finite=finite)
+
+
+def _check_pair(spectrum, proposal, sizes: dict, *, allow_truncation: bool = False, finite: bool = True):
+    """:func:`check_proposal` for a spectrum its caller has checked already (`sizes` from
+    :func:`check_spectrum`): the proposal's own checks, then support and finite variance."""
+    check_proposal_shape(proposal, sizes, finite=finite)
     D = int(proposal.loc.shape[-1])
     kind = proposal.kind
-    s_min = min(to_list(proposal.scale))
+    s_min = float(namespace(proposal.scale).min(proposal.scale))              # one sync
     fam = family_label(spectrum)
     tail = family_of(spectrum).tail(spectrum, D)
     if kind == "uniform":
