@@ -8,7 +8,8 @@ r"""Accelerated kernels for refattn's hot primitives, switched in explicitly and
 
 **Mechanism.** The core never imports ``accel``. It asks one small dispatch point,
 :func:`refattn._dispatch.kernel_for`, at each named hot primitive (``"linear_attention.causal_fwd"``,
-``"linear_attention.causal_bwd"``, ``"positive_features_stable"``, ``"fwht"``, ``"s2_window_sums"``,
+``"linear_attention.causal_bwd"``, ``"linear_attention.causal_frames_fwd"``,
+``"linear_attention.causal_frames_bwd"``, ``"positive_features_stable"``, ``"fwht"``, ``"s2_window_sums"``,
 ``"contract_rows"``) and runs the reference when it answers ``None``. :func:`use` registers the backend's
 kernels with
 :func:`refattn._dispatch.register` (on first use, never at import) and enters

@@ -43,8 +43,10 @@ the intra-chunk products twice); the forward of the bidirectional path is ``4 C 
 state and a few (C, m) blocks per (batch, head), allocated by the caller (tracemalloc sees them).
 
 The result does not depend on the core's ``chunk_size`` (accepted for the signature): the kernel uses its own
-:data:`TIME_BLOCK`, chosen by measurement (``benchmarks/accel.py --blocks``; see BENCHMARKS.md, accel); a
-different block changes only the rounding.
+:data:`TIME_BLOCK`, chosen by measurement (``benchmarks/accel.py --sections blocks``; BENCHMARKS.md, accel:
+C = 24-32 fastest in float32 and float64 at L = 4096, C = 64 1.3x slower); a different block changes only the
+rounding. Inside the kernels BLAS is held to one thread (:func:`_one_blas_thread`): the parallelism is the
+``prange`` over batch x heads.
 """
 
 from __future__ import annotations
@@ -483,6 +485,16 @@ def _flatten(name, x, last, dtypes, kernel, like=None):
     return flatten_leading(name, as_numpy(name, x, dtypes, kernel=kernel, like=like), last, kernel=kernel)
 
 
+def _touched(shape, dtype):
+    """An output array whose pages are touched here, sequentially, before the kernel writes it. Measured
+    (L = 16384, float64, one numba thread): the ~2000 page faults of the backward's outputs cost up to 1.1 s
+    of system time when taken inside the kernel (0.04 s in other calls of the same process), and nothing
+    measurable when the pages were touched first; the fill costs one sequential pass."""
+    out = np.empty(shape, dtype=dtype)
+    out.fill(0)
+    return out
+
+
 def _workspace(B, C, m, D, dtype, backward):
     """Zeroed state and per-(batch, head) blocks, allocated here so that tracemalloc sees every byte."""
     ws = dict(state=np.zeros((B, m, D), dtype=dtype), qbuf=np.empty((B, C, m), dtype=dtype),
@@ -526,7 +538,7 @@ def _scan_fwd(kern, phi_q, phi_k, v_aug, s, frames):
     B, L, m = pq.shape
     D = ua.shape[2]
     M = np.maximum.accumulate(sr, axis=-1) if mode == _ROWS else sr      # (B, L) prefix maxima
-    numer = np.empty(ua.shape, dtype=pq.dtype)                           # (B, L, D)
+    numer = _touched(ua.shape, pq.dtype)                                  # (B, L, D)
     C = max(1, int(TIME_BLOCK))
     ws = _workspace(B, C, m, D, pq.dtype, False)
     if B and L:
@@ -548,9 +560,9 @@ def _scan_bwd(kern, g, phi_q, phi_k, v_aug, s, M, frames):
             check_same("M", Mf, "phi_q", (B, L))
     else:
         Mf = sr
-    dq = np.empty(pq.shape, dtype=pq.dtype)                              # (B, L, m)
-    dk = np.empty(pq.shape, dtype=pq.dtype)                              # (B, L, m)
-    dv = np.empty(ua.shape, dtype=pq.dtype)                              # (B, L, D)
+    dq = _touched(pq.shape, pq.dtype)                                    # (B, L, m)
+    dk = _touched(pq.shape, pq.dtype)                                    # (B, L, m)
+    dv = _touched(ua.shape, pq.dtype)                                    # (B, L, D)
     C = max(1, int(TIME_BLOCK))
     ws = _workspace(B, C, m, D, pq.dtype, True)
     if B and L:
