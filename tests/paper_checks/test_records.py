@@ -91,8 +91,8 @@ def test_runs_summary_is_generated_from_the_cached_runs(tmp_path, capsys):
     runs.mkdir(parents=True)
     (runs / "a.json").write_text(json.dumps({
         "method": "gmm-rks", "p": 0.1, "weight_decay": 0.0, "run_seed": 3, "steps_trained": 700,
-        "final_val_acc": 0.9123, "steps_to_40": 350, "cpu_seconds_per_step": 0.0812, "train_cpu_seconds": 56.8,
-        "training": {"skipped_steps": 2}}))
+        "final_val_acc": 0.9123, "steps_to_40": 350, "cpu_seconds_per_step": 0.0812,
+        "train_cpu_seconds": 56.8, "training": {"skipped_steps": 2}}))
     assert readme_table.main(["--runs", str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
         "| sparse_task | gmm-rks | p=0.1 wd=0.0 | 3 | 700 | 0.912 | 350 | 0.081 | 56.8 | 2 |")
