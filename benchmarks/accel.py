@@ -75,12 +75,17 @@ def mb(x):
 
 def _rounds(fns, rounds):
     """Interleaved timing: each round calls every function once (after one warm-up call each); returns the
-    minimum over rounds per name. Ratios of these minima compare calls made under the same load."""
+    minimum over rounds per name. Ratios of these minima compare calls made under the same load. Odd rounds
+    run in reverse order: on this VM a call that follows one with many small page faults (the NumPy causal
+    forward) can pay ~1 s of system time in huge-page faults (measured with getrusage at L = 16384), so no
+    variant may always sit in that position."""
     for fn in fns.values():
         fn()
     best = {name: float("inf") for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
+    names = list(fns)
+    for r in range(rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            fn = fns[name]
             t0 = time.perf_counter()
             fn()
             best[name] = min(best[name], time.perf_counter() - t0)
