@@ -46,7 +46,7 @@ from .._xp import check_choice, check_positive_int, check_shape, namespace, quie
 from ..features import positive as _pos
 from ..features._projection import project_bwd
 from ..features import trig as _trig
-from .linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd
+from .linear import DEFAULT_CHUNK_SIZE, _check_dy
 from .linear import _bwd_core as _linear_bwd_core
 from .linear import _fwd_core as _linear_fwd_core
 
@@ -230,15 +230,21 @@ def favor_attention_bwd(dy, cache: FavorAttentionCache, *, omega_grad=True) -> F
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
-    ga = linear_attention_bwd(dy, cache.attn_cache)                               # checks dy once
-    return _bwd_core(ga, cache, omega_grad=omega_grad, xp=namespace(dy))
+    xp = _check_dy(dy, cache.attn_cache)                                          # checks dy once
+    return _bwd_core(_attention_grads(dy, cache, xp=xp), cache, omega_grad=omega_grad, xp=xp)
+
+
+def _attention_grads(dy, cache, *, xp):
+    """Linear attention's gradients; the frames' cotangent only for trig features (positive and hyperbolic
+    frames are a gauge, held fixed)."""
+    return _linear_bwd_core(dy, cache.attn_cache, xp=xp, frame_grad=cache.features == "trig")
 
 
 def _bwd_unchecked(dy, cache, *, omega_grad):
     """:func:`favor_attention_bwd` without the check of `dy` (for callers that checked their own cotangent,
     e.g. the model's attention kinds)."""
     xp = namespace(dy)
-    return _bwd_core(_linear_bwd_core(dy, cache.attn_cache, xp=xp), cache, omega_grad=omega_grad, xp=xp)
+    return _bwd_core(_attention_grads(dy, cache, xp=xp), cache, omega_grad=omega_grad, xp=xp)
 
 
 def _bwd_core(ga, cache, *, omega_grad, xp):

@@ -271,14 +271,21 @@ def linear_attention_bwd(dy, cache: LinearAttentionCache) -> LinearAttentionGrad
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
+    return _bwd_core(dy, cache, xp=_check_dy(dy, cache))
+
+
+def _check_dy(dy, cache):
+    """The checks of :func:`linear_attention_bwd` on its cotangent; returns the namespace."""
     xp = namespace(dy, cache.phi_q, names=("dy", "cache.phi_q"))
     check_finite("dy", dy, xp=xp)
     check_shape("dy", dy, "..., L, d_v", check_shape("y", cache.y, "..., L, d_v"))
-    return _bwd_core(dy, cache, xp=xp)
+    return xp
 
 
-def _bwd_core(dy, cache, *, xp):
-    """Unchecked core of :func:`linear_attention_bwd`."""
+def _bwd_core(dy, cache, *, xp, frame_grad=True):
+    """Unchecked core of :func:`linear_attention_bwd`. ``frame_grad=False``: per-feature frames get no
+    cotangent (``k_log_scale=None``; two (L, m) passes saved) for a caller that holds them fixed (FAVOR+'s
+    gauge backward)."""
     c = cache
     d_v = dy.shape[-1]
     dnumer = dy / c.z                                                             # (..., L, d_v)
@@ -303,7 +310,7 @@ def _bwd_core(dy, cache, *, xp):
         else:
             impl = kernel or _dispatch.reference("linear_attention.causal_frames_bwd")
             dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.chunk_size)
-        ds = c.phi_k * dphi_k - c.phi_q * dphi_q                                  # (..., L, m)
+        ds = c.phi_k * dphi_k - c.phi_q * dphi_q if frame_grad else None          # (..., L, m)
         return LinearAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], k_log_scale=ds)
     else:
         kernel = _dispatch.kernel_for("linear_attention.causal_bwd")
