@@ -43,6 +43,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers import count_host_syncs
+
 import refattn.nn.init as nninit
 import refattn.random as rr
 from refattn.nn import loss_and_grads, transformer, transformer_fwd
@@ -93,27 +95,7 @@ def _kinds():
 
 @pytest.fixture
 def counter(monkeypatch):
-    from array_api_strict._array_object import Array
-
-    counts = {"syncs": 0, "isfinite": []}
-    for name in ("__bool__", "__float__", "__int__", "__index__", "__array__", "__dlpack__", "__buffer__"):
-        real = getattr(Array, name, None)
-        if real is None:
-            continue
-
-        def counted(self, *args, _real=real, **kwargs):
-            counts["syncs"] += 1
-            return _real(self, *args, **kwargs)
-
-        monkeypatch.setattr(Array, name, counted)
-    real_isfinite = xs.isfinite
-
-    def isfinite(x):
-        counts["isfinite"].append(id(x))
-        return real_isfinite(x)
-
-    monkeypatch.setattr(xs, "isfinite", isfinite)
-    return counts
+    return count_host_syncs(monkeypatch)
 
 
 def _leaves(tree, name):
