@@ -31,11 +31,12 @@ from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace
 from ..layers.activations import (_check_slope, _leaky_relu_bwd, _leaky_relu_fwd, _tanh_bwd, _tanh_fwd,
-                                 leaky_relu_bwd, leaky_relu_fwd, tanh_bwd, tanh_fwd)
-from ..layers.batchnorm import _batchnorm_bwd, _batchnorm_fwd, _check_batchnorm, batchnorm_bwd, batchnorm_fwd
+                                 leaky_relu_fwd, tanh_fwd)
+from ..layers.batchnorm import _batchnorm_bwd, _batchnorm_fwd, _check_batchnorm, batchnorm_fwd
 from ..layers.batchnorm import _check_options as _check_bn_options
 from ..layers.batchnorm import _check_running_var
-from ..layers.dense import DenseParams, _dense, _dense_bwd, dense_bwd, dense_fwd
+from ..layers._check import check_dy
+from ..layers.dense import DenseParams, _dense, _dense_bwd, dense_fwd
 from ._projection import check_x_omega_struct
 from .positive import (_stable_bwd, _stable_fwd, gaussian_positive_features_bwd,
                        gaussian_positive_features_fwd, positive_features_stable_bwd,
@@ -256,20 +257,8 @@ def generator_bwd(domega: Array, cache: _GenCache) -> GeneratorGrads:
     TypeError
         If `domega` and the cache differ in namespace or dtype.
     """
-    dz = tanh_bwd(domega, cache.tanh).x                                              # (M, d)
-    go = dense_bwd(dz, cache.out)
-    dh = go.x                                                                        # (M, width)
-    dense_grads, norm_grads = [], []
-    for dc, bc, lc in reversed(cache.layers):
-        dbn = leaky_relu_bwd(dh, lc).x                                               # (M, width)
-        gb = batchnorm_bwd(dbn, bc)                                     # through batch statistics (train)
-        gd = dense_bwd(gb.x, dc)
-        dh = gd.x                                                                    # (M, d_in)
-        dense_grads.append(gd.params)
-        norm_grads.append(gb.params)
-    params = GeneratorParams(hidden=tuple(reversed(dense_grads)), norms=tuple(reversed(norm_grads)),
-                             out=go.params)
-    return GeneratorGrads(noise=dh, params=params)
+    check_dy(domega, cache.tanh)                                  # the check tanh_bwd made, named "dy"
+    return _generator_bwd_core(domega, cache)
 
 
 def _generator_bwd_core(domega, cache):
