@@ -119,12 +119,8 @@ def bench_causal(args, H, m, d_v):
         gem = gemm_rate(dt, args.gemm_n, args.repeat)
         rng = np.random.default_rng(0)
         for L in args.L:
-            pq = np.exp(rng.standard_normal((H, L, m)) * 0.3).astype(dt)
-            pk = np.exp(rng.standard_normal((H, L, m)) * 0.3).astype(dt)
-            v = rng.standard_normal((H, L, d_v)).astype(dt)
-            dy = rng.standard_normal((H, L, d_v)).astype(dt)
             # frames as FAVOR+ makes them: prefix maxima of the keys' exponents (few records per column)
-            frames = np.maximum.accumulate(rng.standard_normal((H, L, m)), axis=-2).astype(dt)
+            pq, pk, v, dy, frames = _scan_inputs(rng, H, L, m, d_v, dt)
             for scales, s in (("rows", rng.standard_normal((H, L)).astype(dt)), ("frames", frames)):
                 kw = dict(causal=True, k_log_scale=s)
 
@@ -152,6 +148,17 @@ def bench_causal(args, H, m, d_v):
               f"outputs and, for fwd, the cache included; {_load()})")
 
 
+def _scan_inputs(rng, H, L, m, d_v, dt):
+    """Features given: ``phi_q, phi_k (H, L, m)`` positive, ``v, dy (H, L, d_v)`` and frames ``(H, L, m)``
+    (prefix maxima, as FAVOR+ keys make them)."""
+    pq = np.exp(rng.standard_normal((H, L, m)) * 0.3).astype(dt)
+    pk = np.exp(rng.standard_normal((H, L, m)) * 0.3).astype(dt)
+    v = rng.standard_normal((H, L, d_v)).astype(dt)
+    dy = rng.standard_normal((H, L, d_v)).astype(dt)
+    frames = np.maximum.accumulate(rng.standard_normal((H, L, m)), axis=-2).astype(dt)
+    return pq, pk, v, dy, frames
+
+
 def bench_blocks(args, H, m, d_v):
     """TIME_BLOCK sweep of the numba frames scan (forward + backward), against the NumPy core."""
     from accel.numba import causal
@@ -165,11 +172,7 @@ def bench_blocks(args, H, m, d_v):
         for dt in args.dtypes:
             rng = np.random.default_rng(0)
             for L in args.L:
-                pq = np.exp(rng.standard_normal((H, L, m)) * 0.3).astype(dt)
-                pk = np.exp(rng.standard_normal((H, L, m)) * 0.3).astype(dt)
-                v = rng.standard_normal((H, L, d_v)).astype(dt)
-                dy = rng.standard_normal((H, L, d_v)).astype(dt)
-                s = np.maximum.accumulate(rng.standard_normal((H, L, m)), axis=-2).astype(dt)
+                pq, pk, v, dy, s = _scan_inputs(rng, H, L, m, d_v, dt)
 
                 def fb(block):
                     def run():
