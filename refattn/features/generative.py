@@ -30,13 +30,13 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._xp import check_finite, check_shape, namespace
-from ..layers.activations import (_check_slope, _leaky_relu_bwd, _leaky_relu_fwd, _tanh_bwd, _tanh_fwd,
-                                 leaky_relu_fwd, tanh_fwd)
-from ..layers.batchnorm import _batchnorm_bwd, _batchnorm_fwd, _check_batchnorm, batchnorm_fwd
+from ..layers.activations import (_check_slope, _leaky_relu_bwd, _leaky_relu_fwd, _tanh_bwd, _tanh_fwd)
+from ..layers.batchnorm import (BatchNormParams, BatchNormState, _batchnorm_bwd, _batchnorm_fwd,
+                                _check_batchnorm)
 from ..layers.batchnorm import _check_options as _check_bn_options
 from ..layers.batchnorm import _check_running_var
-from ..layers._check import check_dy
-from ..layers.dense import DenseParams, _dense, _dense_bwd, dense_fwd
+from ..layers._check import check_dy, check_finite_all
+from ..layers.dense import DenseParams, _dense, _dense_bwd
 from ._projection import check_x_omega_struct
 from .positive import (_stable_bwd, _stable_fwd, gaussian_positive_features_bwd,
                        gaussian_positive_features_fwd, positive_features_stable_bwd,
@@ -123,6 +123,12 @@ def _check_generator_struct(noise: Array, params: Any, state: Any) -> Any:
         raise ValueError(f"params/state: expected as many dense layers as batch norms and running states; "
                          f"got {len(params.hidden)} dense, {len(params.norms)} batch norms, "
                          f"{len(state.norms)} states")
+    parts = [("params.hidden", params.hidden, DenseParams), ("params.norms", params.norms, BatchNormParams),
+             ("state.norms", state.norms, BatchNormState), ("params", (params.out,), DenseParams)]
+    for name, leaf, kind in [(f"{n}[{i}]" if n != "params" else "params.out", x, k)
+                             for n, xs, k in parts for i, x in enumerate(xs)]:
+        if not isinstance(leaf, kind):
+            raise TypeError(f"{name}: expected {kind.__name__}; got {type(leaf).__name__}")
     xp = namespace(noise, names=("noise",))
     check_shape("noise", noise, "M, d_noise")
     return xp
@@ -174,20 +180,15 @@ def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, 
     --------
     generator, generator_bwd
     """
-    _check_generator(noise, params, state)
-    _check_noise_rows(noise, params, train)
-    h = noise                                                                        # (M, d_noise)
-    layers, new_states = [], []
-    for dp, bp, bs in zip(params.hidden, params.norms, state.norms, strict=True):
-        z, dc = dense_fwd(h, dp)                                                     # (M, width)  FC
-        bn, bc = batchnorm_fwd(z, bp, bs, train=train, momentum=momentum, eps=eps)   # (M, width)  BatchNorm
-        h, lc = leaky_relu_fwd(bn.y, negative_slope=negative_slope)                  # (M, width)  LeakyReLU
-        layers.append((dc, bc, lc))
-        new_states.append(bn.state)
-    z, oc = dense_fwd(h, params.out)                                                 # (M, d)
-    omega, tc = tanh_fwd(z)                                                          # (M, d) in [-1, 1]
-    new_state = GeneratorState(tuple(new_states)) if train else state   # eval: the input state itself
-    return GeneratorOutput(omega, new_state), _GenCache(tuple(layers), oc, tc)
+    xp = _check_generator(noise, params, state)
+    for i, (dp, bp, bs) in enumerate(zip(params.hidden, params.norms, state.norms, strict=True)):
+        check_finite_all(xp, **{f"params.hidden[{i}].W": dp.W, f"params.hidden[{i}].b": dp.b,
+                                f"params.norms[{i}].gamma": bp.gamma, f"params.norms[{i}].beta": bp.beta,
+                                f"state.norms[{i}].mean": bs.mean, f"state.norms[{i}].var": bs.var})
+        _check_running_var(bs, xp=xp)
+    check_finite_all(xp, **{"params.out.W": params.out.W, "params.out.b": params.out.b})
+    return _generator_core(noise, params, state, train=train, negative_slope=negative_slope,
+                           momentum=momentum, eps=eps)
 
 
 def _generator_core(noise, params, state, *, train, negative_slope=NEGATIVE_SLOPE, momentum=0.1, eps=1e-5):

@@ -17,7 +17,7 @@ from typing import Any
 from .._xp import check_finite, namespace
 from ..tree import is_leaf, tree_children
 
-__all__ = ["check_tree", "check_trees", "naming"]
+__all__ = ["check_trees", "naming"]
 
 
 def _leaves(tree: Any, name: str):
@@ -70,12 +70,6 @@ def check_trees(*trees: tuple[str, Any], dtype: Any = None) -> Any:
         for m, a, axp in floats:                                   # after a failure only: name the culprit
             check_finite(m, a, xp=axp)
     return dtype
-
-
-def check_tree(name: str, tree: Any, dtype: Any = None) -> Any:
-    """:func:`check_trees` for one tree `name`: every leaf's dtype, then their finiteness in one fused pass;
-    returns the floating dtype."""
-    return check_trees((name, tree), dtype=dtype)
 
 
 @contextmanager

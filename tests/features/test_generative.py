@@ -218,3 +218,27 @@ def test_bad_inputs(rng):
         generative_rks_features(rng.standard_normal((2, 5)), noise, params, state, train=False)
     with pytest.raises(TypeError, match="rng"):
         init_generator(None, 3)
+
+
+def test_generator_fwd_names_the_layer_of_a_bad_parameter():
+    """generator_fwd checks its trees once and names the layer: a wrong container type, a non-finite weight,
+    a negative running variance."""
+    from refattn.features.generative import generator_fwd
+    from refattn.random import init_generator
+
+    rng = np.random.default_rng(0)
+    p, s = init_generator(rng, 4, dtype=np.float64)
+    noise = rng.standard_normal((6, 4))
+    with pytest.raises(TypeError, match=r"^params.hidden\[0\]: expected DenseParams; got tuple"):
+        generator_fwd(noise, p._replace(hidden=(tuple(p.hidden[0]),) + p.hidden[1:]), s, train=True)
+    with pytest.raises(TypeError, match=r"^state.norms\[0\]: expected BatchNormState"):
+        generator_fwd(noise, p, s._replace(norms=((1, 2),) + s.norms[1:]), train=True)
+    W = p.hidden[1].W.copy()
+    W[0, 0] = np.nan
+    with pytest.raises(ValueError, match=r"^params.hidden\[1\].W: expected finite values"):
+        generator_fwd(noise, p._replace(hidden=(p.hidden[0], p.hidden[1]._replace(W=W)) + p.hidden[2:]), s,
+                      train=True)
+    var = s.norms[0].var.copy()
+    var[0] = -1.0
+    with pytest.raises(ValueError, match=r"state.var: expected a non-negative running variance"):
+        generator_fwd(noise, p, s._replace(norms=(s.norms[0]._replace(var=var),) + s.norms[1:]), train=False)
