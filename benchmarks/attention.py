@@ -185,7 +185,7 @@ def frames_section(args, H, d, m, d_v, repeat):
                 lambda: linear_attention_bwd(dy, c), lambda: linear_attention_bwd(dy, c2),
                 lambda: linear_attention_bwd(dy, c3)], repeat=repeat)
             states, intra = c.states                                          # kept states, in units of L m
-            kept = (sum(a.size for a in states) + sum(a.size for a in intra or () if a is not None)) / pq.size
+            kept = (states.size + sum(a.size for a in intra or () if a is not None)) / pq.size
             print(f"{name:32s} backward from kept states {1e3 * tb:9.2f} ms, without the kept intra-chunk "
                   f"weights {1e3 * tb3:9.2f} ms, two sweeps {1e3 * tb2:9.2f} ms: bwd/fwd {tb / tf:5.2f} "
                   f"(without intra {tb3 / tf:5.2f}, two sweeps {tb2 / tf:5.2f}); kept {kept:.2f} L m")

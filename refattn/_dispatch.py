@@ -22,9 +22,10 @@ primitive                          reference (signature of every kernel register
 ``linear_attention.causal_fwd``    ``refattn.attention._causal._causal_fwd_reference`` (row log-scales)
 ``linear_attention.causal_bwd``    ``refattn.attention._causal._causal_bwd_reference``
 ``linear_attention.causal_frames_  ``refattn.attention._causal._causal_frames_fwd_reference`` (per-feature
-fwd``                              key frames, issue 22)
-``linear_attention.causal_frames_  ``refattn.attention._causal._causal_frames_bwd_reference``
-bwd``
+fwd``                              key frames, issue 22): ``(numer_aug, kept)``, the states kept for `stride`
+                                   (a ``KeptStates`` of the one layout every backend reads, or None)
+``linear_attention.causal_frames_  ``refattn.attention._causal._causal_frames_bwd_reference``: from `kept`
+bwd``                              (one sweep) or None (two); ``log_features=True`` gives ``dphi * phi``
 ``positive_features_stable``       ``refattn.features.positive._positive_features_stable_reference``
 ``positive_key_features_stable``   ``refattn.features.positive._key_features_reference``
 ``fwht``                           ``refattn.features.fastfood._fwht_reference``

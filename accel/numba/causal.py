@@ -40,7 +40,12 @@ chunk, nothing recovered by subtraction): a forward sweep recomputes S for
 and ``dv_aug = Kc G + tril(Qc Kc^T)^T g``. Flops per (batch, head) and chunk of C rows, m features,
 D = d_v + 1: forward ``4 C m D + 2 C^2 (m + D)``, backward ``10 C m D + 2 C^2 (3 m + 3 D)`` (five state GEMMs,
 the intra-chunk products twice); the forward of the bidirectional path is ``4 C m D``. Extra memory: the
-state and a few (C, m) blocks per (batch, head), allocated by the caller (tracemalloc sees them).
+state and a few (C, m) blocks per (batch, head), allocated by the caller (tracemalloc sees them). The frames
+forward keeps no states for a one-sweep backward: a kept-state variant (states before every other chunk,
+one reverse sweep) was measured at L = 4096, float32, one thread: the backward went from 133 to 117-125 ms
+and the forward from 41 to 45-56 ms (writing the states), no net gain, so it was not kept. With
+``log_features=True`` each chunk's ``dphi_q``, ``dphi_k`` are multiplied by its features while in cache
+(FAVOR+'s gauge backward needs only ``dphi * phi``: two passes over (L, m) saved).
 
 The result does not depend on the core's ``chunk_size`` (accepted for the signature): the kernel uses its own
 :data:`TIME_BLOCK`, chosen by measurement (``benchmarks/accel.py --sections blocks``; BENCHMARKS.md, accel:
@@ -101,6 +106,14 @@ def _add(dst, src):  # pragma: no cover - compiled
     d, s = dst.ravel(), src.ravel()
     for i in range(d.size):
         d[i] += s[i]
+
+
+@njit(cache=True, fastmath=FASTMATH)
+def _mul(dst, src):  # pragma: no cover - compiled
+    """dst *= src for C-contiguous 2-D blocks of the same shape."""
+    d, s = dst.ravel(), src.ravel()
+    for i in range(d.size):
+        d[i] *= s[i]
 
 
 @njit(cache=True, fastmath=FASTMATH)
@@ -358,9 +371,10 @@ def _fwd_kernel(phi_q, phi_k, v_aug, mode, sf, s, M, numer, state, qbuf, kbuf, a
 
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def _bwd_kernel(g, phi_q, phi_k, v_aug, mode, sf, s, M, dq, dk, dv, state, qbuf, kbuf, abuf, bbuf, tbuf,
-                t2buf, ubuf, fbuf, C, limit):  # pragma: no cover - compiled
+                t2buf, ubuf, fbuf, C, limit, logf):  # pragma: no cover - compiled
     """Forward sweep (state S, kept transposed: ``g S^T`` is then a plain GEMM, measured 1.8x faster at
-    d_v + 1 = 65) for dq, reverse sweep (cotangent G) for dk and dv; `state` must come zeroed."""
+    d_v + 1 = 65) for dq, reverse sweep (cotangent G) for dk and dv; `state` must come zeroed. `logf`: dq
+    and dk are multiplied by the chunk's features (cotangents of the log-features) while in cache."""
     B, L, m = phi_q.shape
     D = v_aug.shape[2]
     nchunks = (L + C - 1) // C
@@ -398,6 +412,8 @@ def _bwd_kernel(g, phi_q, phi_k, v_aug, mode, sf, s, M, dq, dk, dv, state, qbuf,
                     _to_state_frame(T2, mode, sfb, Mb, a)
                     _add(dqc, T2)
                     _decay(ST, mode, sfb, Mb, a, e, True)
+            if logf:
+                _mul(dqc, pq)
             np.dot(ua.T, Kc, UT)                                         # (D, m) this chunk's keys
             _add(ST, UT)
         G = state[b]                                                     # reverse sweep: dphi_k, dv_aug
@@ -454,6 +470,8 @@ def _bwd_kernel(g, phi_q, phi_k, v_aug, mode, sf, s, M, dq, dk, dv, state, qbuf,
                     _decay(G, mode, sfb, Mb, a, e, False)
                     np.dot(Qx.T, gc, ubuf[b])
                     _add(G, ubuf[b])
+            if logf:
+                _mul(dkc, pk)
 
 
 # ---------------------------------------------------------------------------------------------- wrappers
@@ -548,7 +566,7 @@ def _scan_fwd(kern, phi_q, phi_k, v_aug, s, frames):
     return numer.reshape(lead + (L, D)), (M.reshape(lead + (L,)) if mode == _ROWS else None)
 
 
-def _scan_bwd(kern, g, phi_q, phi_k, v_aug, s, M, frames):
+def _scan_bwd(kern, g, phi_q, phi_k, v_aug, s, M, frames, log_features=False):
     pq, pk, ua, gf, lead, mode, sf, sr = _inputs(kern, phi_q, phi_k, v_aug, s, frames, g=g)
     B, L, m = pq.shape
     D = ua.shape[2]
@@ -569,7 +587,7 @@ def _scan_bwd(kern, g, phi_q, phi_k, v_aug, s, M, frames):
         with _one_blas_thread():
             _bwd_kernel(gf, pq, pk, ua, mode, sf, sr, Mf, dq, dk, dv, ws["state"], ws["qbuf"], ws["kbuf"],
                         ws["abuf"], ws["bbuf"], ws["tbuf"], ws["t2buf"], ws["ubuf"], ws["fbuf"], C,
-                        pq.dtype.type(SPREAD_LIMIT))
+                        pq.dtype.type(SPREAD_LIMIT), bool(log_features))
     shp = lead + (L,)
     return dq.reshape(shp + (m,)), dk.reshape(shp + (m,)), dv.reshape(shp + (D,))
 
@@ -621,7 +639,7 @@ def causal_bwd(g, phi_q, phi_k, v_aug, s, M, chunk_size):
     return _scan_bwd("causal_bwd", g, phi_q, phi_k, v_aug, s, M, False)
 
 
-def causal_frames_fwd(phi_q, phi_k, v_aug, s, chunk_size):
+def causal_frames_fwd(phi_q, phi_k, v_aug, s, chunk_size, stride):
     """Causal numerator and normaliser with per-feature frames (signature of
     ``_causal_frames_fwd_reference``).
 
@@ -634,20 +652,23 @@ def causal_frames_fwd(phi_q, phi_k, v_aug, s, chunk_size):
         ``[v, 1]``.
     s : (..., L, m) ndarray
         Per-feature frames, nondecreasing along L (prefix maxima).
-    chunk_size : int
-        Accepted for the signature (see :func:`causal_fwd`).
+    chunk_size, stride
+        Accepted for the signature (see :func:`causal_fwd`): this kernel keeps no states (measured: writing
+        them cost the forward what the one-sweep backward saved; BENCHMARKS.md, accel).
 
     Returns
     -------
     numer_aug : (..., L, d_v + 1) ndarray
         Numerator and (last column) normaliser.
+    kept : None
+        Nothing kept: :func:`causal_frames_bwd` recomputes the states.
     """
     if s is None:
         raise ValueError("s: per-feature frames (..., L, m) are required by causal_frames_fwd; got None")
-    return _scan_fwd("causal_frames_fwd", phi_q, phi_k, v_aug, s, True)[0]
+    return _scan_fwd("causal_frames_fwd", phi_q, phi_k, v_aug, s, True)[0], None
 
 
-def causal_frames_bwd(g, phi_q, phi_k, v_aug, s, chunk_size):
+def causal_frames_bwd(g, phi_q, phi_k, v_aug, s, chunk_size, kept, stride, log_features=False):
     """Backward of :func:`causal_frames_fwd` (signature of ``_causal_frames_bwd_reference``).
 
     Parameters
@@ -656,14 +677,21 @@ def causal_frames_bwd(g, phi_q, phi_k, v_aug, s, chunk_size):
         Cotangent of ``numer_aug``.
     phi_q, phi_k, v_aug, s, chunk_size
         As in :func:`causal_frames_fwd`.
+    kept, stride
+        What a forward kept (from the reference; None from this kernel's forward): not read, the two
+        sweeps recompute the states.
+    log_features : bool, default False
+        Return the cotangents of ``log phi_q`` and ``log phi_k`` (``dphi * phi``, formed per chunk in
+        cache) instead of those of the features.
 
     Returns
     -------
     dphi_q, dphi_k : (..., L, m) ndarray
-        Cotangents of the features (the frames' cotangent is formed by the caller).
+        Cotangents of the features, or of their logarithms (the frames' cotangent is formed by the
+        caller).
     dv_aug : (..., L, d_v + 1) ndarray
         Cotangent of ``[v, 1]``.
     """
     if s is None:
         raise ValueError("s: per-feature frames (..., L, m) are required by causal_frames_bwd; got None")
-    return _scan_bwd("causal_frames_bwd", g, phi_q, phi_k, v_aug, s, None, True)
+    return _scan_bwd("causal_frames_bwd", g, phi_q, phi_k, v_aug, s, None, True, log_features)

@@ -93,7 +93,9 @@ def state_stride(chunk_size, d1):
 class KeptStates(NamedTuple):
     """What a causal reference forward keeps for its one-sweep backward (issue 27 item 1).
 
-    ``states``: the state before chunks 0, stride, 2 stride, ..., each ``(..., m, d_v + 1)``. ``intra``: per
+    ``states``: the states before chunks 0, stride, 2 stride, ..., stacked as ``(..., n_kept, m, d_v + 1)``
+    (``n_kept = ceil(n_chunks / stride)``; every backend's kernels read and write this one layout, so a
+    forward under one backend and a backward under another agree). ``intra``: per
     chunk, its masked intra-chunk weights ``(..., c, c)`` (``tril(A)``, ``tril(A) * E`` with row scales, the
     chunk-frame ``tril(Qc Kc^T)`` with frames; None for a chunk on the frames' exact path), or None when
     keeping them would take the kept elements past ``2 L m`` (:func:`_keep_intra`); the backward then
@@ -105,8 +107,18 @@ class KeptStates(NamedTuple):
 
 
 def _kept_states(kept, intra):
-    """The :class:`KeptStates` of a forward's lists (None when it kept nothing)."""
-    return None if kept is None else KeptStates(tuple(kept), None if intra is None else tuple(intra))
+    """The :class:`KeptStates` of a forward's stacked states and list of weights (None when it kept
+    nothing)."""
+    return None if kept is None else KeptStates(kept, None if intra is None else tuple(intra))
+
+
+def _kept_buffer(batch, L, m, d1, chunk_size, stride, *, xp, dtype, device):
+    """The stacked kept states ``(..., n_kept, m, d_v + 1)`` a forward fills (None without `stride`)."""
+    if not stride:
+        return None
+    n_chunks = -(-L // chunk_size)
+    n_kept = -(-n_chunks // stride)
+    return xp.empty(batch + (n_kept, m, d1), dtype=dtype, device=device)
 
 
 def _keep_intra(L, m, d1, chunk_size, stride):
@@ -127,11 +139,12 @@ def _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
     needs: a :class:`KeptStates` (the states before chunks 0, stride, 2 stride, ... and, within the memory
     bound, every chunk's masked intra-chunk weights), or ``None`` when `stride` is None."""
     xp = namespace(phi_q, phi_k, v_aug)
-    kept = [] if stride else None
     L, m = phi_q.shape[-2], phi_q.shape[-1]
     intra = [] if stride and _keep_intra(L, m, v_aug.shape[-1], chunk_size, stride) else None
     batch = tuple(phi_q.shape[:-2])
     dev = device_of(phi_q)
+    kept = _kept_buffer(batch, L, m, v_aug.shape[-1], chunk_size, stride, xp=xp, dtype=phi_q.dtype,
+                        device=dev)
     masks = _tril_masks(L, chunk_size, xp=xp, device=dev) if L else {}
     S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)   # (..., m, d_v + 1) state
     Mp = xp.full(batch, -float("inf"), dtype=phi_q.dtype, device=dev) if s is not None else None
@@ -141,7 +154,7 @@ def _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
     M = xp.empty(tuple(s.shape), dtype=s.dtype, device=dev) if s is not None else None   # (..., L)
     for idx, a in enumerate(range(0, L, chunk_size)):
         if kept is not None and idx % stride == 0:
-            kept.append(S)                                                        # state before this chunk
+            kept[..., idx // stride, :, :] = S                                    # state before this chunk
         b = min(L, a + chunk_size)
         pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
         tril = masks[b - a]
@@ -195,7 +208,7 @@ def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, kept, stride):
 
     G = None
     for blk in range((n - 1) // stride * stride, -1, -stride):
-        S = states[blk // stride]
+        S = states[..., blk // stride, :, :]
         block = [S]
         for idx in range(blk, min(n, blk + stride) - 1):                          # recompute inside the block
             a = starts[idx]
@@ -414,32 +427,29 @@ def _frame_chunk(phi_k, s, a, chunk_size, *, xp):
 
 
 @_dispatch.define("linear_attention.causal_frames_fwd")
-def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
-    """Causal numerator and normaliser with per-feature frames; see :func:`_causal_frames_fwd_states`."""
-    return _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, None)[0]
-
-
-def _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
+def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size, stride):
     """Causal numerator and normaliser with per-feature frames ``s: (..., L, m)`` (nondecreasing along L).
 
     Parameters: ``phi_q, phi_k: (..., L, m)``, ``v_aug: (..., L, d_v + 1)``, ``s: (..., L, m)``,
-    ``chunk_size: int``, ``stride``: keep the state before every stride-th chunk (None: keep none). Returns
-    ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser) and a :class:`KeptStates` (or None).
-    Extra memory O(L d_v + m d_v + C m), plus O(C^2 m) in a chunk that takes the exact path.
+    ``chunk_size: int``, ``stride``: keep the state before every stride-th chunk for the one-sweep backward
+    (None: keep none). Returns ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser) and a
+    :class:`KeptStates` (or None). Extra memory O(L d_v + m d_v + C m), plus O(C^2 m) in a chunk that takes
+    the exact path, plus what is kept (at most about ``2 L m`` elements per batch index).
     """
     xp = namespace(phi_q, phi_k, v_aug, s)
-    kept = [] if stride else None
     L, m = phi_q.shape[-2], phi_q.shape[-1]
     intra = [] if stride and _keep_intra(L, m, v_aug.shape[-1], chunk_size, stride) else None
     masks = _tril_masks(L, chunk_size, xp=xp, device=device_of(phi_q)) if L else {}
     batch = tuple(phi_q.shape[:-2])
     dev = device_of(phi_q)
+    kept = _kept_buffer(batch, L, m, v_aug.shape[-1], chunk_size, stride, xp=xp, dtype=phi_q.dtype,
+                        device=dev)
     S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)  # (..., m, d_v + 1) frame Pprev
     numer = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)          # (..., L, d_v + 1)
     starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
     for idx, (a, ok) in enumerate(zip(starts, cheap, strict=True)):
         if kept is not None and idx % stride == 0:
-            kept.append(S)                                                        # frame s[a - 1]
+            kept[..., idx // stride, :, :] = S                                    # frame s[a - 1]
         b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
         pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
         tril = masks[b - a]
@@ -464,10 +474,28 @@ def _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
     return numer, _kept_states(kept, intra)
 
 
-def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, kept, stride):
-    """Backward of :func:`_causal_frames_fwd_states` from what it kept (a :class:`KeptStates`): one reverse
-    sweep, the states inside a block of `stride` chunks recomputed from the block's kept state, the
-    chunk-frame weights ``tril(Qc Kc^T)`` the forward's when kept (see :func:`_causal_bwd_stored`)."""
+def _times(d, phi, log_features):
+    """A chunk's feature cotangent `d`, times its features `phi` when the caller asked for the cotangent of
+    ``log phi``."""
+    return d * phi if log_features else d
+
+
+@_dispatch.define("linear_attention.causal_frames_bwd")
+def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size, kept, stride, log_features=False):
+    """Backward of :func:`_causal_frames_fwd_reference` given ``g = d numer_aug: (..., L, d_v + 1)`` and what
+    the forward kept (a :class:`KeptStates` for `stride`, or None).
+
+    With kept states, one reverse sweep: the states inside a block of `stride` chunks recomputed from the
+    block's kept state, the chunk-frame weights ``tril(Qc Kc^T)`` the forward's when kept (see
+    :func:`_causal_bwd_stored`). Without, :func:`_causal_frames_bwd_recompute` (two sweeps). Returns
+    ``dphi_q, dphi_k: (..., L, m)``, ``dv_aug: (..., L, d_v + 1)``; the frames' cotangent is
+    ``phi_k dphi_k - phi_q dphi_q`` (formed by the caller: the output depends on s only through the
+    differences ``s_j - s_i``). ``log_features=True``: the first two are the cotangents of ``log phi_q`` and
+    ``log phi_k`` instead, ``dphi * phi``, formed chunk by chunk (FAVOR+'s gauge backward takes them: two
+    passes over ``(..., L, m)`` saved).
+    """
+    if kept is None:
+        return _causal_frames_bwd_recompute(g, phi_q, phi_k, v_aug, s, chunk_size, log_features)
     xp = namespace(g, phi_q, phi_k, v_aug, s)
     states, intra = kept
     dev = device_of(phi_q)
@@ -478,9 +506,9 @@ def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, kept, strid
     dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
 
-    G = xp.zeros_like(states[0])                                                  # (..., m, d_v + 1)
+    G = xp.zeros_like(states[..., 0, :, :])                                       # (..., m, d_v + 1)
     for blk in range((n - 1) // stride * stride, -1, -stride):
-        S = states[blk // stride]
+        S = states[..., blk // stride, :, :]
         block = [S]
         for idx in range(blk, min(n, blk + stride) - 1):                          # recompute inside the block
             b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, starts[idx], chunk_size, xp=xp)
@@ -502,14 +530,14 @@ def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, kept, strid
                 dQc = Bm @ Kc
                 if decay is not None:
                     dQc = dQc + gc @ xp.matrix_transpose(decay * S)
-                dphi_q[..., a:b, :] = dQc * up
+                dphi_q[..., a:b, :] = _times(dQc * up, pq, log_features)
                 A = None if intra is None else intra[idx]
                 if A is None:
                     A = Qc @ xp.matrix_transpose(Kc)
                     A = xp.where(tril, A, xp.zeros_like(A))                       # (..., c, c)
                 dKc = dKc + xp.matrix_transpose(Bm) @ Qc
                 dua = dua + xp.matrix_transpose(A) @ gc
-                dphi_k[..., a:b, :] = dKc * xp.exp(sc - E_end)
+                dphi_k[..., a:b, :] = _times(dKc * xp.exp(sc - E_end), pk, log_features)
                 if decay is not None:
                     G = decay * (G + xp.matrix_transpose(Qc) @ gc)
             else:
@@ -518,24 +546,19 @@ def _causal_frames_bwd_stored(g, phi_q, phi_k, v_aug, s, chunk_size, kept, strid
                 dua = dua + xp.matrix_transpose(W) @ gc
                 if decay is not None:
                     dpq = dpq + (gc @ xp.matrix_transpose(S)) * xp.exp(Pprev - sc)
-                dphi_q[..., a:b, :] = dpq
-                dphi_k[..., a:b, :] = dKc * xp.exp(sc - E_end) + dpk
+                dphi_q[..., a:b, :] = _times(dpq, pq, log_features)
+                dphi_k[..., a:b, :] = _times(dKc * xp.exp(sc - E_end) + dpk, pk, log_features)
                 if decay is not None:
                     G = decay * G + xp.matrix_transpose(pq * xp.exp(Pprev - sc)) @ gc
             dv_aug[..., a:b, :] = dua
     return dphi_q, dphi_k, dv_aug
 
 
-@_dispatch.define("linear_attention.causal_frames_bwd")
-def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size):
-    """Backward of :func:`_causal_frames_fwd_reference` given ``g = d numer_aug: (..., L, d_v + 1)``.
-
-    A forward sweep recomputes the state for ``dphi_q``; a reverse sweep carries the state's cotangent ``G``
-    (in each chunk's end frame) for the inter-chunk terms of ``dphi_k`` and ``dv_aug``. Chunks take the same
-    path (chunk frame or exact) as in the forward. Returns ``dphi_q, dphi_k: (..., L, m)``,
-    ``dv_aug: (..., L, d_v + 1)``; the frames' cotangent is ``phi_k dphi_k - phi_q dphi_q`` (formed by the
-    caller: the output depends on s only through the differences ``s_j - s_i``).
-    """
+def _causal_frames_bwd_recompute(g, phi_q, phi_k, v_aug, s, chunk_size, log_features):
+    """:func:`_causal_frames_bwd_reference` for a forward that kept nothing: a forward sweep recomputes the
+    state for ``dphi_q``; a reverse sweep carries the state's cotangent ``G`` (in each chunk's end frame) for
+    the inter-chunk terms of ``dphi_k`` and ``dv_aug``. Chunks take the same path (chunk frame or exact) as in
+    the forward. Memory: one state, nothing per chunk."""
     xp = namespace(g, phi_q, phi_k, v_aug, s)
     m = phi_q.shape[-1]
     batch = tuple(phi_q.shape[:-2])
@@ -563,19 +586,19 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size):
             if decay is not None:
                 S = decay * S
                 dQc = dQc + gc @ xp.matrix_transpose(S)
-            dphi_q[..., a:b, :] = dQc * up
+            dphi_q[..., a:b, :] = _times(dQc * up, pq, log_features)
         else:
             dpq, _ = _exact_weights_bwd(Bm, pq, phi_k[..., a:b, :], sc, xp=xp, tril=tril)
             if decay is not None:
                 dpq = dpq + (gc @ xp.matrix_transpose(S)) * xp.exp(Pprev - sc)
                 S = decay * S
-            dphi_q[..., a:b, :] = dpq
+            dphi_q[..., a:b, :] = _times(dpq, pq, log_features)
         S = S + xp.matrix_transpose(Kc) @ ua
     G = xp.zeros_like(S)                                                          # (..., m, d_v + 1)
     for idx in range(len(starts) - 1, -1, -1):  # reverse sweep: dphi_k, dv_aug
         a, ok = starts[idx], cheap[idx]
         b, sc, E_end, Kc, Pprev, decay, gc, ua, tril, Bm = chunk(a)
-        pq = phi_q[..., a:b, :]
+        pq, pk = phi_q[..., a:b, :], phi_k[..., a:b, :]
         dKc = ua @ xp.matrix_transpose(G)                                         # (..., c, m) via the state
         dua = Kc @ G                                                              # (..., c, d_v + 1)
         if ok:
@@ -584,15 +607,14 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size):
             A = xp.where(tril, A, xp.zeros_like(A))                               # (..., c, c)
             dKc = dKc + xp.matrix_transpose(Bm) @ Qc
             dua = dua + xp.matrix_transpose(A) @ gc
-            dphi_k[..., a:b, :] = dKc * xp.exp(sc - E_end)
+            dphi_k[..., a:b, :] = _times(dKc * xp.exp(sc - E_end), pk, log_features)
             if decay is not None:
                 G = decay * (G + xp.matrix_transpose(Qc) @ gc)
         else:
-            pk = phi_k[..., a:b, :]
             W = _exact_weights(pq, pk, sc, xp=xp, tril=tril)
             dua = dua + xp.matrix_transpose(W) @ gc
             _, dpk = _exact_weights_bwd(Bm, pq, pk, sc, xp=xp, tril=tril)
-            dphi_k[..., a:b, :] = dKc * xp.exp(sc - E_end) + dpk
+            dphi_k[..., a:b, :] = _times(dKc * xp.exp(sc - E_end) + dpk, pk, log_features)
             if decay is not None:
                 G = decay * G + xp.matrix_transpose(pq * xp.exp(Pprev - sc)) @ gc
         dv_aug[..., a:b, :] = dua

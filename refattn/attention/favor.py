@@ -235,9 +235,11 @@ def favor_attention_bwd(dy, cache: FavorAttentionCache, *, omega_grad=True) -> F
 
 
 def _attention_grads(dy, cache, *, xp):
-    """Linear attention's gradients; the frames' cotangent only for trig features (positive and hyperbolic
-    frames are a gauge, held fixed)."""
-    return _linear_bwd_core(dy, cache.attn_cache, xp=xp, frame_grad=cache.features == "trig")
+    """Linear attention's gradients; for trig features those of the features and the frames' (row
+    log-scales') cotangent; for positive and hyperbolic ones, whose frames are a gauge held fixed, the
+    cotangents of the log-features ``dphi * phi`` (formed chunk by chunk in causal mode) and no frames'."""
+    trig = cache.features == "trig"
+    return _linear_bwd_core(dy, cache.attn_cache, xp=xp, frame_grad=trig, log_features=not trig)
 
 
 def _bwd_unchecked(dy, cache, *, omega_grad):
@@ -261,18 +263,18 @@ def _bwd_core(ga, cache, *, omega_grad, xp):
         # map and the key map sum to zero exactly, and each map's backward reduces to du = dphi * phi with the
         # frame held fixed. (The maps' own backwards, with the maxima's routing, are tested on their own;
         # composing them gives the same gradients up to rounding, at the cost of segment sums over L.)
-        dq, dwq = _gauge_bwd(ga.phi_q, c.q_cache, key=False, omega_grad=omega_grad, xp=xp)
-        dk, dwk = _gauge_bwd(ga.phi_k, c.k_cache, key=True, omega_grad=omega_grad, xp=xp)
+        dq, dwq = _gauge_bwd(ga.phi_q, c.q_cache, key=False, omega_grad=omega_grad, xp=xp)    # du_q
+        dk, dwk = _gauge_bwd(ga.phi_k, c.k_cache, key=True, omega_grad=omega_grad, xp=xp)     # du_k
     domega = dwq + dwk if omega_grad else None                                    # (m, d)
     return FavorAttentionGrads(q=dq * c.scale, k=dk * c.scale, v=ga.v, omega=domega)
 
 
-def _gauge_bwd(dphi, cache, *, key, omega_grad, xp):
-    """``(dx, domega)`` of a stabilised positive/hyperbolic map with its frame and row maxima held fixed:
-    ``du = dphi * phi``; keys' exponent ``u - |x|^2/2`` adds ``-sum_m(du) x`` (queries' norm term went into
+def _gauge_bwd(du, cache, *, key, omega_grad, xp):
+    """``(dx, domega)`` of a stabilised positive/hyperbolic map with its frame and row maxima held fixed,
+    from the cotangent of its exponent ``du = dphi * phi`` (linear attention's ``log_features`` cotangent,
+    ``(..., L, m')``); keys' exponent ``u - |x|^2/2`` adds ``-sum_m(du) x`` (queries' norm term went into
     the dropped log-scale)."""
     inner = cache.inner if isinstance(cache, _pos.HyperbolicFeaturesCache) else cache
-    du = dphi * inner.phi                                                         # (..., L, m')
     dx, domega = project_bwd(du, inner.x, inner.omega, xp=xp, omega_grad=omega_grad)
     if key:
         dx = dx - xp.sum(du, axis=-1, keepdims=True) * inner.x                    # d(-|x|^2/2) = -x

@@ -12,7 +12,9 @@ product, the rest through a running (m, d_v + 1) state), so extra memory stays O
 (L, m, d_v) stack of prefix states is never formed (design.md trap 9). For its one-sweep backward the causal
 reference forward keeps the state before every ``ceil((d_v + 1) / 2C)``-th chunk and, while the total stays
 within ``2 L m`` elements per batch index, each chunk's masked (C, C) weights (``_causal.KeptStates``):
-1.14 L m elements at C = 32, m = 256, d_v = 64 (measured by ``benchmarks/attention.py --only frames``).
+1.14 L m elements at C = 32, m = 256, d_v = 64 (measured by ``benchmarks/attention.py --only frames``). With
+frames the kept states go through the dispatched primitive pair, in one layout every backend reads (an accel
+forward may keep none; the backward then recomputes them).
 
 The normaliser is fused into the value product as an extra column of ones, ``v_aug = [v, 1]``, so one GEMM
 gives numerator and denominator together.
@@ -40,8 +42,7 @@ from typing import Any, NamedTuple
 from .. import _dispatch
 from .._xp import (check_choice, check_finite, check_positive_int, check_shape, contract_rows, device_of,
                    namespace)
-from ._causal import (_bcast2, _causal_bwd_stored, _causal_frames_bwd_stored, _causal_frames_fwd_states,
-                      _causal_fwd_states, state_stride)
+from ._causal import _bcast2, _causal_bwd_stored, _causal_fwd_states, state_stride
 from ._normaliser import augment as _augment
 from ._normaliser import check_normaliser, name_nonfinite
 
@@ -76,8 +77,9 @@ class LinearAttentionCache(NamedTuple):
     y: Array            # (..., L, d_v) output
     causal: bool
     chunk_size: int
-    # causal, reference forward: a _causal.KeptStates (states before every stride-th chunk, each
-    # (..., m, d_v + 1), and the chunks' masked intra-chunk weights when they fit the memory bound)
+    # causal (every backend with frames, the reference with row scales): a _causal.KeptStates (the states
+    # before every stride-th chunk, stacked (..., n_kept, m, d_v + 1), and the chunks' masked intra-chunk
+    # weights when they fit the memory bound)
     states: Any = None
     stride: int = None  # state_stride(C, d_v + 1): the kept states hold <= about 2 L m elements
 
@@ -220,18 +222,16 @@ def _fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonpositive, *, xp, inp
         numer = phi_q @ kv                                                        # (..., L, d_v + 1)
     else:
         kv = None
-        frames = s is not None and s.ndim == phi_k.ndim                           # per-feature frames
-        name = "linear_attention.causal_frames_fwd" if frames else "linear_attention.causal_fwd"
-        kernel = _dispatch.kernel_for(name)
-        if kernel is not None:                                                    # an accel kernel: no states
-            numer, M = (kernel(phi_q, phi_k, v_aug, s, chunk_size), None) if frames else kernel(
-                phi_q, phi_k, v_aug, s, chunk_size)
-        else:  # keep states for the backward
-            stride = state_stride(chunk_size, v_aug.shape[-1])
-            if frames:
-                numer, states = _causal_frames_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride)
-                M = None
-            else:
+        if s is not None and s.ndim == phi_k.ndim:                                # per-feature frames
+            stride = state_stride(chunk_size, v_aug.shape[-1])                    # every backend keeps states
+            impl = _dispatch.implementation("linear_attention.causal_frames_fwd")
+            (numer, states), M = impl(phi_q, phi_k, v_aug, s, chunk_size, stride), None
+        else:
+            kernel = _dispatch.kernel_for("linear_attention.causal_fwd")
+            if kernel is not None:                                                # an accel kernel: no states
+                numer, M = kernel(phi_q, phi_k, v_aug, s, chunk_size)
+            else:  # keep states for the backward
+                stride = state_stride(chunk_size, v_aug.shape[-1])
                 numer, M, states = _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride)
     z = numer[..., d_v:]                                                          # (..., L, 1)
     check_normaliser(z, on_nonpositive, xp=xp, inputs=inputs)
@@ -282,10 +282,12 @@ def _check_dy(dy, cache):
     return xp
 
 
-def _bwd_core(dy, cache, *, xp, frame_grad=True):
+def _bwd_core(dy, cache, *, xp, frame_grad=True, log_features=False):
     """Unchecked core of :func:`linear_attention_bwd`. ``frame_grad=False``: per-feature frames get no
     cotangent (``k_log_scale=None``; two (L, m) passes saved) for a caller that holds them fixed (FAVOR+'s
-    gauge backward)."""
+    gauge backward). ``log_features=True``: the ``phi_q`` and ``phi_k`` fields hold the cotangents of
+    ``log phi`` (``dphi * phi``), which the causal frames primitive forms chunk by chunk (FAVOR+'s gauge
+    backward needs only these)."""
     c = cache
     d_v = dy.shape[-1]
     dnumer = dy / c.z                                                             # (..., L, d_v)
@@ -303,14 +305,13 @@ def _bwd_core(dy, cache, *, xp, frame_grad=True):
             dphi_k = (w * c.v_aug) @ xp.matrix_transpose(dkv)
             dv_aug = w * (c.phi_k @ dkv)
     elif s is not None and s.ndim == c.phi_k.ndim:                                # per-feature frames
-        kernel = _dispatch.kernel_for("linear_attention.causal_frames_bwd")
-        if kernel is None and c.states is not None:                               # one reverse sweep
-            dphi_q, dphi_k, dv_aug = _causal_frames_bwd_stored(g, c.phi_q, c.phi_k, c.v_aug, s, c.chunk_size,
-                                                               c.states, c.stride)
-        else:
-            impl = kernel or _dispatch.reference("linear_attention.causal_frames_bwd")
-            dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.chunk_size)
-        ds = c.phi_k * dphi_k - c.phi_q * dphi_q if frame_grad else None          # (..., L, m)
+        impl = _dispatch.implementation("linear_attention.causal_frames_bwd")    # one reverse sweep
+        dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.chunk_size, c.states, c.stride,
+                                      log_features=log_features)
+        if not frame_grad:
+            ds = None
+        else:                                                                     # (..., L, m)
+            ds = dphi_k - dphi_q if log_features else c.phi_k * dphi_k - c.phi_q * dphi_q
         return LinearAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], k_log_scale=ds)
     else:
         kernel = _dispatch.kernel_for("linear_attention.causal_bwd")
@@ -321,6 +322,8 @@ def _bwd_core(dy, cache, *, xp, frame_grad=True):
             impl = kernel or _dispatch.reference("linear_attention.causal_bwd")
             dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.M, c.chunk_size)
     ds = None if s is None else xp.sum(c.v_aug * dv_aug, axis=-1)                 # (..., L)
+    if log_features:
+        dphi_q, dphi_k = dphi_q * c.phi_q, dphi_k * c.phi_k
     return LinearAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], k_log_scale=ds)
 
 

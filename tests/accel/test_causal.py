@@ -56,19 +56,23 @@ def _inputs(rng, shape, dtype, scales, scale=3.0):
     return phi_q, phi_k, v_aug, s
 
 
-def _reference_pair(phi_q, phi_k, v_aug, s, g, chunk):
-    """(numer, M, grads) of the reference for these scales (M None for frames)."""
+def _reference_pair(phi_q, phi_k, v_aug, s, g, chunk, log_features=False):
+    """(numer, M, grads) of the reference for these scales (M None for frames; frames: the one-sweep
+    backward from kept states, stride 2)."""
     if s is not None and s.ndim == phi_q.ndim:
-        return (_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk), None,
-                _frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk))
+        numer, kept = _frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk, 2)
+        return numer, None, _frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk, kept, 2,
+                                                  log_features=log_features)
     numer, M = _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk)
     return numer, M, _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M, chunk)
 
 
-def _kernel_pair(phi_q, phi_k, v_aug, s, g, chunk):
+def _kernel_pair(phi_q, phi_k, v_aug, s, g, chunk, log_features=False):
     if s is not None and s.ndim == phi_q.ndim:
-        return (causal.causal_frames_fwd(phi_q, phi_k, v_aug, s, chunk), None,
-                causal.causal_frames_bwd(g, phi_q, phi_k, v_aug, s, chunk))
+        numer, kept = causal.causal_frames_fwd(phi_q, phi_k, v_aug, s, chunk, 2)
+        assert kept is None                                          # this kernel keeps nothing
+        return numer, None, causal.causal_frames_bwd(g, phi_q, phi_k, v_aug, s, chunk, kept, 2,
+                                                     log_features=log_features)
     numer, M = causal.causal_fwd(phi_q, phi_k, v_aug, s, chunk)
     return numer, M, causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M, chunk)
 
@@ -105,6 +109,29 @@ def test_kernels_equal_reference(rng, dtype, scales, shape, block, monkeypatch):
         assert M1 is None
     for name, a, e in zip(("dphi_q", "dphi_k", "dv_aug"), got, ref, strict=True):
         _close(a, e, dtype, name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("scales", ["frames", "frames-exact"])
+def test_log_features_cotangents(rng, dtype, scales):
+    """``log_features=True``: the kernel's first two outputs are ``dphi * phi`` (formed per chunk), equal to
+    the reference's (itself tested against the product in tests/attention/test_linear_frames.py), on the
+    chunk-frame and the exact path; a states argument from the reference's forward is accepted and not
+    needed."""
+    phi_q, phi_k, v_aug, s = _inputs(rng, (2, 3, 45, 6, 3), dtype, scales)
+    g = rng.standard_normal(v_aug.shape).astype(dtype)
+    _, _, ref = _reference_pair(phi_q, phi_k, v_aug, s, g, 8, log_features=True)
+    _, _, plain = _kernel_pair(phi_q, phi_k, v_aug, s, g, 8)
+    _, _, got = _kernel_pair(phi_q, phi_k, v_aug, s, g, 8, log_features=True)
+    _close(got[0], phi_q * plain[0], dtype, "dlog phi_q")
+    _close(got[1], phi_k * plain[1], dtype, "dlog phi_k")
+    np.testing.assert_array_equal(got[2], plain[2])
+    for name, a, e in zip(("dlog phi_q", "dlog phi_k", "dv_aug"), got, ref, strict=True):
+        _close(a, e, dtype, name)
+    _, kept = _frames_fwd_reference(phi_q, phi_k, v_aug, s, 8, 2)
+    again = causal.causal_frames_bwd(g, phi_q, phi_k, v_aug, s, 8, kept, 2, log_features=True)
+    for a, b in zip(again, got, strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -316,12 +343,14 @@ def test_extra_memory_is_o_m_dv_per_head(rng, scales):
     phi_q, phi_k, v_aug, s = _inputs(rng, (B, L, m, d_v), "float64", scales)
     g = rng.standard_normal(v_aug.shape)
     _kernel_pair(phi_q, phi_k, v_aug, s, g, 64)                       # compile outside the measurement
-    fwd = causal.causal_frames_fwd if scales == "frames" else causal.causal_fwd
     M = None if scales == "frames" else causal.causal_fwd(phi_q, phi_k, v_aug, s, 64)[1]
+
+    def fwd(*a):
+        return causal.causal_frames_fwd(*a, 2) if scales == "frames" else causal.causal_fwd(*a)
 
     def bwd():
         if scales == "frames":
-            return causal.causal_frames_bwd(g, phi_q, phi_k, v_aug, s, 64)
+            return causal.causal_frames_bwd(g, phi_q, phi_k, v_aug, s, 64, None, 2)
         return causal.causal_bwd(g, phi_q, phi_k, v_aug, s, M, 64)
 
     D, it, C = d_v + 1, 8, causal.TIME_BLOCK

@@ -35,11 +35,12 @@ def _samples(name, rng, dt):
         phi_q, phi_k, v_aug, s = _causal_args(rng, dt, False)
         _, M = _dispatch.reference("linear_attention.causal_fwd")(phi_q, phi_k, v_aug, s, 8)
         return (rng.standard_normal(v_aug.shape).astype(dt), phi_q, phi_k, v_aug, s, M, 8), {}
-    if name == "linear_attention.causal_frames_fwd":
-        return _causal_args(rng, dt, True) + (8,), {}
+    if name == "linear_attention.causal_frames_fwd":                 # keeping nothing: comparable outputs
+        return _causal_args(rng, dt, True) + (8, None), {}
     if name == "linear_attention.causal_frames_bwd":
         phi_q, phi_k, v_aug, s = _causal_args(rng, dt, True)
-        return (rng.standard_normal(v_aug.shape).astype(dt), phi_q, phi_k, v_aug, s, 8), {}
+        _, kept = _dispatch.reference("linear_attention.causal_frames_fwd")(phi_q, phi_k, v_aug, s, 8, 2)
+        return (rng.standard_normal(v_aug.shape).astype(dt), phi_q, phi_k, v_aug, s, 8, kept, 2), {}
     if name == "positive_features_stable":
         x = (2.0 * rng.standard_normal((2, 9, 8))).astype(dt)
         frame = (20.0 * rng.standard_normal((2, 1, 24))).astype(dt)

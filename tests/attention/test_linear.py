@@ -205,8 +205,8 @@ def test_kept_states_backward_equals_two_sweep_reference(rng, scale, chunk_size,
     y, cache = linear_attention_fwd(phi_q, phi_k, v, causal=True, k_log_scale=s, chunk_size=chunk_size)
     assert cache.states is not None
     states, intra = cache.states
-    kept = sum(a.size for a in states) + sum(a.size for a in intra or () if a is not None)
-    assert kept <= 2 * phi_q.size + cache.stride * states[0].size
+    kept = states.size + sum(a.size for a in intra or () if a is not None)
+    assert kept <= 2 * phi_q.size + cache.stride * states[..., 0, :, :].size
     if intra is not None:                                            # the forward's masked weights, reused
         assert len(intra) == -(-L // chunk_size)
     g1 = linear_attention_bwd(dy, cache)

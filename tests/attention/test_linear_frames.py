@@ -136,3 +136,22 @@ def test_gradient_check_must_fail(rng):
         phi_q, phi_k, v, causal=True, k_log_scale=k_log_scale, chunk_size=4)
     with pytest.raises(AssertionError, match="gradient for k_log_scale"):
         check_vjp(fwd, bad_bwd, {"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": s})
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["kept-states", "two-sweeps"])
+def test_log_features_cotangents(xp, rng, path, kept):
+    """The frames primitive's ``log_features=True`` (FAVOR+'s gauge backward) returns ``dphi * phi`` for the
+    queries and the keys, formed chunk by chunk, on both chunk paths and both backward forms; ``dv_aug`` is
+    unchanged. (FAVOR+'s gradient checks run through it; a missing factor fails them.)"""
+    phi_q, phi_k, v, s = _inputs(rng, shape=(2, 19), jump=5.0)
+    v_aug = np.concatenate([v, np.ones(v.shape[:-1] + (1,))], axis=-1)
+    g = rng.standard_normal(v_aug.shape)
+    a = [asxp(xp, x) for x in (g, phi_q, phi_k, v_aug, s)]
+    fwd = _causal._causal_frames_fwd_reference
+    bwd = _causal._causal_frames_bwd_reference
+    _, states = fwd(*a[1:], 4, 2 if kept else None)
+    plain = [to_numpy(x) for x in bwd(*a, 4, states, 2)]
+    logf = [to_numpy(x) for x in bwd(*a, 4, states, 2, log_features=True)]
+    np.testing.assert_allclose(logf[0], plain[0] * phi_q, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(logf[1], plain[1] * phi_k, rtol=1e-13, atol=1e-14)
+    np.testing.assert_array_equal(logf[2], plain[2])
