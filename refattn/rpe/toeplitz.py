@@ -21,7 +21,8 @@ entries with i - j < 0 (``coeffs[..., :L - 1]``) are ignored (treated as 0) and 
 * *NumPy/SciPy fast path* (NumPy arrays; the NumPy-only edge module
   ``refattn/rpe/_toeplitz_numpy.py``): ``scipy.fft.rfft``/``irfft`` along the contiguous last axis of a
   ``(ca, d_v + 1, N)`` block (``ca`` features of one head and all their value columns in one call, the
-  sequence zero-padded in place), ``workers`` threads, N = ``scipy.fft.next_fast_len(2L - 1, real=True)``.
+  sequence zero-padded in place), N = ``scipy.fft.next_fast_len(2L - 1, real=True)``; ``workers`` threads,
+  spread over the heads when there are several (else inside the FFTs).
 * *Array-API path* (every other namespace: array_api_strict, CuPy, ...): ``xp.fft.rfft``/``irfft`` along the
   sequence axis of ``(..., L, ca, d_v + 1)`` blocks, N the next power of two.
 
@@ -236,9 +237,9 @@ def toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, *, causal=False, chunk_eleme
     on_nonpositive : {"raise", "ignore"}
         What to do with a non-positive normaliser.
     workers : int or None
-        Threads for ``scipy.fft`` on the NumPy path (None: SciPy's default, 1 unless set by
-        ``scipy.fft.set_workers``; negative: counted back from the number of CPUs). Ignored by other
-        namespaces.
+        Threads on the NumPy path (None: SciPy's default, 1 unless set by ``scipy.fft.set_workers``;
+        negative: counted back from the number of CPUs): over the heads (flattened batch) when there are
+        several, else inside ``scipy.fft``. The result does not depend on it. Ignored by other namespaces.
 
     Returns
     -------
