@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["type_name", "check_array", "check_same", "flatten_leading", "positive_projection",
-           "register_backend"]
+__all__ = ["type_name", "check_array", "check_same", "flatten_leading", "scan_operands",
+           "positive_projection", "register_backend"]
 
 
 def type_name(x: Any) -> str:
@@ -55,6 +55,23 @@ def flatten_leading(name: str, x: Any, core_ndim: int, *, kernel: str) -> tuple[
     for size in lead:
         n *= size
     return x.reshape((n,) + tuple(x.shape[x.ndim - core_ndim:])), lead
+
+
+def scan_operands(flatten, kern: str, dtypes, phi_q: Any, phi_k: Any, v_aug: Any, g: Any = None):
+    """The causal-scan kernels' shared operand checks: ``phi_q, phi_k: (..., L, m)``, ``v_aug, g:
+    (..., L, D)`` flattened to one batch axis by the backend's ``flatten(name, x, core_ndim, dtypes, kernel,
+    like=...)`` (which checks the array type and dtype). Returns ``(pq, pk, ua, gf, lead)`` (``gf`` None
+    without `g`)."""
+    pq, lead = flatten("phi_q", phi_q, 2, dtypes, kern)
+    pk, _ = flatten("phi_k", phi_k, 2, dtypes, kern, like=pq)
+    ua, _ = flatten("v_aug", v_aug, 2, dtypes, kern, like=pq)
+    check_same("phi_k", pk, "phi_q", pq.shape)
+    check_same("v_aug", ua, "phi_q", pq.shape[:2] + ua.shape[2:])
+    gf = None
+    if g is not None:
+        gf, _ = flatten("g", g, 2, dtypes, kern, like=pq)
+        check_same("g", gf, "v_aug", ua.shape)
+    return pq, pk, ua, gf, lead
 
 
 def positive_projection(x: Any, omega: Any, k_log_scale: Any, *, as_array, dtypes: tuple[str, ...],

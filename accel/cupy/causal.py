@@ -29,6 +29,7 @@ import cupy
 import numpy as np
 
 from . import chunk_parallel
+from .._checks import scan_operands
 from ._common import check_same, flatten
 from ._cuda import function, launch_1d
 
@@ -73,19 +74,11 @@ def scan_rev(V, P):
 
 def _flat_inputs(kern, phi_q, phi_k, v_aug, s, g=None):
     dts = SUPPORTED[kern]["dtypes"]
-    pq, lead = flatten("phi_q", phi_q, 2, dts, kern)
-    pk, _ = flatten("phi_k", phi_k, 2, dts, kern, like=pq)
-    ua, _ = flatten("v_aug", v_aug, 2, dts, kern, like=pq)
-    check_same("phi_k", pk, "phi_q", pq.shape)
-    check_same("v_aug", ua, "phi_q", pq.shape[:2] + ua.shape[2:])
+    pq, pk, ua, gf, lead = scan_operands(flatten, kern, dts, phi_q, phi_k, v_aug, g)
     sf = None
     if s is not None:
         sf, _ = flatten("s", s, 1, dts, kern, like=pq)
         check_same("s", sf, "phi_q", pq.shape[:2])
-    gf = None
-    if g is not None:
-        gf, _ = flatten("g", g, 2, dts, kern, like=pq)
-        check_same("g", gf, "v_aug", ua.shape)
     return pq, pk, ua, sf, gf, lead
 
 

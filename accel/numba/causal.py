@@ -62,7 +62,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .._checks import check_same, flatten_leading
+from .._checks import check_same, flatten_leading, scan_operands
 from ._common import FASTMATH, as_numpy
 
 __all__ = ["SUPPORTED", "TIME_BLOCK", "SPREAD_LIMIT", "causal_fwd", "causal_bwd", "causal_frames_fwd",
@@ -526,15 +526,7 @@ def _workspace(B, C, m, D, dtype, backward):
 
 def _inputs(kern, phi_q, phi_k, v_aug, s, frames, g=None):
     dts = SUPPORTED[kern]["dtypes"]
-    pq, lead = _flatten("phi_q", phi_q, 2, dts, kern)
-    pk, _ = _flatten("phi_k", phi_k, 2, dts, kern, like=pq)
-    ua, _ = _flatten("v_aug", v_aug, 2, dts, kern, like=pq)
-    check_same("phi_k", pk, "phi_q", pq.shape)
-    check_same("v_aug", ua, "phi_q", pq.shape[:2] + ua.shape[2:])
-    gf = None
-    if g is not None:
-        gf, _ = _flatten("g", g, 2, dts, kern, like=pq)
-        check_same("g", gf, "v_aug", ua.shape)
+    pq, pk, ua, gf, lead = scan_operands(_flatten, kern, dts, phi_q, phi_k, v_aug, g)
     B, L, m = pq.shape
     empty2 = np.zeros((1, 0), dtype=pq.dtype)
     sf, sr = np.zeros((1, 0, 0), dtype=pq.dtype), empty2
