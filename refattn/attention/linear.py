@@ -305,7 +305,7 @@ def _bwd_core(dy, cache, *, xp, frame_grad=True, log_features=False):
             dphi_k = (w * c.v_aug) @ xp.matrix_transpose(dkv)
             dv_aug = w * (c.phi_k @ dkv)
     elif s is not None and s.ndim == c.phi_k.ndim:                                # per-feature frames
-        impl = _dispatch.implementation("linear_attention.causal_frames_bwd")    # one reverse sweep
+        impl = _dispatch.implementation("linear_attention.causal_frames_bwd")    # from kept states, if any
         dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.chunk_size, c.states, c.stride,
                                       log_features=log_features)
         if not frame_grad:
