@@ -93,10 +93,12 @@ def state_stride(chunk_size, d1):
 class KeptStates(NamedTuple):
     """What a causal reference forward keeps for its one-sweep backward (issue 27 item 1).
 
-    ``states``: the states before chunks 0, stride, 2 stride, ..., stacked as ``(..., n_kept, m, d_v + 1)``
-    (``n_kept = ceil(n_chunks / stride)``; every backend's kernels read and write this one layout, so a
-    forward under one backend and a backward under another agree). ``intra``: per
-    chunk, its masked intra-chunk weights ``(..., c, c)`` (``tril(A)``, ``tril(A) * E`` with row scales, the
+    ``states``: the states before chunks 0, stride, 2 stride, ..., **transposed** and stacked as
+    ``(..., n_kept, d_v + 1, m)`` (``n_kept = ceil(n_chunks / stride)``). Transposed because the backward's
+    ``g S^T`` is then a plain GEMM: OpenBLAS takes 125 against 77 us for it with a transposed operand at
+    C = 32, m = 256, d_v = 64, float32 (BENCHMARKS.md). Every backend's kernels read and write this one
+    layout, so a forward under one backend and a backward under another agree. ``intra``: per chunk, its
+    masked intra-chunk weights ``(..., c, c)`` (``tril(A)``, ``tril(A) * E`` with row scales, the
     chunk-frame ``tril(Qc Kc^T)`` with frames; None for a chunk on the frames' exact path), or None when
     keeping them would take the kept elements past ``2 L m`` (:func:`_keep_intra`); the backward then
     recomputes them.
@@ -113,12 +115,13 @@ def _kept_states(kept, intra):
 
 
 def _kept_buffer(batch, L, m, d1, chunk_size, stride, *, xp, dtype, device):
-    """The stacked kept states ``(..., n_kept, m, d_v + 1)`` a forward fills (None without `stride`)."""
+    """The stacked, transposed kept states ``(..., n_kept, d_v + 1, m)`` a forward fills (None without
+    `stride`)."""
     if not stride:
         return None
     n_chunks = -(-L // chunk_size)
     n_kept = -(-n_chunks // stride)
-    return xp.empty(batch + (n_kept, m, d1), dtype=dtype, device=device)
+    return xp.empty(batch + (n_kept, d1, m), dtype=dtype, device=device)
 
 
 def _keep_intra(L, m, d1, chunk_size, stride):
@@ -154,7 +157,7 @@ def _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
     M = xp.empty(tuple(s.shape), dtype=s.dtype, device=dev) if s is not None else None   # (..., L)
     for idx, a in enumerate(range(0, L, chunk_size)):
         if kept is not None and idx % stride == 0:
-            kept[..., idx // stride, :, :] = S                                    # state before this chunk
+            kept[..., idx // stride, :, :] = xp.matrix_transpose(S)               # S^T before this chunk
         b = min(L, a + chunk_size)
         pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
         tril = masks[b - a]
@@ -208,23 +211,23 @@ def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, kept, stride):
 
     G = None
     for blk in range((n - 1) // stride * stride, -1, -stride):
-        S = states[..., blk // stride, :, :]
-        block = [S]
+        ST = states[..., blk // stride, :, :]                                     # (..., d_v + 1, m) S^T
+        block = [ST]
         for idx in range(blk, min(n, blk + stride) - 1):                          # recompute inside the block
             a = starts[idx]
             b = min(L, a + chunk_size)
             pk, ua = phi_k[..., a:b, :], v_aug[..., a:b, :]
             if s is None:
-                S = S + xp.matrix_transpose(pk) @ ua
+                ST = ST + xp.matrix_transpose(ua) @ pk
             else:
                 Mn = M[..., b - 1]
                 w = xp.expand_dims(xp.exp(s[..., a:b] - xp.expand_dims(Mn, axis=-1)), axis=-1)
-                S = _bcast2(xp.exp(prev_max(a) - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
-            block.append(S)
+                ST = _bcast2(xp.exp(prev_max(a) - Mn), xp=xp) * ST + xp.matrix_transpose(w * ua) @ pk
+            block.append(ST)
         for idx in range(min(n, blk + stride) - 1, blk - 1, -1):
             a = starts[idx]
             b = min(L, a + chunk_size)
-            S = block[idx - blk]
+            ST = block[idx - blk]
             pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
             tril = masks[b - a]
             AE = None if intra is None else intra[idx]                           # (..., c, c) masked weights
@@ -234,7 +237,7 @@ def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, kept, stride):
                 if AE is None:
                     AE = xp.where(tril, pq @ xp.matrix_transpose(pk), zero)
                 Bm = xp.where(tril, Bm, zero)
-                dphi_q[..., a:b, :] = Bm @ pk + gc @ xp.matrix_transpose(S)      # (..., c, m)
+                dphi_q[..., a:b, :] = Bm @ pk + gc @ ST                           # (..., c, m)
                 dk = xp.matrix_transpose(Bm) @ pq                                 # (..., c, m)
                 dv = xp.matrix_transpose(AE) @ gc                                 # (..., c, d_v + 1)
                 if G is not None:
@@ -249,7 +252,7 @@ def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, kept, stride):
                     AE = (pq @ xp.matrix_transpose(pk)) * E
                 Bm = Bm * E
                 rq = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1)   # (..., c, 1) <= 1
-                dphi_q[..., a:b, :] = Bm @ pk + rq * (gc @ xp.matrix_transpose(S))
+                dphi_q[..., a:b, :] = Bm @ pk + rq * (gc @ ST)
                 dk = xp.matrix_transpose(Bm) @ pq
                 dv = xp.matrix_transpose(AE) @ gc
                 if G is not None:
@@ -449,7 +452,7 @@ def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size, stride):
     starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
     for idx, (a, ok) in enumerate(zip(starts, cheap, strict=True)):
         if kept is not None and idx % stride == 0:
-            kept[..., idx // stride, :, :] = S                                    # frame s[a - 1]
+            kept[..., idx // stride, :, :] = xp.matrix_transpose(S)               # S^T, frame s[a - 1]
         b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
         pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
         tril = masks[b - a]
@@ -506,18 +509,20 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size, kept, st
     dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
 
-    G = xp.zeros_like(states[..., 0, :, :])                                       # (..., m, d_v + 1)
+    G = xp.zeros(tuple(states.shape[:-3]) + (states.shape[-1], states.shape[-2]), dtype=states.dtype,
+                 device=dev)                                                      # (..., m, d_v + 1)
     for blk in range((n - 1) // stride * stride, -1, -stride):
-        S = states[..., blk // stride, :, :]
-        block = [S]
+        ST = states[..., blk // stride, :, :]                                     # (..., d_v + 1, m) S^T
+        block = [ST]
         for idx in range(blk, min(n, blk + stride) - 1):                          # recompute inside the block
             b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, starts[idx], chunk_size, xp=xp)
-            S = (S if decay is None else decay * S) + xp.matrix_transpose(Kc) @ v_aug[..., starts[idx]:b, :]
-            block.append(S)
+            ST = ((ST if decay is None else xp.matrix_transpose(decay) * ST)
+                  + xp.matrix_transpose(v_aug[..., starts[idx]:b, :]) @ Kc)
+            block.append(ST)
         for idx in range(min(n, blk + stride) - 1, blk - 1, -1):
             a, ok = starts[idx], cheap[idx]
             b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
-            S = block[idx - blk]                                                  # frame Pprev
+            ST = block[idx - blk]                                                 # frame Pprev
             pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
             tril = masks[b - a]
             Bm = gc @ xp.matrix_transpose(ua)                                     # (..., c, c) g_i . v_aug_j
@@ -529,7 +534,7 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size, kept, st
                 Qc = pq * up
                 dQc = Bm @ Kc
                 if decay is not None:
-                    dQc = dQc + gc @ xp.matrix_transpose(decay * S)
+                    dQc = dQc + gc @ (xp.matrix_transpose(decay) * ST)
                 dphi_q[..., a:b, :] = _times(dQc * up, pq, log_features)
                 A = None if intra is None else intra[idx]
                 if A is None:
@@ -545,7 +550,7 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size, kept, st
                 W = _exact_weights(pq, pk, sc, xp=xp, tril=tril)
                 dua = dua + xp.matrix_transpose(W) @ gc
                 if decay is not None:
-                    dpq = dpq + (gc @ xp.matrix_transpose(S)) * xp.exp(Pprev - sc)
+                    dpq = dpq + (gc @ ST) * xp.exp(Pprev - sc)
                 dphi_q[..., a:b, :] = _times(dpq, pq, log_features)
                 dphi_k[..., a:b, :] = _times(dKc * xp.exp(sc - E_end) + dpk, pk, log_features)
                 if decay is not None:

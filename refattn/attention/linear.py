@@ -78,8 +78,8 @@ class LinearAttentionCache(NamedTuple):
     causal: bool
     chunk_size: int
     # causal (every backend with frames, the reference with row scales): a _causal.KeptStates (the states
-    # before every stride-th chunk, stacked (..., n_kept, m, d_v + 1), and the chunks' masked intra-chunk
-    # weights when they fit the memory bound)
+    # before every stride-th chunk, transposed and stacked (..., n_kept, d_v + 1, m), and the chunks' masked
+    # intra-chunk weights when they fit the memory bound)
     states: Any = None
     stride: int = None  # state_stride(C, d_v + 1): the kept states hold <= about 2 L m elements
 
