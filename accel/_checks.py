@@ -4,11 +4,15 @@ A kernel is called from the core's dispatch point with the arrays the user gave.
 backend's type (``numpy.ndarray`` for numba, ``cupy.ndarray`` for CuPy) of a dtype listed in its module's
 ``SUPPORTED`` table, and raises ``TypeError`` for anything else: converting here would be a silent device
 transfer or cast (style.md 2.5, SciPy's rule), so it is refused. Nothing here imports numba or CuPy.
+:func:`register_backend` hands a backend's kernel table to ``refattn._dispatch``, the core's only entry point
+for accel.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from refattn import _dispatch
 
 __all__ = ["type_name", "check_array", "check_same", "flatten_leading", "scan_operands",
            "positive_projection", "register_backend"]
@@ -78,8 +82,7 @@ def positive_projection(x: Any, omega: Any, k_log_scale: Any, *, as_array, dtype
                         kernel: str):
     """The part every backend's fused positive-feature kernel shares: check the arrays (``as_array`` is the
     backend's :func:`check_array` wrapper), flatten ``x`` to ``(N, d)``, one GEMM ``u = x omega^T`` and the
-    key
-    frame folded in place. Returns ``(x, x2, u, m)`` with ``u: (N, m)`` fresh (the kernel may overwrite
+    key frame folded in place. Returns ``(x, x2, u, m)`` with ``u: (N, m)`` fresh (the kernel may overwrite
     it)."""
     x = as_array("x", x, dtypes, kernel=kernel)
     omega = as_array("omega", omega, dtypes, kernel=kernel, like=x)
@@ -97,8 +100,6 @@ def positive_projection(x: Any, omega: Any, k_log_scale: Any, *, as_array, dtype
 def register_backend(backend: str, cache: dict, build) -> None:
     """Register a backend's kernels with ``refattn._dispatch`` (idempotent): ``cache`` (the backend's
     ``PRIMITIVES`` dict) is filled from ``build()`` -> ``{primitive: kernel}`` on first use."""
-    from refattn import _dispatch
-
     if not cache:
         cache.update(build())
     for prim, fn in cache.items():

@@ -7,10 +7,9 @@ Prints, for H = 8 heads, d = 64, m' = 256 features, d_v = 64: the time of each p
 ratios causal/bidirectional, backward/forward, the L-scaling time(4L)/time(L), and the achieved fraction of
 the same-run GEMM time of the products each pass needs. Features are given (drawn once), so this measures
 attention alone. Also sweeps the causal chunk size (the default's justification), and (``frames``) measures
-the
-cost of the causal key scalings in one run: none, row log-scales ``(..., L)`` (FAVOR+ before issue 22) and
-per-feature frames ``(..., L, m)`` (issue 22), the latter on realistic frames (prefix maxima of FAVOR+ keys,
-every chunk within the spread limit) and with every chunk forced onto the exact path.
+the cost of the causal key scalings in one run: none, row log-scales ``(..., L)`` (row-stabilised FAVOR+) and
+per-feature frames ``(..., L, m)`` (FAVOR+'s causal key frames), the latter on realistic frames (prefix maxima
+of FAVOR+ keys, every chunk within the spread limit) and with every chunk forced onto the exact path.
 """
 # ruff: noqa: B023 -- every timed lambda runs inside the loop iteration that defines it
 
@@ -24,7 +23,8 @@ import numpy as np
 from _timing import timeit
 
 import refattn
-from refattn import linear_attention_bwd, linear_attention_fwd, softmax_attention_bwd, softmax_attention_fwd
+from refattn.attention import (linear_attention_bwd, linear_attention_fwd, softmax_attention_bwd,
+                               softmax_attention_fwd)
 
 
 
@@ -147,9 +147,10 @@ def interleaved_min(fns, *, repeat):
 
 
 def frames_section(args, H, d, m, d_v, repeat):
-    """Causal forward/backward cost of the key scalings (issue 22), features given, in one run."""
+    """Causal forward/backward cost of the key scalings, features given, in one run."""
     from refattn.attention import _causal
-    from refattn.features.positive import positive_features_stable, positive_key_features_stable
+    from refattn.features.key_frames import positive_key_features_stable
+    from refattn.features.positive import positive_features_stable
     from refattn.random import draw_gaussian
 
     L = 1024 if args.quick else 4096
@@ -161,11 +162,11 @@ def frames_section(args, H, d, m, d_v, repeat):
         k = (rng.standard_normal((1, H, L, d)) * d ** -0.25).astype(dt)
         v = rng.standard_normal((1, H, L, d_v)).astype(dt)
         dy = rng.standard_normal((1, H, L, d_v)).astype(dt)
-        phi_q_row, _ = positive_features_stable(q, omega)                     # FAVOR+ before issue 22
+        phi_q_row, _ = positive_features_stable(q, omega)                     # row-stabilised FAVOR+
         phi_k_row, s_row = positive_features_stable(k, omega)
-        phi_k, frame = positive_key_features_stable(k, omega, causal=True)    # issue 22
+        phi_k, frame = positive_key_features_stable(k, omega, causal=True)    # per-feature key frames
         phi_q, _ = positive_features_stable(q, omega, k_log_scale=frame)
-        cheap = _causal._chunk_plan(frame, 32, xp=__import__("array_api_compat").array_namespace(frame))[1]
+        cheap = _causal.chunk_plan(frame, 32, xp=__import__("array_api_compat").array_namespace(frame))[1]
         cases = {
             "no scale": (phi_q_row, phi_k_row, None),
             "row log-scales (..., L)": (phi_q_row, phi_k_row, s_row),
@@ -173,12 +174,11 @@ def frames_section(args, H, d, m, d_v, repeat):
         }
         print(f"\n## causal key scaling, {dt_name}, H={H}, L={L}, m'={m}, d_v={d_v} (features given; "
               f"{sum(cheap)}/{len(cheap)} chunks within the spread limit): ms (min of {repeat}, "
-              "interleaved), "
-              "ratio to the row-scaled pass")
+              "interleaved), ratio to the row-scaled pass")
         t = {}
         for name, (pq, pk, s) in cases.items():
             _, c = linear_attention_fwd(pq, pk, v, causal=True, k_log_scale=s)
-            c2 = c._replace(states=None)  # the two-sweep backward (before)
+            c2 = c._replace(states=None)  # the two-sweep backward (no kept states)
             c3 = c._replace(states=c.states._replace(intra=None))   # kept states, intra weights recomputed
             tf, tb, tb2, tb3 = interleaved_min([
                 lambda: linear_attention_fwd(pq, pk, v, causal=True, k_log_scale=s),

@@ -1,17 +1,14 @@
-"""Float32 accuracy of FAVOR+ at large input norms: the error grid of issue 22 (not a timing benchmark).
+"""Float32 accuracy of FAVOR+ at large input norms: an error grid over the norms (not a timing benchmark).
 
     python benchmarks/favor_float32.py [--seeds 20] [--L 256] [--R 10,20,30,40,50,60] [--backend numba]
     [--grad]
 
 For ``|q'| = |k'| = R`` (after the d^{-1/4} scaling; d = 64, m = 256, one head of L positions), queries in
-random
-directions and keys either in random directions (``random``) or along rows of omega (``aligned``: the keys
-whose
-exponent is largest), it runs ``favor_attention`` in float32 and in float64 on the same inputs and omega (the
-float32 arrays cast up) and prints, per (features, mode, keys, R): how many of the seeds raise, and the
-largest
-normwise error ``max|y32 - y64| / max|y64|`` over the seeds that do not (``--grad``: the same for dq, dk, dv,
-domega with a random cotangent). float64 raising is reported separately (it never should).
+random directions and keys either in random directions (``random``) or along rows of omega (``aligned``: the
+keys whose exponent is largest), it runs ``favor_attention`` in float32 and in float64 on the same inputs and
+omega (the float32 arrays cast up) and prints, per (features, mode, keys, R): how many of the seeds raise, and
+the largest normwise error ``max|y32 - y64| / max|y64|`` over the seeds that do not (``--grad``: the same for
+dq, dk, dv, domega with a random cotangent). float64 raising is reported separately (it never should).
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from refattn import favor_attention_bwd, favor_attention_fwd  # noqa: E402
+from refattn.attention import favor_attention_bwd, favor_attention_fwd  # noqa: E402
 from refattn.random import draw_gaussian  # noqa: E402
 
 

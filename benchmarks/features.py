@@ -2,13 +2,12 @@
 
     python benchmarks/features.py [--quick] [--threads N] [--L 4096] [--repeat 5]
 
-Workload (issue 4): H = 8 heads, d = 64, m = 256 projections, d_v = 64, float32, one batch. Prints the median
+Workload: H = 8 heads, d = 64, m = 256 projections, d_v = 64, float32, one batch. Prints the median
 time of each pass and these same-run ratios:
 
 * forward / roofline, where the roofline is the time of what FAVOR+ cannot avoid: the two projection GEMMs
   ``(H L, d) @ (d, m)`` (queries and keys), the two attention GEMMs (``phi_k^T [v, 1]`` and ``phi_q kv``) and
-  one
-  ``np.exp`` pass over each (H, L, m) feature matrix (target <= 2);
+  one ``np.exp`` pass over each (H, L, m) feature matrix (target <= 2);
 * causal / bidirectional (target <= 1.4) and backward / forward (target <= 1.8);
 * refattn vs performer-pytorch ``FastAttention`` (torch CPU, the same omega copied into its projection buffer,
   same thread count), both modes, forward only (skipped cleanly when torch or performer_pytorch is missing).
@@ -26,7 +25,8 @@ import time
 import numpy as np
 from _timing import timeit
 
-from refattn import favor_attention, favor_attention_bwd, favor_attention_fwd
+from refattn import favor_attention
+from refattn.attention import favor_attention_bwd, favor_attention_fwd
 from refattn.random import draw_orthogonal
 
 

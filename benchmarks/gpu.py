@@ -21,8 +21,7 @@ flop
 5. a breakdown of the causal forward: the feature maps alone, the causal scan alone (features given).
 
 Times are medians over ``--repeat`` runs timed with CUDA events after two warm-ups; every ratio compares
-numbers
-measured in this one run.
+numbers measured in this one run.
 """
 # ruff: noqa: B023 -- every timed lambda runs inside the loop iteration that defines it
 
@@ -134,7 +133,7 @@ def scope(backend):
 
 
 def favor_rows(L, dt, ceil, repeat, backends):
-    from refattn import favor_attention_bwd, favor_attention_fwd
+    from refattn.attention import favor_attention_bwd, favor_attention_fwd
 
     q, k, v, omega, dy = make_inputs(L, dt)
     res = {}

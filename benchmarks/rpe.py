@@ -4,15 +4,14 @@ Toeplitz-FFT RPE vs the dense C * (phi_q phi_k^T) path with its L-scaling and cr
     python benchmarks/rpe.py [--quick] [--threads N] [--dtype float32] [--repeat 3] [--only s2,s1,toeplitz]
                              [--workers W] [--toeplitz-L 256,1024,4096] [--toeplitz-reference] [--heads H]
 
-Workload (the issue's): H = 8 heads, d = 64, m = 256 features, d_v = 64, L = 4096 (a 64 x 64 grid for 2-D S2),
+Workload: H = 8 heads, d = 64, m = 256 features, d_v = 64, L = 4096 (a 64 x 64 grid for 2-D S2),
 k = 6. Every ratio is measured in one run (median of repeats). The naive and dense references are run one head
 at a time so that their (L, L) temporaries stay at 64 MiB (float32); their time is the sum over heads.
 
 Toeplitz: ``--workers`` is passed to ``toeplitz_attention`` (SciPy FFT threads on the NumPy path; omitted when
 not given, so the script also runs against older refattn versions for before/after figures).
-``--toeplitz-reference`` also times the array-API path (``xp.fft`` through array_api_strict, the algorithm
-before issue 27) on the same inputs in the same run (slow: one repeat). The machine is shared: the load
-average is printed.
+``--toeplitz-reference`` also times the array-API path (``xp.fft`` through array_api_strict) on the same
+inputs in the same run (slow: one repeat). The machine is shared: the load average is printed.
 """
 
 from __future__ import annotations
@@ -57,8 +56,8 @@ def main():
     ap.add_argument("--toeplitz-reference", action="store_true",
                     help="also time the array-API Toeplitz path (array_api_strict) in the same run")
     ap.add_argument("--toeplitz-baseline", default=None, metavar="REV",
-                    help="also time refattn/rpe/toeplitz.py as of git revision REV (e.g. 901c887, the "
-                         "issue-6 code) in the same process, interleaved with today's; prints old/new")
+                    help="also time refattn/rpe/toeplitz.py as of git revision REV (e.g. 901c887) in "
+                         "the same process, interleaved with today's; prints old/new")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of --toeplitz-baseline")
     args = ap.parse_args()
     only = set(args.only.split(","))

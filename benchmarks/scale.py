@@ -1,4 +1,5 @@
-"""Benchmark: ``python -m paper_checks`` serial vs ``--scheduler local:N`` (issue 26), end to end, and where
+
+"""Benchmark: ``python -m paper_checks`` serial vs ``--scheduler local:N``, end to end, and where
 the speedup is lost.
 
     python benchmarks/scale.py [--size small] [--workers 2] [--reps 2] [--all] [--only GLOB ...]
@@ -84,9 +85,10 @@ def _breakdown(claims_args: dict, n: int, serial_json: Path, serial_cpu: float) 
     from distributed.utils import key_split
 
     from paper_checks import scale
-    from paper_checks._claims import load_all, select
+    from paper_checks.catalog import load_all, select
+    from paper_checks.runner import pin_blas
 
-    scale._pin_blas()
+    pin_blas()
     claims = select(claims_args["only"])
     t0 = time.perf_counter()
     with LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \

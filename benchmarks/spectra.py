@@ -32,10 +32,12 @@ from _timing import timeit  # noqa: E402
 import scipy.linalg  # noqa: E402
 from threadpoolctl import threadpool_info, threadpool_limits  # noqa: E402
 
-from refattn.features.fastfood import (fastfood_matrix, fastfood_prf_features_stable,  # noqa: E402
-                                       fastfood_rks_features, fwht)
+from refattn.features.fastfood import fastfood_prf_features_stable, fastfood_rks_features  # noqa: E402
+from refattn.features.fastfood_transform import fastfood_matrix  # noqa: E402
+from refattn.features.fwht import fwht  # noqa: E402
 from refattn.features.generative import generative_prf_features_stable, generative_rks_features  # noqa: E402
-from refattn.features.gmm import GMMParams, gmm_prf_features_stable, gmm_rks_features  # noqa: E402
+from refattn.features.gmm import gmm_prf_features_stable, gmm_rks_features  # noqa: E402
+from refattn.features.gmm_spectrum import GMMParams  # noqa: E402
 from refattn.features.positive import positive_features_stable  # noqa: E402
 from refattn.features.trig import trig_features  # noqa: E402
 from refattn.random import (draw_fastfood, draw_gaussian, draw_generator_noise, draw_gmm_noise,  # noqa: E402

@@ -2,7 +2,7 @@
 
     python benchmarks/train_step.py [--quick] [--threads N] [--L 1024,4096] [--dtype float32|float64]
 
-Model (issue 8): 2 pre-LN blocks, width 256, 8 heads, FFN width 1024, batch 1, token input (vocabulary 256),
+Model: 2 pre-LN blocks, width 256, 8 heads, FFN width 1024, batch 1, token input (vocabulary 256),
 mean-pool classifier (2 classes), bidirectional; attention kinds softmax (exact), FAVOR+ (positive features,
 m = 256 orthogonal projections) and GMM-PRF (2 components, diagonal covariance, M = 256). refattn's step is
 ``loss_and_grads`` (the manual backward); torch's is the same network written with torch ops (eager),

@@ -7,7 +7,7 @@
     python -m paper_checks --seeds 0-4 [--only GLOB ...] [--size S]   # verdict per seed (seed stability)
 
 Without ``--all`` the slow experiment claims are reported as ``skipped`` with the command that runs them.
-Every verdict is re-derived from its evidence by the claim's decision rule (``_claims.run_check``); the JSON
+Every verdict is re-derived from its evidence by the claim's decision rule (``runner.run_check``); the JSON
 records and the report carry the provenance (versions, commit, BLAS threads, command line, seed, size).
 Exit status: 0 when every selected check ran, 1 naming the claim when one raised, 2 for bad arguments.
 """
@@ -15,14 +15,21 @@ Exit status: 0 when every selected check ran, 1 naming the claim when one raised
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import tempfile
 import time
-import traceback
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from ._claims import SIZES, Context, Result, load_all, run_check, select
+from . import scale
+from .catalog import run_by_id, select
+from .experiments.idx import DATA_ENV, mnist_files
+from .power import power_table, run_power
+from .registry import SIZES
 from .report import provenance, write_json, write_report
+from .runner import pin_blas
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,8 +67,6 @@ def _parser() -> argparse.ArgumentParser:
 def _probe_dir(directory: Path) -> str | None:
     """None if a file can be created in `directory` (tried: a temporary file, removed at once; permission
     bits alone say nothing for root or on /proc), else the reason."""
-    import tempfile
-
     try:
         with tempfile.NamedTemporaryFile(dir=directory, prefix=".paper_checks_probe_"):
             pass
@@ -99,49 +104,15 @@ def _progress(items, enabled: bool):
     return tqdm(items, desc="claims", unit="claim", file=sys.stderr, leave=False)
 
 
-def _run_one(claim_id: str, seed: int, size: str, report_dir: Path | None, run_slow: bool, executor=None
-             ) -> tuple[Result | None, float, str | None]:
-    """Run one claim's check: (result or None, seconds, error text or None). Also the worker of --workers and
-    of --scheduler (paper_checks.scale, which passes the executor of the check's ``ctx.map``)."""
-    c = load_all()[claim_id]
-    t0 = time.perf_counter()
-    if c.slow and not run_slow:
-        res = Result("skipped", evidence={"reason": "slow claim not selected", "command": c.command},
-                     summary=f"slow: run with {c.command}")
-        return res, time.perf_counter() - t0, None
-    ctx = Context(seed=seed, size=size, report_dir=report_dir, executor=executor, claim_id=c.id)
-    try:
-        return run_check(c, ctx), time.perf_counter() - t0, None
-    except Exception as exc:
-        return None, time.perf_counter() - t0, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-
-
-def _pin_blas() -> None:
-    # One BLAS thread per process: Monte Carlo checks call many small LAPACK routines (QR of the orthogonal
-    # draws), which a multi-threaded BLAS on a loaded machine slows down 100x; parallelism is --workers.
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
-    try:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(1)
-    except ImportError:  # pragma: no cover - a dependency; without it the env vars apply to workers
-        pass
-
-
 def _power(claims: list, args: argparse.Namespace, argv: list[str] | None) -> int:
     """``--power``: every registered mutation of the selected claims, at tiny (or --size)."""
-    from .power import power_table, run_power
-
-    _pin_blas()
+    pin_blas()
     t0 = time.perf_counter()
     rows = run_power([c for c in claims if not c.slow or args.all], seed=args.seed, size=args.size,
                      workers=args.workers)
     print(power_table(rows))
     print(f"({time.perf_counter() - t0:.1f} s)")
     if args.json:
-        import json
-
         prov = provenance(seed=args.seed, size=args.size or "tiny (per mutation)", argv=argv)
         Path(args.json).write_text(json.dumps([{**r, "provenance": prov} for r in rows], indent=2))
     return 0
@@ -170,7 +141,7 @@ def _seeds(claims: list, args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"paper_checks: {exc}", file=sys.stderr)
         return 2
-    _pin_blas()
+    pin_blas()
     size = args.size or "small"
     chosen = [c for c in claims if not c.slow]
     width = max([len(c.id) for c in chosen] + [5])
@@ -179,16 +150,14 @@ def _seeds(claims: list, args: argparse.Namespace) -> int:
     flips = []
     table = None
     if args.scheduler is not None:         # every (claim, seed) a dask task (paper_checks/scale.py)
-        from .scale import SchedulerError, run_seeds
-
         try:
-            table = run_seeds(args.scheduler, chosen, seeds, size=size, progress=sys.stderr.isatty())
-        except SchedulerError as exc:
+            table = scale.run_seeds(args.scheduler, chosen, seeds, size=size, progress=sys.stderr.isatty())
+        except scale.SchedulerError as exc:
             print(f"paper_checks: {exc}", file=sys.stderr)
             return 2
     for i, c in enumerate(chosen):
         results = ([o[0] for o in table[i]] if table is not None
-                   else [_run_one(c.id, s, size, None, False)[0] for s in seeds])
+                   else [run_by_id(c.id, s, size, None, False)[0] for s in seeds])
         verdicts = ["ERROR" if r is None else r.verdict for r in results]
         stable = len(set(verdicts)) == 1
         if not stable:
@@ -218,14 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as exc:
             problems.append(str(exc))
     if args.scheduler is not None:         # paper_checks/scale.py; names the install command
-        from .scale import scheduler_problem
-
-        problem = scheduler_problem(args.scheduler, args.workers, args.power)
+        problem = scale.scheduler_problem(args.scheduler, args.workers, args.power)
         if problem:
             problems.append(problem)
     if args.data is not None:              # the experiments and worker processes read it from the environment
-        from .experiments.idx import mnist_files
-
         if mnist_files(args.data) is None:
             problems.append(f"--data: {args.data} does not hold the MNIST-format files "
                             "{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]")
@@ -251,8 +216,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.report is not None and not args.list:
         Path(args.report).mkdir(exist_ok=True)   # the directory the user named (its parent exists: checked)
     if args.data is not None:
-        from .experiments.idx import DATA_ENV
-
         os.environ[DATA_ENV] = str(Path(args.data).resolve())
     if args.power:
         return _power(claims, args, argv)
@@ -265,19 +228,17 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{c.id:36s} {'slow' if c.slow else '    '}  expected {c.expected:13s} {c.section}")
         return 0
 
-    _pin_blas()
+    pin_blas()
     report_dir = Path(args.report) if args.report else None
     rows = []
     failed: list[str] = []
     cluster: dict = {}                     # --scheduler: the workers' environments, for the provenance
     if args.scheduler is not None:         # claims, ctx.map batches and experiment runs as dask tasks
-        from .scale import SchedulerError, run_claims
-
         try:
-            outcomes = run_claims(args.scheduler, claims, seed=args.seed, size=args.size,
+            outcomes = scale.run_claims(args.scheduler, claims, seed=args.seed, size=args.size,
                                   report_dir=report_dir, run_slow=args.all, progress=sys.stderr.isatty(),
                                   info=cluster)
-        except SchedulerError as exc:      # no cluster at that address (or none could start)
+        except scale.SchedulerError as exc:      # no cluster at that address (or none could start)
             print(f"paper_checks: {exc}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:          # outstanding tasks were cancelled; nothing half-written
@@ -285,14 +246,12 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 130
     elif args.workers > 0:                 # claims in parallel processes; seeds depend on the claim id only
-        from concurrent.futures import ProcessPoolExecutor
-
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
-            futures = [pool.submit(_run_one, c.id, args.seed, args.size, report_dir, args.all)
+            futures = [pool.submit(run_by_id, c.id, args.seed, args.size, report_dir, args.all)
                        for c in claims]
             outcomes = [f.result() for f in _progress(futures, sys.stderr.isatty())]
     else:
-        outcomes = [_run_one(c.id, args.seed, args.size, report_dir, args.all)
+        outcomes = [run_by_id(c.id, args.seed, args.size, report_dir, args.all)
                     for c in _progress(claims, sys.stderr.isatty())]
     for c, (res, secs, err) in zip(claims, outcomes, strict=True):
         if err is not None:                # a check that raises is reported by name, and the run exits 1

@@ -1,115 +1,22 @@
-"""Power by mutation: planted errors in what a claim's check consumes must move its verdict.
+"""Power by mutation: ``python -m paper_checks --power`` runs every claim's mutations and reports what moved.
 
-A claim module registers mutations of its own check with the :func:`mutation` decorator on a context-manager
-factory that perturbs, while it is active, the refattn function or the formula the check consumes::
-
-    from paper_checks.power import mutation, patched, scaled
-
-    @mutation("kl.eq5-gmm-rks", "features x 2")
-    def _features_x2():
-        return scaled(spectra_mod, "gmm_rks_features", 2.0)      # the check looks the name up at call time
-
-    @mutation("kl.eq5-gmm-rks", "Sigma = S^T S")
-    @contextlib.contextmanager
-    def _transpose():
-        with patched(spectra_mod, "gmm_rks_features", lambda x, mu, s, *a, **k: orig(x, mu, s.T, *a, **k)):
-            yield
-
-``python -m paper_checks --power`` (size ``tiny`` unless a mutation asks for more, or ``--size``) runs each
-claim once unmutated, then once under each mutation, and prints claim -> mutation -> verdict -> moved?. A
-mutation whose verdict does not move is a finding (the check lacks power against that error): fix the check,
-never delete the mutation. Mutations patch module attributes in this process, so power runs are serial
-per claim.
+Each selected claim runs once unmutated, then once under each of its mutations (:mod:`paper_checks.mutations`)
+at size ``tiny`` unless a mutation asks for more (or ``--size``); the table gives claim -> mutation -> verdict
+-> moved?. Mutations patch module attributes in the process that runs the check, so each (claim, mutation) run
+applies its own patch, serially or in its own worker process.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
-from typing import Any, Callable, ContextManager, Iterator
+from concurrent.futures import ProcessPoolExecutor
 
-__all__ = ["Mutation", "MUTATIONS", "mutation", "patched", "scaled", "scaled_arg", "wrapped", "run_power",
-           "power_table"]
+from .catalog import load_all
+from .mutations import MUTATIONS, Mutation
+from .registry import Claim, Context
+from .runner import run_check
 
-
-@dataclasses.dataclass(frozen=True)
-class Mutation:
-    """A planted error: `apply()` returns a context manager inside which the check consumes the wrong
-    thing."""
-
-    name: str
-    apply: Callable[[], ContextManager]
-    size: str | None = None     # the size this mutation needs for power (None: the run's size)
-
-
-MUTATIONS: dict[str, list[Mutation]] = {}
-
-
-def mutation(claim_id: str, name: str, *, size: str | None = None
-             ) -> Callable[[Callable[[], ContextManager]], Callable[[], ContextManager]]:
-    """Register the decorated context-manager factory as mutation `name` of claim `claim_id`."""
-
-    def deco(factory: Callable[[], ContextManager]) -> Callable[[], ContextManager]:
-        lst = MUTATIONS.setdefault(claim_id, [])
-        if any(m.name == name for m in lst):
-            raise ValueError(f"mutation {name!r} of {claim_id!r} is registered twice")
-        lst.append(Mutation(name, factory, size))
-        return factory
-
-    return deco
-
-
-@contextlib.contextmanager
-def patched(obj: Any, attr: str, new: Any) -> Iterator[None]:
-    """Set ``obj.attr = new`` for the duration of the block (restored on exit, also on error)."""
-    if not hasattr(obj, attr):
-        raise AttributeError(f"patched: {obj!r} has no attribute {attr!r} to mutate")
-    old = getattr(obj, attr)
-    setattr(obj, attr, new)
-    try:
-        yield
-    finally:
-        setattr(obj, attr, old)
-
-
-def wrapped(obj: Any, attr: str, wrap: Callable[[Callable], Callable]) -> ContextManager:
-    """Replace function ``obj.attr`` by ``wrap(original)`` for the duration of the block."""
-    orig = getattr(obj, attr)
-    new = wrap(orig)
-    functools.update_wrapper(new, orig)
-    return patched(obj, attr, new)
-
-
-def scaled(obj: Any, attr: str, factor: float, *, output: int | None = None) -> ContextManager:
-    """``obj.attr`` multiplied by `factor` for the duration of the block: a number, or a function's output
-    (with `output`, only output number `output` of the tuple it returns)."""
-    orig = getattr(obj, attr)
-    if not callable(orig):
-        return patched(obj, attr, orig * factor)
-
-    def wrap(f: Callable) -> Callable:
-        def g(*a: Any, **k: Any) -> Any:
-            out = f(*a, **k)
-            if output is None:
-                return out * factor
-            out = list(out)
-            out[output] = out[output] * factor
-            return tuple(out)
-        return g
-    return wrapped(obj, attr, wrap)
-
-
-def scaled_arg(obj: Any, attr: str, position: int, factor: float) -> ContextManager:
-    """Function ``obj.attr`` called with positional argument number `position` multiplied by `factor` (unit
-    slips in positions and frequencies) for the duration of the block."""
-    def wrap(f: Callable) -> Callable:
-        def g(*a: Any, **k: Any) -> Any:
-            a = list(a)
-            a[position] = a[position] * factor
-            return f(*a, **k)
-        return g
-    return wrapped(obj, attr, wrap)
+__all__ = ["run_power", "power_table"]
 
 
 def run_power(claims: list, *, seed: int = 0, size: str | None = None, default_size: str = "tiny",
@@ -128,8 +35,6 @@ def run_power(claims: list, *, seed: int = 0, size: str | None = None, default_s
                 jobs.append((c.id, None, sz, seed))
             jobs.append((c.id, m.name, sz, seed))
     if workers > 0:
-        from concurrent.futures import ProcessPoolExecutor
-
         with ProcessPoolExecutor(max_workers=workers) as pool:
             verdicts = list(pool.map(_job, jobs))
     else:
@@ -143,15 +48,13 @@ def run_power(claims: list, *, seed: int = 0, size: str | None = None, default_s
 def _job(job: tuple) -> str:
     """One power run (module-level: the worker of ``workers`` > 0): the claim's verdict under the named
     mutation (None: unmutated)."""
-    from ._claims import Context, load_all, run_check
-
     cid, name, sz, seed = job
     c = load_all()[cid]
     m = None if name is None else next(m for m in MUTATIONS[cid] if m.name == name)
-    return _verdict(c, Context(seed=seed, size=sz, claim_id=cid), m, run_check)
+    return _verdict(c, Context(seed=seed, size=sz, claim_id=cid), m)
 
 
-def _verdict(c: Any, ctx: Any, m: Mutation | None, run_check: Callable) -> str:
+def _verdict(c: Claim, ctx: Context, m: Mutation | None) -> str:
     """The check's verdict under mutation `m` (none: unmutated), or ``error: <type>`` when it raised (a raise
     counts as moved: the statement was not found to hold)."""
     try:

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+__all__ = ["provenance", "blas_info", "json_safe", "record", "write_json", "write_report"]
+
 _ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -31,7 +33,7 @@ def _git_commit() -> str | None:
     return head + ("+dirty" if dirty else "") if head else None
 
 
-def _blas() -> list[dict]:
+def blas_info() -> list[dict]:
     """BLAS/OpenMP libraries loaded in this process with their thread counts (threadpoolctl)."""
     try:
         from threadpoolctl import threadpool_info
@@ -53,21 +55,21 @@ def provenance(*, seed: int, size: str, argv: list[str] | None = None) -> dict:
         scipy_version = None
     return {"refattn": getattr(refattn, "__version__", None), "git_commit": _git_commit(),
             "python": platform.python_version(), "numpy": np.__version__, "scipy": scipy_version,
-            "blas": _blas(), "platform": platform.platform(),
+            "blas": blas_info(), "platform": platform.platform(),
             "command": " ".join(["python -m paper_checks", *(sys.argv[1:] if argv is None else argv)]),
             "seed": int(seed), "size": size}
 
 
-def _plain(x: Any) -> Any:
+def json_safe(x: Any) -> Any:
     """JSON-safe copy of evidence values (NumPy scalars/arrays, non-finite floats as strings)."""
     if isinstance(x, dict):
-        return {str(k): _plain(v) for k, v in x.items()}
+        return {str(k): json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_plain(v) for v in x]
+        return [json_safe(v) for v in x]
     if isinstance(x, np.ndarray):
-        return _plain(x.tolist())
+        return json_safe(x.tolist())
     if isinstance(x, np.generic):
-        return _plain(x.item())
+        return json_safe(x.item())
     if isinstance(x, float) and not math.isfinite(x):
         return str(x)
     if isinstance(x, (str, int, float, bool)) or x is None:
@@ -86,7 +88,7 @@ def record(claim: Any, res: Any, seconds: float, prov: dict | None = None, size:
         "rule": getattr(claim, "rule", None),
         "verdict": "error" if res is None else res.verdict,
         "summary": "" if res is None else res.summary,
-        "evidence": {} if res is None else _plain(res.evidence),
+        "evidence": {} if res is None else json_safe(res.evidence),
         "corrected": None if res is None else res.corrected,
         "figures": [] if res is None else [str(f) for f in res.figures],
         "seconds": round(float(seconds), 3),
@@ -102,7 +104,7 @@ def write_json(path: Path, rows: list, prov: dict | None = None) -> None:
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
-    return str(_plain(v))
+    return str(json_safe(v))
 
 
 def write_report(out_dir: Path, rows: list, *, seed: int, size: str, prov: dict | None = None) -> None:

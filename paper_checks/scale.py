@@ -1,4 +1,4 @@
-"""Scale-out on dask.distributed: claims, Monte Carlo batches and experiment runs as tasks (issue 26).
+"""Scale-out on dask.distributed: claims, Monte Carlo batches and experiment runs as tasks.
 
 ``python -m paper_checks --scheduler local[:N] | ADDRESS`` runs the selected claims as tasks on a
 ``distributed`` cluster: ``local`` starts a :class:`distributed.LocalCluster` of N worker processes (default:
@@ -15,7 +15,7 @@ b. inside a claim, ``ctx.map(fn, tasks)`` (Monte Carlo replicate batches whose b
 c. an experiment's (method, seed) training runs go through the same ``ctx.map``.
 
 **Identity with the serial run.** A task computes exactly what the serial run computes: the same function
-(``paper_checks.__main__._run_one``), the same seeds (``Context.rng`` / ``Context.seed_sequences``: from
+(:func:`paper_checks.catalog.run_by_id`), the same seeds (``Context.rng`` / ``Context.seed_sequences``: from
 ``--seed``, the claim id and the task's key, never from a worker, a time or a finish order), one BLAS thread,
 and ``ctx.map`` returns results in task order, so the reduction adds them in the same order. The JSON output
 is therefore identical number for number to the serial run, whatever the worker count; only wall-clock fields
@@ -29,7 +29,7 @@ claim has finished. The report and JSON are written by the caller only after eve
 
 **Failures.** A worker that dies mid-task has its task rerun on another worker (dask's
 ``distributed.scheduler.allowed-failures``, default 3); the rerun draws the same seeds, so the result is the
-same. A check that raises is caught inside the task by ``_run_one``, exactly as serially, and comes back as
+same. A check that raises is caught inside the task by ``run_by_id``, exactly as serially, and comes back as
 the claim's error text with its traceback. Ctrl-C cancels every outstanding task and re-raises
 :class:`KeyboardInterrupt` (the CLI then exits 130 without writing a report or JSON).
 
@@ -41,12 +41,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from .catalog import run_by_id
+from .report import blas_info
+from .runner import pin_blas
 
 __all__ = ["INSTALL_HINT", "TIMING_CLAIMS", "SchedulerError", "available", "parse_scheduler",
            "scheduler_problem", "connect", "DaskMap", "run_tasks", "run_claims", "run_seeds",
@@ -114,17 +121,6 @@ def scheduler_problem(spec: str, workers: int = 0, power: bool = False) -> str |
     return None
 
 
-def _pin_blas() -> None:
-    """One BLAS thread in this process (a worker runs one task per thread; parallelism is the workers)."""
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn (extra checks)
-        return
-    threadpool_limits(1)
-
-
 @contextlib.contextmanager
 def connect(spec: str, *, log: Callable[[str], None] | None = None, timeout: str = "30s") -> Iterator[Any]:
     """A ``distributed.Client`` for ``--scheduler spec`` (a LocalCluster of processes started and closed here,
@@ -136,7 +132,7 @@ def connect(spec: str, *, log: Callable[[str], None] | None = None, timeout: str
     cluster = None
     try:
         if kind == "local":
-            _pin_blas()                  # inherited by the worker processes (dask sets them for nannies too)
+            pin_blas()                   # inherited by the worker processes (dask sets them for nannies too)
             n = arg or os.cpu_count() or 1
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
             client = Client(cluster)
@@ -241,8 +237,6 @@ class _Arr:
 
 
 def _pack(x: Any) -> Any:
-    import numpy as np
-
     if isinstance(x, np.ndarray) and x.dtype != object:
         d = np.array(x, order="K", copy=True)
         perm = tuple(int(i) for i in np.argsort([-st for st in d.strides], kind="stable"))
@@ -251,8 +245,6 @@ def _pack(x: Any) -> Any:
 
 
 def _unpack(x: Any) -> Any:
-    import numpy as np
-
     if isinstance(x, _Arr):
         inv = tuple(int(i) for i in np.argsort(x.perm)) if x.perm else ()
         return np.array(x.data, order="C", copy=True).transpose(inv)     # own, aligned memory
@@ -301,17 +293,15 @@ def run_tasks(client: Any, fn: Callable, arg_lists: Sequence[tuple], *,
 # ---- claims as tasks ---------------------------------------------------------------------------------------
 def _claim_task(claim_id: str, seed: int, size: str, want_files: bool, run_slow: bool, timing: bool,
                 env: dict) -> dict:
-    """The worker side of one claim: run ``_run_one`` (what the serial CLI runs) with a :class:`DaskMap`
+    """The worker side of one claim: run ``run_by_id`` (what the serial CLI runs) with a :class:`DaskMap`
     executor (serial for a timing claim) and, when a report was asked for, a private temporary report
     directory whose files come back as bytes."""
-    from paper_checks.__main__ import _run_one
-
-    _pin_blas()
+    pin_blas()
     os.environ.update(env)
     tmp = tempfile.mkdtemp(prefix="refattn-task-") if want_files else None
     try:
-        res, secs, err = _run_one(claim_id, seed, size, Path(tmp) if tmp else None, run_slow,
-                                  executor=None if timing else DaskMap())
+        res, secs, err = run_by_id(claim_id, seed, size, Path(tmp) if tmp else None, run_slow,
+                                   executor=None if timing else DaskMap())
         files = {}
         if tmp is not None:
             for p in sorted(Path(tmp).rglob("*")):
@@ -401,8 +391,6 @@ def _run_jobs(spec_or_client: Any, jobs: list[tuple[Any, int]], *, size: str, re
               run_slow: bool, progress: bool, log: Callable[[str], None] | None,
               info: dict | None = None) -> list[tuple]:
     """(claim, seed) jobs as tasks (see :func:`run_claims`); outcomes in job order."""
-    from paper_checks.__main__ import _run_one
-
     if isinstance(spec_or_client, str):
         with connect(spec_or_client, log=log) as client:
             return _run_jobs(client, jobs, size=size, report_dir=report_dir, run_slow=run_slow,
@@ -415,7 +403,7 @@ def _run_jobs(spec_or_client: Any, jobs: list[tuple[Any, int]], *, size: str, re
     outcomes: list = [None] * len(jobs)
     for i, (c, seed) in enumerate(jobs):
         if c.slow and not run_slow:
-            outcomes[i] = _run_one(c.id, seed, size, report_dir, run_slow)
+            outcomes[i] = run_by_id(c.id, seed, size, report_dir, run_slow)
     remote = [i for i in range(len(jobs)) if outcomes[i] is None]
     timing = [i for i in remote if jobs[i][0].id in TIMING_CLAIMS]
     batch = sorted((i for i in remote if i not in timing), key=lambda i: (not jobs[i][0].slow, i))
@@ -443,19 +431,13 @@ def _run_jobs(spec_or_client: Any, jobs: list[tuple[Any, int]], *, size: str, re
 
 
 def _environment() -> dict:
-    import platform
-
-    import numpy as np
-
-    from paper_checks.report import _blas
-
     try:
         import refattn
         import scipy
     except ImportError:  # pragma: no cover - both are dependencies
         return {}
     return {"refattn": getattr(refattn, "__version__", None), "python": platform.python_version(),
-            "numpy": np.__version__, "scipy": scipy.__version__, "blas": _blas(),
+            "numpy": np.__version__, "scipy": scipy.__version__, "blas": blas_info(),
             "platform": platform.platform()}
 
 

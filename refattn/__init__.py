@@ -10,150 +10,33 @@ Layers of the package, each importing only those below it (``tests/test_architec
     random (NumPy edge: draws) -> layers, features, rpe, _xp;  nothing in refattn imports accel, validation,
     paper_checks
 
-The flat namespace re-exports the public names of ``attention``, ``features``, ``layers``, ``rpe`` and ``nn``
-(``refattn.favor_attention`` is ``refattn.attention.favor_attention``).
+The top level holds what a user calls: the feature maps and their exact kernels (the oracles), the attention
+functions (softmax, kernel, linear, FAVOR+, S1, S2, Toeplitz, FLT) and their dense references, the MSE
+formulas, the draws of :mod:`refattn.random` (``draw_*``) and the model's entry points (:func:`transformer`,
+:func:`init_transformer`, :func:`loss_and_grads`). The differentiable pairs (``f_fwd`` / ``f_bwd``), their
+caches and gradient types, parameter containers and building blocks stay in their subpackage
+(``refattn.attention.favor_attention_fwd``); the layers are in :mod:`refattn.layers`, the training loop in
+:mod:`refattn.nn.train`.
 """
 
 from . import attention, features, layers, limits, nn, random, rpe, tree
-from .attention import (
-    softmax_attention, softmax_attention_fwd, softmax_attention_bwd, SoftmaxAttentionCache,
-    SoftmaxAttentionGrads, kernel_attention, exp_dot_kernel, linear_attention, linear_attention_fwd,
-    linear_attention_bwd, linear_attention_step, LinearAttentionCache, LinearAttentionGrads,
-    LinearAttentionState, favor_attention, favor_attention_fwd, favor_attention_bwd, FavorAttentionCache,
-    FavorAttentionGrads,
-)
-from .features import (
-    elu_features, elu_features_fwd, elu_features_bwd, elu_kernel, EluFeaturesGrads, relu_features,
-    relu_features_fwd, relu_features_bwd, relu_kernel, ReluFeaturesGrads, trig_features, trig_features_fwd,
-    trig_features_bwd, TrigFeaturesCache, TrigFeaturesGrads, softmax_trig_features,
-    softmax_trig_features_fwd, softmax_trig_features_bwd, softmax_trig_features_stable,
-    softmax_trig_features_stable_fwd, softmax_trig_features_stable_bwd, SoftmaxTrigFeaturesCache,
-    gaussian_kernel, softmax_kernel, positive_features, positive_features_fwd, positive_features_bwd,
-    positive_features_stable, positive_features_stable_fwd, positive_features_stable_bwd,
-    gaussian_positive_features, gaussian_positive_features_fwd, gaussian_positive_features_bwd,
-    hyperbolic_features, hyperbolic_features_fwd, hyperbolic_features_bwd, hyperbolic_features_stable,
-    hyperbolic_features_stable_fwd, hyperbolic_features_stable_bwd, positive_key_features_stable,
-    positive_key_features_stable_fwd, positive_key_features_stable_bwd, hyperbolic_key_features_stable,
-    hyperbolic_key_features_stable_fwd, hyperbolic_key_features_stable_bwd, PositiveFeaturesCache,
-    PositiveFeaturesGrads, HyperbolicFeaturesCache, KeyFeaturesCache, GMMParams, gmm_weights,
-    gmm_antithetic_params, gmm_frequencies, gmm_frequencies_fwd, gmm_frequencies_bwd, GMMFrequenciesGrads,
-    gmm_rks_features, gmm_rks_features_fwd, gmm_rks_features_bwd, gmm_prf_features, gmm_prf_features_fwd,
-    gmm_prf_features_bwd, gmm_prf_features_stable, gmm_prf_features_stable_fwd,
-    gmm_prf_features_stable_bwd, GMMFeaturesGrads, gmm_rks_kernel, gmm_prf_kernel, gmm_rks_mse,
-    gmm_rks_antithetic_mse, gmm_prf_mse, fwht, fwht_fwd, fwht_bwd, FwhtGrads, FastFoodParams,
-    FASTFOOD_VARIANTS, padded_dim, fastfood_projection, fastfood_projection_fwd, fastfood_projection_bwd,
-    FastFoodGrads, fastfood_matrix, fastfood_rks_features, fastfood_rks_features_fwd,
-    fastfood_rks_features_bwd, fastfood_prf_features, fastfood_prf_features_fwd, fastfood_prf_features_bwd,
-    fastfood_prf_features_stable, fastfood_prf_features_stable_fwd, fastfood_prf_features_stable_bwd,
-    fastfood_rks_kernel, fastfood_prf_kernel, GeneratorParams, GeneratorState, GeneratorOutput,
-    GeneratorGrads, GenerativeOutput, GenerativeGrads, generator, generator_fwd, generator_bwd,
-    generator_param_count, generative_rks_features, generative_rks_features_fwd,
-    generative_rks_features_bwd, generative_prf_features, generative_prf_features_fwd,
-    generative_prf_features_bwd, generative_prf_features_stable, generative_prf_features_stable_fwd,
-    generative_prf_features_stable_bwd,
-)
-from .layers import (
-    DenseParams, DenseCache, DenseGrads, dense, dense_fwd, dense_bwd, LayerNormParams, LayerNormCache,
-    LayerNormGrads, layernorm, layernorm_fwd, layernorm_bwd, BatchNormParams, BatchNormState,
-    BatchNormOutput, BatchNormCache, BatchNormGrads, batchnorm, batchnorm_fwd, batchnorm_bwd,
-    ActivationGrads, relu, relu_fwd, relu_bwd, leaky_relu, leaky_relu_fwd, leaky_relu_bwd, LeakyReluCache,
-    tanh, tanh_fwd, tanh_bwd, gelu, gelu_fwd, gelu_bwd, DropoutCache, DropoutGrads, dropout, dropout_fwd,
-    dropout_bwd, token_embedding, token_embedding_fwd, token_embedding_bwd, TokenEmbeddingGrads, patchify,
-    unpatchify, patch_embedding, patch_embedding_fwd, patch_embedding_bwd, PatchEmbeddingGrads,
-    sinusoid_position_table, position_embedding, position_embedding_fwd, position_embedding_bwd,
-    PositionEmbeddingGrads, CrossEntropyCache, CrossEntropyGrads, softmax_cross_entropy,
-    softmax_cross_entropy_fwd, softmax_cross_entropy_bwd, MseGrads, mse, mse_fwd, mse_bwd, one_hot,
-)
-from .rpe import (
-    S1Params, s1_positional, s1_positional_fwd, s1_positional_bwd, s1_augment, s1_augment_fwd,
-    s1_augment_bwd, s1_attention, s1_attention_fwd, s1_attention_bwd, s1_relative_term, s1_relative_matrix,
-    S1PositionalGrads, S1AugmentGrads, S1AttentionGrads, s2_attention, s2_attention_fwd, s2_attention_bwd,
-    s2_attention_naive, s2_logits, s2_class_index, S2AttentionCache, S2AttentionGrads, DEFAULT_CLIP,
-    toeplitz_attention, toeplitz_attention_fwd, toeplitz_attention_bwd, toeplitz_attention_dense,
-    toeplitz_matrix, ToeplitzAttentionCache, ToeplitzAttentionGrads, GaussianMixture, GaussianKernel,
-    LaplaceKernel, CauchyKernel, Box, SinPower, BSpline, GaussianBasis, Shifted, Proposal, PROPOSAL_KINDS,
-    spectrum_g, spectrum_g_fwd, spectrum_g_bwd, spectrum_f, rpe_mask, proposal_log_density, check_spectrum,
-    check_proposal, kernel_proposal, spectrum_dim, spectrum_arrays, check_proposal_shape, SpectrumGCache,
-    SpectrumGGrads, flt_frequencies, flt_importance_weights, flt_features, flt_features_fwd,
-    flt_features_bwd, flt_mask_estimate, flt_attention, flt_attention_fwd, flt_attention_bwd,
-    FLTFeaturesCache, FLTFeaturesGrads, FLTAttentionCache, FLTAttentionGrads,
-)
-from .nn import (
-    check_attention_config, check_config, ATTENTION_KINDS, AttentionKind, Draw, MHACache, MHAGrads, mha,
-    mha_fwd, mha_bwd, split_heads, merge_heads, SGDState, AdamState, sgd_init, sgd_update, adam_init,
-    adam_update, adamw_update, global_norm, clip_by_global_norm, TransformerGrads, transformer,
-    transformer_fwd, transformer_bwd, transformer_loss_fwd, transformer_loss_bwd, loss_and_grads,
-    block_fwd, block_bwd, init_mha, draw_attention_features, features_for_step, init_transformer,
-)
+from .attention import (exp_dot_kernel, favor_attention, kernel_attention, linear_attention,
+                        linear_attention_step, softmax_attention)
+from .features import (elu_features, elu_kernel, fastfood_prf_features, fastfood_prf_features_stable,
+                       fastfood_prf_kernel, fastfood_rks_features, fastfood_rks_kernel, gaussian_kernel,
+                       gaussian_positive_features, generative_prf_features, generative_prf_features_stable,
+                       generative_rks_features, gmm_prf_features, gmm_prf_features_stable, gmm_prf_kernel,
+                       gmm_prf_mse, gmm_rks_antithetic_mse, gmm_rks_features, gmm_rks_kernel, gmm_rks_mse,
+                       hyperbolic_features, hyperbolic_features_stable, hyperbolic_key_features_stable,
+                       positive_features, positive_features_stable, positive_key_features_stable,
+                       relu_features, relu_kernel, softmax_kernel, softmax_trig_features,
+                       softmax_trig_features_stable, trig_features)
+from .nn import init_transformer, loss_and_grads, transformer
+from .random import (draw_dropout_mask, draw_fastfood, draw_flt_noise, draw_gaussian, draw_generator_noise,
+                     draw_gmm_antithetic_noise, draw_gmm_noise, draw_orthogonal)
+from .rpe import (flt_attention, flt_features, flt_mask_estimate, rpe_mask, s1_attention, s2_attention,
+                  s2_attention_naive, toeplitz_attention, toeplitz_attention_dense)
 
 __version__ = "0.2.0"
 
-__all__ = [
-    "__version__", "attention", "features", "layers", "limits", "nn", "random", "rpe", "tree",
-    "softmax_attention", "softmax_attention_fwd", "softmax_attention_bwd", "SoftmaxAttentionCache",
-    "SoftmaxAttentionGrads", "kernel_attention", "exp_dot_kernel", "linear_attention",
-    "linear_attention_fwd", "linear_attention_bwd", "linear_attention_step", "LinearAttentionCache",
-    "LinearAttentionGrads", "LinearAttentionState", "favor_attention", "favor_attention_fwd",
-    "favor_attention_bwd", "FavorAttentionCache", "FavorAttentionGrads", "elu_features",
-    "elu_features_fwd", "elu_features_bwd", "elu_kernel", "EluFeaturesGrads", "relu_features",
-    "relu_features_fwd", "relu_features_bwd", "relu_kernel", "ReluFeaturesGrads", "trig_features",
-    "trig_features_fwd", "trig_features_bwd", "TrigFeaturesCache", "TrigFeaturesGrads",
-    "softmax_trig_features", "softmax_trig_features_fwd", "softmax_trig_features_bwd",
-    "softmax_trig_features_stable", "softmax_trig_features_stable_fwd", "softmax_trig_features_stable_bwd",
-    "SoftmaxTrigFeaturesCache", "gaussian_kernel", "softmax_kernel", "positive_features",
-    "positive_features_fwd", "positive_features_bwd", "positive_features_stable",
-    "positive_features_stable_fwd", "positive_features_stable_bwd", "gaussian_positive_features",
-    "gaussian_positive_features_fwd", "gaussian_positive_features_bwd", "hyperbolic_features",
-    "hyperbolic_features_fwd", "hyperbolic_features_bwd", "hyperbolic_features_stable",
-    "hyperbolic_features_stable_fwd", "hyperbolic_features_stable_bwd", "positive_key_features_stable",
-    "positive_key_features_stable_fwd", "positive_key_features_stable_bwd",
-    "hyperbolic_key_features_stable", "hyperbolic_key_features_stable_fwd",
-    "hyperbolic_key_features_stable_bwd", "PositiveFeaturesCache", "PositiveFeaturesGrads",
-    "HyperbolicFeaturesCache", "KeyFeaturesCache", "GMMParams", "gmm_weights", "gmm_antithetic_params",
-    "gmm_frequencies", "gmm_frequencies_fwd", "gmm_frequencies_bwd", "GMMFrequenciesGrads",
-    "gmm_rks_features", "gmm_rks_features_fwd", "gmm_rks_features_bwd", "gmm_prf_features",
-    "gmm_prf_features_fwd", "gmm_prf_features_bwd", "gmm_prf_features_stable",
-    "gmm_prf_features_stable_fwd", "gmm_prf_features_stable_bwd", "GMMFeaturesGrads", "gmm_rks_kernel",
-    "gmm_prf_kernel", "gmm_rks_mse", "gmm_rks_antithetic_mse", "gmm_prf_mse", "fwht", "fwht_fwd",
-    "fwht_bwd", "FwhtGrads", "FastFoodParams", "FASTFOOD_VARIANTS", "padded_dim", "fastfood_projection",
-    "fastfood_projection_fwd", "fastfood_projection_bwd", "FastFoodGrads", "fastfood_matrix",
-    "fastfood_rks_features", "fastfood_rks_features_fwd", "fastfood_rks_features_bwd",
-    "fastfood_prf_features", "fastfood_prf_features_fwd", "fastfood_prf_features_bwd",
-    "fastfood_prf_features_stable", "fastfood_prf_features_stable_fwd", "fastfood_prf_features_stable_bwd",
-    "fastfood_rks_kernel", "fastfood_prf_kernel", "GeneratorParams", "GeneratorState", "GeneratorOutput",
-    "GeneratorGrads", "GenerativeOutput", "GenerativeGrads", "generator", "generator_fwd", "generator_bwd",
-    "generator_param_count", "generative_rks_features", "generative_rks_features_fwd",
-    "generative_rks_features_bwd", "generative_prf_features", "generative_prf_features_fwd",
-    "generative_prf_features_bwd", "generative_prf_features_stable", "generative_prf_features_stable_fwd",
-    "generative_prf_features_stable_bwd", "DenseParams", "DenseCache", "DenseGrads", "dense", "dense_fwd",
-    "dense_bwd", "LayerNormParams", "LayerNormCache", "LayerNormGrads", "layernorm", "layernorm_fwd",
-    "layernorm_bwd", "BatchNormParams", "BatchNormState", "BatchNormOutput", "BatchNormCache",
-    "BatchNormGrads", "batchnorm", "batchnorm_fwd", "batchnorm_bwd", "ActivationGrads", "relu", "relu_fwd",
-    "relu_bwd", "leaky_relu", "leaky_relu_fwd", "leaky_relu_bwd", "LeakyReluCache", "tanh", "tanh_fwd",
-    "tanh_bwd", "gelu", "gelu_fwd", "gelu_bwd", "DropoutCache", "DropoutGrads", "dropout", "dropout_fwd",
-    "dropout_bwd", "token_embedding", "token_embedding_fwd", "token_embedding_bwd", "TokenEmbeddingGrads",
-    "patchify", "unpatchify", "patch_embedding", "patch_embedding_fwd", "patch_embedding_bwd",
-    "PatchEmbeddingGrads", "sinusoid_position_table", "position_embedding", "position_embedding_fwd",
-    "position_embedding_bwd", "PositionEmbeddingGrads", "CrossEntropyCache", "CrossEntropyGrads",
-    "softmax_cross_entropy", "softmax_cross_entropy_fwd", "softmax_cross_entropy_bwd", "MseGrads", "mse",
-    "mse_fwd", "mse_bwd", "one_hot", "S1Params", "s1_positional", "s1_positional_fwd", "s1_positional_bwd",
-    "s1_augment", "s1_augment_fwd", "s1_augment_bwd", "s1_attention", "s1_attention_fwd",
-    "s1_attention_bwd", "s1_relative_term", "s1_relative_matrix", "S1PositionalGrads", "S1AugmentGrads",
-    "S1AttentionGrads", "s2_attention", "s2_attention_fwd", "s2_attention_bwd", "s2_attention_naive",
-    "s2_logits", "s2_class_index", "S2AttentionCache", "S2AttentionGrads", "DEFAULT_CLIP",
-    "toeplitz_attention", "toeplitz_attention_fwd", "toeplitz_attention_bwd", "toeplitz_attention_dense",
-    "toeplitz_matrix", "ToeplitzAttentionCache", "ToeplitzAttentionGrads", "GaussianMixture",
-    "GaussianKernel", "LaplaceKernel", "CauchyKernel", "Box", "SinPower", "BSpline", "GaussianBasis",
-    "Shifted", "Proposal", "PROPOSAL_KINDS", "spectrum_g", "spectrum_g_fwd", "spectrum_g_bwd",
-    "spectrum_f", "rpe_mask", "proposal_log_density", "check_spectrum", "check_proposal",
-    "kernel_proposal", "spectrum_dim", "spectrum_arrays", "check_proposal_shape", "SpectrumGCache",
-    "SpectrumGGrads", "flt_frequencies", "flt_importance_weights", "flt_features", "flt_features_fwd",
-    "flt_features_bwd", "flt_mask_estimate", "flt_attention", "flt_attention_fwd", "flt_attention_bwd",
-    "FLTFeaturesCache", "FLTFeaturesGrads", "FLTAttentionCache", "FLTAttentionGrads",
-    "check_attention_config", "check_config", "ATTENTION_KINDS", "AttentionKind", "Draw", "MHACache",
-    "MHAGrads", "mha", "mha_fwd", "mha_bwd", "split_heads", "merge_heads", "SGDState", "AdamState",
-    "sgd_init", "sgd_update", "adam_init", "adam_update", "adamw_update", "global_norm",
-    "clip_by_global_norm", "TransformerGrads", "transformer", "transformer_fwd", "transformer_bwd",
-    "transformer_loss_fwd", "transformer_loss_bwd", "loss_and_grads", "block_fwd", "block_bwd", "init_mha",
-    "draw_attention_features", "features_for_step", "init_transformer",
-]
+__all__ = [n for n in dir() if not n.startswith("_")]

@@ -1,37 +1,34 @@
 """The one dispatch point through which ``accel`` swaps in kernels for named hot primitives, and the registry
-of
-those primitives with their reference implementations.
+of those primitives with their reference implementations.
 
 **Registry.** :data:`PRIMITIVES` names every hot primitive; the module that owns a primitive's reference
-attaches
-it with :func:`define` when it is imported (``import refattn`` imports them all). :func:`reference` returns a
-reference by name (benchmarks and the accel tests use it instead of private imports), :func:`primitives` the
-whole ``{name: reference}`` table, and every function here raises ``ValueError`` on a name that is not in the
-registry: a misspelled primitive never silently means "run the reference".
+attaches it with :func:`define` when it is imported (``import refattn`` imports them all). :func:`reference`
+returns a reference by name (benchmarks and the accel tests use it instead of private imports),
+:func:`primitives` the whole ``{name: reference}`` table, and every function here raises ``ValueError`` on a
+name that is not in the registry: a misspelled primitive never silently means "run the reference".
 
 **Dispatch.** A backend registers implementations with :func:`register`; the core asks :func:`implementation`
 (the active backend's kernel, else the reference) or :func:`kernel_for` (the kernel, or ``None``) at each hot
 primitive. The active backend is switched in for the current context with :func:`use_backend`
 (``accel.use(...)`` wraps it): a ``contextvars.ContextVar``, per thread and per asyncio task, nestable,
-restored
-on exit and on error. The core never imports ``accel``.
+restored on exit and on error. The core never imports ``accel``.
 
-================================== ===========================================================================
-primitive                          reference (signature of every kernel registered for it)
-================================== ===========================================================================
-``linear_attention.causal_fwd``    ``refattn.attention._causal._causal_fwd_reference`` (row log-scales)
-``linear_attention.causal_bwd``    ``refattn.attention._causal._causal_bwd_reference``
-``linear_attention.causal_frames_  ``refattn.attention._causal._causal_frames_fwd_reference`` (per-feature
-fwd``                              key frames, issue 22): ``(numer_aug, kept)``, the states kept for `stride`
-                                   (a ``KeptStates`` of the one layout every backend reads, or None)
-``linear_attention.causal_frames_  ``refattn.attention._causal._causal_frames_bwd_reference``: from `kept`
-bwd``                              (one sweep) or None (two); ``log_features=True`` gives ``dphi * phi``
-``positive_features_stable``       ``refattn.features.positive._positive_features_stable_reference``
-``positive_key_features_stable``   ``refattn.features.positive._key_features_reference``
-``fwht``                           ``refattn.features.fastfood._fwht_reference``
-``s2_window_sums``                 ``refattn.rpe.s2_clipped._class_sums_reference``
-``contract_rows``                  ``refattn._xp._contract_rows_reference``: ``a^T b`` over a long row axis
-================================== ===========================================================================
+====================================== =======================================================================
+primitive                              reference (signature of every kernel registered for it)
+====================================== =======================================================================
+``linear_attention.causal_fwd``        ``refattn.attention._causal._causal_fwd_reference`` (row log-scales)
+``linear_attention.causal_bwd``        ``refattn.attention._causal._causal_bwd_reference``
+``linear_attention.causal_frames_fwd`` ``refattn.attention._causal._causal_frames_fwd_reference`` (per-feature
+                                       key frames): ``(numer_aug, kept)``, the states kept for `stride` (a
+                                       ``KeptStates`` of the one layout every backend reads, or None)
+``linear_attention.causal_frames_bwd`` ``refattn.attention._causal._causal_frames_bwd_reference``: from `kept`
+                                       (one sweep) or None (two); ``log_features=True`` gives ``dphi * phi``
+``positive_features_stable``           ``refattn.features.positive._positive_features_stable_reference``
+``positive_key_features_stable``       ``refattn.features.key_frames._key_features_reference``
+``fwht``                               ``refattn.features.fwht._fwht_reference``
+``s2_window_sums``                     ``refattn.rpe.s2_clipped.s2_window_sums_reference``
+``contract_rows``                      ``refattn._xp._contract_rows_reference``: ``a^T b`` over long rows
+====================================== =======================================================================
 """
 
 from __future__ import annotations
@@ -43,17 +40,16 @@ from typing import Any, Callable, Iterator
 __all__ = ["PRIMITIVES", "define", "reference", "primitives", "register", "kernel_for", "implementation",
            "active_backend", "use_backend", "registered"]
 
-#: Every hot primitive: name -> where its reference lives (documentation; the function is attached by
-# :func:`define`).
+#: Every hot primitive: name -> where its reference lives (documentation; :func:`define` attaches it).
 PRIMITIVES: dict[str, str] = {
     "linear_attention.causal_fwd": "refattn.attention._causal._causal_fwd_reference",
     "linear_attention.causal_bwd": "refattn.attention._causal._causal_bwd_reference",
     "linear_attention.causal_frames_fwd": "refattn.attention._causal._causal_frames_fwd_reference",
     "linear_attention.causal_frames_bwd": "refattn.attention._causal._causal_frames_bwd_reference",
     "positive_features_stable": "refattn.features.positive._positive_features_stable_reference",
-    "positive_key_features_stable": "refattn.features.positive._key_features_reference",
-    "fwht": "refattn.features.fastfood._fwht_reference",
-    "s2_window_sums": "refattn.rpe.s2_clipped._class_sums_reference",
+    "positive_key_features_stable": "refattn.features.key_frames._key_features_reference",
+    "fwht": "refattn.features.fwht._fwht_reference",
+    "s2_window_sums": "refattn.rpe.s2_clipped.s2_window_sums_reference",
     "contract_rows": "refattn._xp._contract_rows_reference",
 }
 
@@ -87,8 +83,7 @@ def reference(primitive: str) -> Callable[..., Any]:
         return _references[primitive]
     except KeyError:
         raise ValueError(f"primitive {primitive!r}: its reference ({PRIMITIVES[primitive]}) is attached when "
-                         "its "
-                         "module is imported; import refattn first") from None
+                         "its module is imported; import refattn first") from None
 
 
 def primitives() -> dict[str, Callable[..., Any]]:
@@ -115,8 +110,7 @@ def active_backend() -> str | None:
 
 def kernel_for(primitive: str) -> Callable[..., Any] | None:
     """The active backend's kernel for `primitive`, or ``None`` when the reference must run (``ValueError``
-    for
-    a name that is not a hot primitive)."""
+    for a name that is not a hot primitive)."""
     _check_name(primitive)
     backend = _active.get()
     if backend is None:

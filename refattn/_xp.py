@@ -266,8 +266,8 @@ def cumulative_max(x: Any, *, axis: int = -2, xp: Any) -> Any:
     passes over the data and 2 sqrt(n) small operations.
     """
     if array_api_compat.is_numpy_array(x):
-        # NumPy (through compat): one in-place ufunc call per row. maximum.accumulate along a non-last axis
-        # was measured 10x slower (351 ms against 31 ms for (8, 4096, 256) float32 along the 4096 axis).
+        # NumPy (through compat): one in-place ufunc call per row, contiguous; maximum.accumulate along a
+        # non-last axis walks the array with a large stride and is much slower (BENCHMARKS.md).
         out = x.copy()
         rows = array_api_compat.array_namespace(x).moveaxis(out, axis, 0)          # a view of out
         for i in range(1, rows.shape[0]):
@@ -310,9 +310,8 @@ def contract_rows(a: Any, b: Any) -> Any:
 
     The GEMM with a long inner axis and a small output (``phi_k^T [v, 1]`` and ``phi_q^T g`` in linear
     attention, ``du^T x`` for a projection's weight gradient). It is the hot primitive ``"contract_rows"`` of
-    :mod:`refattn._dispatch`: a batched cuBLAS GEMM with L = 16384 inner rows and a 256 x 65 output per head
-    leaves most of a GPU idle (measured 0.90 ms against 0.27 ms for ``phi_q kv``, the same flops), so
-    ``accel.use("cupy")`` swaps in one 2-D GEMM per batch entry (:mod:`accel.cupy.contract`); the reference is
-    one matmul.
+    :mod:`refattn._dispatch`: a batched GEMM with a long inner axis and a small output per head leaves most of
+    a GPU idle, so ``accel.use("cupy")`` swaps in one 2-D GEMM per batch entry (:mod:`accel.cupy.contract`);
+    the reference is one matmul.
     """
     return _dispatch.implementation("contract_rows")(a, b)

@@ -1,15 +1,15 @@
-"""The allocation bound: a request for more memory than a documented, configurable limit fails before it
-allocates.
+"""The allocation bound: a request for more memory than a configurable limit fails before it allocates.
 
-A reference library is run on inputs people did not write themselves (a checkpoint from elsewhere, a config
-from a paper's appendix). A size that is a typo (``vocab_size=10**9``) should fail at once with a message that
-names the argument and the size, not after minutes of swapping or with NumPy's ``Unable to allocate 745 GiB``.
+A size typo (``vocab_size=10**9``) in an input someone else wrote (a checkpoint, a paper's config) fails at
+once, naming the argument and the size, not after minutes of swapping or with ``Unable to allocate 745 GiB``.
 
-    >>> import refattn
-    >>> refattn.limits.get_max_bytes() == 4 * 2**30          # the default: 4 GiB per request
+    >>> from refattn import limits
+    >>> limits.get_max_bytes() == 4 * 2**30                  # the default: 4 GiB per request
     True
-    >>> with refattn.limits.max_bytes(2**20):                # a scoped bound (thread- and task-local)
-    ...     refattn.limits.check_nbytes(10**7, "vocab_size * d_model * 8")  # doctest: +ELLIPSIS
+    >>> limits.check_nbytes(1024, "d_model * 8")             # within the bound: returns None
+    >>> with limits.max_bytes(2**20) as n:                   # a scoped bound (thread- and task-local)
+    ...     assert limits.get_max_bytes() == n
+    ...     limits.check_nbytes(10**7, "vocab_size * d_model * 8")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     MemoryError: vocab_size * d_model * 8: this request needs 10000000 bytes (9.5 MiB), above ...
@@ -26,9 +26,20 @@ import contextvars
 import os
 from typing import Iterator
 
+from ._docs import fill_doc
+
 __all__ = ["DEFAULT_MAX_BYTES", "get_max_bytes", "set_max_bytes", "max_bytes", "check_nbytes"]
 
 DEFAULT_MAX_BYTES = 4 * 2**30
+
+_N = """
+n : int
+    A bound in bytes: a positive integer (a string such as ``"0x100000"`` is parsed as an integer literal).
+"""
+_RAISES = """
+ValueError
+    If `n` is not a positive integer.
+"""
 
 
 def _parse(value, name: str) -> int:
@@ -61,25 +72,17 @@ def get_max_bytes() -> int:
     int
         The bound of the current context: the innermost :func:`max_bytes` block, else the last
         :func:`set_max_bytes`, else ``REFATTN_MAX_BYTES`` or :data:`DEFAULT_MAX_BYTES` (4 GiB).
-
-    Examples
-    --------
-    >>> from refattn import limits
-    >>> with limits.max_bytes(2**20):
-    ...     limits.get_max_bytes()
-    1048576
     """
     return _MAX.get()
 
 
+@fill_doc(n=_N, raises=_RAISES)
 def set_max_bytes(n: int) -> int:
     """Set the bound for the current context (thread or task) and return the previous one.
 
     Parameters
     ----------
-    n : int
-        The new bound in bytes: a positive integer (a string such as ``"0x100000"`` is parsed as Python
-        integer literal).
+    {n}
 
     Returns
     -------
@@ -88,16 +91,7 @@ def set_max_bytes(n: int) -> int:
 
     Raises
     ------
-    ValueError
-        If `n` is not a positive integer.
-
-    Examples
-    --------
-    >>> from refattn import limits
-    >>> previous = limits.set_max_bytes(2**20)
-    >>> limits.get_max_bytes()
-    1048576
-    >>> _ = limits.set_max_bytes(previous)
+    {raises}
     """
     previous = _MAX.get()
     _MAX.set(_parse(n, "n"))
@@ -105,13 +99,13 @@ def set_max_bytes(n: int) -> int:
 
 
 @contextlib.contextmanager
+@fill_doc(n=_N, raises=_RAISES)
 def max_bytes(n: int) -> Iterator[int]:
     """Context manager: the bound is `n` bytes inside the ``with`` block and restored after it.
 
     Parameters
     ----------
-    n : int
-        The bound in bytes inside the block: a positive integer.
+    {n}
 
     Yields
     ------
@@ -120,15 +114,7 @@ def max_bytes(n: int) -> Iterator[int]:
 
     Raises
     ------
-    ValueError
-        If `n` is not a positive integer.
-
-    Examples
-    --------
-    >>> from refattn import limits
-    >>> with limits.max_bytes(2**20) as n:
-    ...     limits.get_max_bytes() == n
-    True
+    {raises}
     """
     token = _MAX.set(_parse(n, "n"))
     try:
@@ -145,28 +131,13 @@ def check_nbytes(nbytes: int, what: str) -> None:
     nbytes : int
         Size of the request in bytes (one array or structure allocated at once).
     what : str
-        Names the argument(s) that set the size, as the user passed them (``"config['vocab_size']"``); the
-        message starts with it.
-
-    Returns
-    -------
-    None
-        Returns only when the request is within the bound.
+        The argument(s) that set the size, as the user passed them (``"config['vocab_size']"``).
 
     Raises
     ------
     MemoryError
-        If ``nbytes > get_max_bytes()``; the message gives the size, the bound and how to raise it.
-
-    Examples
-    --------
-    >>> from refattn import limits
-    >>> limits.check_nbytes(1024, "d_model * 8")          # within the bound: returns None
-    >>> with limits.max_bytes(2**20):
-    ...     limits.check_nbytes(10**7, "vocab_size * d_model * 8")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    MemoryError: vocab_size * d_model * 8: this request needs 10000000 bytes (9.5 MiB), above ...
+        If ``nbytes > get_max_bytes()``; the message gives the size, the bound and how to raise it (module
+        docstring: an example).
     """
     limit = _MAX.get()
     if nbytes > limit:

@@ -11,6 +11,21 @@ indices, e.g. ``"blocks/0/attn/q/W"`` (the checkpoint format; a dict key contain
 
 Used by the optimisers, the model's initialisation and checkpoints (``refattn.nn``), the NumPy edge
 (``refattn.random.tree_as_xp``), ``validation`` and ``paper_checks``. Pure functions, no NumPy.
+
+Examples
+--------
+>>> import numpy as np
+>>> from refattn.layers import DenseParams
+>>> from refattn.tree import tree_get, tree_map, tree_paths, tree_replace
+>>> params = {"dense": DenseParams(W=np.ones((2, 3)), b=np.zeros(3)), "kind": "favor"}
+>>> tree_map(lambda a: a.shape, params)                              # static entries kept as they are
+{'dense': DenseParams(W=(2, 3), b=(3,)), 'kind': 'favor'}
+>>> tree_map(lambda p, g: p - 0.1 * g, params, params)["dense"].W[0]  # leaves of two trees, pairwise
+array([0.9, 0.9, 0.9])
+>>> [(path, leaf.shape) for path, leaf in tree_paths(params)]
+[('dense/W', (2, 3)), ('dense/b', (3,))]
+>>> tree_get(params, "dense/W").shape, tree_replace(params, "dense/b", np.ones(3))["dense"].b
+((2, 3), array([1., 1., 1.]))
 """
 
 from __future__ import annotations
@@ -19,8 +34,29 @@ from typing import Any, Callable
 
 import array_api_compat
 
+from ._docs import fill_doc
+
 __all__ = ["is_leaf", "tree_children", "tree_leaves", "tree_paths", "tree_map", "tree_map_with_path",
            "tree_get", "tree_replace", "tree_structure_equal"]
+
+_PREFIX = """
+prefix : str, default ""
+    Prepended to every path (``prefix/key/...``).
+"""
+_SLASH = """
+ValueError
+    If a dict key contains ``"/"`` (the path separator).
+"""
+_TREE_PATH = """
+tree : object
+    A tree (not modified).
+path : str
+    Keys joined by ``"/"`` as in :func:`tree_paths` (``""``: the whole tree).
+"""
+_PATH_RAISES = """
+KeyError, IndexError, AttributeError, ValueError
+    If `path` names a key, index or field that `tree` does not have (a non-integer list index: ValueError).
+"""
 
 
 def is_leaf(x: Any) -> bool:
@@ -29,20 +65,11 @@ def is_leaf(x: Any) -> bool:
     Parameters
     ----------
     x : object
-        Anything.
 
     Returns
     -------
     bool
-        ``array_api_compat.is_array_api_obj(x)``: True for NumPy, CuPy, array_api_strict and torch arrays,
-        False for containers, ``None``, strings and Python numbers.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.tree import is_leaf
-    >>> is_leaf(np.ones(2)), is_leaf(2.0), is_leaf(None)
-    (True, False, False)
+        ``array_api_compat.is_array_api_obj(x)``: False for containers, ``None``, strings and Python numbers.
     """
     return array_api_compat.is_array_api_obj(x)
 
@@ -64,13 +91,6 @@ def tree_children(tree: Any) -> list | None:
     list of (key, child) or None
         Dict keys in insertion order, NamedTuple field names in field order, indices of tuples and lists;
         ``None`` for a leaf or a static entry.
-
-    Examples
-    --------
-    >>> from refattn.layers import DenseParams
-    >>> from refattn.tree import tree_children
-    >>> tree_children(DenseParams(W=1, b=2)), tree_children([7, 8]), tree_children(3.0)
-    ([('W', 1), ('b', 2)], [(0, 7), (1, 8)], None)
     """
     if isinstance(tree, dict):
         return list(tree.items())
@@ -106,13 +126,11 @@ def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
     Parameters
     ----------
     fn : callable
-        ``fn(leaf, *rest_leaves) -> new leaf`` (or anything: the result is stored as returned).
+        ``fn(leaf, *rest_leaves) -> new leaf``; static entries are kept and not passed to `fn`.
     tree : object
-        A tree (nested dicts, NamedTuples, tuples, lists with array leaves). Static entries (``None``,
-        strings, numbers) are returned unchanged and not passed to `fn`.
+        A tree (module docstring).
     *rest : object
-        Trees of the same structure as `tree`; their entries at a leaf's place are passed as they are,
-        ``None`` included.
+        Trees like `tree`; their entries at a leaf's place are passed as they are, ``None`` included.
 
     Returns
     -------
@@ -123,18 +141,6 @@ def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
     ------
     KeyError, IndexError, AttributeError
         If a tree in `rest` lacks a key, index or field that `tree` has.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.layers import DenseParams
-    >>> from refattn.tree import tree_map
-    >>> params = {"dense": DenseParams(W=np.ones((2, 3)), b=np.zeros(3)), "kind": "favor"}
-    >>> tree_map(lambda a: a.shape, params)
-    {'dense': DenseParams(W=(2, 3), b=(3,)), 'kind': 'favor'}
-    >>> stepped = tree_map(lambda p, g: p - 0.1 * g, params, params)   # leaves of two trees, pairwise
-    >>> stepped["dense"].W[0]
-    array([0.9, 0.9, 0.9])
     """
     kids = tree_children(tree)
     if kids is None:
@@ -148,6 +154,7 @@ def _join(prefix: str, key: Any) -> str:
     return f"{prefix}/{key}" if prefix else str(key)
 
 
+@fill_doc(prefix=_PREFIX, slash=_SLASH)
 def tree_map_with_path(fn: Callable[[str, Any], Any], tree: Any, prefix: str = "") -> Any:
     """Apply ``fn(path, leaf)`` to every array leaf of `tree`, keeping its structure.
 
@@ -157,8 +164,7 @@ def tree_map_with_path(fn: Callable[[str, Any], Any], tree: Any, prefix: str = "
         ``fn(path, leaf) -> new leaf``, with `path` as in :func:`tree_paths`.
     tree : object
         A tree; static entries are returned unchanged.
-    prefix : str, default ""
-        Prepended to every path (``prefix/key/...``).
+    {prefix}
 
     Returns
     -------
@@ -167,16 +173,7 @@ def tree_map_with_path(fn: Callable[[str, Any], Any], tree: Any, prefix: str = "
 
     Raises
     ------
-    ValueError
-        If a dict key contains ``"/"`` (the path separator).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.layers import DenseParams
-    >>> from refattn.tree import tree_map_with_path
-    >>> tree_map_with_path(lambda path, a: path, {"dense": DenseParams(W=np.ones((2, 3)), b=np.zeros(3))})
-    {'dense': DenseParams(W='dense/W', b='dense/b')}
+    {slash}
     """
     kids = tree_children(tree)
     if kids is None:
@@ -184,35 +181,23 @@ def tree_map_with_path(fn: Callable[[str, Any], Any], tree: Any, prefix: str = "
     return _rebuild(tree, [tree_map_with_path(fn, v, _join(prefix, k)) for k, v in kids])
 
 
+@fill_doc(prefix=_PREFIX, slash=_SLASH)
 def tree_paths(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
     """The ``(path, leaf)`` pairs of every array leaf, in walk order.
 
     Parameters
     ----------
     tree : object
-        A tree.
-    prefix : str, default ""
-        Prepended to every path.
+    {prefix}
 
     Returns
     -------
     list of (str, array)
-        Paths ``prefix/key/key/...`` (dict keys, NamedTuple field names, list indices joined by ``"/"``) and
-        the leaves, in dict insertion order and NamedTuple field order. Static entries are skipped.
+        Paths ``prefix/key/key/...`` (module docstring) and leaves, in walk order; static entries skipped.
 
     Raises
     ------
-    ValueError
-        If a dict key contains ``"/"``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.layers import DenseParams
-    >>> from refattn.tree import tree_paths
-    >>> tree = {"dense": DenseParams(W=np.ones((2, 3)), b=np.zeros(3)), "scale": 2.0}
-    >>> [(path, leaf.shape) for path, leaf in tree_paths(tree)]
-    [('dense/W', (2, 3)), ('dense/b', (3,))]
+    {slash}
     """
     kids = tree_children(tree)
     if kids is None:
@@ -226,19 +211,11 @@ def tree_leaves(tree: Any) -> list:
     Parameters
     ----------
     tree : object
-        A tree.
 
     Returns
     -------
     list of array
         The leaves of :func:`tree_paths`, without their paths.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.tree import tree_leaves
-    >>> [leaf.shape for leaf in tree_leaves({"a": np.ones(2), "b": (np.zeros((1, 3)), None, "static")})]
-    [(2,), (1, 3)]
     """
     return [leaf for _, leaf in tree_paths(tree)]
 
@@ -252,15 +229,13 @@ def _keys(tree: Any, path: str) -> list:
     return keys
 
 
+@fill_doc(tree_path=_TREE_PATH, path_raises=_PATH_RAISES)
 def tree_get(tree: Any, path: str) -> Any:
     """The entry of `tree` at `path`.
 
     Parameters
     ----------
-    tree : object
-        A tree.
-    path : str
-        Keys joined by ``"/"`` as in :func:`tree_paths` (``""``: the tree itself).
+    {tree_path}
 
     Returns
     -------
@@ -269,32 +244,20 @@ def tree_get(tree: Any, path: str) -> Any:
 
     Raises
     ------
-    KeyError, IndexError, AttributeError, ValueError
-        If `path` names a key, index or field that `tree` does not have (a non-integer list index gives
-        ``ValueError``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.layers import DenseParams
-    >>> from refattn.tree import tree_get
-    >>> tree_get({"blocks": [DenseParams(W=np.ones((2, 3)), b=np.zeros(3))]}, "blocks/0/W").shape
-    (2, 3)
+    {path_raises}
     """
     for key in _keys(tree, path):
         tree = _child(tree, key)
     return tree
 
 
+@fill_doc(tree_path=_TREE_PATH, path_raises=_PATH_RAISES)
 def tree_replace(tree: Any, path: str, value: Any) -> Any:
     """A copy of `tree` with the entry at `path` replaced by `value`.
 
     Parameters
     ----------
-    tree : object
-        A tree; not modified.
-    path : str
-        Keys joined by ``"/"`` as in :func:`tree_paths` (``""`` replaces the whole tree).
+    {tree_path}
     value : object
         The new entry.
 
@@ -305,18 +268,7 @@ def tree_replace(tree: Any, path: str, value: Any) -> Any:
 
     Raises
     ------
-    KeyError, IndexError, AttributeError, ValueError
-        If `path` names a key, index or field that `tree` does not have.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.layers import DenseParams
-    >>> from refattn.tree import tree_replace
-    >>> old = {"dense": DenseParams(W=np.ones((2, 3)), b=np.zeros(3))}
-    >>> new = tree_replace(old, "dense/b", np.ones(3))
-    >>> new["dense"].b, old["dense"].b
-    (array([1., 1., 1.]), array([0., 0., 0.]))
+    {path_raises}
     """
     keys = _keys(tree, path)
     if not keys:
@@ -332,22 +284,12 @@ def tree_structure_equal(a: Any, b: Any) -> bool:
     Parameters
     ----------
     a, b : object
-        Trees.
 
     Returns
     -------
     bool
         True when the container types, keys (in order), static entries (compared with ``==``) and leaf
         shapes agree; leaf values and dtypes are not compared.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.tree import tree_structure_equal
-    >>> tree_structure_equal({"W": np.ones((2, 3))}, {"W": np.zeros((2, 3))})
-    True
-    >>> tree_structure_equal({"W": np.ones((2, 3))}, {"W": np.ones((3, 2))})
-    False
     """
     ka, kb = tree_children(a), tree_children(b)
     if ka is not None or kb is not None:

@@ -221,7 +221,7 @@ def b_clip(rng, s):
 def b_fastfood(rng, s):
     from refattn.random import draw_fastfood
 
-    D = refattn.padded_dim(s["d"])
+    D = refattn.features.padded_dim(s["d"])
     return Call({"x": _x(rng, s, s["B"], s["L"], s["d"]), "params": draw_fastfood(rng, 2 * D, s["d"])},
                 arrays=["x", "params.S", "params.G", "params.B", "params.perm"], free_last=("x",))  # d <= D
 
@@ -229,7 +229,7 @@ def b_fastfood(rng, s):
 def b_fastfood_matrix(rng, s):
     from refattn.random import draw_fastfood
 
-    D = refattn.padded_dim(s["d"])
+    D = refattn.features.padded_dim(s["d"])
     return Call({"params": draw_fastfood(rng, 2 * D, s["d"]), "d": s["d"]},
                 arrays=["params.S", "params.G", "params.B", "params.perm"])
 
@@ -688,7 +688,7 @@ def b_gmm_as_xp(rng, s):
 def b_fastfood_as_xp(rng, s):
     from refattn.random import draw_fastfood
 
-    D = refattn.padded_dim(s["d"])
+    D = refattn.features.padded_dim(s["d"])
     return _like_call({"params": draw_fastfood(rng, 2 * D, s["d"])},
                       ["params.S", "params.G", "params.B", "params.perm"])
 
@@ -766,8 +766,8 @@ PLAIN = {
 PENDING = {
 }
 
-# classes (NamedTuples, spectrum containers), constants and submodules: not called, listed so that a new
-# export has to be placed here or in the table
+# classes (NamedTuples, spectrum containers) and constants: not called, listed so that a new export has to
+# be placed here or in the table (submodules are left out of the exports)
 NON_CALLABLES = {
     'ATTENTION_KINDS', 'ActivationGrads', 'AdamState', 'AttentionKind', 'BSpline', 'BatchNormCache',
     'BatchNormGrads', 'BatchNormOutput', 'BatchNormParams', 'BatchNormState', 'Box', 'CauchyKernel',
@@ -785,8 +785,7 @@ NON_CALLABLES = {
     'S2AttentionCache', 'S2AttentionGrads', 'SGDState', 'Shifted', 'SinPower', 'SoftmaxAttentionCache',
     'SoftmaxAttentionGrads', 'SoftmaxTrigFeaturesCache', 'SpectrumGCache', 'SpectrumGGrads',
     'ToeplitzAttentionCache', 'ToeplitzAttentionGrads', 'TokenEmbeddingGrads', 'TransformerGrads',
-    'TrigFeaturesCache', 'TrigFeaturesGrads', '__version__', 'attention', 'features', 'layers', 'nn',
-    'limits', 'random', 'rpe', 'tree',
+    'TrigFeaturesCache', 'TrigFeaturesGrads',
 }
 
 

@@ -1,10 +1,30 @@
 """NumPy-only edge: validation helpers (assertions, gradient checks, Monte Carlo statistics) and cross-checks.
 
 The test suite and ``paper_checks`` import these; a user cross-checking their own implementation imports them
-too.
+too. Layers (imports only point down; a package's ``__init__`` lists names and loads nothing else)::
+
+    validation.__main__        the CLI: python -m validation check | report
+       |
+    validation.findings        the findings table of `report` (every built-in target, measured)
+       |
+    validation.runner          check(): resolve a TARGET, run the checks of its kind or family
+       |
+    validation.crosscheck      framework adapters (torch, jax), built-in targets (refattn, performer-pytorch,
+       |                       sklearn-rbf) and the registry of the names --framework and TARGET accept
+    validation.families        the papers' families (--as): contracts, refattn's computation, their checks
+       |
+    validation.checks          the named checks, their context and report types, the omega contract's families
+       |
+    validation.base            UsageError, Framework, Target
+       |
+    validation.assertions, .gradcheck, .montecarlo      numeric helpers (no other validation import)
+
+Every layer may import refattn.
 """
 
 from .assertions import assert_close
+from .base import UsageError
+from .checks.report import CheckResult, Report
 from .gradcheck import check_vjp, jacobian_fd
 from .montecarlo import (
     MeanTest,
@@ -14,6 +34,7 @@ from .montecarlo import (
     mean_test,
     mse_estimate,
 )
+from .runner import check
 
 __all__ = [
     "assert_close",
@@ -25,8 +46,8 @@ __all__ = [
     "assert_mse_matches",
     "mean_test",
     "mse_estimate",
+    "check",
+    "Report",
+    "CheckResult",
+    "UsageError",
 ]
-
-from .checks import CheckResult, Report, UsageError, check  # noqa: E402  (cross-checks: python -m validation)
-
-__all__ += ["check", "Report", "CheckResult", "UsageError"]

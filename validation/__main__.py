@@ -17,8 +17,13 @@ import json
 import os
 import sys
 
-from .checks import ATTENTION_FAMILIES, FAMILIES, FEATURE_FAMILIES, KINDS, UsageError, check, validate_options
-from .crosscheck import FRAMEWORKS
+from .base import UsageError
+from .checks.catalog import KINDS
+from .checks.favor import ATTENTION_FAMILIES, FEATURE_FAMILIES
+from .crosscheck.registry import FRAMEWORKS
+from .families.catalog import FAMILIES
+from .findings import write_report
+from .runner import check, validate_options
 
 
 def _families_help() -> str:
@@ -48,8 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--quick", action="store_true", help="smaller Monte Carlo sizes (<= 15 s)")
     c.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON (the parent "
-                                                                "directory "
-                   "must exist)")
+                                                                "directory must exist)")
     r = sub.add_parser("report", help="run every built-in target and write the markdown findings table")
     r.add_argument("--out", default=None, metavar="PATH", help="write the markdown here (default: stdout)")
     r.add_argument("--quick", action="store_true")
@@ -105,7 +109,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if args.command == "report":
-            from .crosscheck.report import write_report
             md = write_report(quick=args.quick, seed=args.seed, progress=sys.stderr)
             if args.out:
                 with open(args.out, "w") as f:

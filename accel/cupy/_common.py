@@ -1,6 +1,5 @@
 """The CuPy kernels' argument checks (:mod:`accel._checks` with CuPy's array type): CuPy arrays only,
-supported
-dtypes only; a NumPy array is never moved to the device silently."""
+supported dtypes only; a NumPy array is never moved to the device silently."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The CUDA source of the CuPy kernels (compiled once per process through ``cupy.RawModule``, cached on disk
-by
-CuPy), templated on the floating type ``T`` (``float``, ``double``)."""
+"""The CUDA source of the CuPy kernels (compiled once per process through ``cupy.RawModule``, cached on
+disk by CuPy), templated on the floating type ``T`` (``float``, ``double``)."""
 
 from __future__ import annotations
 

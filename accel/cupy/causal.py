@@ -12,8 +12,7 @@ primitive              backend       dtypes              registered as
 Same signatures and results (to the dtype tolerance stated in the tests: 1e-12 float64, 2e-5 float32, relative
 to the largest entry) as the core's chunked reference. The algorithm is the chunk-parallel form of
 :mod:`accel.cupy.chunk_parallel`: every GEMM batched over all chunks (cuBLAS), and the carry from chunk to
-chunk
-an elementwise scan kernel (``scan_fwd`` / ``scan_rev`` in :mod:`accel.cupy._cuda`, one thread per state
+chunk an elementwise scan kernel (``scan_fwd`` / ``scan_rev`` in :mod:`accel.cupy._cuda`, one thread per state
 entry). The reference's Python loop over ``L / C`` chunks launches O(10 L / C) small kernels and is
 launch-bound on a GPU; here a forward is O(20) launches whatever L is.
 

@@ -5,11 +5,12 @@ CPU tests that check the algebra) with the two sequential scans over chunks pass
 :mod:`accel.cupy.causal` passes CUDA kernels for them; :func:`scan_fwd_loop` / :func:`scan_rev_loop` are the
 plain loops the kernels implement, used by the tests.
 
-The reference (:func:`refattn.attention.linear._causal_fwd_reference`) walks the chunks one after another:
-a Python loop of ``L / C`` steps of small GEMMs, which on a GPU is launch-bound (measured 322 ms at L = 16384,
-benchmarks/gpu.py). Here every GEMM runs for all chunks at once as one batched GEMM, and only the carry of the
-state from chunk to chunk is sequential -- an elementwise scan over ``n = L / C`` chunks, one thread per state
-entry. With positions cut into chunks ``c`` of length ``C`` (``q_c, k_c: (C, m)``, ``u_c: (C, d_v + 1)``):
+The core's reference (``refattn._dispatch.reference("linear_attention.causal_fwd")``) walks the chunks one
+after another: a Python loop of ``L / C`` steps of small GEMMs, which on a GPU is launch-bound
+(benchmarks/gpu.py). Here every GEMM runs for all chunks at once as one batched GEMM, and only the carry of
+the state from chunk to chunk is sequential -- an elementwise scan over ``n = L / C`` chunks, one thread per
+state entry. With positions cut into chunks ``c`` of length ``C`` (``q_c, k_c: (C, m)``,
+``u_c: (C, d_v + 1)``):
 
     U_c = k_c^T (w_c * u_c)                                    (m, d_v + 1)   one batched GEMM over all c
     S_c = sum_{c' < c} exp(mc_{c'} - P_{c-1}) U_{c'}           exclusive scan over c          (scan_fwd)
@@ -33,8 +34,7 @@ same sums as the reference's reverse sweep.
 Memory: ``O(B L (C + m (d_v + 1) / C))`` for the chunk matrices and the per-chunk states (the price of
 parallelism over chunks; the CPU kernels keep O(m d_v)). The tail is padded to a whole chunk with zero
 features and values and, for ``s``, the last log-scale repeated (it cannot raise any prefix maximum that a
-real
-position sees).
+real position sees).
 """
 
 from __future__ import annotations

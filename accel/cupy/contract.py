@@ -11,18 +11,15 @@ primitive            backend       dtypes            registered as
 Same signature and result as :func:`refattn._xp._contract_rows_reference`: ``a: (..., N, p)``,
 ``b: (..., N, r)`` -> ``a^T b: (..., p, r)``. With N in the tens of thousands and p x r = 256 x 65, one GEMM
 has only a few output tiles per batch entry, and a *batched* cuBLAS GEMM of that shape leaves most of the
-GPU's
-multiprocessors idle (measured 0.84 ms for ``phi_k^T [v, 1]`` at H = 8, L = 16384, against 0.2 ms for
-``phi_q kv`` with the same flops), while a single 2-D GEMM of that shape runs fast (cuBLAS splits its inner
-axis
-itself: ``du^T x`` with N = 131072 rows, 4.3 GFLOP, in 0.14 ms). So:
+GPU's multiprocessors idle (``phi_k^T [v, 1]`` takes several times as long as ``phi_q kv`` with the same
+flops; benchmarks/gpu.py, BENCHMARKS.md), while a single 2-D GEMM of that shape runs fast (cuBLAS splits its
+inner axis itself). So:
 
 * no batch axes: one 2-D GEMM;
 * up to :data:`LOOP_MAX_BATCH` batch entries: one 2-D GEMM per entry, written into a preallocated output;
 * more: the rows are cut into :data:`ROWS_PER_SPLIT`-row blocks, each block's product is one entry of a
-batched
-  GEMM, and the partial products are summed (a split-K GEMM written with two CuPy calls); rows past the last
-  whole block go through one more GEMM.
+  batched GEMM, and the partial products are summed (a split-K GEMM written with two CuPy calls); rows past
+  the last whole block go through one more GEMM.
 
 The summation order differs from one GEMM's, within the dtype tolerance of the tests.
 """

@@ -8,17 +8,14 @@ primitive                        backend       dtypes            registered as
 ``positive_features_stable``     CuPy (CUDA)   float32, float64  ``"positive_features_stable"``
 ===============================  ============  ================  ==========================================
 
-Same signature and outputs as :func:`refattn.features.positive._positive_features_stable_reference`:
-``x: (..., L, d)``, ``omega: (m, d)`` ->
+Same signature and outputs as :func:`refattn.features.positive._positive_features_stable_reference`
+(``x: (..., L, d)``, ``omega: (m, d)``)::
 
     phi = exp(u - max_row u) in (0, 1],     log_scale = max_row u - |x|^2/2 - log(m)/2,     u = x omega^T.
 
 The projection is one cuBLAS GEMM (as in the reference); the ``positive_stable`` kernel of
 :mod:`accel.cupy._cuda` then does the rest in one pass, one warp per row, in place in the GEMM's output: the
-row
-maximum (warp shuffle), ``exp(u - max)``, ``|x|^2`` and the log-scale. The reference's max, subtraction, exp
-and
-norm are four kernels and four passes over ``(..., L, m)``.
+row maximum (warp shuffle), ``exp(u - max)``, ``|x|^2`` and the log-scale (four passes in the reference).
 """
 
 from __future__ import annotations
@@ -41,20 +38,9 @@ SUPPORTED = {
 
 
 def positive_features_stable(x, omega, k_log_scale=None):
-    """``(phi, log_scale)`` of the stabilised positive map (signature of the reference).
-
-    Parameters
-    ----------
-    x : (..., L, d) cupy.ndarray
-    omega : (m, d) cupy.ndarray
-    k_log_scale : (..., 1, m) or (..., L, m) cupy.ndarray, optional
-        A key frame, added in place to the GEMM's output before the kernel takes the row maximum.
-
-    Returns
-    -------
-    phi : (..., L, m) cupy.ndarray
-    log_scale : (..., L) cupy.ndarray
-    """
+    """``(phi, log_scale)`` of the stabilised positive map with the reference's signature: ``x: (..., L, d)``
+    and ``omega: (m, d)`` CuPy arrays; ``k_log_scale`` (a key frame ``(..., 1, m)`` or ``(..., L, m)``),
+    when given, is added to the GEMM's output before the row maximum."""
     kern = "positive_features_stable"
     x, x2, u, m = positive_projection(x, omega, k_log_scale, as_array=as_cupy,
                                       dtypes=SUPPORTED[kern]["dtypes"], kernel=kern)

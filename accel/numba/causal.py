@@ -15,7 +15,7 @@ primitive              backend       dtypes              registered as
 Same signatures and results (to float rounding) as the core's chunked references in
 ``refattn.attention._causal``: row log-scales ``s: (..., L)`` or none (``_causal_{fwd,bwd}_reference``;
 trig features, the KL kinds) and per-feature frames ``s: (..., L, m)``
-(``_causal_frames_{fwd,bwd}_reference``; FAVOR+ positive and hyperbolic features, issue 22). Per (batch,
+(``_causal_frames_{fwd,bwd}_reference``; FAVOR+ positive and hyperbolic features). Per (batch,
 head), one (m, d_v + 1) state, the time axis cut into chunks of :data:`TIME_BLOCK` rows; a chunk ``[a, e)``
 is computed in its end frame ``E`` (as in the reference's frames path):
 
@@ -42,16 +42,14 @@ D = d_v + 1: forward ``4 C m D + 2 C^2 (m + D)``, backward ``10 C m D + 2 C^2 (3
 the intra-chunk products twice); the forward of the bidirectional path is ``4 C m D``. Extra memory: the
 state and a few (C, m) blocks per (batch, head), allocated by the caller (tracemalloc sees them). The frames
 forward keeps no states for a one-sweep backward: a kept-state variant (states before every other chunk,
-one reverse sweep) was measured at L = 4096, float32, one thread: the backward went from 133 to 117-125 ms
-and the forward from 41 to 45-56 ms (writing the states), no net gain, so it was not kept. With
+one reverse sweep) saves in the backward about what writing the states costs the forward. With
 ``log_features=True`` each chunk's ``dphi_q``, ``dphi_k`` are multiplied by its features while in cache
 (FAVOR+'s gauge backward needs only ``dphi * phi``: two passes over (L, m) saved).
 
 The result does not depend on the core's ``chunk_size`` (accepted for the signature): the kernel uses its own
-:data:`TIME_BLOCK`, chosen by measurement (``benchmarks/accel.py --sections blocks``; BENCHMARKS.md, accel:
-C = 24-32 fastest in float32 and float64 at L = 4096, C = 64 1.3x slower); a different block changes only the
-rounding. Inside the kernels BLAS is held to one thread (:func:`_one_blas_thread`): the parallelism is the
-``prange`` over batch x heads.
+:data:`TIME_BLOCK`, chosen by the sweep ``benchmarks/accel.py --sections blocks`` (results in BENCHMARKS.md);
+a different block changes only the rounding. Inside the kernels BLAS is held to one thread
+(:func:`_one_blas_thread`): the parallelism is the ``prange`` over batch x heads.
 """
 
 from __future__ import annotations
@@ -372,9 +370,9 @@ def _fwd_kernel(phi_q, phi_k, v_aug, mode, sf, s, M, numer, state, qbuf, kbuf, a
 @njit(parallel=True, cache=True, fastmath=FASTMATH)
 def _bwd_kernel(g, phi_q, phi_k, v_aug, mode, sf, s, M, dq, dk, dv, state, qbuf, kbuf, abuf, bbuf, tbuf,
                 t2buf, ubuf, fbuf, C, limit, logf):  # pragma: no cover - compiled
-    """Forward sweep (state S, kept transposed: ``g S^T`` is then a plain GEMM, measured 1.8x faster at
-    d_v + 1 = 65) for dq, reverse sweep (cotangent G) for dk and dv; `state` must come zeroed. `logf`: dq
-    and dk are multiplied by the chunk's features (cotangents of the log-features) while in cache."""
+    """Forward sweep (state S, kept transposed so that ``g S^T`` is a plain GEMM) for dq, reverse sweep
+    (cotangent G) for dk and dv; `state` must come zeroed. `logf`: dq and dk are multiplied by the chunk's
+    features (cotangents of the log-features) while in cache."""
     B, L, m = phi_q.shape
     D = v_aug.shape[2]
     nchunks = (L + C - 1) // C
@@ -482,8 +480,8 @@ _BLAS_CONTROLLER: list = []           # [threadpoolctl.ThreadpoolController or N
 def _one_blas_thread():
     """A context that limits BLAS to one thread while a parallel kernel runs (``prange`` over batch x heads,
     each numba thread calling BLAS on small blocks: a multi-threaded BLAS inside would oversubscribe the
-    cores; measured 5x slower with 2 numba and 2 BLAS threads on 2 cores). A no-op with one numba thread, or
-    without ``threadpoolctl`` (then set ``OPENBLAS_NUM_THREADS=1`` when using several numba threads)."""
+    cores). A no-op with one numba thread, or without ``threadpoolctl`` (then set ``OPENBLAS_NUM_THREADS=1``
+    when using several numba threads)."""
     import numba
 
     if numba.get_num_threads() <= 1:
@@ -504,10 +502,9 @@ def _flatten(name, x, last, dtypes, kernel, like=None):
 
 
 def _touched(shape, dtype):
-    """An output array whose pages are touched here, sequentially, before the kernel writes it. Measured
-    (L = 16384, float64, one numba thread): the ~2000 page faults of the backward's outputs cost up to 1.1 s
-    of system time when taken inside the kernel (0.04 s in other calls of the same process), and nothing
-    measurable when the pages were touched first; the fill costs one sequential pass."""
+    """An output array whose pages are touched here, sequentially, before the kernel writes it: page faults
+    on the backward's large outputs cost far more system time when taken inside the parallel kernel than one
+    sequential fill does."""
     out = np.empty(shape, dtype=dtype)
     out.fill(0)
     return out

@@ -15,13 +15,11 @@ Same signature and outputs as :func:`refattn.features.positive._positive_feature
 
 (Choromanski et al. Lemma 1 with the max-subtraction stabiliser, design.md trap 3). The projection is the same
 single 2-D GEMM as the reference (BLAS does that best); the kernel then fuses, per row and in parallel over
-rows,
-the row maximum, the subtraction *in place* in the GEMM's output, and |x|^2 with the log-scale (two passes
-over a
-row that stays in L1); the ``exp`` is then applied in place by NumPy's SIMD ufunc. (Numba without Intel SVML
-calls the scalar libm ``exp``: measured 1.5x slower than the reference for the whole map in float32 when the
-exp was inside the kernel; numpy's vectorised exp is 5-10x faster per element.) No (..., L, m) temporary
-beyond the output, against the reference's extra one. Each row's maximum entry is exactly exp(0) = 1.
+rows, the row maximum, the subtraction *in place* in the GEMM's output, and |x|^2 with the log-scale (two
+passes over a row that stays in L1); the ``exp`` is then applied in place by NumPy's SIMD ufunc (numba without
+Intel SVML calls the scalar libm ``exp``, which is slower per element than NumPy's vectorised one). No (...,
+L, m) temporary beyond the output, against the reference's extra one. Each row's maximum entry is exactly
+exp(0) = 1.
 
 Every feature map built on ``positive_features_stable`` (FAVOR+ in ``refattn.attention.favor``, the GMM maps)
 picks this kernel up inside ``accel.use("numba")``; together with the causal scan
@@ -151,7 +149,7 @@ def _key_frames(u, x, half_log_m, causal, frame):  # pragma: no cover - compiled
 
 def positive_key_features_stable(x, omega, causal):
     """``(phi, k_log_scale)`` of the keys' map with per-feature frames (signature of the reference
-    ``refattn.features.positive._key_features_reference``): one GEMM, one fused pass for the frames, NumPy's
+    ``refattn.features.key_frames._key_features_reference``): one GEMM, one fused pass for the frames, NumPy's
     in-place SIMD ``exp``.
 
     Parameters

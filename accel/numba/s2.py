@@ -8,23 +8,21 @@ primitive             backend       dtypes            registered as             
 ``s2_window_sums``    NumPy (CPU)   float32, float64  ``"s2_window_sums"``           1-D signed, 2-D Manhattan
 ====================  ============  ================  =============================  =======================
 
-Same signature and results as :func:`refattn.rpe.s2_clipped._class_sums_reference`, ``fn(u, k, grid, *,
+Same signature and results as :func:`refattn.rpe.s2_clipped.s2_window_sums_reference`, ``fn(u, k, grid, *,
 adjoint)``:
 
 * ``adjoint=False``: ``u: (..., L, e) -> V: (..., L, R, e)``, ``V_ir = sum_{j : class(i, j) = r} u_j``;
 * ``adjoint=True``: ``u: (..., L, R, e) -> (..., L, e)``, ``out_j = sum_i sum_r [class(i, j) = r] u_ir``.
 
 **1-D signed** (``grid=None``, classes r = -k..k, R = 2k + 1, index r + k): the near classes |r| < k are
-shifted
-rows; the two far classes (``j - i >= k`` and ``j - i <= -k``, design.md trap 8) are a running suffix and a
-running prefix sum, accumulated in one sweep each (no difference of cumulative sums, so no cancellation).
-The adjoint uses ``class(i, j) = r  <=>  class(j, i) = -r``. O(L k e).
+shifted rows; the two far classes (``j - i >= k`` and ``j - i <= -k``, design.md trap 8) are a running suffix
+and a running prefix sum, accumulated in one sweep each (no difference of cumulative sums, so no
+cancellation). The adjoint uses ``class(i, j) = r  <=>  class(j, i) = -r``. O(L k e).
 
 **2-D Manhattan** (``grid=(H, W)``, row-major, classes 0..k, R = k + 1): near classes are rings
 ``|dy| + |dx| = r`` summed cell by cell; the far class is ``total - window`` (Horn's regrouping, as in the
 reference), and exact zeros when k > H + W - 2 (no pair is that far apart). Classes are symmetric, so the
-adjoint
-applies class r's sum to slice r. O(L k^2 e). Parallel over the batch axes.
+adjoint applies class r's sum to slice r. O(L k^2 e). Parallel over the batch axes.
 """
 
 from __future__ import annotations
@@ -136,7 +134,7 @@ def _flatten(x, keep):
 
 
 def s2_window_sums(u, k, grid, *, adjoint=False):
-    """Class sums of the S2 window trick (signature of ``_class_sums_reference``).
+    """Class sums of the S2 window trick (signature of ``s2_window_sums_reference``).
 
     Parameters
     ----------

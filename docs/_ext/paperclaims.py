@@ -232,7 +232,7 @@ def claim_lines(cid: str, row: dict | None, record: dict | None, srcdir: Path) -
         lines += ["      " + ln for ln in (meta["command"] or "(no command.txt in the record)").splitlines()]
         lines += [""]
         return lines + _row_lines(record, srcdir, f"from the record of {_esc(meta['date'])}")
-    from paper_checks._claims import REGISTRY, load_all
+    from paper_checks import REGISTRY, load_all
     load_all()
     c = REGISTRY.get(cid)
     if c is None:
@@ -283,7 +283,7 @@ class PaperClaimsTable(Directive):
 
     def run(self):
         pattern = self.arguments[0]
-        from paper_checks._claims import REGISTRY, load_all
+        from paper_checks import REGISTRY, load_all
         load_all()
         ids = sorted(i for i in REGISTRY if fnmatch.fnmatch(i, pattern))
         if not ids:
@@ -362,7 +362,7 @@ def _always_reread(app, env, added, changed, removed):
 
 def _check_coverage(app, env):
     """Warn (an error under -W) for every registered paper claim that no page shows."""
-    from paper_checks._claims import REGISTRY, load_all
+    from paper_checks import REGISTRY, load_all
     load_all()
     shown = getattr(env, "refattn_claims_shown", {})
     for cid in sorted(REGISTRY):

@@ -13,10 +13,10 @@ from refattn.random import draw_flt_noise, draw_orthogonal
 from refattn.rpe import GaussianMixture, Proposal, flt_attention, flt_features, rpe_mask
 from validation.montecarlo import mean_z2_test, scalar_z
 
-from .._claims import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
-from .._figures import new_figure, save_figure
-from .._rules import value, with_rule
-from ..power import mutation, scaled, wrapped
+from ..figures import new_figure, save_figure
+from ..mutations import mutation, scaled, wrapped
+from ..registry import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
+from ..rules import value, with_rule
 from ._common import EXACT_TOL, N_SE, SE_FLOOR, A
 
 LADDER = ((2, 16), (8, 64), (32, 256), (128, 1024))   # (r, m): r = m / 8
@@ -105,28 +105,21 @@ def _decide_alg1(ev: dict) -> str:
 
 @claim("flt.alg1-favor", paper=CHOROMANSKI, section="Eq. (3), Algorithm 1",
        statement="exp(N_hat + QK^T/sqrt d) = exp(Q_hat K_hat^T) with Q_hat = [N1, Q d^{-1/4}], K_hat = [N2, "
-                 "K d^{-1/4}]; "
-                 "Performerising it gives RPE-enhanced linear attention.",
+                 "K d^{-1/4}]; Performerising it gives RPE-enhanced linear attention.",
        expected="holds",
        derivation="The concatenated inner product is N1_i.N2_j + q_i.k_j/sqrt d (exact). FAVOR+ on it is "
-                  "unbiased for "
-                  "exp(N_hat + ...) but exp(N_hat) is biased for exp(N) at finite r, and the normalised "
-                  "output is a "
-                  "ratio estimator, so the attention estimate is consistent: the bias is O(1/m) with r = "
-                  "m/8, below "
-                  "the replicate SE at the top rung (r, m) = (128, 1024), and the MSE falls like 1/m. A "
-                  "wrong "
-                  "target (mask x 0.9, x 0.5, positions x 0.5) leaves a bias many SE wide there.",
+                  "unbiased for exp(N_hat + ...) but exp(N_hat) is biased for exp(N) at finite r, and the "
+                  "normalised output is a ratio estimator, so the attention estimate is consistent: the bias "
+                  "is O(1/m) with r = m/8, below the replicate SE at the top rung (r, m) = (128, 1024), and "
+                  "the MSE falls like 1/m. A wrong target (mask x 0.9, x 0.5, positions x 0.5) leaves a bias "
+                  "many SE wide there.",
        decide=with_rule(_decide_alg1,
                         f"holds iff the Eq. (3) identity is exact (<= {EXACT_TOL:g}); at the top rung (128, "
-                        "1024) in "
-                        "both modes the mean z^2 of the per-entry mean error (positive-SE entries) exceeds "
-                        "its null "
-                        f"mean by <= {N_SE:g} null SD (from the entries' correlations) and zero-SE entries "
-                        "equal the "
-                        f"target within {EXACT_TOL:g}; and the MSE falls along the ladder (every step lowers "
-                        "it, "
-                        f"first to last by > {N_SE:g} combined SE); fails otherwise."))
+                        "1024) in both modes the mean z^2 of the per-entry mean error (positive-SE entries) "
+                        f"exceeds its null mean by <= {N_SE:g} null SD (from the entries' correlations) and "
+                        f"zero-SE entries equal the target within {EXACT_TOL:g}; and the MSE falls along the "
+                        f"ladder (every step lowers it, first to last by > {N_SE:g} combined "
+                        "SE); fails otherwise."))
 def alg1(ctx: Context) -> Result:
     ev, curves = _alg1(ctx)
     figs = []
@@ -146,16 +139,12 @@ def alg1(ctx: Context) -> Result:
     mse = ev["bidirectional: MSE per rung"]
     return Result(ctx.decide(ev), ev, figures=figs,
                   summary="converges to the masked softmax: at (r, m) = (128, 1024) mean z^2 of the mean "
-                          "error "
-                          f"{ev['bidirectional: top rung mean z^2']:.2f} / "
+                          f"error {ev['bidirectional: top rung mean z^2']:.2f} / "
                           f"{ev['causal: top rung mean z^2']:.2f} (bidir./causal; "
                           f"{ev['top_mean_z2_excess_null_sd']:.1f} null SD above 1, limit {N_SE:g}; zero-SE "
-                          "entries "
-                          f"exact to "
-                          f"{ev['zero_se_max_dev']:.0e}); MSE {mse[0]:.1e} -> {mse[-1]:.1e}, every step "
-                          "lower (by >= "
-                          f"{ev['min_step_z']:.0f} SE); Eq. (3) identity exact "
-                          f"({ev['identity_max_err']:.0e})")
+                          f"entries exact to {ev['zero_se_max_dev']:.0e}); MSE {mse[0]:.1e} -> "
+                          f"{mse[-1]:.1e}, every step lower (by >= {ev['min_step_z']:.0f} SE); Eq. (3) "
+                          f"identity exact ({ev['identity_max_err']:.0e})")
 
 
 @must_fail("flt.alg1-favor")
@@ -213,12 +202,10 @@ def _decide_complexity(ev: dict) -> str:
        statement="Q_hat, K_hat in R^{L x (m + r)}; time O(L(m + r)d), space O(L(m + r) + (m + r)d + Ld).",
        expected="erratum",
        derivation="Q_hat = [N1, Q d^{-1/4}] has r + d columns (2r + d in the real form), not m + r. "
-                  "phi(Q_hat) costs "
-                  "an (L x (d + 2r)) by ((d + 2r) x m) product, O(L m (d + r)), attention O(L m d), N1 O(L r "
-                  "l): total "
-                  "O(L m (d + r) + L r l); omega is m x (d + 2r). Printed O(L(m + r)d) has L r d instead of "
-                  "L m r. "
-                  "Checked: the column count of refattn's Q_hat against 2r + d (exact integers).",
+                  "phi(Q_hat) costs an (L x (d + 2r)) by ((d + 2r) x m) product, O(L m (d + r)), attention "
+                  "O(L m d), N1 O(L r l): total O(L m (d + r) + L r l); omega is m x (d + 2r). Printed O(L(m "
+                  "+ r)d) has L r d instead of L m r. Checked: the column count of refattn's Q_hat against "
+                  "2r + d (exact integers).",
        decide=with_rule(_decide_complexity,
                         "holds iff refattn's Q_hat has the printed m + r columns; erratum iff it does not "
                         "and has the "

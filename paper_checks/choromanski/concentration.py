@@ -1,6 +1,5 @@
 """FLT (Choromanski et al.) Sec. 4.2 / App. A.3: Theorem 4.2 (uniform convergence, sample complexity), the
-proof
-of Theorem A.4 (Eqs. 14-16), and whether Theorem 4.2 covers the local RPE of Eq. (4)."""
+proof of Theorem A.4 (Eqs. 14-16), and whether Theorem 4.2 covers the local RPE of Eq. (4)."""
 
 from __future__ import annotations
 
@@ -13,9 +12,9 @@ from refattn.random import draw_flt_noise
 from refattn.rpe import Box, GaussianKernel, flt_features, kernel_proposal, rpe_mask, spectrum_g
 from validation.montecarlo import binomial_coverage, mean_test
 
-from .._claims import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
-from .._rules import value, with_rule
-from ..power import mutation, scaled, scaled_arg, wrapped
+from ..mutations import mutation, scaled, scaled_arg, wrapped
+from ..registry import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
+from ..rules import value, with_rule
 from ._common import N_SE, A, blocks, divergence
 
 _HERE = sys.modules[__name__]    # mutations wrap the refattn functions this module looks up
@@ -65,12 +64,12 @@ def _decide_coverage(ev: dict) -> str:
                  "delta.",
        expected="holds",
        derivation="Hoeffding on the real and imaginary parts (|terms| <= c) and a union bound over L^2 "
-                  "pairs. "
-                  "For refattn's real form only the real part is needed: 2L^2 exp(-r eps^2 / (2 c^2)).",
+                  "pairs. For refattn's real form only the real part is needed: 2L^2 exp(-r eps^2 "
+                  "/ (2 c^2)).",
        decide=with_rule(_decide_coverage,
                         "holds iff the measured coverage of ||N - N_hat||_max <= eps at r of Eq. (18) is "
-                        "not below "
-                        f"1 - delta by {N_SE:g} binomial SE or more (z > -{N_SE:g}); fails otherwise."))
+                        f"not below 1 - delta by {N_SE:g} binomial SE or more (z > "
+                        f"-{N_SE:g}); fails otherwise."))
 def thm42(ctx: Context) -> Result:
     ev = _coverage(ctx)
     return Result(ctx.decide(ev), ev,
@@ -87,9 +86,8 @@ def thm42_wrong(ctx: Context) -> Result:
 
 def _averaging(ctx):
     """Eqs. (14)-(15): the r-term average (1/r) sum_t X_t versus the printed 1/t inside the sum, sum_t X_t /
-    t,
-    with X_t = w_t cos(2 pi (r_i - r_j) xi_t) the single-sample terms (mean f(r_i - r_j)); the 1/t reading has
-    mean f H_r (H_r the harmonic number)."""
+    t, with X_t = w_t cos(2 pi (r_i - r_j) xi_t) the single-sample terms (mean f(r_i - r_j)); the 1/t reading
+    has mean f H_r (H_r the harmonic number)."""
     spec = GaussianKernel(A(1.0), A(1.0))
     prop = kernel_proposal(spec, 1)
     pos = A([[0.0], [0.4], [1.1]])
@@ -127,33 +125,24 @@ def _decide_a4(ev: dict) -> str:
 
 @claim("flt.thmA4-proof", paper=CHOROMANSKI, section="App. A.3, Eqs. (14)-(16)",
        statement="Eq. (14)/(15) average with 1/t (t the summation index); Eq. (16): 'with probability at "
-                 "least "
-                 "4L^2 e^{-r eps^2/(4c^2)}, |...| > eps for all i, j' => ||N - N_hat||_max <= eps.",
+                 "least 4L^2 e^{-r eps^2/(4c^2)}, |...| > eps for all i, j' => ||N - N_hat||_max <= eps.",
        expected="erratum",
        derivation="The estimator averages r terms (1/r); read literally, sum_t X_t / t has mean f H_r, not "
-                  "f. The "
-                  "union bound gives P(exists i,j: |err| > eps) < 4L^2 e^{..}, so with probability at least "
-                  "1 - 4L^2 e^{..} every |err| <= eps. As printed, Eq. (16) asserts P(all errors > eps) >= "
-                  "delta, "
-                  "which is false (measured ~0) and does not imply (17). Checked: the 1/r average is "
-                  "unbiased and "
-                  "the 1/t one is not (Monte Carlo, 5 SE), the printed (16) is rejected and the corrected "
-                  "one holds "
-                  "(binomial, 5 SE) at r of Eq. (18).",
+                  "f. The union bound gives P(exists i,j: |err| > eps) < 4L^2 e^{..}, so with probability at "
+                  "least 1 - 4L^2 e^{..} every |err| <= eps. As printed, Eq. (16) asserts P(all errors > "
+                  "eps) >= delta, which is false (measured ~0) and does not imply (17). Checked: the 1/r "
+                  "average is unbiased and the 1/t one is not (Monte Carlo, 5 SE), the printed (16) is "
+                  "rejected and the corrected one holds (binomial, 5 SE) at r of Eq. (18).",
        decide=with_rule(_decide_a4,
                         "holds iff the printed forms are accepted (P(all errors > eps) not below delta by "
-                        f"{N_SE:g} "
-                        f"binomial SE, and the 1/t-weighted sum unbiased, |z| < {N_SE:g}); erratum iff they "
-                        "are "
-                        f"rejected and the corrected ones accepted (coverage not below 1 - delta by {N_SE:g} "
-                        "SE, 1/r "
-                        f"average |z| < {N_SE:g}); fails otherwise."))
+                        f"{N_SE:g} binomial SE, and the 1/t-weighted sum unbiased, |z| < {N_SE:g}); erratum "
+                        "iff they are rejected and the corrected ones accepted (coverage not below 1 - "
+                        f"delta by {N_SE:g} SE, 1/r average |z| < {N_SE:g}); fails otherwise."))
 def thm_a4_proof(ctx: Context) -> Result:
     ev = _thm_a4_proof(ctx)
     return Result(ctx.decide(ev), ev,
                   corrected="(14)-(15): (1/r) sum_{t=1}^r; (16): with probability at least 1 - 4L^2 e^{-r "
-                            "eps^2/(4c^2)}, "
-                            "|(1/r) sum_t ... - f(r_i - r_j)| <= eps for all i, j",
+                            "eps^2/(4c^2)}, |(1/r) sum_t ... - f(r_i - r_j)| <= eps for all i, j",
                   summary=f"1/t weighting biased (z = {ev['z_one_over_t']:.0f}; mean f H_r), 1/r unbiased "
                           f"(z = {ev['z_one_over_r']:.1f}); printed (16) claims P(all errors > eps) >= "
                           f"{ev['delta']}, measured {ev['measured_P_all_errors_gt_eps']} (z = "
@@ -203,44 +192,34 @@ def _decide_divergence(ev: dict) -> str:
 
 
 DIVERGENCE_RULE = ("fails iff int_{-B}^{B} |g| keeps growing: its last increment per decade (B = 100 -> "
-                   "1000) "
-                   "exceeds the tolerance (int |g| = inf, so c = sup |g|/p = inf under every proposal); "
-                   "holds iff it "
-                   "does not (the evidence also reports the increments against the derived (4C/pi^2) ln 10).")
+                   "1000) exceeds the tolerance (int |g| = inf, so c = sup |g|/p = inf under every "
+                   "proposal); holds iff it does not (the evidence also reports the increments against the "
+                   "derived (4C/pi^2) ln 10).")
 
 
 @claim("flt.thm4.2-local-rpe", paper=CHOROMANSKI, section="Thm 4.2 + Sec. 4.3 Eq. (4) + App. B.1",
        statement="FLT learns the local RPE f = C 1[|D| <= v] (g = C sin(2 pi v xi)/(pi xi)) with xi ~ N(0, "
-                 "1) "
-                 "(B.1), covered by the uniform-convergence guarantee with c = || |g|/p ||_inf.",
+                 "1) (B.1), covered by the uniform-convergence guarantee with c = || |g|/p ||_inf.",
        expected="fails",
        derivation="If |g|/p <= c then int |g| <= c int p = c; but int_{-B}^{B} |sin(2 pi v xi)/(pi xi)| "
-                  "grows like "
-                  "(4/pi^2) ln B (|sin| averages 2/pi), so c = inf under every proposal and Theorem 4.2 "
-                  "gives "
-                  "nothing. Checked: the increments per decade of B equal (4C/pi^2) ln 10 (quadrature of "
-                  "refattn's "
-                  "spectrum_g). With the Gaussian proposal w = g/p grows like e^{xi^2/2}/|xi|: the sample "
-                  "mean is "
-                  "dominated by rare huge weights (evidence).",
+                  "grows like (4/pi^2) ln B (|sin| averages 2/pi), so c = inf under every proposal and "
+                  "Theorem 4.2 gives nothing. Checked: the increments per decade of B equal (4C/pi^2) ln 10 "
+                  "(quadrature of refattn's spectrum_g). With the Gaussian proposal w = g/p grows like "
+                  "e^{xi^2/2}/|xi|: the sample mean is dominated by rare huge weights (evidence).",
        decide=with_rule(_decide_divergence, DIVERGENCE_RULE))
 def thm42_local(ctx: Context) -> Result:
     ev = _thm42_local(ctx)
     return Result(ctx.decide(ev), ev,
                   summary=f"int_-B^B |g| grows by {ev['increments per decade'][-1]:.4f} per decade "
-                          "((4C/pi^2) ln 10 = "
-                          f"{ev['predicted increment (4C/pi^2) ln 10']:.4f}): c = inf under every proposal; "
-                          "Thm 4.2 "
-                          "does not apply to the local RPE")
+                          f"((4C/pi^2) ln 10 = {ev['predicted increment (4C/pi^2) ln 10']:.4f}): c = inf "
+                          "under every proposal; Thm 4.2 does not apply to the local RPE")
 
 
 @must_fail("flt.thm4.2-local-rpe")
 def thm42_local_wrong(ctx: Context) -> Result:
-    """The derived law with half the rate, (2C/pi^2) ln 10 per decade (one half-line only): the evidence
-    shows it
-    rejected, and the verdict stays 'fails' (growth, not its rate, decides). For this expected-'fails' claim
-    the
-    power is shown by the mutations, which make g integrable and move the verdict to holds."""
+    """The derived law with half the rate, (2C/pi^2) ln 10 per decade (one half-line only): the evidence shows
+    it rejected, and the verdict stays 'fails' (growth, not its rate, decides). For this expected-'fails'
+    claim the power is shown by the mutations, which make g integrable and move the verdict to holds."""
     ev = _thm42_local(ctx)
     half = ev["predicted increment (4C/pi^2) ln 10"] / 2
     ev.update({"predicted increment (4C/pi^2) ln 10": half,

@@ -7,8 +7,9 @@ features (the model's FLT kind), so the comparison isolates the RPE.
 
 from __future__ import annotations
 
-from .._claims import CHOROMANSKI, Context, Result, claim
+from ..companions import label_swap
 from ..experiments import images as E  # noqa: N812 (the experiments' shared name)
+from ..registry import CHOROMANSKI, Context, Result, claim
 
 
 @claim("flt.image-classification", paper=CHOROMANSKI, section="Sec. 5 (image classification)",
@@ -23,3 +24,12 @@ from ..experiments import images as E  # noqa: N812 (the experiments' shared nam
        rule=E.CRITERIA["flt"] + " Guard: " + E.GUARD, decide=E.decide_flt, slow=True)
 def image_classification(ctx: Context) -> Result:
     return E.claim_result(ctx, "flt")
+
+
+def _swap_flt(ev: dict) -> dict:
+    return {**ev, "gain_flt": -float(ev["gain_flt"])}
+
+
+label_swap("flt.image-classification", "FLT <-> No-Pos (gain negated)", _swap_flt, ("gain_flt",),
+           paper_direction=lambda ev: {**ev, "size": "small", "data_stand_in": False,
+                                       "min_margin_over_floor": 0.0, "gain_flt": 0.2, "spread": 0.05})

@@ -26,9 +26,9 @@ from refattn.rpe import (
 )
 from validation.montecarlo import mean_test
 
-from .._claims import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
-from .._rules import per_reading, value, with_rule
-from ..power import mutation, scaled, scaled_arg
+from ..mutations import mutation, scaled, scaled_arg
+from ..registry import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
+from ..rules import per_reading, value, with_rule
 from ._common import EXACT_TOL, N_SE, SE_FLOOR, A, blocks
 
 # mutations wrap the refattn functions (and the derived f) this module looks up
@@ -43,9 +43,9 @@ def gm_f(D, w, sigma, mu, sign=1.0):
 
 def _gm_pair(ctx: Context, sign: float = 1.0) -> dict:
     """Quadrature of the printed T = 1 mixture g = exp(-(xi - mu)^2 / (2 sigma^2)) (e^{+2 pi i D xi}
-    convention of
-    Thm 4.1) against the derived f (sign = -1: the companion's opposite convention), and refattn's spectrum_f
-    (Re f: the real features estimate the +-mu symmetrised mixture) against Re of the derived f."""
+    convention of Thm 4.1) against the derived f (sign = -1: the companion's opposite convention), and
+    refattn's spectrum_f (Re f: the real features estimate the +-mu symmetrised mixture) against Re of the
+    derived f."""
     spec = GaussianMixture(A([1.0]), A([[0.6]]), A([0.4]))
     sigma, mu = 0.4, 0.6
     err, err_core, im_quad = 0.0, 0.0, []
@@ -91,21 +91,16 @@ def _decide_gm(ev: dict) -> str:
 
 @claim("flt.gm-pair", paper=CHOROMANSKI, section="Sec. 4.3 (Gaussian mixture RPE)",
        statement="g = sum_t w_t exp(-|xi - mu_t|^2/(2 sigma_t^2)); for T = 1 'the FT becomes a renormalized "
-                 "Gaussian "
-                 "kernel and as such defines f as another Gaussian kernel'.",
+                 "Gaussian kernel and as such defines f as another Gaussian kernel'.",
        expected="erratum",
        derivation="f(D) = sum_t w_t (2 pi sigma_t^2)^{l/2} exp(-2 pi^2 sigma_t^2 |D|^2) e^{2 pi i mu_t . D}: "
-                  "a Gaussian "
-                  "kernel only for mu = 0; otherwise complex (modulated), and real features estimate Re f "
-                  "(the f of "
-                  "the +-mu symmetrised mixture). Checked by quadrature (tolerance 1e-8), Im f measured "
-                  "nonzero.",
+                  "a Gaussian kernel only for mu = 0; otherwise complex (modulated), and real features "
+                  "estimate Re f (the f of the +-mu symmetrised mixture). Checked by quadrature (tolerance "
+                  "1e-8), Im f measured nonzero.",
        decide=with_rule(_decide_gm,
                         "holds iff f (quadrature of the printed g) is real, max |Im f| <= 1e-8 (a Gaussian "
-                        "kernel); "
-                        "otherwise erratum iff the derived modulated Gaussian matches the quadrature and "
-                        "refattn's "
-                        "spectrum_f matches its real part (1e-8), fails iff not."))
+                        "kernel); otherwise erratum iff the derived modulated Gaussian matches the "
+                        "quadrature and refattn's spectrum_f matches its real part (1e-8), fails iff not."))
 def gm_pair(ctx: Context) -> Result:
     ev = _gm_pair(ctx)
     return Result(ctx.decide(ev), ev,
@@ -136,8 +131,7 @@ mutation("flt.gm-pair", "derived f with D x 2 pi (angular units)")(
 
 def _gb3(ctx: Context, angular: bool = False) -> dict:
     """3-D radial quadrature of the printed f against the printed g (the companion: g in the angular
-    convention
-    exp(-sigma^2 |xi|^2 / 2)); refattn's spectrum_f / spectrum_g against the printed forms."""
+    convention exp(-sigma^2 |xi|^2 / 2)); refattn's spectrum_f / spectrum_g against the printed forms."""
     w, sig = A([1.0, 2.5]), A([0.3, 0.7])
     spec = GaussianBasis(w, sig)
 
@@ -169,18 +163,14 @@ def _decide_gb3(ev: dict) -> str:
 
 @claim("flt.gaussian-basis-3d-pair", paper=CHOROMANSKI, section="Sec. 5.3",
        statement="f(r) = sum_t w_t/(sqrt(2 pi) sigma_t)^3 exp(-|r|^2/(2 sigma_t^2)) has FT g = sum_t w_t "
-                 "exp(-2 pi^2 "
-                 "sigma_t^2 |xi|^2) in R^3.",
+                 "exp(-2 pi^2 sigma_t^2 |xi|^2) in R^3.",
        expected="holds",
        derivation="The FT of the N(0, sigma^2 I_3) density is exp(-2 pi^2 sigma^2 |xi|^2). Checked by the "
-                  "radial "
-                  "formula g(rho) = (2/rho) int_0^inf f(s) s sin(2 pi rho s) ds (quadrature, tolerance "
-                  "1e-8).",
+                  "radial formula g(rho) = (2/rho) int_0^inf f(s) s sin(2 pi rho s) ds "
+                  "(quadrature, tolerance 1e-8).",
        decide=with_rule(_decide_gb3, "holds iff the radial quadrature of the printed f equals the printed g "
-                                     "and "
-                                     "refattn's spectrum_f / spectrum_g equal the printed forms, all within "
-                                     "1e-8; "
-                                     "fails otherwise."))
+                                     "and refattn's spectrum_f / spectrum_g equal the printed forms, all "
+                                     "within 1e-8; fails otherwise."))
 def gb3(ctx: Context) -> Result:
     ev = _gb3(ctx)
     return Result(ctx.decide(ev), ev,
@@ -208,9 +198,8 @@ mutation("flt.gaussian-basis-3d-pair", "refattn spectrum_f with D x 2 pi")(
 
 def _shift_inv(ctx: Context, two_pi: float = 2 * math.pi) -> dict:
     """Gaussian kernel K(s, s') = exp(-(s - s')^2 / 2) through FLT with r_j = s_j / `two_pi` (the companion
-    uses
-    1: positions not rescaled) and g = C p_K (p_K = N(0, 1) in the angular convention), Monte Carlo against K;
-    then c = sup w = C exactly under the kernel's own density."""
+    uses 1: positions not rescaled) and g = C p_K (p_K = N(0, 1) in the angular convention), Monte Carlo
+    against K; then c = sup w = C exactly under the kernel's own density."""
     rng = ctx.rng()
     n, r = ctx.pick(1000, 4000), 4
     s = rng.uniform(-4, 4, (5, 1))
@@ -238,19 +227,16 @@ def _decide_shift(ev: dict) -> str:
 
 @claim("flt.shift-invariant-kernels", paper=CHOROMANSKI, section="Sec. 4.3 + App. A.4",
        statement="For K(x, y) = C int e^{i(x-y).xi} p_K(xi) dxi, r_j = s_j/(2 pi) and g = C p_K give an "
-                 "unbiased "
-                 "estimate of [K(s_i, s_k)]; p = p_K minimises c (optimal sample complexity).",
+                 "unbiased estimate of [K(s_i, s_k)]; p = p_K minimises c (optimal sample complexity).",
        expected="holds",
        derivation="f(r_i - r_j) = int C p_K(xi) e^{2 pi i (s_i - s_j).xi/(2 pi)} dxi = K(s_i, s_j). For any "
-                  "p, "
-                  "c = sup |g|/p >= int |g| = C, with equality iff p = |g|/C. Monte Carlo (5 SE) and the "
-                  "exact "
-                  "weights under p = p_K.",
+                  "p, c = sup |g|/p >= int |g| = C, with equality iff p = |g|/C. Monte Carlo (5 SE) and the "
+                  "exact weights under p = p_K.",
        decide=with_rule(_decide_shift,
                         f"holds iff the FLT estimate of [K(s_i, s_k)] is unbiased (max |z| < {N_SE:g} over "
                         f"positive-SE entries, zero-SE diagonal exact to {EXACT_TOL:g}) and the importance "
-                        "weights "
-                        "under each kernel's own density equal C (relative 1e-12); fails otherwise."))
+                        "weights under each kernel's own density equal C (relative "
+                        "1e-12); fails otherwise."))
 def shift_inv(ctx: Context) -> Result:
     ev = _shift_inv(ctx)
     return Result(ctx.decide(ev), ev,

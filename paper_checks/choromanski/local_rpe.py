@@ -14,9 +14,9 @@ from refattn.random import draw_flt_noise
 from refattn.rpe import Box, BSpline, Proposal, SinPower, flt_features, rpe_mask, spectrum_f, spectrum_g
 from validation.montecarlo import mean_test
 
-from .._claims import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
-from .._rules import per_reading, value, with_rule
-from ..power import mutation, scaled, scaled_arg, wrapped
+from ..mutations import mutation, scaled, scaled_arg, wrapped
+from ..registry import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
+from ..rules import per_reading, value, with_rule
 from ._common import N_SE, A, blocks, divergence
 
 # mutations wrap the refattn functions (and the printed g) this module looks up
@@ -100,39 +100,28 @@ def _decide_pair(ev: dict) -> str:
 
 @claim("flt.local-sinc-pair", paper=CHOROMANSKI, section="Sec. 4.3, Eq. (4) and the l-dim product; Fig. 4",
        statement="The FT of f = C 1[|D| <= v] is C sin(2 pi v xi)/(pi xi); in l dims f = prod_j C 1[|D_j| <= "
-                 "v_j] "
-                 "has g = C prod_j sin(2 pi v_j xi_j)/(pi xi_j).",
+                 "v_j] has g = C prod_j sin(2 pi v_j xi_j)/(pi xi_j).",
        expected="erratum",
        derivation="int_{-v}^{v} C e^{-2 pi i x xi} dx = C sin(2 pi v xi)/(pi xi) (1-D holds). With C inside "
-                  "the "
-                  "product (the text) Fubini gives C^l prod_j sinc: the printed g is off by C^{l-1} for l >= "
-                  "2; "
-                  "with C outside (the Fig. 4 caption, refattn's Box) the printed g is right. Checked by "
-                  "tensor "
-                  "Gauss-Legendre quadrature of the printed f for l = 1, 2, 3 (exact to rounding: the "
-                  "integrand is "
-                  "smooth on the box).",
+                  "the product (the text) Fubini gives C^l prod_j sinc: the printed g is off by C^{l-1} for "
+                  "l >= 2; with C outside (the Fig. 4 caption, refattn's Box) the printed g is right. "
+                  "Checked by tensor Gauss-Legendre quadrature of the printed f for l = 1, 2, 3 (exact to "
+                  "rounding: the integrand is smooth on the box).",
        decide=with_rule(_decide_pair,
                         "fails iff the 1-D pair or refattn's Box (C outside) disagrees with its quadrature; "
-                        "holds iff "
-                        "the transform of the printed f (C inside) equals the printed g for l = 2, 3 too; "
-                        "erratum iff "
-                        "it does not but equals the corrected C^l prod sinc (all within the quadrature "
-                        "tolerance)."))
+                        "holds iff the transform of the printed f (C inside) equals the printed g for l = 2, "
+                        "3 too; erratum iff it does not but equals the corrected C^l prod sinc (all within "
+                        "the quadrature tolerance)."))
 def local_pair(ctx: Context) -> Result:
     ev = _local_pair(ctx)
     r2 = ev["l=2: [transform of printed f, printed g, transform of C-outside f] at 4 xi"][1]
     return Result(ctx.decide(ev), ev,
                   corrected="f = prod_j C 1[|D_j| <= v_j] has g = C^l prod_j sin(2 pi v_j xi_j)/(pi xi_j); "
-                            "the printed "
-                            "g = C prod_j ... is the transform of C prod_j 1[|D_j| <= v_j] (C outside, as in "
-                            "the Fig. 4 "
-                            "caption and refattn's Box)",
+                            "the printed g = C prod_j ... is the transform of C prod_j 1[|D_j| <= v_j] (C "
+                            "outside, as in the Fig. 4 caption and refattn's Box)",
                   summary=f"1-D pair holds (err {ev['err_printed_l1']:.0e}); l = 2 at C = {ev['C']}: printed "
-                          "f "
-                          f"transforms to {r2[0]} where the printed g gives {r2[1]} (ratio C); readings: C "
-                          "inside -> "
-                          f"erratum (needs C^l), C outside (Fig. 4, Box) -> holds")
+                          f"f transforms to {r2[0]} where the printed g gives {r2[1]} (ratio C); readings: C "
+                          "inside -> erratum (needs C^l), C outside (Fig. 4, Box) -> holds")
 
 
 @must_fail("flt.local-sinc-pair")
@@ -197,22 +186,18 @@ def _decide_boundary(ev: dict) -> str:
                  "xi)/(pi xi).",
        expected="erratum",
        derivation="Fourier inversion of a jump gives the midpoint: lim_B int_{-B}^{B} g e^{2 pi i v xi} dxi "
-                  "= "
-                  "(C/pi)[Si(inf) + Si(0)] = C/2 (and C inside, 0 outside, error O(1/B)). Integer positions "
-                  "with an "
-                  "integer v hit |D| = v exactly.",
+                  "= (C/pi)[Si(inf) + Si(0)] = C/2 (and C inside, 0 outside, error O(1/B)). Integer "
+                  "positions with an integer v hit |D| = v exactly.",
        decide=with_rule(_decide_boundary,
                         "fails unless the truncated inverse (B = 1e5) gives C inside and 0 outside "
-                        "(tolerance 1e-4) "
-                        "and its closed form matches quadrature at B = 10; then holds iff it gives C at |D| "
-                        "= v, "
-                        "erratum iff it gives C/2 there instead; fails otherwise."))
+                        "(tolerance 1e-4) and its closed form matches quadrature at B = 10; then holds iff "
+                        "it gives C at |D| = v, erratum iff it gives C/2 there instead; fails otherwise."))
 def local_boundary(ctx: Context) -> Result:
     ev = _local_boundary(ctx)
     return Result(ctx.decide(ev), ev,
                   corrected="g = C sin(2 pi v xi)/(pi xi) represents C (1[|D| < v] + 1/2 1[|D| = v]); for "
-                            "integer "
-                            "positions choose a non-integer radius (e.g. v + 1/2) to get C on |D| <= v",
+                            "integer positions choose a non-integer radius (e.g. v + 1/2) to get C on "
+                            "|D| <= v",
                   summary="inverse transform at |D| = v is C/2 (off by "
                           f"{ev['err_vs_midpoint_C_over_2']:.0e}), not C "
                           f"(off by {ev['err_vs_printed_C']:.2f}); C inside, 0 outside")
@@ -271,24 +256,18 @@ def _decide_estimator(ev: dict) -> str:
 
 @claim("flt.local-sinc-estimator", paper=CHOROMANSKI, section="Thm 4.1 applied to Eq. (4) (App. B.1, Eq. 20)",
        statement="Theorem 4.1 gives an unbiased estimator of the local RPE mask (g = sum_t w_t sin(2 pi v_t "
-                 "xi)/(pi xi), "
-                 "xi ~ N(0, 1)).",
+                 "xi)/(pi xi), xi ~ N(0, 1)).",
        expected="fails",
        derivation="E|w cos(2 pi D xi)| = int |g| |cos| = inf (int_{-B}^{B} |g| grows like (4C/pi^2) ln B): "
-                  "the "
-                  "estimator has no mean under any proposal. A truncated proposal (uniform on [-B, B]) has a "
-                  "mean, "
-                  "the truncated integral (C/pi)[Si(2 pi B(v+D)) + Si(2 pi B(v-D))], with bias O(1/B) and "
-                  "variance "
-                  "growing like B / r. Measured: the growth of int |g| (quadrature of refattn's spectrum_g) "
-                  "and the "
-                  "truncated means of refattn's flt_features against the Si formula (Monte Carlo, 5 SE).",
+                  "the estimator has no mean under any proposal. A truncated proposal (uniform on [-B, B]) "
+                  "has a mean, the truncated integral (C/pi)[Si(2 pi B(v+D)) + Si(2 pi B(v-D))], with bias "
+                  "O(1/B) and variance growing like B / r. Measured: the growth of int |g| (quadrature of "
+                  "refattn's spectrum_g) and the truncated means of refattn's flt_features against the Si "
+                  "formula (Monte Carlo, 5 SE).",
        decide=with_rule(_decide_estimator,
                         "fails iff int_{-B}^{B} |g| keeps growing (last increment per decade above the "
-                        "tolerance: "
-                        "no mean under any proposal); otherwise holds iff the measured means match (max |z| "
-                        "< "
-                        f"{N_SE:g}), fails iff not."))
+                        "tolerance: no mean under any proposal); otherwise holds iff the measured means "
+                        f"match (max |z| < {N_SE:g}), fails iff not."))
 def local_estimator(ctx: Context) -> Result:
     ev = _local_estimator(ctx)
     return Result(ctx.decide(ev), ev,
@@ -379,33 +358,27 @@ def _decide_sin_k(ev: dict) -> str:
                  "k_j - 1.",
        expected="erratum",
        derivation="sin^k expands into sines (odd k) or cosines (even k) of multiples of the angle, so the "
-                  "printed f is "
-                  "a signed sum of boxes (odd k: piecewise constant, jumps) or, for even k, i sign(D) times "
-                  "boxes "
-                  "(imaginary and odd). [sin(2 pi v xi)/(pi xi)]^k is the FT of the k-fold convolution of "
-                  "the box: a "
-                  "B-spline, continuous for k >= 2, even, supported on [-kv, kv], piecewise degree k - 1. "
-                  "Measured on "
-                  "a grid of step 5e-4 (jumps), by quadrature for the imaginary k = 2 transform.",
+                  "printed f is a signed sum of boxes (odd k: piecewise constant, jumps) or, for even k, i "
+                  "sign(D) times boxes (imaginary and odd). [sin(2 pi v xi)/(pi xi)]^k is the FT of the "
+                  "k-fold convolution of the box: a B-spline, continuous for k >= 2, even, supported on "
+                  "[-kv, kv], piecewise degree k - 1. Measured on a grid of step 5e-4 (jumps), by quadrature "
+                  "for the imaginary k = 2 transform.",
        decide=with_rule(_decide_sin_k,
                         "holds iff the printed sin^k has (a)-(d) (k = 3 jumps by <= 0.2 and the k = 2 "
-                        "transform is "
-                        "not the imaginary +-1/2 pattern within 1e-4); otherwise erratum iff the B-spline "
-                        "form "
-                        "[sin/(pi xi)]^k (k = 2, 3) has them (jump < 1e-3, even to 1e-12, support k v within "
-                        "2 grid "
-                        "steps, k-th difference < 1e-9 on a piece), fails iff it does not."))
+                        "transform is not the imaginary +-1/2 pattern within 1e-4); otherwise erratum iff "
+                        "the B-spline form [sin/(pi xi)]^k (k = 2, 3) has them (jump < 1e-3, even to 1e-12, "
+                        "support k v within 2 grid steps, k-th difference < 1e-9 on a piece), fails iff "
+                        "it does not."))
 def sin_k(ctx: Context) -> Result:
     ev = _sin_k(ctx)
     return Result(ctx.decide(ev), ev,
                   corrected="use g = C prod_j [sin(2 pi v_j xi_j)/(pi xi_j)]^{k_j}: f = C prod_j (1_[-v_j, "
-                            "v_j])^{*k_j}(D_j), "
-                            "a B-spline with (a) for k_j >= 2, (b), (c) on [-k_j v_j, k_j v_j], (d) degree "
-                            "k_j - 1; the "
-                            "printed sin^k form fails (a), (d) for odd k and is imaginary and odd for even k",
+                            "v_j])^{*k_j}(D_j), a B-spline with (a) for k_j >= 2, (b), (c) on [-k_j v_j, k_j "
+                            "v_j], (d) degree k_j - 1; the printed sin^k form fails (a), (d) for odd k and "
+                            "is imaginary and odd for even k",
                   summary="claims (a)-(d) hold for [sin/(pi xi)]^k (B-splines), not for the printed "
-                          "sin^k/(pi xi) "
-                          f"(k = 3 jumps by {ev['printed_k3_max_jump']:.2f}; k = 2 is imaginary)")
+                          f"sin^k/(pi xi) (k = 3 jumps by {ev['printed_k3_max_jump']:.2f}; k = "
+                          "2 is imaginary)")
 
 
 @must_fail("flt.sin-k-pair")

@@ -1,6 +1,5 @@
 """FLT (Choromanski et al.) Sec. 4.2 / App. A.1-A.2: Theorem 4.1 (the unbiased low-rank RPE estimator), Lemma
-A.2
-and Theorem A.3 (its variance), through refattn's ``flt_features``, ``flt_frequencies`` and
+A.2 and Theorem A.3 (its variance), through refattn's ``flt_features``, ``flt_frequencies`` and
 ``flt_importance_weights``."""
 
 from __future__ import annotations
@@ -24,10 +23,10 @@ from refattn.rpe import (
 )
 from validation.montecarlo import mean_test
 
-from .._claims import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
-from .._figures import new_figure, save_figure
-from .._rules import per_reading, value, with_rule
-from ..power import mutation, scaled, scaled_arg
+from ..figures import new_figure, save_figure
+from ..mutations import mutation, scaled, scaled_arg
+from ..registry import CHOROMANSKI, Context, Result, claim, must_fail, stat_evidence
+from ..rules import per_reading, value, with_rule
 from ._common import EXACT_TOL, N_SE, SE_FLOOR, A, blocks, cases, divergence
 
 _HERE = sys.modules[__name__]    # mutations wrap the refattn functions this module looks up
@@ -109,18 +108,13 @@ def _decide_thm41(ev: dict) -> str:
                  "E[N1 N2] = N (N1, N2 in R^{L x r} built from phi, psi).",
        expected="erratum",
        derivation="phi(r_i)^T psi(r_j) = (1/r) sum_k e^{2 pi i (r_i - r_j).xi_k} g/p, whose mean is f(r_i - "
-                  "r_j) by "
-                  "Eq. (5) -- provided g is absolutely integrable (otherwise E|g/p| = int |g| = inf and "
-                  "there is "
-                  "no mean; the local RPE is such a case). N1 N2 of two L x r matrices is undefined (and "
-                  "where it "
-                  "is defined, L = r, it is not N): the proof uses phi(r_i)^T psi(r_j), i.e. N1 N2^T "
-                  "(bilinear, psi "
-                  "already conjugated). Measured: N1 N2^T against N for 6 spectra x D = 1, 2, 3 (z over "
-                  "entries "
-                  "with positive SE; the zero-SE diagonal of the kernels' own densities compared exactly), "
-                  "the "
-                  "literal N1 N2 at L = 2r, and int |g| of the box (quadrature).",
+                  "r_j) by Eq. (5) -- provided g is absolutely integrable (otherwise E|g/p| = int |g| = inf "
+                  "and there is no mean; the local RPE is such a case). N1 N2 of two L x r matrices is "
+                  "undefined (and where it is defined, L = r, it is not N): the proof uses phi(r_i)^T "
+                  "psi(r_j), i.e. N1 N2^T (bilinear, psi already conjugated). Measured: N1 N2^T against N "
+                  "for 6 spectra x D = 1, 2, 3 (z over entries with positive SE; the zero-SE diagonal of the "
+                  "kernels' own densities compared exactly), the literal N1 N2 at L = 2r, and int |g| of "
+                  "the box (quadrature).",
        decide=with_rule(_decide_thm41,
                         f"fails iff N1 N2^T is rejected (max |z| >= {N_SE:g} over positive-SE entries, or a "
                         "zero-SE "
@@ -132,9 +126,8 @@ def thm41(ctx: Context) -> Result:
     return Result(ctx.decide(ev), ev,
                   corrected="E[N1 N2^T] = N for g in L^1(R^l) and p > 0 wherever g != 0 (refattn's real form "
                             "N1 = [cos, sin] sqrt(|w|/r), N2 = sign(w)[cos, sin] sqrt(|w|/r) estimates Re f "
-                            "exactly "
-                            "as Re of the complex one); for g not in L^1 (box / sinc) the expectation does "
-                            "not exist",
+                            "exactly as Re of the complex one); for g not in L^1 (box / sinc) the "
+                            "expectation does not exist",
                   summary=f"N1 N2^T unbiased (max z {ev['z_corrected']:.1f} over positive-SE entries, 6 "
                           "spectra x "
                           f"D = 1-3; {ev['zero_se_entries']} zero-SE diagonal entries exact to "
@@ -166,8 +159,7 @@ def _var_check(ctx, factor=1.0, r_list=(1, 8), figure=None):
     """Measured variance of the complex and real r-sample estimators against (c^2 - f^2)/r (times `factor`:
     the must-fail companions use 0.5). One-sided: the squared deviations are the replicates (their mean is the
     variance, their SE the fourth-moment one); z = (var - bound)/se over entries with positive SE, entries
-    with
-    zero SE (the kernel's own density at z = 0: var = bound = 0) compared exactly."""
+    with zero SE (the kernel's own density at z = 0: var = bound = 0) compared exactly."""
     rng = ctx.rng()
     n = ctx.pick(4000, 20000)
     deltas = A([0.0, 0.3, 0.9, 2.0])
@@ -224,10 +216,8 @@ def _decide_var(ev: dict) -> str:
 
 
 _VAR_RULE = with_rule(_decide_var, f"holds iff the measured variance exceeds the bound by at most {N_SE:g} "
-                                   "SE "
-                                   "(one-sided, entries with positive SE) and zero-SE entries equal it "
-                                   "within "
-                                   f"{EXACT_TOL:g}; fails otherwise.")
+                                   "SE (one-sided, entries with positive SE) and zero-SE entries equal it "
+                                   f"within {EXACT_TOL:g}; fails otherwise.")
 
 
 @claim("flt.lemmaA2-variance", paper=CHOROMANSKI, section="Lemma A.2, Eq. (6)",
@@ -240,10 +230,8 @@ def lemma_a2(ctx: Context) -> Result:
     ev, figs = _var_check(ctx, r_list=(1,), figure="variance-vs-bound")
     return Result(ctx.decide(ev), ev, figures=figs,
                   summary=f"single-sample variance <= c^2 - f^2 (max excess {ev['max_excess_z']:.1f} SE; "
-                          "equality "
-                          "for the kernel's own proposal; detectable excess "
-                          f"{ev['detectable_relative_to_bound']:.1%} "
-                          "of the bound)")
+                          "equality for the kernel's own proposal; detectable excess "
+                          f"{ev['detectable_relative_to_bound']:.1%} of the bound)")
 
 
 @must_fail("flt.lemmaA2-variance")
@@ -261,9 +249,8 @@ def thm_a3(ctx: Context) -> Result:
     ev, figs = _var_check(ctx, r_list=(4, 16), figure="variance-vs-bound")
     return Result(ctx.decide(ev), ev, figures=figs,
                   summary="measured variance <= (c^2 - f^2)/r for r = 4, 16 (max excess "
-                          f"{ev['max_excess_z']:.1f} "
-                          f"SE; equality for the kernel's own proposal; detectable excess "
-                          f"{ev['detectable_relative_to_bound']:.1%} of the bound)")
+                          f"{ev['max_excess_z']:.1f} SE; equality for the kernel's own proposal; detectable "
+                          f"excess {ev['detectable_relative_to_bound']:.1%} of the bound)")
 
 
 @must_fail("flt.thmA3-variance-bound")

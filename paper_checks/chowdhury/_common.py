@@ -13,8 +13,8 @@ import numpy as np
 
 from validation.montecarlo import mean_test, scalar_z
 
-from .._claims import Context
-from .._figures import new_figure, save_figure
+from ..figures import new_figure, save_figure
+from ..registry import Context
 
 N_SE = 5.0          # every Monte Carlo decision in these modules: 5 standard errors
 BATCHES = 4         # fixed replicate batches of the heavy Monte Carlo loops (never the worker count)

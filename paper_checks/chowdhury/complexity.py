@@ -1,6 +1,7 @@
 """Chowdhury et al. Sec. 2.2, Table 1: the FastFood maps' time and space complexity
-(``refattn.features.fastfood.fastfood_projection``, the FWHT path, against the dense product x V^T), decided
-by repeated timings with their spread; operation counts and parameter counts are reported beside them."""
+(``refattn.features.fastfood_transform.fastfood_projection``, the FWHT path, against the dense product x V^T),
+decided by repeated timings with their spread; operation counts and parameter counts are reported beside
+them."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import time
 
 import numpy as np
 
-from refattn.features.fastfood import fastfood_projection, padded_dim
+from refattn.features.fastfood_transform import fastfood_projection, padded_dim
 from refattn.random import draw_fastfood
 
-from .._claims import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
-from .._rules import value, with_rule
-from ..power import mutation, wrapped
+from ..mutations import mutation, wrapped
+from ..registry import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
+from ..rules import value, with_rule
 
 PRED_TABLE1 = 4.0                                   # O(L M d_q): time x 4 from d_q = 256 to 1024
 PRED_LOGLINEAR = math.log2(1024) / math.log2(256)   # O(L M log d_q): x 1.25
@@ -97,14 +98,13 @@ def _table1_check(ctx: Context, *, path: str, statement: str = "table1") -> Resu
     verdict = ctx.decide(ev)
     bound = ev["readings"]["O(L M d_q) as an upper bound"].split()[0]
     return Result(verdict, ev, corrected=_CORRECTED if verdict == "erratum" else None,
-                  summary=f"{path} time grows x{growth:.2f} (fastest x{ev['growth_of_fastest']:.2f}; "
-                          f"range x{ev['growth_min']:.2f}-"
-                          f"x{ev['growth_max']:.2f} over {reps}x{reps} repeat pairs) from d=256 to 1024 "
-                          f"(Table 1 predicts x4, O(LM log d) x1.25; op counts "
+                  summary=f"{path} time grows x{growth:.2f} (fastest x{ev['growth_of_fastest']:.2f}; range "
+                          f"x{ev['growth_min']:.2f}-x{ev['growth_max']:.2f} over {reps}x{reps} repeat pairs) "
+                          "from d=256 to 1024 (Table 1 predicts x4, O(LM log d) x1.25; op counts "
                           f"x{ev['op_count_growth_fwht']:.2f}); as a cost: {verdict}, as a bound: {bound}; "
                           f"parameters {rows[-1]['learnable_params']} learnable + "
-                          f"{rows[-1]['permutation_indices']} indices vs {rows[-1]['omega_params']} for "
-                          "Omega")
+                          f"{rows[-1]['permutation_indices']} indices vs "
+                          f"{rows[-1]['omega_params']} for Omega")
 
 
 @claim("kl.table1-complexity", paper=CHOWDHURY,

@@ -9,9 +9,9 @@ import numpy as np
 
 from refattn import exp_dot_kernel, kernel_attention, softmax_attention
 
-from .._claims import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
-from .._rules import holds_iff_at_most
-from ..power import mutation, wrapped
+from ..mutations import mutation, wrapped
+from ..registry import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
+from ..rules import holds_iff_at_most
 
 TOLERANCE = 1e-12
 

@@ -11,12 +11,13 @@ import zlib
 import numpy as np
 
 from refattn.features.fastfood import (fastfood_prf_features, fastfood_prf_kernel, fastfood_rks_features,
-                                       fastfood_rks_kernel, padded_dim)
+                                       fastfood_rks_kernel)
+from refattn.features.fastfood_transform import padded_dim
 from refattn.random import draw_fastfood
 
-from .._claims import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
-from .._rules import holds_iff_accepted, value, with_rule
-from ..power import mutation, patched, scaled, wrapped
+from ..mutations import mutation, patched, scaled, wrapped
+from ..registry import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
+from ..rules import holds_iff_accepted, value, with_rule
 from ._common import N_SE, max_abs_z, replicates
 
 D_Q_RANGE = 128     # the restriction is searched over d_q = 1..128 and d_q < M <= 4 d_q

@@ -11,9 +11,9 @@ import numpy as np
 from refattn import (gaussian_kernel, gaussian_positive_features, positive_features, softmax_kernel,
                      trig_features)
 
-from .._claims import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
-from .._rules import holds_iff_accepted, value, with_rule
-from ..power import mutation, patched, scaled, wrapped
+from ..mutations import mutation, patched, scaled, wrapped
+from ..registry import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
+from ..rules import holds_iff_accepted, value, with_rule
 from ._common import N_SE, max_abs_z
 
 

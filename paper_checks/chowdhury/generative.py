@@ -13,9 +13,9 @@ from refattn.features.generative import (generative_prf_features, generative_rks
 from refattn.features.positive import gaussian_positive_features
 from refattn.random import draw_generator_noise, init_generator
 
-from .._claims import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
-from .._rules import value, with_rule
-from ..power import mutation, wrapped
+from ..mutations import mutation, wrapped
+from ..registry import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
+from ..rules import value, with_rule
 from ._common import N_SE, replicates, zscore
 
 

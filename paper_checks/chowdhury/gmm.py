@@ -9,12 +9,13 @@ import sys
 
 import numpy as np
 
-from refattn.features.gmm import GMMParams, gmm_rks_features, gmm_rks_kernel
+from refattn.features.gmm import gmm_rks_features, gmm_rks_kernel
+from refattn.features.gmm_spectrum import GMMParams
 from refattn.random import draw_gmm_noise
 
-from .._claims import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
-from .._rules import printed_vs_corrected
-from ..power import mutation, scaled, wrapped
+from ..mutations import mutation, scaled, wrapped
+from ..registry import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
+from ..rules import printed_vs_corrected
 from ._common import N_SE, batched, max_abs_z, replicates, spd
 
 _CORRECTED = ("omega_{c,m} = mu_c + S_c n_m with Sigma_c = S_c S_c^T (e.g. a Cholesky factor or "

@@ -10,14 +10,15 @@ import sys
 
 import numpy as np
 
-from refattn.features.gmm import (GMMParams, gmm_antithetic_params, gmm_prf_features, gmm_prf_kernel,
-                                  gmm_prf_mse, gmm_rks_antithetic_mse, gmm_rks_features, gmm_rks_kernel)
+from refattn.features.gmm import (gmm_prf_features, gmm_prf_kernel, gmm_prf_mse, gmm_rks_antithetic_mse,
+                                  gmm_rks_features, gmm_rks_kernel)
+from refattn.features.gmm_spectrum import GMMParams, gmm_antithetic_params
 from refattn.random import draw_gmm_antithetic_noise, draw_gmm_noise
 
-from .._claims import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
-from .._figures import new_figure, save_figure
-from .._rules import printed_vs_corrected, value, with_rule
-from ..power import mutation, patched, scaled, wrapped
+from ..figures import new_figure, save_figure
+from ..mutations import mutation, patched, scaled, wrapped
+from ..registry import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
+from ..rules import printed_vs_corrected, value, with_rule
 from ._common import N_SE, batched, mse_figure, replicates, zscore
 
 SCALES = (1.0, 0.5, 0.25, 0.125)     # kl.thm3-eigenvalues: Sigma -> t^2 Sigma

@@ -11,9 +11,9 @@ import numpy as np
 
 from refattn import gaussian_positive_features, softmax_attention, trig_features
 
-from .._claims import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
-from .._rules import not_checkable, printed_vs_corrected, value, with_rule
-from ..power import mutation, patched, scaled, wrapped
+from ..mutations import mutation, patched, scaled, wrapped
+from ..registry import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
+from ..rules import not_checkable, printed_vs_corrected, value, with_rule
 from ._common import N_SE, replicates, zscore
 
 TAU = 25.0          # lemma S.1: Gaussian attention exp(-TAU |q - k|^2) stands for hard attention

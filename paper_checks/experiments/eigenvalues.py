@@ -1,5 +1,4 @@
-"""Chowdhury et al. Sec. 4.1, Table 4 (Tables 9-12) at laptop scale: eigenvalues of the learnt
-GMM covariances.
+"""Chowdhury et al. Sec. 4.1, Table 4 (Tables 9-12) at laptop scale: eigenvalues of learnt GMM covariances.
 
 **Stand-in task.** The paper's covariances come from LRA Text and Retrieval, which are not available offline.
 The stand-in is the sparse sum task of Appendix E (:mod:`.sparse_task`, the cell ``p =`` :data:`P_EIG`): its
@@ -7,20 +6,17 @@ GMM-RKS and GMM-PRF models are trained with AdamW and weight decay 0.1 (the pape
 Table 6) -- the very runs of the sparse-task grid -- and, as an ablation, the same models with weight decay 0.
 The GMM models of ListOps (:mod:`.listops`, weight decay 0.1) are a second stand-in, reported beside.
 
-For every layer and component the eigenvalues of ``Sigma_c = S_c S_c^T`` are listed (refattn's convention,
-``refattn/features/gmm.py``; a diagonal factor gives ``S_c^2``). The initial value is ``S = s_init I``
-(all eigenvalues ``s_init^2``; ``s_init`` is the gmm kind's option, 1 unless the task's configuration sets it:
-the sparse task starts narrower-spectrum, wider-kernel models so that GMM-RKS can learn at all, see
-:mod:`.sparse_task`). The criterion reads the eigenvalues **relative to their initial value**
-(``lambda / s_init^2``): the paper's "smaller than 1" for its (unstated, presumably identity) initialisation.
-**Weight decay vs learning.** Decoupled decay multiplies S by ``1 - lr_t wd`` every step
-whatever the gradient says, so decay alone would leave eigenvalues ``prod_t (1 - lr_t wd)^2`` (the
-"decay-only" eigenvalue, computed from the schedule). The learnt spectrum divided by that value is what the
-gradient did with decay on; the weight-decay-0 run shows what the gradient does alone.
+For every layer and component the eigenvalues of ``Sigma_c = S_c S_c^T`` are listed, with the MSE they imply
+(:mod:`.measures`). The initial value is ``S = s_init I`` (all eigenvalues ``s_init^2``; ``s_init`` is the gmm
+kind's option, 1 unless the task's configuration sets it: the sparse task starts narrower-spectrum,
+wider-kernel models so that GMM-RKS can learn at all, see :mod:`.sparse_task`). The criterion reads the
+eigenvalues **relative to their initial value** (``lambda / s_init^2``): the paper's "smaller than 1" for its
+(unstated, presumably identity) initialisation.
 
-The MSE they imply: ``refattn.features.gmm.gmm_rks_mse`` / ``gmm_prf_mse`` (Theorem 3, re-derived) evaluated
-with the learnt spectrum and with the same spectrum at its initial ``S = s_init I``, on query/key pairs
-``q, k ~ N(0, I/d)``; reported as the median ratio learnt / initial.
+**Weight decay vs learning.** Decoupled decay multiplies S by ``1 - lr_t wd`` every step whatever the gradient
+says, so decay alone would leave eigenvalues ``prod_t (1 - lr_t wd)^2`` (the "decay-only" eigenvalue, computed
+from the schedule). The learnt spectrum divided by that value is what the gradient did with decay on; the
+weight-decay-0 run shows what the gradient does alone.
 """
 
 from __future__ import annotations
@@ -29,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _harness as harness
+from ..registry import Context
+from . import harness, listops, sparse_task
 
 NAME = "eigenvalues"
 METHODS = ("gmm-rks", "gmm-prf")
@@ -38,93 +35,11 @@ WEIGHT_DECAYS = (0.1, 0.0)
 
 CRITERION = ("holds iff, for both GMM-RKS and GMM-PRF trained with weight decay 0.1 (the paper's setting), "
              "the mean eigenvalue over all layers/heads/components is < 0.9 and the maximum is < 1, both "
-             "relative to the initial eigenvalue s_init^2 (1 for S = I) (the "
-             "paper, Table 4: max 0.19-0.50, mean 0.025-0.053, 'significantly smaller than 1'); fails "
+             "relative to the initial eigenvalue s_init^2 (1 for S = I) (the paper, Table 4: max 0.19-0.50, "
+             "mean 0.025-0.053, 'significantly smaller than 1'); fails "
              "otherwise; not-checkable (learning guard) when one of these models or of their weight-decay-0 "
              "ablations did not reach 40% validation accuracy on the stand-in task (chance 1/9). The "
              "weight-decay-0 ablation and the decay-only eigenvalue are reported, not part of the verdict.")
-
-
-def gmm_leaves(params) -> list[tuple[int, object]]:
-    """``(layer, GMMParams-like)`` for every object with ``S``, ``mu`` and ``logits`` fields in the blocks."""
-    out = []
-
-    def walk(t, layer):
-        if all(hasattr(t, f) for f in ("S", "mu", "logits")):
-            out.append((layer, t))
-        elif isinstance(t, dict):
-            for v in t.values():
-                walk(v, layer)
-        elif isinstance(t, (list, tuple)):
-            for v in t:
-                walk(v, layer)
-
-    for i, blk in enumerate(params["blocks"]):
-        walk(blk, i)
-    return out
-
-
-def covariance_eigenvalues(S: np.ndarray, d: int) -> np.ndarray:
-    """Eigenvalues of ``S S^T`` over the last two axes (full factor ``(..., d, d)``) or ``S^2`` (diagonal
-    ``(..., d)``), flattened per leading index: returns ``(n_matrices, d)``."""
-    S = np.asarray(S, dtype=np.float64)
-    if S.shape[-2:] == (d, d):
-        Sig = S @ np.swapaxes(S, -1, -2)
-        return np.linalg.eigvalsh(Sig.reshape(-1, d, d))
-    return (S ** 2).reshape(-1, d)
-
-
-def implied_mse_ratio(gp, method: str, M: int, d: int, rng: np.random.Generator, n: int = 64,
-                      s_init: float = 1.0) -> float:
-    """Median over ``n`` pairs ``q, k ~ N(0, I/d)`` of MSE(learnt spectrum) / MSE(same spectrum
-    with its initial factor ``S = s_init I``)."""
-    from refattn.features import gmm
-
-    mse = gmm.gmm_rks_mse if method == "gmm-rks" else gmm.gmm_prf_mse
-    S = np.asarray(gp.S, dtype=np.float64)
-    lead = S.shape[:-2] if S.shape[-2:] == (d, d) else S.shape[:-1]
-    C = np.asarray(gp.logits).shape[-1]
-    q = rng.standard_normal((n, 1, d)) / np.sqrt(d)
-    k = rng.standard_normal((n, 1, d)) / np.sqrt(d)
-    ratios = []
-    # heads (if any) lead the component axis: iterate over the leading index of S beyond the component axis
-    S2 = S.reshape((-1,) + S.shape[len(lead) - 1:]) if len(lead) > 1 else S[None]
-    mu = np.asarray(gp.mu, dtype=np.float64).reshape(S2.shape[0], C, d)
-    lg = np.asarray(gp.logits, dtype=np.float64).reshape(S2.shape[0], C)
-    for h in range(S2.shape[0]):
-        learnt = type(gp)(logits=lg[h], mu=mu[h], S=S2[h]) if hasattr(type(gp), "_fields") else None
-        eye = s_init * (np.broadcast_to(np.eye(d), (C, d, d)).copy() if S2[h].shape[-2:] == (d, d)
-                        else np.ones((C, d)))
-        init = type(gp)(logits=lg[h], mu=mu[h], S=eye)
-        a, b = np.asarray(mse(q, k, learnt, M))[:, 0, 0], np.asarray(mse(q, k, init, M))[:, 0, 0]
-        ratios.append(np.median(a / b))
-    return float(np.median(ratios))
-
-
-def spectrum(params, cfg: dict, rng: np.random.Generator) -> dict | None:
-    """Eigenvalues of every GMM covariance in `params`: per layer min/mean/max and the Theorem 3 MSE ratio
-    learnt / initial (:func:`implied_mse_ratio`), and over all layers min/mean/max and a histogram-ready
-    sorted sample (at most 512 values), with ``initial``, the eigenvalue every covariance started from
-    (``s_init^2``); None when the model has no GMM parameters."""
-    leaves = gmm_leaves(params)
-    if not leaves:
-        return None
-    d = cfg["d_model"] // cfg["n_heads"]
-    s_init = float(cfg["attention"].get("s_init", 1.0))
-    per_layer, allv = [], []
-    for layer, gp in leaves:
-        ev = covariance_eigenvalues(gp.S, d)
-        allv.append(ev.ravel())
-        per_layer.append({"layer": layer + 1, "min": float(ev.min()), "max": float(ev.max()),
-                          "mean": float(ev.mean()),
-                          "mse_ratio_learnt_over_init": implied_mse_ratio(gp, cfg["attention"]["kind"] + "-"
-                                                                          + cfg["attention"]["features"],
-                                                                          cfg["attention"]["m"], d, rng,
-                                                                          s_init=s_init)})
-    v = np.sort(np.concatenate(allv))
-    sample = v[np.linspace(0, v.size - 1, min(v.size, 512)).astype(int)]
-    return {"per_layer": per_layer, "min": float(v.min()), "mean": float(v.mean()), "max": float(v.max()),
-            "n": int(v.size), "sorted_sample": sample.tolist(), "initial": s_init ** 2}
 
 
 def _agg(runs: list[dict]) -> dict:
@@ -134,9 +49,6 @@ def _agg(runs: list[dict]) -> dict:
 
 
 def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=None) -> dict:
-    from .._claims import Context
-    from . import listops, sparse_task
-
     harness.require_kinds(*METHODS)
     ctx = ctx or Context(seed=seed, size=size)
     out_dir = harness.ensure_dir(out_dir, NAME)

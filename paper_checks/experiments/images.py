@@ -33,14 +33,17 @@ import functools
 import hashlib
 import json
 import math
+import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from . import _harness as H  # noqa: N812 (the experiments' shared name)
-from .idx import INSTALL_HINT, ImageData, find_real_data, load_mnist_format
+from ..registry import Result, stat_evidence
+from . import harness as H  # noqa: N812 (the experiments' shared name)
+from .data import digits_on_canvas, shift_horizontal, shiftable
+from .idx import DATA_ENV, INSTALL_HINT, ImageData, find_real_data, load_mnist_format
 
 NAME = "images"
 TROUSER = 1                      # Fashion-MNIST label 1 ("Trouser", Horn's "pants"); digit 1 in the stand-in
@@ -54,11 +57,8 @@ SIZES = {
     "full": dict(d_model=64, n_heads=4, n_layers=2, m=64, steps=1500, batch=32, lr=1e-3, warmup=150, seeds=3,
                  n_train=None, n_test=None, n_eval=500, eval_every=250, max_shift=4, workers=2),
 }
-#: ``full`` by measurement (float32, 1 BLAS thread, CPU seconds per step at this architecture on this machine:
-#: No-Pos 0.263, Absolute 0.261, S1 0.290, S2 0.448, FLT 0.255; the issue measured 0.16/0.16/0.19/0.30 on an
-#: idle core): the Horn grid (4 methods x 3 seeds) costs 3.79 CPU s per step, 1.89 s on 2 processes, so 1500
-#: steps take ~47 min plus ~9 min of evaluation (~23k forward passes per run, ~4 ms each): ~56 min on 2
-#: idle cores (~36 min at the issue's idle-core costs). FLT's grid (No-Pos shared) adds ~10 min.
+# ``full``: the largest grid (4 Horn methods x 3 seeds, plus FLT with No-Pos shared) that runs in about an
+# hour on 2 cores.
 SHIFT_CHECK = 2                  # tokens (= 4 px of the 28x28 image): the pre-registered shift
 FLOOR_SLACK = 0.02               # a model within this of the histogram floor counts as having learned it
 
@@ -77,8 +77,6 @@ def pool_tokens(images: np.ndarray) -> np.ndarray:
 
 def _digits_standin() -> ImageData:
     """scikit-learn's 8x8 digits on a 14x14 canvas of zeros (intensities 0..16 as token ids), split 80/20."""
-    from .data import digits_on_canvas
-
     x, y = digits_on_canvas((14, 14))
     x = np.rint(16 * x).astype(np.int64)                                             # (N, 14, 14) ids 0..16
     perm = np.random.default_rng(99).permutation(x.shape[0])
@@ -89,7 +87,7 @@ def _digits_standin() -> ImageData:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(data_dir: str | None) -> tuple[ImageData, dict]:
+def load_tokens(data_dir: str | None) -> tuple[ImageData, dict]:
     """(token data, description): the real data of `data_dir` pooled to 14x14 tokens, or the stand-in."""
     if data_dir is None:
         d = _digits_standin()
@@ -106,14 +104,10 @@ def _load(data_dir: str | None) -> tuple[ImageData, dict]:
 def shift_tokens(x: np.ndarray, s: int) -> np.ndarray:
     """Shift ``(N, H, W)`` token images ``s`` columns right (left when negative), zeros entering; raises
     ``ValueError`` if a non-zero token would leave the grid (select with :func:`shiftable_tokens`)."""
-    from .data import shift_horizontal
-
     return shift_horizontal(x, s)
 
 
 def shiftable_tokens(x: np.ndarray, max_shift: int) -> np.ndarray:
-    from .data import shiftable
-
     return shiftable(x, max_shift)
 
 
@@ -173,7 +167,7 @@ def s1_positions(sz: dict) -> str:
 def train_one(task: Task) -> dict:
     """Train one (method, seed) model and measure it: learning curve, test accuracy, trouser shifts."""
     sz = SIZES[task.size]
-    data, _ = _load(task.data_dir)
+    data, _ = load_tokens(task.data_dir)
     cfg = model_config(task.method, sz)
     x_tr = data.x_train[:sz["n_train"]].reshape(-1, 196) if sz["n_train"] else data.x_train.reshape(-1, 196)
     y_tr = data.y_train[:x_tr.shape[0]]
@@ -366,10 +360,6 @@ def data_for(size: str) -> str | None:
     """The data directory the claims use at `size`: the real data when present (at tiny only when ``--data``
     or ``$PAPER_CHECKS_DATA`` names it: the smoke run never reads the installed data on its own), else None
     (the stand-in)."""
-    import os
-
-    from .idx import DATA_ENV
-
     real = find_real_data()
     if size == "tiny" and not os.environ.get(DATA_ENV):
         return None
@@ -378,11 +368,9 @@ def data_for(size: str) -> str | None:
 
 def evidence(ctx, which: str) -> tuple[dict, list[dict]]:
     """Train (or reuse) the grid of claim `which` at ``ctx.size``; its evidence and the runs."""
-    from .._claims import stat_evidence
-
     sz = SIZES[ctx.size]
     data_dir = data_for(ctx.size)
-    data, desc = _load(data_dir)
+    data, desc = load_tokens(data_dir)
     methods = CLAIM_METHODS[which]
     base = {"size": ctx.size, "data": desc, "data_stand_in": bool(desc["stand_in"]),
             "criterion": CRITERIA[which], "guard": GUARD,
@@ -462,8 +450,6 @@ def summary(which: str, ev: dict) -> str:
 def claim_result(ctx, which: str):
     """The Result of claim `which` ("table1", "shift", "flt") at ``ctx.size``; the verdict is ``ctx.decide``
     applied to the evidence (the registered rule is :data:`DECIDE` [which])."""
-    from .._claims import Result
-
     try:
         ev, runs = evidence(ctx, which)
     except H.MissingPiece as exc:

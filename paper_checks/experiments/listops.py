@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _harness as harness
+from ..registry import Context
+from . import harness, measures
 from .data import LISTOPS_VOCAB, listops_dataset, listops_evaluate
 
 NAME = "listops"
@@ -48,16 +49,10 @@ SIZES = {
                  n_heads=4, n_layers=2, m=64, steps=1200, batch=32, lr=2e-3, eval_every=100, n_eval=400,
                  seeds=1, passes=100, n_vm=200, workers=2, methods=FULL_METHODS),
 }
-#: ``full`` by measurement: expressions of 64-128 tokens (mean ~95; small 16-64, tiny 8-24; the paper up to
-#: 2000). CPU seconds per float32 training step at batch 32, 2 layers, width 64, m = 64, 1 BLAS thread,
-#: measured on this machine while other work held the cores (an idle core is ~1.6x faster): softmax 0.20,
-#: GMM-RKS 0.30, GMM-PRF 0.23, Generative-RKS/PRF 0.20/0.20, FastFood-RKS/PRF 0.70/0.71. The five models x
-#: 1200 steps plus evaluation and 100 variance passes: ~1200 CPU s at idle-core costs (~10 min on 2 cores);
-#: with the FastFood pair it would be ~2900 CPU s, beyond the 45-minute budget of the four KL claims together.
-#: GMM-RKS stays below the majority rate here (records/kl-full: 0.086 after 1200 steps with S = I). The
-#: sparse task's remedy, a wider initial kernel (``s_init`` 0.25, :mod:`.sparse_task`), does not change that
-#: on ListOps (issue 28, one probe run, seed 0, lr 2e-3, 1200 steps: test accuracy 0.09-0.135 at steps
-#: 200-1200 on 400 test expressions), so ListOps keeps ``S = I``.
+# ``full``: expressions of 64-128 tokens (mean ~95; small 16-64, tiny 8-24; the paper up to 2000), five models
+# (the FastFood pair, about 3x the cost per step, is left out of the budget). GMM-RKS stays below the
+# majority rate here with ``S = I``; the sparse task's remedy, a wider initial kernel (``s_init`` 0.25,
+# :mod:`.sparse_task`), does not change that on ListOps, so ListOps keeps ``S = I``.
 
 CRITERION = ("The paper (Table 2, ListOps): RKS-based maps score ~18.5% while their PRF counterparts score "
              "~37% (softmax 36.4%). holds iff for every available (X-RKS, X-PRF) pair the PRF model's test "
@@ -102,8 +97,6 @@ class Run:
 
 def train_one(run: Run) -> dict:
     """Train one (method, seed) model: learning curve, test accuracy, variance metrics, GMM eigenvalues."""
-    from . import eigenvalues, variance_metrics
-
     sz = SIZES[run.size]
     cfg = config_for(run.method, sz)
     tr, te = dataset(run.size, run.data_seed)
@@ -129,10 +122,10 @@ def train_one(run: Run) -> dict:
         acc = harness.accuracy(harness.predict_logits(params, te.ids, cfg, feats), te.y)
         vm = eig = None
         if run.method != "softmax":
-            vm = variance_metrics.passes_metrics(params, cfg, te.ids[:sz["n_vm"]], te.y[:sz["n_vm"]],
+            vm = measures.passes_metrics(params, cfg, te.ids[:sz["n_vm"]], te.y[:sz["n_vm"]],
                                                  seed=seed, passes=sz["passes"])
         if run.method.startswith("gmm"):
-            eig = eigenvalues.spectrum(params, cfg, np.random.default_rng([seed, 5]))
+            eig = measures.spectrum(params, cfg, np.random.default_rng([seed, 5]))
     steps = max(curve.data["step"][-1], 1)
     return {"method": run.method, "run_seed": seed, "curve": curve.data, "test_acc": acc, "training": stats,
             "variance": vm, "eigenvalues": eig, "train_cpu_seconds": round(curve.cpu, 1),
@@ -160,15 +153,13 @@ def runs_for(size: str, seed: int) -> list[Run]:
 
 
 def grid(ctx, seed: int) -> tuple[list[dict], float]:
-    """The (method, seed) runs of ``ctx.size`` (:func:`_harness.run_grid`) and the majority-class rate."""
+    """The (method, seed) runs of ``ctx.size`` (:func:`harness.run_grid`) and the majority-class rate."""
     runs = harness.run_grid(ctx, train_one, runs_for(ctx.size, seed), name=NAME,
                             workers=SIZES[ctx.size]["workers"])
     return runs, majority_rate(ctx.size, seed)
 
 
 def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=None) -> dict:
-    from .._claims import Context
-
     sz = SIZES[size]
     harness.require_kinds("softmax")
     ctx = ctx or Context(seed=seed, size=size)

@@ -1,4 +1,4 @@
-"""Why S1 on FAVOR+ learns no more than No-Pos on Fashion-MNIST (issue 24): one S1 model, three estimators.
+"""Why S1 on FAVOR+ learns no more than No-Pos on Fashion-MNIST: one S1 model, three estimators.
 
 At ``--size full`` (records in ``paper_checks/records/images-full``) Horn's S1 on FAVOR+ (m = 64) ends at the
 No-Pos accuracy (0.513 vs 0.520, three seeds each) although, at initialisation, its output does depend on the
@@ -32,7 +32,7 @@ import argparse
 import time
 from pathlib import Path
 
-from . import _harness as H  # noqa: N812 (the experiments' shared name)
+from . import harness as H  # noqa: N812 (the experiments' shared name)
 from . import images as I  # noqa: N812
 
 VARIANTS = ("exact", "m64", "m256")
@@ -98,7 +98,7 @@ def run(variant: str, steps: int, *, seed: int = 0, n_test: int = 1000, every: i
     data_dir = I.data_for("full")
     if data_dir is None:
         raise SystemExit(f"s1_diagnosis needs the real data: {I.INSTALL_HINT}")
-    data, desc = I._load(data_dir)
+    data, desc = I.load_tokens(data_dir)
     sz = {**I.SIZES["full"], "steps": steps}
     cfg = s1_config(variant, sz)
     x_tr, y_tr = data.x_train.reshape(-1, 196), data.y_train

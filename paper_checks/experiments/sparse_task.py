@@ -9,7 +9,7 @@ Model (E.2): the 3-d many-hot input ``(v=1, v=-1, a)`` through a dense embedding
 AdamW (beta2 0.98, eps 1e-9, weight decay 0.1). Deviations: E.2 puts a 64-unit hidden layer between the
 readout and the 9-way layer; refattn's classifier head is one dense layer on the 64-wide readout, so the "64
 neurons of the classifier layer" below are the head's 64 inputs. Training is float32 with a learning-rate
-warm-up and cosine decay (:func:`_harness.warmup_cosine`) at a rate our step budget needs (the paper: lr
+warm-up and cosine decay (:func:`harness.warmup_cosine`) at a rate our step budget needs (the paper: lr
 5e-6 with 200K sequences, batch 400). At ``full`` both GMM models start from ``S = s_init I`` with
 ``s_init = 0.25`` (the paper does not state its initialisation; with ``S = I`` GMM-RKS cannot learn at this
 scale: the measurements are beside :data:`SIZES`).
@@ -39,7 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _harness as harness
+from ..registry import Context
+from . import harness, measures
 from .data import SPARSE_CLASSES, sparse_features, sparse_sum_task
 
 NAME = "sparse_task"
@@ -58,25 +59,13 @@ SIZES = {
                  batch=32, lr=5e-4, s_init=0.25, eval_every=50, repeats=50, n_grad=50, n_val_eval=400,
                  seeds=2, passes=100, n_vm=300, stop_at=0.9, workers=2),
 }
-#: ``full`` by measurement (float32, 1 BLAS thread, CPU seconds per training step at batch 32 on this machine
-#: while another experiment held both cores: GMM-RKS/GMM-PRF/softmax 0.14/0.12/0.07 at L = 64, 0.26/0.24/0.19
-#: at L = 128, 0.47/0.38/0.35 at L = 200; an idle core is ~1.6x faster). At L = 32 and lr 3e-3 softmax reached
-#: 0.95 validation accuracy in 300 steps while GMM-PRF needed ~600 steps for 0.5 (and dropped back once on the
-#: way): the random-feature models need several times the steps, so L = 48 with up to 2000 steps, early stop
-#: at 0.9 (a run that has passed the last Table 14 checkpoint frees its CPU for the others), 2 seeds: 12 runs
-#: plus 4 weight-decay-0 runs for the eigenvalues, at most ~3000 CPU s (~25 min on 2 cores) if no run stops
-#: early; the paper's L = 200 would cost ~5x per step and more steps.
-#: Initialisation and rate (issue 28, measured with single runs at p = 0.1 unless stated, validation accuracy
-#: on 400 sequences every 100 steps). With ``S = I`` and lr 2e-3 GMM-RKS stayed at chance, train and
-#: validation, for 2000 steps at every p and seed (records/kl-full): at the models' initial scale the kernel
-#: ``exp(-|q - k|^2 / (2 sqrt(d)))`` is ~e^-4 per pair, below the RKS estimator's noise (~1/sqrt(M) per pair),
-#: so the normaliser sum_j phi(q).phi(k_j) crosses zero and the attention is noise. Narrower spectra (wider
-#: kernels) at start fix that: ``s_init`` 0.25 (kernel ~e^-0.25 per pair). GMM-RKS, 2000 steps: s_init 0.25 /
-#: lr 2e-3 0.32 at the end (noisy, 0.10-0.24 on the way); s_init 0.5 / lr 2e-3 0.08; s_init 0.1 / lr 2e-3
-#: 0.21 at 1000 steps; s_init 1 / lr 5e-4 0.10 at 600; s_init 0.25 / lr 1e-3 0.24-0.78, unstable;
-#: **s_init 0.25 / lr 5e-4: 0.53 at 1000, 0.82 at 1500, 0.95 at 1900 steps (p = 0.9: 0.66 at 500, 0.94 at
-#: 1000)**. GMM-PRF at s_init 0.25 / lr 5e-4: 0.55 at 200, 0.98 at 400 steps. Both models get the same
-#: initialisation and rate; the budget is 2500 steps (early stop at 0.9).
+# ``full``: the random-feature models need several times the steps of softmax, so L = 48 with up to 2500
+# steps, early stop at 0.9 (a run past the last Table 14 checkpoint frees its CPU for the others) and 2 seeds;
+# the paper's L = 200 would cost about 5x per step and more steps. Initialisation: with ``S = I`` the kernel
+# ``exp(-|q - k|^2 / (2 sqrt(d)))`` is ~e^-4 per pair at the models' initial scale, below the RKS estimator's
+# noise (~1/sqrt(M) per pair), so the normaliser sum_j phi(q).phi(k_j) crosses zero and GMM-RKS learns
+# nothing; a narrower initial spectrum (wider kernel), ``s_init`` 0.25 (~e^-0.25 per pair), with lr 5e-4 lets
+# it learn. Both models get the same initialisation and rate.
 #: the weight-decay setting of E.2 (Table 6 for LRA as well); the eigenvalue ablation adds 0
 WEIGHT_DECAY = 0.1
 
@@ -149,8 +138,6 @@ def gradient_stats(grads: np.ndarray) -> dict:
 
 def train_one(run: Run) -> dict:
     """Train one (model, p, seed) run; its learning curve, Table 14 cells, variance metrics, eigenvalues."""
-    from . import eigenvalues, variance_metrics
-
     sz = SIZES[run.size]
     cfg = config_for(run.method, sz)
     x_tr, y_tr, x_va, y_va = dataset(run.size, run.data_seed, run.p)
@@ -192,9 +179,9 @@ def train_one(run: Run) -> dict:
         steps_at = curve.data["step"]
         for t, c in cells.items():                      # the step of each checkpoint (found by the callback)
             c["step"] = steps_at[[i for i, a in enumerate(curve.data["val_acc"]) if a >= t][0]]
-        vm = variance_metrics.passes_metrics(params, cfg, x_va[:sz["n_vm"]], y_va[:sz["n_vm"]],
+        vm = measures.passes_metrics(params, cfg, x_va[:sz["n_vm"]], y_va[:sz["n_vm"]],
                                              seed=seed, passes=sz["passes"])
-        eig = eigenvalues.spectrum(params, cfg, np.random.default_rng([seed, 5]))
+        eig = measures.spectrum(params, cfg, np.random.default_rng([seed, 5]))
     reached = [s for s, a in zip(steps_at, curve.data["val_acc"], strict=True) if a >= T_CONV]
     trained = curve.data["step"][-1] if curve.data["step"] else 0
     steps = max(trained, 1)
@@ -218,7 +205,7 @@ def runs_for(size: str, seed: int, *, ps=None, weight_decay: float = WEIGHT_DECA
 
 
 def grid(ctx, runs: list[Run]) -> list[dict]:
-    """The results of `runs` through :func:`_harness.run_grid` (memoised, cached under ``--report``)."""
+    """The results of `runs` through :func:`harness.run_grid` (memoised, cached under ``--report``)."""
     return harness.run_grid(ctx, train_one, runs, name=NAME, workers=SIZES[ctx.size]["workers"])
 
 
@@ -230,8 +217,6 @@ def _mean_curve(rs: list[dict], key: str = "val_acc") -> tuple[list, list]:
 
 
 def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=None) -> dict:
-    from .._claims import Context
-
     sz = SIZES[size]
     harness.require_kinds(*METHODS)
     ctx = ctx or Context(seed=seed, size=size)

@@ -4,16 +4,8 @@ The trained models are those of two other experiments (the same runs, from their
 GMM-PRF models of the sparse task (:mod:`.sparse_task`, every p and seed) and the random-feature models of
 ListOps (:mod:`.listops`: GMM-, FastFood-, Generative- x RKS/PRF and FAVOR+; softmax has no random features
 and is left out). Each trained model is run ``passes`` times (100, as in the paper) on validation examples
-with fresh random features. The paper's tasks are binary (LRA Text, Retrieval) and its metrics are written
-for a signed output; for ``K`` classes we use, per example, the modal class ``c*`` of the passes and the
-margin ``z_c* - max_{j != c*} z_j`` of each pass (for ``K = 2`` this is ``+-(z_1 - z_0)``, and every metric
-below is exactly the paper's). Metrics (Sec. 4.1):
-
-* RSD (per example): ``std / |mean|`` of the margin over the passes (averaged over examples; the median too);
-* PI (per example): ``passes - #passes predicting c*`` (binary: ``min(x, passes - x)`` with ``x`` the number
-  of positive outputs; averaged over examples);
-* VA: accuracy of the majority vote ``c*``; accuracy = mean over passes of the single-pass accuracy;
-* AGV = VA / accuracy.
+with fresh random features, and measured by RSD, PI and AGV (defined in :mod:`.measures`, the paper's metrics
+generalised to ``K`` classes).
 
 Correlations between the metrics are taken over the (model, seed) points of models above their learning
 guard (Spearman and R^2 of Pearson). Paper scale: LRA Text (4K tokens) and Retrieval.
@@ -25,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import _harness as harness
+from ..registry import Context
+from . import harness, listops, sparse_task
 
 NAME = "variance_metrics"
 REQUIRED = ("gmm-rks", "gmm-prf")
@@ -39,66 +32,6 @@ CRITERION = ("Over the (model, seed) points of the sparse-task and ListOps model
              "among them.")
 
 
-def variance_metrics(outputs: np.ndarray, labels: np.ndarray) -> dict:
-    """Sec. 4.1's metrics from ``outputs (passes, N)`` (pre-sigmoid, positive = class 1) and ``labels (N,)``
-    in {0, 1}: per-example ``rsd (N,)``, ``pi (N,)``; scalars ``accuracy``, ``voting_accuracy``, ``agv``."""
-    R = outputs.shape[0]
-    mean = outputs.mean(axis=0)
-    std = outputs.std(axis=0, ddof=1)
-    with np.errstate(divide="ignore"):
-        rsd = std / np.abs(mean)                                                    # (N,)
-    pos = (outputs > 0).sum(axis=0)                                                 # (N,)
-    pi = np.minimum(pos, R - pos)                                                   # (N,)
-    acc = float(np.mean((outputs > 0) == (labels[None, :] == 1)))
-    vote = pos * 2 > R                                                              # ties count as class 0
-    va = float(np.mean(vote == (labels == 1)))
-    return {"rsd": rsd, "pi": pi, "accuracy": acc, "voting_accuracy": va,
-            "agv": va / acc if acc > 0 else float("nan")}
-
-
-def variance_metrics_multiclass(logits: np.ndarray, labels: np.ndarray) -> dict:
-    """Sec. 4.1's metrics for ``K`` classes (module docstring) from ``logits (passes, N, K)`` and
-    ``labels (N,)``: per-example ``rsd (N,)``, ``pi (N,)``; scalars ``accuracy``, ``voting_accuracy``,
-    ``agv``. For ``K = 2`` these are :func:`variance_metrics` of ``z_1 - z_0``."""
-    z = np.asarray(logits, dtype=np.float64)
-    R, N, K = z.shape
-    pred = harness.predictions(z)                                                   # (R, N); -1: failed pass
-    counts = np.stack([(pred == c).sum(axis=0) for c in range(K)], axis=-1)         # (N, K)
-    mode = np.argmax(counts, axis=-1)                                               # (N,) ties: lowest class
-    idx = np.arange(N)
-    zc = z[:, idx, mode]                                                            # (R, N)
-    other = z.copy()
-    other[:, idx, mode] = -np.inf
-    margin = zc - other.max(axis=-1)                                                # (R, N); NaN: failed pass
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ok = np.isfinite(margin)
-        n_ok = ok.sum(axis=0)
-        m0 = np.where(ok, margin, 0.0)
-        mean = m0.sum(axis=0) / n_ok
-        var = np.where(ok, (margin - mean) ** 2, 0.0).sum(axis=0) / (n_ok - 1)
-        rsd = np.sqrt(var) / np.abs(mean)                                           # over the finite passes
-    pi = R - counts[idx, mode]
-    acc = float(np.mean(pred == labels[None, :]))
-    va = float(np.mean(mode == labels))
-    return {"rsd": rsd, "pi": pi, "accuracy": acc, "voting_accuracy": va,
-            "agv": va / acc if acc > 0 else float("nan")}
-
-
-def passes_metrics(params, cfg: dict, x: np.ndarray, y: np.ndarray, *, seed: int, passes: int) -> dict:
-    """The metrics of a trained model over `passes` fresh feature draws on ``(x, y)``, summarised: mean and
-    median RSD (finite values), mean PI, accuracy, voting accuracy, AGV."""
-    outs = np.stack([harness.predict_logits(params, x, cfg, harness.draw_features(seed, 3 * 10**6 + r, cfg))
-                     for r in range(passes)])                                       # (passes, N, K)
-    vm = variance_metrics_multiclass(outs, y)
-    finite = np.isfinite(vm["rsd"])
-    failed = int(np.sum(~np.all(np.isfinite(outs), axis=-1)))
-    return {"rsd_mean": float(np.mean(vm["rsd"][finite])) if finite.any() else float("nan"),
-            "rsd_median": float(np.median(vm["rsd"][finite])) if finite.any() else float("nan"),
-            "pi_mean": float(np.mean(vm["pi"])), "accuracy": vm["accuracy"],
-            "voting_accuracy": vm["voting_accuracy"], "agv": vm["agv"], "passes": int(passes),
-            "n_examples": int(y.shape[0]), "failed_predictions": failed}
-
-
 def _spearman(a, b) -> float:
     from scipy.stats import spearmanr
 
@@ -108,8 +41,6 @@ def _spearman(a, b) -> float:
 def collect_points(sparse_runs: list[dict], listops_runs: list[dict], majority: float) -> list[dict]:
     """One point per trained random-feature model: its task, method, cell, seed, metrics and whether it is
     above its learning guard."""
-    from . import sparse_task
-
     pts = []
     for r in sparse_runs:
         pts.append({"task": "sparse", "method": r["method"], "cell": f"p={r['p']}", "seed": r["run_seed"],
@@ -123,9 +54,6 @@ def collect_points(sparse_runs: list[dict], listops_runs: list[dict], majority: 
 
 
 def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=None) -> dict:
-    from .._claims import Context
-    from . import listops, sparse_task
-
     harness.require_kinds(*REQUIRED)
     ctx = ctx or Context(seed=seed, size=size)
     out_dir = harness.ensure_dir(out_dir, NAME)

@@ -8,8 +8,9 @@ are shared between the two claims). Without the real data they run on a digits s
 
 from __future__ import annotations
 
-from .._claims import HORN, Context, Result, claim
+from ..companions import label_swap
 from ..experiments import images as E  # noqa: N812 (the experiments' shared name)
+from ..registry import HORN, Context, Result, claim
 
 _SCALE = ("Scale: 2 layers, width 64, 4 heads, m = 64 FAVOR+ features, float32, a few thousand steps at "
           "full (paper: 32x32 images, depth 6, width 256, 8 heads); the verdict is about this scale.")
@@ -46,3 +47,23 @@ def table1_ordering(ctx: Context) -> Result:
        rule=E.CRITERIA["shift"] + " Guard: " + E.GUARD, decide=E.decide_shift, slow=True)
 def shift_robustness(ctx: Context) -> Result:
     return E.claim_result(ctx, "shift")
+
+
+def _swap_table1(ev: dict) -> dict:
+    return {**ev, "gain_s1": -float(ev["gain_s1"]), "gain_s2": -float(ev["gain_s2"])}
+
+
+def _swap_shift(ev: dict) -> dict:
+    r = dict(ev["retention"])
+    r["absolute"], r["s1"], r["s2"] = min(r["s1"], r["s2"]), r["absolute"], r["absolute"]
+    return {**ev, "retention": r}
+
+
+label_swap("horn.table1-ordering", "S1, S2 <-> No-Pos (each gain negated)", _swap_table1,
+           ("gain_s1", "gain_s2"),
+           paper_direction=lambda ev: {**ev, "size": "small", "data_stand_in": False,
+                                       "min_margin_over_floor": 0.0, "gain_s1": 0.2, "gain_s2": 0.2})
+label_swap("horn.shift-robustness", "Absolute <-> S1 and S2", _swap_shift, ("retention",),
+           paper_direction=lambda ev: {**ev, "size": "small", "data_stand_in": False,
+                                       "min_margin_over_floor": 0.0,
+                                       "retention": {"no-pos": 0.5, "absolute": 0.1, "s1": 0.9, "s2": 0.9}})

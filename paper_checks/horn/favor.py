@@ -1,6 +1,5 @@
 """Horn et al. Sec. 2.1: FAVOR with h(x) = exp(|x|^2/2), f1 = sin, f2 = cos estimates the softmax kernel
-without
-bias, and what "an unbiased estimator for the Attention matrix" means (refattn.features.trig,
+without bias, and what "an unbiased estimator for the Attention matrix" means (refattn.features.trig,
 favor_attention)."""
 
 from __future__ import annotations
@@ -13,10 +12,10 @@ import numpy as np
 from refattn import gaussian_kernel, positive_features, softmax_kernel, softmax_trig_features, trig_features
 from validation import mean_test
 
-from .._claims import HORN, Context, Result, claim, must_fail, stat_evidence
-from .._figures import new_figure, save_figure
-from .._rules import holds_iff_accepted, printed_vs_corrected
-from ..power import mutation, scaled, scaled_arg
+from ..figures import new_figure, save_figure
+from ..mutations import mutation, scaled, scaled_arg
+from ..registry import HORN, Context, Result, claim, must_fail, stat_evidence
+from ..rules import holds_iff_accepted, printed_vs_corrected
 
 _HERE = sys.modules[__name__]    # mutations wrap the refattn functions this module looks up
 
@@ -50,8 +49,7 @@ def _unbiased(ctx: Context, fmap, target):
     return Result(ctx.decide(ev), ev,
                   summary=f"max |mean - exp(q.k)| = {res.z:.2f} se over 9 pairs (tolerance {res.n_se:g} se); "
                           "h(x) = exp(|x|^2/2) with sin/cos is sufficient, not required (positive features "
-                          "also "
-                          "estimate exp(q.k))")
+                          "also estimate exp(q.k))")
 
 
 @claim("horn.favor-unbiased", paper=HORN, section="Sec. 2.1 (FAVOR)",
@@ -59,11 +57,9 @@ def _unbiased(ctx: Context, fmap, target):
                  "exp(Q K^T) can then be approximated by Q' K'^T (phi(x) = h(x)/sqrt(m) [f_j(w_i^T x)]).",
        expected="holds",
        derivation="phi(q).phi(k) = h(q) h(k) (1/m) sum_i cos(w_i.(q - k)) and E cos(w.(q - k)) = exp(-|q - "
-                  "k|^2/2) "
-                  "for w ~ N(0, I), so the mean is exp(|q|^2/2 + |k|^2/2 - |q - k|^2/2) = exp(q.k): "
-                  "unbiased. "
-                  "'Required' is too strong (the positive map exp(w.x - |x|^2/2) also works), which the "
-                  "summary notes.",
+                  "k|^2/2) for w ~ N(0, I), so the mean is exp(|q|^2/2 + |k|^2/2 - |q - k|^2/2) = exp(q.k): "
+                  "unbiased. 'Required' is too strong (the positive map exp(w.x - |x|^2/2) also works), "
+                  "which the summary notes.",
        decide=holds_iff_accepted("max_z", n_se=5.0))
 def favor_unbiased(ctx: Context) -> Result:
     return _unbiased(ctx, softmax_trig_features, softmax_kernel)
@@ -104,21 +100,16 @@ def _matrix_bias(ctx: Context, normalise: bool, wrong_target: bool = False):
 
 @claim("horn.attention-matrix-unbiased", paper=HORN, section="Sec. 2.1 (FAVOR), last sentences",
        statement="... allows a decomposition that provides an unbiased estimator for the Attention matrix "
-                 "that turns "
-                 "more precise, the more random features m are sampled.",
+                 "that turns more precise, the more random features m are sampled.",
        expected="erratum",
        derivation="Q'K'^T is unbiased for the unnormalised exp(Q K^T) entrywise, but the attention matrix A "
-                  "= "
-                  "D^{-1} exp(Q K^T) (Eq. 1's softmax) is estimated by a ratio of unbiased estimators, "
+                  "= D^{-1} exp(Q K^T) (Eq. 1's softmax) is estimated by a ratio of unbiased estimators, "
                   "A_hat_ij = (Q'K'^T)_ij / sum_l (Q'K'^T)_il, which is consistent but biased at O(1/m) "
-                  "(delta "
-                  "method: -Cov(num, den)/E den^2 + E num Var den / E den^3). The check shows Q'K'^T (Horn's "
-                  "trig map) "
-                  "unbiased and A_hat biased, |bias| falling with m (m * bias tends to a constant as m "
-                  "grows). A_hat is measured with the positive "
-                  "map (FAVOR+): with trig features the normaliser can be <= 0 in some draws (design.md trap "
-                  "4), and "
-                  "then the ratio has no finite mean at all, which does not make it unbiased either.",
+                  "(delta method: -Cov(num, den)/E den^2 + E num Var den / E den^3). The check shows Q'K'^T "
+                  "(Horn's trig map) unbiased and A_hat biased, |bias| falling with m (m * bias tends to a "
+                  "constant as m grows). A_hat is measured with the positive map (FAVOR+): with trig "
+                  "features the normaliser can be <= 0 in some draws (design.md trap 4), and then the ratio "
+                  "has no finite mean at all, which does not make it unbiased either.",
        decide=printed_vs_corrected("z_attention_matrix_m2", "z_unnormalised_max", n_se=5.0))
 def attention_matrix(ctx: Context) -> Result:
     raw, ev = _matrix_bias(ctx, normalise=False)
@@ -155,10 +146,8 @@ def attention_matrix(ctx: Context) -> Result:
         figs.append(save_figure(fig, path, dpi=120))
     verdict = ctx.decide(ev)
     corrected = ("Q'K'^T is an unbiased estimator of the unnormalised matrix exp(Q K^T); the attention "
-                 "matrix "
-                 "A = D^{-1} exp(Q K^T) and the output A V are estimated with an O(1/m) bias (ratio "
-                 "estimator), "
-                 "consistent as m grows (RMS error O(m^{-1/2})).")
+                 "matrix A = D^{-1} exp(Q K^T) and the output A V are estimated with an O(1/m) bias (ratio "
+                 "estimator), consistent as m grows (RMS error O(m^{-1/2})).")
     return Result(verdict, ev, corrected=corrected if verdict == "erratum" else None, figures=figs,
                   summary=f"Q'K'^T unbiased at every m (max z {max(r['max_z'] for r in raw):.1f}); "
                           "normalised "

@@ -7,9 +7,9 @@ import sys
 
 import numpy as np
 
-from .._claims import HORN, Context, Result, claim, must_fail, stat_evidence
-from .._rules import value, with_rule
-from ..power import mutation, patched, scaled, scaled_arg, wrapped
+from ..mutations import mutation, patched, scaled, scaled_arg, wrapped
+from ..registry import HORN, Context, Result, claim, must_fail, stat_evidence
+from ..rules import value, with_rule
 
 # mutations wrap the printed formulas this module uses
 _HERE = sys.modules[__name__]
@@ -91,18 +91,14 @@ def _lemma1_result(ctx: Context, ev: dict) -> Result:
     verdict = ctx.decide(ev)
     if verdict != "erratum":
         return Result(verdict, ev, summary=f"constrained form err {fwd_err:.1e}, counterexample change "
-                                           f"{moved:.1e}, "
-                                           f"proof line 2 err {ev['proof_line2_max_err']:.1e}")
+                                           f"{moved:.1e}, proof line 2 err {ev['proof_line2_max_err']:.1e}")
     return Result(
         "erratum", ev,
         corrected=("Row-vector convention: <phi(z - tau) W_q, phi(z' - tau) W_k> = phi(z) M phi(z')^T is "
                    "shift invariant iff M = W_q W_k^T = [[alpha, beta], [-beta, alpha]] (the display, Eq. "
-                   "(3)); the "
-                   "text's 'W_q^T W_k' is the condition for column vectors W phi (Appendix statement). The "
-                   "value is "
-                   "alpha cos(omega (z - z')) + beta sin(omega (z - z')); the proof's second line should "
-                   "read "
-                   "[alpha sin - beta cos, beta sin + alpha cos]."),
+                   "(3)); the text's 'W_q^T W_k' is the condition for column vectors W phi (Appendix "
+                   "statement). The value is alpha cos(omega (z - z')) + beta sin(omega (z - z')); the "
+                   "proof's second line should read [alpha sin - beta cos, beta sin + alpha cos]."),
         summary=(f"holds for W_q W_k^T of form (3) (err {fwd_err:.0e}); 'W_q^T W_k' as worded is wrong "
                  f"(counterexample moves by {moved:.2f}); proof line 2 off by "
                  f"{ev['proof_line2_max_err']:.2f}"))
@@ -116,22 +112,15 @@ def _lemma1_result(ctx: Context, ev: dict) -> Result:
        expected="erratum",
        derivation="phi(z) M phi(z')^T with M = [[a, b], [c, d]] equals (a+d)/2 cos(omega(z-z')) + (b-c)/2 "
                   "sin(omega(z-z')) + (d-a)/2 cos(omega(z+z')) + (b+c)/2 sin(omega(z+z')); for M of form (3) "
-                  "the "
-                  "z+z' terms vanish, so the identity holds to rounding (an exact, not statistical, check). "
-                  "The "
-                  "matrix sandwiched between the row vectors is W_q W_k^T, so the wording 'W_q^T W_k' is "
-                  "wrong "
-                  "for the row convention used (a counterexample shows it), and the proof's line 2 has +beta "
-                  "cos "
-                  "for -beta cos.",
+                  "the z+z' terms vanish, so the identity holds to rounding (an exact, not statistical, "
+                  "check). The matrix sandwiched between the row vectors is W_q W_k^T, so the wording 'W_q^T "
+                  "W_k' is wrong for the row convention used (a counterexample shows it), and the proof's "
+                  "line 2 has +beta cos for -beta cos.",
        decide=with_rule(_decide_lemma1,
                         "fails iff the constrained form (W_q W_k^T of form (3)) deviates from alpha cos + "
-                        "beta sin by "
-                        "more than 1e-12 (relative); otherwise holds iff the worded condition W_q^T W_k of "
-                        "form (3) "
-                        "also gives shift invariance (counterexample change <= 1e-12) and the proof's line 2 "
-                        "equals "
-                        "phi M (<= 1e-12), erratum iff either does not."))
+                        "beta sin by more than 1e-12 (relative); otherwise holds iff the worded condition "
+                        "W_q^T W_k of form (3) also gives shift invariance (counterexample change <= 1e-12) "
+                        "and the proof's line 2 equals phi M (<= 1e-12), erratum iff either does not."))
 def lemma1(ctx: Context) -> Result:
     return _lemma1_result(ctx, _lemma1(ctx, +1.0))
 
@@ -201,13 +190,12 @@ def _converse(ctx: Context, with_sum_terms: bool) -> Result:
     verdict = ctx.decide(ev)
     if verdict != "erratum":
         return Result(verdict, ev, summary=f"decomposition error {decomp_err:.1e}, swing ratio "
-                                           f"{min_amp_ratio:.3f}, "
-                                           f"exception changes {zero_change:.1e}, {int_change:.1e}")
+                                           f"{min_amp_ratio:.3f}, exception changes "
+                                           f"{zero_change:.1e}, {int_change:.1e}")
     return Result("erratum", ev,
                   corrected=("'iff' holds for omega != 0 and all real shifts tau: then W_q W_k^T must be "
                              "[[alpha, beta], [-beta, alpha]]. It fails for omega = 0 (everything constant) "
-                             "and, "
-                             "for integer shifts only (pixels), when omega is a multiple of pi."),
+                             "and, for integer shifts only (pixels), when omega is a multiple of pi."),
                   summary=f"converse holds for omega != 0 (decomposition err {decomp_err:.0e}); exceptions "
                           f"omega = 0 and integer shifts with omega in pi Z (change {int_change:.0e})")
 
@@ -227,16 +215,13 @@ def _decide_converse(ev: dict) -> str:
        derivation="Every M gives the four-term decomposition (exact, not statistical); the z+z' terms have "
                   "amplitude sqrt(((d-a)/2)^2 + ((b+c)/2)^2), which is reached by some real shift whenever "
                   "omega != 0, so invariance forces d = a, c = -b. For omega = 0 or integer shifts with "
-                  "omega in "
-                  "pi Z the z+z' terms are themselves invariant: the 'iff' needs that proviso.",
+                  "omega in pi Z the z+z' terms are themselves invariant: the 'iff' needs that proviso.",
        decide=with_rule(_decide_converse,
                         "fails iff the four-term decomposition of phi(z) M phi(z')^T is off by > 1e-12 or a "
-                        "shift "
-                        "fails to sweep the z + z' terms' full amplitude (ratio < 0.99); otherwise erratum "
-                        "iff a "
-                        "matrix not of form (5) is still shift invariant in a listed case (omega = 0, or "
-                        "integer "
-                        "shifts with omega in pi Z: change <= 1e-12), holds iff none is."))
+                        "shift fails to sweep the z + z' terms' full amplitude (ratio < 0.99); otherwise "
+                        "erratum iff a matrix not of form (5) is still shift invariant in a listed case "
+                        "(omega = 0, or integer shifts with omega in pi Z: change <= 1e-12), holds "
+                        "iff none is."))
 def lemma1_converse(ctx: Context) -> Result:
     return _converse(ctx, True)
 

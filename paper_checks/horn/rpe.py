@@ -11,13 +11,13 @@ from refattn.random.performer import draw_gaussian
 from refattn.random.positional import init_s1_params
 from refattn.rpe import s1_rotation
 from refattn.rpe.s1_rotation import S1Params, s1_attention
-from refattn.rpe.s2_clipped import _class_sums_reference, s2_attention, s2_attention_naive, s2_class_index
+from refattn.rpe.s2_clipped import s2_attention, s2_attention_naive, s2_class_index, s2_window_sums_reference
 from validation.montecarlo import mean_test
 
-from .._claims import HORN, Context, Result, claim, must_fail, stat_evidence
-from .._figures import new_figure, save_figure
-from .._rules import value, with_rule
-from ..power import mutation, patched, scaled, wrapped
+from ..figures import new_figure, save_figure
+from ..mutations import mutation, patched, scaled, wrapped
+from ..registry import HORN, Context, Result, claim, must_fail, stat_evidence
+from ..rules import value, with_rule
 
 # mutations wrap the refattn functions this module uses
 _HERE = sys.modules[__name__]
@@ -96,21 +96,15 @@ def _decide_s1(ev: dict) -> str:
                  "entirely not be the case for any set of random features.",
        expected="holds",
        derivation="A shift multiplies both augmented Q and K by one orthogonal R (identity on content, "
-                  "rotations "
-                  "on the positional blocks); phi(x R; omega) = phi(x; omega R^T), and omega R^T ~ omega for "
-                  "isotropic Gaussian draws. So the output distribution is unchanged (paired tests of the "
-                  "mean "
-                  "and of the second moment over draws), while a single draw is not invariant; exact softmax "
-                  "S1 "
-                  "is invariant to rounding.",
+                  "rotations on the positional blocks); phi(x R; omega) = phi(x; omega R^T), and omega R^T ~ "
+                  "omega for isotropic Gaussian draws. So the output distribution is unchanged (paired tests "
+                  "of the mean and of the second moment over draws), while a single draw is not invariant; "
+                  "exact softmax S1 is invariant to rounding.",
        decide=with_rule(_decide_s1,
                         "holds iff exact softmax S1 is shift invariant (change <= 1e-12), the paired mean "
-                        "and second-"
-                        "moment differences of the FAVOR output over draws are within z_critical (5, or 5.5 "
-                        "past 64 "
-                        "entries: Bonferroni) on positive-SE entries and exact on zero-SE ones, and a single "
-                        "draw is "
-                        "not invariant (change > 1e-3); fails otherwise."))
+                        "and second-moment differences of the FAVOR output over draws are within z_critical "
+                        "(5, or 5.5 past 64 entries: Bonferroni) on positive-SE entries and exact on zero-SE "
+                        "ones, and a single draw is not invariant (change > 1e-3); fails otherwise."))
 def s1_shift(ctx: Context) -> Result:
     return _s1_shift(ctx, False)
 
@@ -203,21 +197,16 @@ def _decide_s2(ev: dict) -> str:
 
 @claim("horn.s2-fast-equals-naive", paper=HORN, section="Sec. 2.3, Strategy 2 (window formula)",
        statement="sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_j v_j + sum_m <q'_i, a'_im - w'_k> v_m, where "
-                 "the "
-                 "final term sums over all positions m within clipping distance k - 1 from i (Manhattan "
-                 "pixel "
-                 "distance).",
+                 "the final term sums over all positions m within clipping distance k - 1 from i "
+                 "(Manhattan pixel distance).",
        expected="holds",
        derivation="For non-negative clipped distances every pair outside the radius-(k-1) window has a_ij = "
-                  "w_k, "
-                  "so adding and subtracting <q'_i, w'_k> v_m inside the window is an identity: exact, not "
-                  "statistical (the FAVOR features are fixed). Checked literally on a 6 x 7 grid and through "
-                  "refattn's class-sum path.",
+                  "w_k, so adding and subtracting <q'_i, w'_k> v_m inside the window is an identity: exact, "
+                  "not statistical (the FAVOR features are fixed). Checked literally on a 6 x 7 grid and "
+                  "through refattn's class-sum path.",
        decide=with_rule(_decide_s2, "holds iff Horn's window formula equals the naive sum and refattn's "
-                                    "s2_attention "
-                                    "equals s2_attention_naive, both within 1e-12 (relative / absolute); "
-                                    "fails "
-                                    "otherwise."))
+                                    "s2_attention equals s2_attention_naive, both within 1e-12 (relative / "
+                                    "absolute); fails otherwise."))
 def s2_fast(ctx: Context) -> Result:
     return _s2_formula(ctx, 0)
 
@@ -253,7 +242,7 @@ def _s2_signed(ctx: Context, two_sided: bool) -> Result:
         for j in range(max(0, i - k + 1), min(L, i + k)):
             printed[i] += (S[i, j - i + k] - S[i, 2 * k]) * v[j]
     err_printed = float(np.max(np.abs(printed - naive)) / np.max(np.abs(naive)))
-    V = _class_sums_reference(v[None], k, None)[0]                                 # (L, 2k + 1, d_v)
+    V = s2_window_sums_reference(v[None], k, None)[0]                                 # (L, 2k + 1, d_v)
     if not two_sided:                                                              # far-left folded into w_k
         V = V.copy()
         V[:, 2 * k] += V[:, 0]
@@ -267,11 +256,10 @@ def _s2_signed(ctx: Context, two_sided: bool) -> Result:
     verdict = ctx.decide(ev)
     if verdict == "erratum":
         return Result("erratum", ev,
-                      corrected=("With signed a_ij = w_clip(j - i, k) there are two far regions: "
-                                 "sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_{j >= i+k} v_j + <q'_i, "
-                                 "w'_{-k}> "
-                                 "sum_{j <= i-k} v_j + sum_{|j - i| < k} <q'_i, a'_ij> v_j (prefix sums; O(L "
-                                 "k))."),
+                      corrected=("With signed a_ij = w_clip(j - i, k) there are two far regions: sum_j "
+                                 "<q'_i, a'_ij> v_j = <q'_i, w'_k> sum_{j >= i+k} v_j + <q'_i, w'_{-k}> "
+                                 "sum_{j <= i-k} v_j + sum_{|j - i| < k} <q'_i, a'_ij> v_j (prefix "
+                                 "sums; O(L k))."),
                       summary=f"one-baseline formula off by {err_printed:.2f} (relative) for signed "
                               "distances; "
                               f"two far regions exact ({err_corr:.0e})")
@@ -293,14 +281,12 @@ def _decide_signed(ev: dict) -> str:
                  "sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_j v_j + sum_m <q'_i, a'_im - w'_k> v_m.",
        expected="erratum",
        derivation="With the signed clip as printed, pairs with j - i <= -k use w_{-k}, not w_k, so the "
-                  "one-baseline "
-                  "formula is wrong unless w_{-k} = w_k (design.md trap 8); the corrected form has two far "
-                  "regions, each a prefix sum. Exact, not statistical.",
+                  "one-baseline formula is wrong unless w_{-k} = w_k (design.md trap 8); the corrected form "
+                  "has two far regions, each a prefix sum. Exact, not statistical.",
        decide=with_rule(_decide_signed, "holds iff the printed one-baseline formula equals the naive "
-                                        "signed-clip sum "
-                                        "within 1e-12 (relative); erratum iff it does not and the "
-                                        "two-far-region "
-                                        "form (refattn's class sums) does; fails otherwise."))
+                                        "signed-clip sum within 1e-12 (relative); erratum iff it does not "
+                                        "and the two-far-region form (refattn's class sums) "
+                                        "does; fails otherwise."))
 def s2_signed(ctx: Context) -> Result:
     return _s2_signed(ctx, True)
 
@@ -311,8 +297,8 @@ def s2_signed_wrong(ctx: Context) -> Result:
     return _s2_signed(ctx, False)
 
 
-mutation("horn.s2-signed-clip", "class sums x 0.5 (_class_sums_reference)")(
-    lambda: scaled(_HERE, "_class_sums_reference", 0.5))
+mutation("horn.s2-signed-clip", "class sums x 0.5 (s2_window_sums_reference)")(
+    lambda: scaled(_HERE, "s2_window_sums_reference", 0.5))
 mutation("horn.s2-signed-clip", "clip(i - j) for clip(j - i) (s2_class_index)")(
     lambda: wrapped(_HERE, "s2_class_index",
                     lambda f: (lambda L, k, grid=None, **kw: 2 * k - f(L, k, grid, **kw))))
@@ -374,10 +360,8 @@ def _complexity(ctx: Context, swap: bool) -> Result:
           "slope_naive_in_L": slope_naive, "k": ks, "window_cells": cells, "t_fast_vs_k_s": t_k,
           "slope_fast_in_k": float(np.polyfit(np.log(ks), np.log(t_k), 1)[0]),
           "criterion": ("fast slope closer to 1 than to 2 (< 1.5) and naive slope closer to 2 (> 1.5); "
-                        "timings: "
-                        "min of repeats, same run; memory-bound array code runs out of cache at large L, "
-                        "which "
-                        "bends the fast path's line upwards"),
+                        "timings: min of repeats, same run; memory-bound array code runs out of cache at "
+                        "large L, which bends the fast path's line upwards"),
           "speedup_at_L": (naive_sides[-1] ** 2, speedup)}
     figures = []
     path = ctx.figure_path("s2-scaling")
@@ -402,15 +386,12 @@ def _decide_complexity(ev: dict) -> str:
        statement="This allows the attention output to be computed with O(L k^2) cost instead of O(L^2).",
        expected="holds", slow=True,
        derivation="The radius-(k-1) Manhattan window has 1 + 2k(k-1) cells, each a shifted copy of the "
-                  "values, "
-                  "plus one total sum: O(L k^2 d_v); the naive sum materialises L^2 kernel entries. "
-                  "Measured: "
-                  "log-log slopes of wall time in L (same run, min of repeats); timing, not statistical.",
+                  "values, plus one total sum: O(L k^2 d_v); the naive sum materialises L^2 kernel entries. "
+                  "Measured: log-log slopes of wall time in L (same run, min of repeats); "
+                  "timing, not statistical.",
        decide=with_rule(_decide_complexity, "holds iff the log-log slope of the window trick's wall time in "
-                                            "L is "
-                                            "< 1.5 and the naive path's is > 1.5 (same run, min of repeats); "
-                                            "fails "
-                                            "otherwise."))
+                                            "L is < 1.5 and the naive path's is > 1.5 (same run, min of "
+                                            "repeats); fails otherwise."))
 def complexity(ctx: Context) -> Result:
     return _complexity(ctx, False)
 

@@ -1,34 +1,18 @@
-r"""Causal linear attention's chunked prefix sums: the hot primitives behind
-``linear_attention(causal=True)``.
+r"""Causal linear attention's chunked prefix sums: the primitives behind ``linear_attention(causal=True)``.
 
-Two kinds of key scaling (design.md trap 3; issue 22):
+The algorithm is taught in one place, the module docstring of :mod:`refattn.attention.linear`; read its
+recurrent form :func:`~refattn.attention.linear.linear_attention_step` first: every function here computes the
+same recurrence C rows at a time. This module holds the chunk loops:
 
-**Row log-scales** ``s: (..., L)`` (:func:`_causal_fwd_reference`, :func:`_causal_bwd_reference`): key j's
-true
-features are ``phi_k_j exp(s_j)``, combined with the running maximum ``M_i = max_{j<=i} s_j`` (per position,
-also inside a chunk).
+* row log-scales ``s: (..., L)`` or none: :func:`causal_fwd_states` (the forward, also keeping states for the
+  backward), :func:`causal_bwd_stored` (one reverse sweep from the kept states) and the dispatched references
+  ``_causal_fwd_reference`` / ``_causal_bwd_reference`` (two sweeps, nothing kept);
+* per-feature frames ``s: (..., L, m)``: ``_causal_frames_fwd_reference`` and ``_causal_frames_bwd_reference``
+  (dispatched), each chunk on the chunk-frame path (GEMMs) while its spread is within :data:`SPREAD_LIMIT`,
+  else on the exact path (:func:`_exact_weights`).
 
-**Per-feature frames** ``s: (..., L, m)`` (:func:`_causal_frames_fwd_reference`,
-:func:`_causal_frames_bwd_reference`), nondecreasing along L (prefix maxima): key j's feature f is given as
-``phi_k_jf`` relative to ``exp(s_jf)`` and query i's as ``phi_q_if`` relative to ``exp(-s_if)``, so
-
-    numer_i = sum_{j<=i} sum_f phi_q_if phi_k_jf exp(s_jf - s_if) v_aug_j        (every factor exp(.) <= 1).
-
-A chunk ``[a, b)`` is computed in the chunk's end frame ``E = s_{b-1}``: ``Qc = phi_q exp(E - s)`` (>= 1),
-``Kc = phi_k exp(s - E)`` (<= 1) and ``numer = tril(Qc Kc^T) v_aug + Qc S`` with the state ``S`` rescaled into
-the same frame, all GEMMs. That is exact algebra, but it lets a later key of the chunk set the frame of an
-earlier query; it is safe only while ``Qc`` stays bounded, so it runs when the chunk's **spread**
-``max_f (s_{b-1,f} - s_{a,f})`` is at most :data:`SPREAD_LIMIT` (``Qc <= e^20``; every term that matters keeps
-at least ``e^-20`` of the float32 range). A chunk with a larger spread (a key that raises a feature's maximum
-by more than e^20 inside the chunk) takes the exact path: the weights ``exp(s_jf - s_if)`` per (i, j, f),
-O(C^2 m) exponentials for that chunk, computed in row blocks to bound memory. Both paths give the same result
-up to rounding; the frames of a prefix never depend on later positions (prefix-only), and the normaliser is at
-least 1 for every query in exact arithmetic (the query's largest feature meets its own key maximum), so it
-does
-not underflow.
-
-Axes: ``...`` batch and heads, ``L`` positions, ``m`` features, ``d_v + 1`` augmented value width, ``C``
-chunk.
+Axes: ``...`` batch and heads, ``L`` positions, ``C`` chunk length, ``m`` features, and ``d_v + 1`` the
+width of the augmented values ``[v, 1]``.
 """
 
 from __future__ import annotations
@@ -40,15 +24,14 @@ import array_api_compat
 from .. import _dispatch
 from .._xp import device_of, namespace
 
-#: Largest spread of the frames inside a chunk for which the chunk-level frame is used (see the module
-# docstring).
+#: Largest spread of the frames inside a chunk for which the chunk's end frame is used (module ``linear``).
 SPREAD_LIMIT = 20.0
 
 #: Elements of the (rows, C, m) exact-path weight block computed at once (bounds its memory).
 _EXACT_BLOCK_ELEMENTS = 1 << 22
 
 
-def _bcast2(x, *, xp):
+def bcast2(x, *, xp):
     """(...,) -> (..., 1, 1) (expand_dims takes one axis in the 2024.12 standard)."""
     return xp.reshape(x, tuple(x.shape) + (1, 1))
 
@@ -81,23 +64,23 @@ def _causal_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size):
     ``chunk_size: int``. Returns ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser) and
     ``M: (..., L)`` prefix maxima of `s` (None when `s` is None). Extra memory O(L d_v + m d_v + C^2).
     """
-    return _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, None)[:2]
+    return causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, None)[:2]
 
 
 def state_stride(chunk_size, d1):
     """Keep the state before every `stride`-th chunk: ``ceil(d1 / (2 C))``, so the kept states hold at most
-    about ``(L / (C stride)) m d1 <= 2 L m`` elements (issue 27: the backward's memory budget)."""
+    about ``(L / (C stride)) m d1 <= 2 L m`` elements (the backward's memory budget)."""
     return max(1, -(-d1 // (2 * chunk_size)))
 
 
 class KeptStates(NamedTuple):
-    """What a causal reference forward keeps for its one-sweep backward (issue 27 item 1).
+    """What a causal reference forward keeps for its one-sweep backward.
 
     ``states``: the states before chunks 0, stride, 2 stride, ..., **transposed** and stacked as
     ``(..., n_kept, d_v + 1, m)`` (``n_kept = ceil(n_chunks / stride)``). Transposed because the backward's
-    ``g S^T`` is then a plain GEMM: OpenBLAS takes 125 against 77 us for it with a transposed operand at
-    C = 32, m = 256, d_v = 64, float32 (BENCHMARKS.md). Every backend's kernels read and write this one
-    layout, so a forward under one backend and a backward under another agree. ``intra``: per chunk, its
+    ``g S^T`` is then a plain GEMM without a transposed operand (faster in BLAS; BENCHMARKS.md). Every
+    backend's kernels read and write this one layout, so a forward under one backend and a backward under
+    another agree. ``intra``: per chunk, its
     masked intra-chunk weights ``(..., c, c)`` (``tril(A)``, ``tril(A) * E`` with row scales, the
     chunk-frame ``tril(Qc Kc^T)`` with frames; None for a chunk on the frames' exact path), or None when
     keeping them would take the kept elements past ``2 L m`` (:func:`_keep_intra`); the backward then
@@ -109,14 +92,12 @@ class KeptStates(NamedTuple):
 
 
 def _kept_states(kept, intra):
-    """The :class:`KeptStates` of a forward's stacked states and list of weights (None when it kept
-    nothing)."""
+    """The :class:`KeptStates` of a forward's stacked states and list of weights (None if it kept nothing)."""
     return None if kept is None else KeptStates(kept, None if intra is None else tuple(intra))
 
 
 def _kept_buffer(batch, L, m, d1, chunk_size, stride, *, xp, dtype, device):
-    """The stacked, transposed kept states ``(..., n_kept, d_v + 1, m)`` a forward fills (None without
-    `stride`)."""
+    """The stacked, transposed kept states ``(..., n_kept, d_v + 1, m)`` a forward fills (None: no stride)."""
     if not stride:
         return None
     n_chunks = -(-L // chunk_size)
@@ -133,14 +114,19 @@ def _keep_intra(L, m, d1, chunk_size, stride):
 
 def _tril_masks(L, chunk_size, *, xp, device):
     """``{c: (c, c) j <= i mask}`` for the full chunk length and the last (partial) chunk's."""
-    return {c: _tril_mask(c, xp=xp, device=device) for c in {min(chunk_size, L), L - (L - 1) // chunk_size
-                                                              * chunk_size}}
+    sizes = {min(chunk_size, L), L - (L - 1) // chunk_size * chunk_size}
+    return {c: _tril_mask(c, xp=xp, device=device) for c in sizes}
 
 
-def _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
-    """:func:`_causal_fwd_reference`, also returning what its one-sweep backward :func:`_causal_bwd_stored`
-    needs: a :class:`KeptStates` (the states before chunks 0, stride, 2 stride, ... and, within the memory
-    bound, every chunk's masked intra-chunk weights), or ``None`` when `stride` is None."""
+# numer_aug[a:b] = tril(Q K^T) U + Q S_a,  S_b = S_a + K^T U        (linear_attention_step, C rows at once)
+# row scales: the weights times exp(s_j - M_i), the state rescaled by exp(M_a - M_b)  (module ``linear``)
+def causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
+    """The chunked causal forward; read :func:`~refattn.attention.linear.linear_attention_step` first.
+
+    :func:`_causal_fwd_reference`, also returning what its one-sweep backward :func:`causal_bwd_stored` needs:
+    a :class:`KeptStates` (the states before chunks 0, stride, 2 stride, ... and, within the memory bound,
+    every chunk's masked intra-chunk weights), or ``None`` when `stride` is None.
+    """
     xp = namespace(phi_q, phi_k, v_aug)
     L, m = phi_q.shape[-2], phi_q.shape[-1]
     intra = [] if stride and _keep_intra(L, m, v_aug.shape[-1], chunk_size, stride) else None
@@ -174,7 +160,7 @@ def _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
             numer[..., a:b, :] = A @ ua + inter                                   # (..., c, d_v + 1)
             Mn = Mi[..., -1]                                                      # (...,) max over the prefix
             w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mn, axis=-1)), axis=-1)  # (..., c, 1)
-            S = _bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
+            S = bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
             Mp = Mn
             M[..., a:b] = Mi
         if intra is not None:
@@ -182,15 +168,14 @@ def _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
     return numer, M, _kept_states(kept, intra)
 
 
-def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, kept, stride):
-    """Backward of :func:`_causal_fwd_states` from what it kept (a :class:`KeptStates`): one reverse sweep.
+def causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, kept, stride):
+    """Backward of :func:`causal_fwd_states` from what it kept (a :class:`KeptStates`): one reverse sweep.
 
     The states before the chunks of a block of `stride` chunks are recomputed from the block's kept state (one
     state update per chunk, ``stride - 1`` per block), then the block's chunks are processed in reverse: the
     intra-chunk terms, ``dphi_q``'s inter-chunk term from the state, and the reverse-accumulated cotangent
-    ``G``
-    for ``dphi_k`` and ``dv_aug`` (as in :func:`_causal_bwd_reference`, which recomputes every state in a
-    separate forward sweep). The chunks' masked intra-chunk weights are the forward's when it kept them (one
+    ``G`` for ``dphi_k`` and ``dv_aug`` (as in :func:`_causal_bwd_reference`, which recomputes every state in
+    a separate forward sweep). The chunks' masked intra-chunk weights are the forward's when it kept them (one
     ``(c, m) x (m, c)`` product and, with row scales, ``c^2`` exponentials per chunk saved). Memory beyond
     the outputs: the kept states and `stride` states of a block.
     """
@@ -222,7 +207,7 @@ def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, kept, stride):
             else:
                 Mn = M[..., b - 1]
                 w = xp.expand_dims(xp.exp(s[..., a:b] - xp.expand_dims(Mn, axis=-1)), axis=-1)
-                ST = _bcast2(xp.exp(prev_max(a) - Mn), xp=xp) * ST + xp.matrix_transpose(w * ua) @ pk
+                ST = bcast2(xp.exp(prev_max(a) - Mn), xp=xp) * ST + xp.matrix_transpose(w * ua) @ pk
             block.append(ST)
         for idx in range(min(n, blk + stride) - 1, blk - 1, -1):
             a = starts[idx]
@@ -262,7 +247,7 @@ def _causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, kept, stride):
                     dv = dv + w * (pk @ G)
                 if idx > 0:                                                       # G in the frame M[a - 1]
                     upd = xp.matrix_transpose(rq * pq) @ gc
-                    G = upd if G is None else _bcast2(xp.exp(Mp - Mi[..., -1]), xp=xp) * G + upd
+                    G = upd if G is None else bcast2(xp.exp(Mp - Mi[..., -1]), xp=xp) * G + upd
             dphi_k[..., a:b, :] = dk
             dv_aug[..., a:b, :] = dv
     return dphi_q, dphi_k, dv_aug
@@ -310,7 +295,7 @@ def _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M, chunk_size):
             dphi_q[..., a:b, :] = Bm @ pk + decay * (gc @ xp.matrix_transpose(S))
             Mn = Mi[..., -1]
             w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mn, axis=-1)), axis=-1)
-            S = _bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
+            S = bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
             Mp = Mn
         dphi_k[..., a:b, :] = xp.matrix_transpose(Bm) @ pq                        # (..., c, m) intra part
         dv_aug[..., a:b, :] = xp.matrix_transpose(AE) @ gc                        # (..., c, d_v + 1)
@@ -332,7 +317,7 @@ def _causal_bwd_reference(g, phi_q, phi_k, v_aug, s, M, chunk_size):
             if idx > 0:
                 R_prev = M[..., a - 1]  # M at the previous chunk end
                 rq = xp.expand_dims(xp.exp(xp.expand_dims(R_prev, axis=-1) - Mi), axis=-1)  # (..., c, 1) <= 1
-                G = _bcast2(xp.exp(R_prev - R), xp=xp) * G + xp.matrix_transpose(rq * pq) @ gc
+                G = bcast2(xp.exp(R_prev - R), xp=xp) * G + xp.matrix_transpose(rq * pq) @ gc
     return dphi_q, dphi_k, dv_aug
 
 
@@ -349,7 +334,7 @@ def _host_bools(x, *, xp):
     return [bool(x[i]) for i in range(x.shape[0])]
 
 
-def _chunk_plan(s, chunk_size, *, xp):
+def chunk_plan(s, chunk_size, *, xp):
     """Chunk starts and, per chunk, whether its spread is within :data:`SPREAD_LIMIT` (one reduction)."""
     L = s.shape[-2]
     starts = list(range(0, L, chunk_size))
@@ -389,8 +374,10 @@ def _exact_weights(pq, pk, sc, *, xp, tril):
 
 
 def _exact_weights_bwd(dW, pq, pk, sc, *, xp, tril):
-    """Cotangents of :func:`_exact_weights`: ``dpq_if = sum_j dW_ij pk_jf E_ijf``, ``dpk_jf = sum_i dW_ij
-    pq_if E_ijf``."""
+    """Cotangents of :func:`_exact_weights`.
+
+    ``dpq_if = sum_j dW_ij pk_jf E_ijf`` and ``dpk_jf = sum_i dW_ij pq_if E_ijf``.
+    """
     c, m = pq.shape[-2], pq.shape[-1]
     batch = 1
     for n in pq.shape[:-2]:
@@ -449,7 +436,7 @@ def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size, stride):
                         device=dev)
     S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)  # (..., m, d_v + 1) frame Pprev
     numer = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)          # (..., L, d_v + 1)
-    starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
+    starts, cheap = chunk_plan(s, chunk_size, xp=xp)
     for idx, (a, ok) in enumerate(zip(starts, cheap, strict=True)):
         if kept is not None and idx % stride == 0:
             kept[..., idx // stride, :, :] = xp.matrix_transpose(S)               # S^T, frame s[a - 1]
@@ -478,8 +465,7 @@ def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size, stride):
 
 
 def _times(d, phi, log_features):
-    """A chunk's feature cotangent `d`, times its features `phi` when the caller asked for the cotangent of
-    ``log phi``."""
+    """A chunk's feature cotangent `d`, times its features `phi` for the cotangent of ``log phi``."""
     return d * phi if log_features else d
 
 
@@ -490,7 +476,7 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size, kept, st
 
     With kept states, one reverse sweep: the states inside a block of `stride` chunks recomputed from the
     block's kept state, the chunk-frame weights ``tril(Qc Kc^T)`` the forward's when kept (see
-    :func:`_causal_bwd_stored`). Without, :func:`_causal_frames_bwd_recompute` (two sweeps). Returns
+    :func:`causal_bwd_stored`). Without, :func:`_causal_frames_bwd_recompute` (two sweeps). Returns
     ``dphi_q, dphi_k: (..., L, m)``, ``dv_aug: (..., L, d_v + 1)``; the frames' cotangent is
     ``phi_k dphi_k - phi_q dphi_q`` (formed by the caller: the output depends on s only through the
     differences ``s_j - s_i``). ``log_features=True``: the first two are the cotangents of ``log phi_q`` and
@@ -503,7 +489,7 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size, kept, st
     states, intra = kept
     dev = device_of(phi_q)
     masks = _tril_masks(phi_q.shape[-2], chunk_size, xp=xp, device=dev) if phi_q.shape[-2] else {}
-    starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
+    starts, cheap = chunk_plan(s, chunk_size, xp=xp)
     n = len(starts)
     dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
@@ -568,7 +554,7 @@ def _causal_frames_bwd_recompute(g, phi_q, phi_k, v_aug, s, chunk_size, log_feat
     m = phi_q.shape[-1]
     batch = tuple(phi_q.shape[:-2])
     dev = device_of(phi_q)
-    starts, cheap = _chunk_plan(s, chunk_size, xp=xp)
+    starts, cheap = chunk_plan(s, chunk_size, xp=xp)
     dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)

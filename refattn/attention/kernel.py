@@ -1,11 +1,5 @@
 r"""Generalized kernel attention (Chowdhury et al. Eq. (1)): the quadratic reference for every estimator.
 
-    y_i = sum_{j in J(i)} K(q_i, k_j) v_j / sum_{j in J(i)} K(q_i, k_j)
-
-with J(i) all positions, or j <= i when causal. ``kernel(q, k) -> (..., Lq, Lk)`` is any callable; with
-``K(q, k) = exp(q . k / sqrt(d))`` this is softmax attention (the claim ``kl.eq1-softmax``). The kernel is
-applied to `q` and `k` exactly as given: scalings such as d^{-1/4} belong to the caller or the kernel.
-
 Axes: ``...`` batch and heads, ``Lq``/``Lk`` positions, ``d`` width, ``d_v`` value width.
 """
 
@@ -13,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .._docs import fill_doc
 from .._xp import check_choice, check_finite, check_shape, device_of, namespace
 
 __all__ = ["kernel_attention", "exp_dot_kernel"]
@@ -20,43 +15,31 @@ __all__ = ["kernel_attention", "exp_dot_kernel"]
 Array = Any
 
 
+_QK = """
+q : (..., Lq, d) array
+    Queries. Real floating, finite; given to the kernel exactly as they are (no scaling here).
+k : (..., Lk, d) array
+    Keys, same batch axes, dtype and namespace as `q`; finite.
+"""
+
+
+@fill_doc(qk=_QK)
 def exp_dot_kernel(q, k, *, scale=None):
     r"""The softmax kernel matrix ``exp(scale q k^T)``, ``scale = 1/sqrt(d)`` by default.
 
-    With this kernel, :func:`kernel_attention` is softmax attention (Chowdhury et al. Eq. (1) with
-    ``kappa(q, k) = exp(q . k / sqrt(d))``; Horn et al. Eq. (1)). Row-unstabilised: for the exact oracle use
-    :func:`refattn.softmax_attention`.
+    With it :func:`kernel_attention` is softmax attention (Chowdhury Eq. (1), Horn Eq. (1)); unstabilised:
+    the exact oracle is :func:`refattn.softmax_attention`. Bad `q`, `k` raise as in :func:`kernel_attention`.
 
     Parameters
     ----------
-    q : (..., Lq, d) array
-        Queries. Real floating, finite.
-    k : (..., Lk, d) array
-        Keys, same batch axes, dtype and namespace as `q`; finite.
+    {qk}
     scale : float, optional
         Multiplies the inner products; default ``1/sqrt(d)``.
 
     Returns
     -------
     K : (..., Lq, Lk) array
-        ``K[..., i, j] = exp(scale q_i . k_j)``; same namespace and dtype as `q` (may overflow to ``inf`` for
-        large inner products).
-
-    Raises
-    ------
-    ValueError
-        Shapes that do not match, or non-finite input.
-    TypeError
-        Mixed namespaces or dtypes.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.attention import exp_dot_kernel
-    >>> q = np.array([[1.0, 0.0], [0.0, 1.0]])
-    >>> exp_dot_kernel(q, q, scale=1.0).round(4)
-    array([[2.7183, 1.    ],
-           [1.    , 2.7183]])
+        ``K[..., i, j] = exp(scale q_i . k_j)``; same namespace and dtype as `q` (may overflow to ``inf``).
     """
     xp = namespace(q, k, names=("q", "k"))
     sizes = check_shape("q", q, "..., Lq, d")
@@ -67,20 +50,18 @@ def exp_dot_kernel(q, k, *, scale=None):
     return xp.exp(scale * (q @ xp.matrix_transpose(k)))
 
 
+@fill_doc(qk=_QK)
 def kernel_attention(q, k, v, kernel: Callable[[Array, Array], Array], *, causal=False,
                      on_nonpositive="raise"):
-    r"""Attention with an arbitrary kernel, materialising the (Lq, Lk) kernel matrix.
+    r"""Attention with an arbitrary kernel, materialising the (Lq, Lk) kernel matrix (Chowdhury Eq. (1)).
 
-    Chowdhury et al. Eq. (1),
-    ``y_i = sum_{j in J(i)} kappa(q_i, k_j) v_j / sum_{j' in J(i)} kappa(q_i, k_j')``, with J(i) all keys,
-    or j <= i when causal. The quadratic reference that the linear estimators approximate.
+    ``y_i = sum_{j in J(i)} kappa(q_i, k_j) v_j / sum_{j' in J(i)} kappa(q_i, k_j')``, J(i) all keys, or
+    j <= i when causal: the quadratic reference the linear estimators approximate. Scalings such as
+    ``d^{-1/4}`` belong to the caller or the kernel.
 
     Parameters
     ----------
-    q : (..., Lq, d) array
-        Queries. Real floating, finite; applied to the kernel exactly as given (no scaling here).
-    k : (..., Lk, d) array
-        Keys, same batch axes, dtype and namespace as `q`.
+    {qk}
     v : (..., Lk, d_v) array
         Values, same batch axes, dtype and namespace as `q`.
     kernel : callable
@@ -112,14 +93,8 @@ def kernel_attention(q, k, v, kernel: Callable[[Array, Array], Array], *, causal
     --------
     >>> import numpy as np
     >>> from refattn.attention import exp_dot_kernel, kernel_attention, softmax_attention
-    >>> q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-    >>> v = np.array([[1.0], [2.0], [3.0]])
-    >>> y = kernel_attention(q, q, v, exp_dot_kernel)         # the softmax kernel: softmax attention
-    >>> y.round(4)
-    array([[2.    ],
-           [2.2033],
-           [2.2552]])
-    >>> bool(np.allclose(y, softmax_attention(q, q, v)))
+    >>> q, v = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), np.array([[1.0], [2.0], [3.0]])
+    >>> bool(np.allclose(kernel_attention(q, q, v, exp_dot_kernel), softmax_attention(q, q, v)))
     True
     """
     xp = namespace(q, k, v, names=("q", "k", "v"))

@@ -5,34 +5,62 @@ Given feature maps phi_q = phi(q), phi_k = phi(k) whose inner products estimate 
     y_i = sum_j (phi_q_i . phi_k_j) v_j  /  sum_j (phi_q_i . phi_k_j)                  (bidirectional)
         = phi_q_i (phi_k^T v)  /  phi_q_i (phi_k^T 1)
 
-(Choromanski et al. (FLT) Eq. (2); Chowdhury et al. Sec. 3, their Eq. (1) rewritten with feature maps; Horn
-et al. Sec. 2.1; Katharopoulos et al.), computed in O(L m d_v) instead of O(L^2). In causal mode the sums run
-over j <= i: prefix sums, computed chunk by chunk (chunks of C rows: the intra-chunk part as a masked (C, C)
-product, the rest through a running (m, d_v + 1) state), so extra memory stays O(L m + m d_v): the
-(L, m, d_v) stack of prefix states is never formed (design.md trap 9). For its one-sweep backward the causal
-reference forward keeps the state before every ``ceil((d_v + 1) / 2C)``-th chunk and, while the total stays
-within ``2 L m`` elements per batch index, each chunk's masked (C, C) weights (``_causal.KeptStates``):
-1.14 L m elements at C = 32, m = 256, d_v = 64 (measured by ``benchmarks/attention.py --only frames``). With
-frames the kept states go through the dispatched primitive pair, in one layout every backend reads (an accel
-forward may keep none; the backward then recomputes them).
+(Choromanski et al. (FLT) Eq. (2); Chowdhury et al. Sec. 3, their Eq. (1) rewritten with feature maps; Horn et
+al. Sec. 2.1; Katharopoulos et al.), computed in O(L m d_v) instead of O(L^2). The normaliser is fused into
+the value product as an extra column of ones, ``v_aug = [v, 1]``, so one GEMM gives numerator and denominator
+together: ``numer_aug_i = phi_q_i S`` with ``S = phi_k^T v_aug: (m, d_v + 1)``.
 
-The normaliser is fused into the value product as an extra column of ones, ``v_aug = [v, 1]``, so one GEMM
-gives numerator and denominator together.
+**Causal attention: the prefix sum.** With sums over j <= i, ``S`` becomes a running state. Read
+:func:`linear_attention_step` first, the recurrent form (Katharopoulos et al.'s RNN view), one position at a
+time::
 
-**Key log-scales.** Positive random features overflow unless stabilised (design.md trap 3). Two forms:
+    S_t = S_{t-1} + phi_k_t^T v_t          (m, d_v)      S_0 = 0
+    z_t = z_{t-1} + phi_k_t                (m,)          z_0 = 0
+    y_t = phi_q_t S_t / (phi_q_t . z_t)
 
-* row log-scales ``s: (..., L)``: a key row arrives as ``phi_k_j * exp(s_j)`` (the raw product is never
-  formed); the sums are carried relative to a running maximum M of s, over all positions in bidirectional
-  mode, over the *prefix* j <= i in causal mode (M_i = max_{j<=i} s_j, per position, also inside a chunk),
-  with the accumulated state rescaled by exp(M_old - M_new) when the maximum grows. The output is exactly
-  invariant to M, and in causal mode M depends on the prefix alone.
-* per-feature frames ``s: (..., L, m)`` (causal; issue 22): every feature column of the keys has its own scale
-  (its prefix maximum), and ``phi_q`` arrives in the reciprocal frame of its own position; the weight of
-  (i, j, f) is ``phi_q_if phi_k_jf exp(s_jf - s_if) <= phi_q_if phi_k_jf``. This keeps float32 accurate where
-  a row scale underflows (module ``_causal`` has the chunk algorithm and its guard).
+It is the reference that ``linear_attention(..., causal=True)`` is tested against
+(``tests/attention/test_causal_scan.py``). The fast form computes the same sums **chunk by chunk**: for rows
+``[a, b)`` (``C = b - a``, :data:`DEFAULT_CHUNK_SIZE`), with ``Q = phi_q[a:b]``, ``K = phi_k[a:b]``,
+``U = v_aug[a:b]`` and ``S_a`` the state after row a - 1,
 
-Axes: ``...`` batch and heads, ``L`` positions, ``m`` feature width (m' of the issues: m for positive maps, 2m
-for trig ones), ``d_v`` value width.
+    numer_aug[a:b] = tril(Q K^T) U + Q S_a      (intra-chunk: a masked (C, C) GEMM; the rest: the state)
+    S_b            = S_a + K^T U                 (one (m, C) x (C, d_v + 1) GEMM per chunk)
+
+so the (L, m, d_v) stack of the S_t is never formed (design.md trap 9): extra memory O(L d_v + m d_v + C^2).
+``C = 1`` is the recurrence itself; any C gives the same numbers up to rounding. The chunk loops live in the
+private module ``_causal`` (:func:`~refattn.attention._causal.causal_fwd_states` and its backwards). For its
+one-sweep backward the forward keeps the state before every ``ceil((d_v + 1) / 2C)``-th chunk and, while the
+total stays within ``2 L m`` elements per batch index, each chunk's masked (C, C) weights
+(``_causal.KeptStates``); the backward recomputes the states in between. With frames the kept states go
+through the dispatched primitive pair, in one layout every backend reads (an accel forward may keep none; the
+backward then recomputes them).
+
+**The stabiliser's frames.** Positive random features overflow unless stabilised (design.md trap 3): a key
+arrives as ``phi_k_j`` relative to a scale ``exp(s_j)`` (``k_log_scale``) and the raw product is never formed.
+Two forms:
+
+* **row log-scales** ``s: (..., L)``: the sums are carried relative to a running maximum, over all positions
+  in bidirectional mode and over the prefix in causal mode, ``M_i = max_{j<=i} s_j`` (per position, also
+  inside a chunk). The recurrence becomes ``S_t = exp(M_{t-1} - M_t) S_{t-1} + exp(s_t - M_t) phi_k_t^T v_t``
+  (likewise z), every factor <= 1; a chunk weights ``tril(Q K^T)`` by ``exp(s_j - M_i)`` and rescales the
+  state by ``exp(M_a - M_i)``. The output is exactly invariant to M, and M depends on the prefix alone.
+* **per-feature frames** ``s: (..., L, m)`` (causal only): every feature column of the keys has its own scale,
+  nondecreasing along L (its prefix maximum), and ``phi_q`` arrives in the reciprocal frame of its own
+  position, so the weight of (i, j, f) is ``phi_q_if phi_k_jf exp(s_jf - s_if) <= phi_q_if phi_k_jf``. This
+  keeps float32 accurate where a row scale underflows, and the normaliser is at least 1 for every query in
+  exact arithmetic (the query's largest feature meets its own key maximum). The recurrence:
+  ``S_t = diag(exp(s_{t-1} - s_t)) S_{t-1} + phi_k_t^T v_t``. A chunk ``[a, b)`` is computed in its end frame
+  ``E = s_{b-1}``: ``Qc = phi_q exp(E - s)`` (>= 1), ``Kc = phi_k exp(s - E)`` (<= 1) and
+  ``numer = tril(Qc Kc^T) U + Qc S`` with the state rescaled into that frame, all GEMMs. That is exact
+  algebra, but it lets a later key of the chunk set the frame of an earlier query, so it is used only while
+  the chunk's **spread** ``max_f (s_{b-1,f} - s_{a,f})`` is at most ``_causal.SPREAD_LIMIT`` (``Qc <= e^20``;
+  every term that matters keeps at least ``e^-20`` of the float32 range). A chunk with a larger spread takes
+  the exact path, the weights ``exp(s_jf - s_if)`` per (i, j, f) (O(C^2 m) exponentials for that chunk, in row
+  blocks to bound memory). Both paths agree up to rounding; the frames of a prefix never depend on later
+  positions.
+
+Axes: ``...`` batch and heads, ``L`` positions, ``m`` feature width (m for positive maps, 2m for trig ones),
+``d_v`` value width, ``C`` chunk length.
 """
 
 from __future__ import annotations
@@ -40,11 +68,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .. import _dispatch
+from .._docs import fill_doc
 from .._xp import (check_choice, check_finite, check_positive_int, check_shape, contract_rows, device_of,
                    namespace)
-from ._causal import _bcast2, _causal_bwd_stored, _causal_fwd_states, state_stride
-from ._normaliser import augment as _augment
-from ._normaliser import check_normaliser, name_nonfinite
+from ._causal import bcast2, causal_bwd_stored, causal_fwd_states, state_stride
+from .normaliser import augment, check_normaliser, name_nonfinite
 
 __all__ = [
     "linear_attention",
@@ -58,9 +86,7 @@ __all__ = [
 
 Array = Any
 
-#: Default causal chunk length C (rows per chunk), chosen by measurement: benchmarks/attention.py sweeps C in
-#: {16, 32, 48, 64}; C = 32 is fastest for forward and backward at H = 8, m = 256, d_v = 64 (see
-# BENCHMARKS.md).
+#: Default causal chunk length C (rows per chunk); BENCHMARKS.md has the sweep over C that chose it.
 DEFAULT_CHUNK_SIZE = 32
 
 
@@ -98,8 +124,7 @@ class LinearAttentionState(NamedTuple):
 
     S: Array  # (..., m, d_v)  sum_{j<=t} exp(s_j - M) phi_k_j^T v_j
     z: Array  # (..., m)       sum_{j<=t} exp(s_j - M) phi_k_j
-    # (...) running maximum of row log-scales, or (..., m) the current per-feature frame (-inf at first)
-    M: Array
+    M: Array  # (...) running maximum of row log-scales, or (..., m) the current frame (-inf at first)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -120,8 +145,8 @@ def _validate(phi_q, phi_k, v, k_log_scale, causal, chunk_size, on_nonpositive):
                 raise ValueError(
                     "k_log_scale: per-feature frames of shape (..., L, m) are for causal=True; in "
                     "bidirectional attention one frame (..., 1, m) cancels between the query and key "
-                    "features: fold it into "
-                    "phi_q (positive_features_stable(q, omega, k_log_scale=...)) and pass none here")
+                    "features: fold it into phi_q (positive_features_stable(q, omega, k_log_scale=...)) and "
+                    "pass none here")
         else:
             check_shape("k_log_scale", k_log_scale, "..., L", sizes)
         check_finite("k_log_scale", k_log_scale, xp=xp)
@@ -130,51 +155,115 @@ def _validate(phi_q, phi_k, v, k_log_scale, causal, chunk_size, on_nonpositive):
     return xp, chunk_size
 
 
-# ----------------------------------------------------------------------------------------------------------
-# public pair
+_PARAMS = """
+phi_q : (..., L, m) array
+    Query features. Real floating (float64 reference, float32 supported).
+phi_k : (..., L, m) array
+    Key features (relative to ``exp(k_log_scale)`` when that is given); same batch axes, dtype and namespace
+    as `phi_q`.
+v : (..., L, d_v) array
+    Values, same batch axes, dtype and namespace as `phi_q`.
+causal : bool, default False
+    Prefix sums (j <= i) instead of full sums.
+k_log_scale : (..., L) or (..., L, m) array, optional
+    Key scales, finite, in one of the two forms of the module docstring (design.md trap 3).
+
+    * ``(..., L)``, **row log-scales**: the keys' true features are ``phi_k * exp(k_log_scale)[..., None]``,
+      combined with a running maximum so that they are never formed. Any feature map (trig ones included); in
+      float32 positive features of large inputs can underflow this way (a query's dominant feature may sit
+      where every key's row scale is small).
+    * ``(..., L, m)``, **per-feature frames** (``causal=True`` only): nondecreasing along L (prefix maxima,
+      from :func:`~refattn.features.key_frames.positive_key_features_stable`), with ``phi_q`` given in the
+      reciprocal frame of its own position (folded in by ``positive_features_stable(q, omega,
+      k_log_scale=...)``). Bidirectional attention needs no frame: one ``(..., 1, m)`` frame cancels between
+      query and key features.
+chunk_size : int, default 32
+    Causal chunk length C (rows). Memory O(L m + m d_v + C^2); ignored when ``causal=False``.
+on_nonpositive : {"raise", "ignore"}
+    What to do with a non-positive normaliser (possible with trig features): raise a ``ValueError`` that gives
+    the count and the minimum, or return the output as computed. It is never replaced silently.
+"""
+
+_RAISES = """
+ValueError
+    Shapes that do not match; per-feature frames with ``causal=False``; a non-finite `k_log_scale`; a
+    normaliser or output that is not finite (the message names the non-finite input, or says the features
+    overflow); a non-positive normaliser with ``on_nonpositive="raise"`` (negative estimates of trig features,
+    or an underflow to 0, with the remedy).
+TypeError
+    Mixed namespaces or dtypes, or `causal` not a bool.
+"""
 
 
-def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chunk_size=DEFAULT_CHUNK_SIZE,
-                         on_nonpositive="raise"):
-    r"""Linear attention on featurised inputs, and the cache for :func:`linear_attention_bwd`.
+@fill_doc(params=_PARAMS, raises=_RAISES)
+def linear_attention(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chunk_size=DEFAULT_CHUNK_SIZE,
+                     on_nonpositive="raise"):
+    r"""Linear attention ``phi_q (phi_k^T v) / phi_q (phi_k^T 1)`` (prefix sums when causal).
 
-    Implements Choromanski et al. (FLT) Eq. (2), ``D_hat^{-1} (Q' (K'^T V))`` with
-    ``D_hat = diag(Q' (K'^T 1_L))``, which is Chowdhury et al.'s Eq. (1) rewritten with feature maps (Sec. 3):
+    Choromanski et al. (FLT) Eq. (2), ``D_hat^{-1} (Q' (K'^T V))`` with ``D_hat = diag(Q' (K'^T 1_L))``, which
+    is Chowdhury et al.'s Eq. (1) rewritten with feature maps (Sec. 3, ``kappa(q, k) = phi(q) . phi(k)``):
     ``y_i = sum_{j in J(i)} (phi_q_i . phi_k_j) v_j / sum_{j in J(i)} phi_q_i . phi_k_j`` with J(i) all
-    positions (bidirectional) or j <= i (causal).
+    positions (bidirectional) or j <= i (causal: the prefix sum of the module docstring, whose readable form
+    is :func:`linear_attention_step`).
+
+    Backward (:func:`linear_attention_bwd`): with ``g = [dy / z, -sum(dy * y) / z]`` the cotangent of the
+    augmented numerator ``[numer, z]``, bidirectional ``dphi_q = g kv^T``, ``dkv = phi_q^T g``, ``dphi_k = u
+    dkv^T``, ``dv_aug = w phi_k dkv`` with ``u = w v_aug``, ``w = exp(s - M)``: four GEMMs against the
+    forward's two. The log-scales' gradient is ``ds_j = v_aug_j . dv_aug_j`` (the output does not depend on
+    M); with frames, ``ds = phi_k dphi_k - phi_q dphi_q`` (only differences ``s_j - s_i`` enter). Causal: the
+    same through the prefix sums, one reverse sweep over the chunks from the kept states.
 
     Parameters
     ----------
-    phi_q : (..., L, m) array
-        Query features. Real floating (float64 reference, float32 supported).
-    phi_k : (..., L, m) array
-        Key features (relative to ``exp(k_log_scale)`` when that is given); same batch axes, dtype and
-        namespace as `phi_q`.
-    v : (..., L, d_v) array
-        Values, same batch axes, dtype and namespace as `phi_q`.
-    causal : bool, default False
-        Prefix sums (j <= i) instead of full sums.
-    k_log_scale : (..., L) or (..., L, m) array, optional
-        Key scales, finite, in one of two forms (design.md trap 3, issue 22).
+    {params}
 
-        * ``(..., L)``, **row log-scales**: the keys' true features are
-          ``phi_k * exp(k_log_scale)[..., None]``, combined with a running maximum (over all positions, or
-          over the prefix in causal mode) so that they are never formed. Any feature map (trig ones
-          included); in float32 positive features of large inputs can underflow this way (a query's dominant
-          feature may sit where every key's row scale is small).
-        * ``(..., L, m)``, **per-feature frames** (``causal=True`` only): nondecreasing along L (prefix
-          maxima, from :func:`~refattn.features.positive.positive_key_features_stable`), key j's feature f is
-          ``phi_k_jf exp(s_jf)`` and ``phi_q`` is given in the reciprocal frame of its own position (folded
-          in by ``positive_features_stable(q, omega, k_log_scale=...)``), so the weight of (i, j, f) is
-          ``phi_q_if phi_k_jf exp(s_jf - s_if)``. Chunks whose frames spread by at most ``SPREAD_LIMIT`` use
-          the chunk's frame (GEMMs); others the exact per-position weights (module ``_causal``).
-          Bidirectional attention needs no frame: one ``(..., 1, m)`` frame cancels between query and key
-          features.
-    chunk_size : int, default 32
-        Causal chunk length C (rows). Memory O(L m + m d_v + C^2); ignored when ``causal=False``.
-    on_nonpositive : {"raise", "ignore"}
-        What to do with a non-positive normaliser (possible with trig features): raise a ``ValueError`` that
-        gives the count and the minimum, or return the output as computed. It is never replaced silently.
+    Returns
+    -------
+    y : (..., L, d_v) array
+        Same namespace, device and dtype as `phi_q`.
+
+    Raises
+    ------
+    {raises}
+
+    See Also
+    --------
+    linear_attention_fwd, linear_attention_bwd : the differentiable pair.
+    linear_attention_step : one causal step in recurrent form, the reference of the chunked scan.
+    refattn.attention.kernel_attention : the quadratic reference with the kernel ``phi(q) . phi(k)``.
+    refattn.attention.favor_attention : feature maps and this function composed (FAVOR+).
+
+    Examples
+    --------
+    Deterministic features (``elu(x) + 1``, Katharopoulos et al.) make the output exact:
+
+    >>> import numpy as np
+    >>> from refattn.attention import linear_attention
+    >>> from refattn.features import elu_features
+    >>> q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])     # (L, d) = (3, 2)
+    >>> v = np.array([[1.0], [2.0], [3.0]])                     # (L, d_v) = (3, 1)
+    >>> phi = elu_features(q)                                   # (L, m) = (3, 2)
+    >>> linear_attention(phi, phi, v).round(4)
+    array([[2.0667],
+           [2.1333],
+           [2.1   ]])
+    >>> linear_attention(phi, phi, v, causal=True).round(4)     # prefix sums: row 0 sees v_0 only
+    array([[1.    ],
+           [1.5556],
+           [2.1   ]])
+    """
+    return linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_log_scale,
+                                chunk_size=chunk_size, on_nonpositive=on_nonpositive)[0]
+
+
+@fill_doc(params=_PARAMS, raises=_RAISES)
+def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chunk_size=DEFAULT_CHUNK_SIZE,
+                         on_nonpositive="raise"):
+    r"""Forward of :func:`linear_attention` (see it for the equations), with the cache for the backward.
+
+    Parameters
+    ----------
+    {params}
 
     Returns
     -------
@@ -186,31 +275,59 @@ def linear_attention_fwd(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chu
 
     Raises
     ------
-    ValueError
-        Shapes that do not match; per-feature frames with ``causal=False``; a non-finite `k_log_scale`; a
-        normaliser or output that is not finite (the message names the non-finite input, or says the
-        features overflow); a non-positive normaliser with ``on_nonpositive="raise"`` (negative estimates of
-        trig features, or an underflow to 0, with the remedy).
-    TypeError
-        Mixed namespaces or dtypes, or `causal` not a bool.
-
-    See Also
-    --------
-    linear_attention : the output alone.
-    linear_attention_step : one causal step in recurrent form.
-    refattn.attention.favor_attention : feature maps and this function composed (FAVOR+).
+    {raises}
     """
     xp, chunk_size = _validate(phi_q, phi_k, v, k_log_scale, causal, chunk_size, on_nonpositive)
-    return _fwd_core(phi_q, phi_k, v, causal, k_log_scale, chunk_size, on_nonpositive, xp=xp,
-                     inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": k_log_scale})
+    inputs = {"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": k_log_scale}
+    return linear_attention_fwd_core(phi_q, phi_k, v, causal, k_log_scale, chunk_size, on_nonpositive, xp=xp,
+                                     inputs=inputs)
 
 
-def _fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonpositive, *, xp, inputs):
-    """Unchecked core of :func:`linear_attention_fwd` (validated by the caller). Its only checks are on its
-    result: the normaliser (one reduction) and the output (one reduction); after a failure, `inputs`
-    (``{name: array}`` of the public call) are searched for the non-finite one that caused it."""
+def linear_attention_bwd(dy, cache: LinearAttentionCache) -> LinearAttentionGrads:
+    r"""Gradients of :func:`linear_attention` (see it for the equations) for its four array arguments.
+
+    Parameters
+    ----------
+    dy : (..., L, d_v) array
+        Cotangent of the output `y`: its shape, dtype and namespace; finite.
+    cache : LinearAttentionCache
+        From :func:`linear_attention_fwd`.
+
+    Returns
+    -------
+    LinearAttentionGrads
+        ``phi_q: (..., L, m)``, ``phi_k: (..., L, m)``, ``v: (..., L, d_v)``, and ``k_log_scale`` of the shape
+        of the `k_log_scale` given (``(..., L)`` or ``(..., L, m)``), or ``None`` when none was given. Same
+        namespace and dtype as the inputs.
+
+    Raises
+    ------
+    ValueError
+        If `dy` is not of the output's shape or is not finite.
+    TypeError
+        If `dy` differs from the cache in namespace or dtype.
+    """
+    return linear_attention_bwd_core(dy, cache, xp=check_dy(dy, cache))
+
+
+def check_dy(dy, cache):
+    """The checks of :func:`linear_attention_bwd` on its cotangent (also FAVOR's); returns the namespace."""
+    xp = namespace(dy, cache.phi_q, names=("dy", "cache.phi_q"))
+    check_finite("dy", dy, xp=xp)
+    check_shape("dy", dy, "..., L, d_v", check_shape("y", cache.y, "..., L, d_v"))
+    return xp
+
+
+# numer_aug = phi_q (phi_k^T [v, 1]), or its prefix sums by chunks (module docstring); scales relative to M
+# y = numer_aug[..., :d_v] / z,  z = numer_aug[..., d_v]                                    (FLT Eq. (2))
+def linear_attention_fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonpositive, *, xp, inputs):
+    """Unchecked core of :func:`linear_attention_fwd` (see :func:`linear_attention`).
+
+    Its only checks are on its result (the normaliser and the output, one reduction each); after a failure the
+    arrays of `inputs` (``{name: array}`` of the public call) are searched for the non-finite one.
+    """
     d_v = v.shape[-1]
-    v_aug = _augment(v, xp=xp)                                                    # (..., L, d_v + 1)
+    v_aug = augment(v, xp=xp)                                                    # (..., L, d_v + 1)
     states = stride = None
     if not causal:
         if s is None:
@@ -232,7 +349,7 @@ def _fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonpositive, *, xp, inp
                 numer, M = kernel(phi_q, phi_k, v_aug, s, chunk_size)
             else:  # keep states for the backward
                 stride = state_stride(chunk_size, v_aug.shape[-1])
-                numer, M, states = _causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride)
+                numer, M, states = causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride)
     z = numer[..., d_v:]                                                          # (..., L, 1)
     check_normaliser(z, on_nonpositive, xp=xp, inputs=inputs)
     y = numer[..., :d_v] / z                                                      # (..., L, d_v)
@@ -241,53 +358,16 @@ def _fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonpositive, *, xp, inp
     return y, LinearAttentionCache(phi_q, phi_k, v_aug, s, M, kv, z, y, causal, chunk_size, states, stride)
 
 
-def linear_attention_bwd(dy, cache: LinearAttentionCache) -> LinearAttentionGrads:
-    r"""Gradients of :func:`linear_attention` for `phi_q`, `phi_k`, `v` and `k_log_scale`.
+# g = [dy / z, -sum(dy * y) / z]:  dphi_q = g S^T,  dS = phi_q^T g,  dphi_k = [v, 1] dS^T,  dv_aug = phi_k dS
+# (S = phi_k^T [v, 1], or its prefix sums; times exp(s - M) with scales);  ds_j = v_aug_j . dv_aug_j
+def linear_attention_bwd_core(dy, cache, *, xp, frame_grad=True, log_features=False):
+    """Unchecked core of :func:`linear_attention_bwd` (see :func:`linear_attention`).
 
-    With ``g = [dy / z, -sum(dy * y) / z]`` the cotangent of the augmented numerator ``[numer, z]``:
-    bidirectional, ``dphi_q = g kv^T``, ``dkv = phi_q^T g``, ``dphi_k = u dkv^T``, ``dv_aug = w phi_k dkv``
-    with ``u = w v_aug``, ``w = exp(s - M)``: four GEMMs against the forward's two. The gradient for the
-    log-scales is ``ds_j = v_aug_j . dv_aug_j`` (the output does not depend on M). Causal: the same through
-    the prefix sums, one reverse sweep over the chunks from the cached states (``_causal_bwd_reference``).
-
-    Parameters
-    ----------
-    dy : (..., L, d_v) array
-        Cotangent of the output `y`: its shape, dtype and namespace; finite.
-    cache : LinearAttentionCache
-        From :func:`linear_attention_fwd`.
-
-    Returns
-    -------
-    LinearAttentionGrads
-        ``phi_q: (..., L, m)``, ``phi_k: (..., L, m)``, ``v: (..., L, d_v)``, and ``k_log_scale`` of the
-        shape of the `k_log_scale` given (``(..., L)`` or ``(..., L, m)``), or ``None`` when none was given.
-        Same namespace and dtype as the inputs.
-
-    Raises
-    ------
-    ValueError
-        If `dy` is not of the output's shape or is not finite.
-    TypeError
-        If `dy` differs from the cache in namespace or dtype.
+    For FAVOR+'s gauge backward, which holds the frames fixed: ``frame_grad=False`` gives frames no cotangent
+    (``k_log_scale=None``, two (L, m) passes saved); ``log_features=True`` returns the cotangents of ``log
+    phi`` (``dphi * phi``) in the ``phi_q`` and ``phi_k`` fields, formed chunk by chunk by the causal frames
+    primitive.
     """
-    return _bwd_core(dy, cache, xp=_check_dy(dy, cache))
-
-
-def _check_dy(dy, cache):
-    """The checks of :func:`linear_attention_bwd` on its cotangent; returns the namespace."""
-    xp = namespace(dy, cache.phi_q, names=("dy", "cache.phi_q"))
-    check_finite("dy", dy, xp=xp)
-    check_shape("dy", dy, "..., L, d_v", check_shape("y", cache.y, "..., L, d_v"))
-    return xp
-
-
-def _bwd_core(dy, cache, *, xp, frame_grad=True, log_features=False):
-    """Unchecked core of :func:`linear_attention_bwd`. ``frame_grad=False``: per-feature frames get no
-    cotangent (``k_log_scale=None``; two (L, m) passes saved) for a caller that holds them fixed (FAVOR+'s
-    gauge backward). ``log_features=True``: the ``phi_q`` and ``phi_k`` fields hold the cotangents of
-    ``log phi`` (``dphi * phi``), which the causal frames primitive forms chunk by chunk (FAVOR+'s gauge
-    backward needs only these)."""
     c = cache
     d_v = dy.shape[-1]
     dnumer = dy / c.z                                                             # (..., L, d_v)
@@ -316,7 +396,7 @@ def _bwd_core(dy, cache, *, xp, frame_grad=True, log_features=False):
     else:
         kernel = _dispatch.kernel_for("linear_attention.causal_bwd")
         if kernel is None and c.states is not None:                               # one reverse sweep
-            dphi_q, dphi_k, dv_aug = _causal_bwd_stored(g, c.phi_q, c.phi_k, c.v_aug, s, c.M, c.chunk_size,
+            dphi_q, dphi_k, dv_aug = causal_bwd_stored(g, c.phi_q, c.phi_k, c.v_aug, s, c.M, c.chunk_size,
                                                         c.states, c.stride)
         else:
             impl = kernel or _dispatch.reference("linear_attention.causal_bwd")
@@ -327,85 +407,19 @@ def _bwd_core(dy, cache, *, xp, frame_grad=True, log_features=False):
     return LinearAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], k_log_scale=ds)
 
 
-def linear_attention(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chunk_size=DEFAULT_CHUNK_SIZE,
-                     on_nonpositive="raise"):
-    r"""Linear attention ``phi_q (phi_k^T v) / phi_q (phi_k^T 1)`` (prefix sums when causal).
-
-    Choromanski et al. (FLT) Eq. (2), ``D_hat^{-1} (Q' (K'^T V))`` with ``D_hat = diag(Q' (K'^T 1_L))``;
-    Chowdhury et al. Sec. 3 (their Eq. (1) with ``kappa(q, k) = phi(q) . phi(k)``). The output of
-    :func:`linear_attention_fwd`, which documents the arguments in full.
-
-    Parameters
-    ----------
-    phi_q : (..., L, m) array
-        Query features. Real floating (float64 reference, float32 supported).
-    phi_k : (..., L, m) array
-        Key features; same batch axes, dtype and namespace as `phi_q`.
-    v : (..., L, d_v) array
-        Values, same batch axes, dtype and namespace as `phi_q`.
-    causal : bool, default False
-        Prefix sums (j <= i) instead of full sums.
-    k_log_scale : (..., L) or (..., L, m) array, optional
-        Row log-scales of the keys (``phi_k * exp(k_log_scale)[..., None]`` are the true key features), or
-        per-feature frames (causal only); see :func:`linear_attention_fwd`.
-    chunk_size : int, default 32
-        Causal chunk length C (rows); ignored when ``causal=False``.
-    on_nonpositive : {"raise", "ignore"}
-        Raise on a non-positive normaliser (with the count and the minimum), or return the output as computed.
-
-    Returns
-    -------
-    y : (..., L, d_v) array
-        Same namespace, device and dtype as `phi_q`.
-
-    Raises
-    ------
-    ValueError
-        Mismatched shapes, non-finite scales, a non-finite or (with ``on_nonpositive="raise"``) non-positive
-        normaliser.
-    TypeError
-        Mixed namespaces or dtypes.
-
-    See Also
-    --------
-    linear_attention_fwd, linear_attention_bwd : the differentiable pair.
-    refattn.attention.kernel_attention : the quadratic reference with the kernel ``phi(q) . phi(k)``.
-
-    Examples
-    --------
-    Deterministic features (``elu(x) + 1``, Katharopoulos et al.) make the output exact:
-
-    >>> import numpy as np
-    >>> from refattn.attention import linear_attention
-    >>> from refattn.features import elu_features
-    >>> q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])     # (L, d) = (3, 2)
-    >>> v = np.array([[1.0], [2.0], [3.0]])                     # (L, d_v) = (3, 1)
-    >>> phi = elu_features(q)                                   # (L, m) = (3, 2)
-    >>> linear_attention(phi, phi, v).round(4)
-    array([[2.0667],
-           [2.1333],
-           [2.1   ]])
-    >>> linear_attention(phi, phi, v, causal=True).round(4)     # prefix sums: row 0 sees v_0 only
-    array([[1.    ],
-           [1.5556],
-           [2.1   ]])
-    """
-    return linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_log_scale,
-                                chunk_size=chunk_size, on_nonpositive=on_nonpositive)[0]
-
-
 def linear_attention_step(state, phi_q_t, phi_k_t, v_t, k_log_scale_t=None, *, on_nonpositive="raise"):
-    r"""One step of causal linear attention in recurrent form (the RNN view of Katharopoulos et al.).
+    r"""One step of causal linear attention in recurrent form: the readable reference of the chunked scan.
 
     ``S_t = S_{t-1} + exp(s_t) phi_k_t^T v_t``, ``z_t = z_{t-1} + exp(s_t) phi_k_t``,
-    ``out_t = phi_q_t S_t / phi_q_t z_t``, all carried relative to the running maximum M of the log-scales.
-    Step t of ``linear_attention(..., causal=True)`` (FLT Eq. (2) with prefix sums), one position at a time.
+    ``out_t = phi_q_t S_t / phi_q_t z_t``, carried relative to the running maximum M of the log-scales (or in
+    the per-feature frame of step t): row t of ``linear_attention(..., causal=True)``, one position at a time
+    (the module docstring derives the chunked form from this recurrence).
 
     Parameters
     ----------
     state : LinearAttentionState or None
-        ``None`` before the first step; else the state returned by the previous step
-        (``S: (..., m, d_v)``, ``z: (..., m)``, ``M: (...)`` or ``(..., m)``), same namespace and dtype.
+        ``None`` before the first step; else the state returned by the previous step (``S: (..., m, d_v)``,
+        ``z: (..., m)``, ``M: (...)`` or ``(..., m)``), same namespace and dtype.
     phi_q_t : (..., m) array
         Query features of step t. Real floating.
     phi_k_t : (..., m) array
@@ -494,7 +508,7 @@ def linear_attention_step(state, phi_q_t, phi_k_t, v_t, k_log_scale_t=None, *, o
         M_new = xp.maximum(state.M, k_log_scale_t)                                # (...)
         decay = xp.exp(state.M - M_new)                                           # (...) <= 1
         w = xp.exp(k_log_scale_t - M_new)                                         # (...) <= 1
-        S = _bcast2(decay, xp=xp) * state.S + _bcast2(w, xp=xp) * (
+        S = bcast2(decay, xp=xp) * state.S + bcast2(w, xp=xp) * (
             xp.expand_dims(phi_k_t, axis=-1) * xp.expand_dims(v_t, axis=-2))      # (..., m, d_v)
         z = xp.expand_dims(decay, axis=-1) * state.z + xp.expand_dims(w, axis=-1) * phi_k_t   # (..., m)
     numer = xp.squeeze(xp.expand_dims(phi_q_t, axis=-2) @ S, axis=-2)             # (..., d_v)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .._docs import fill_doc
 from .._xp import check_finite, check_shape, device_of, namespace, sum_to_shape
 
 __all__ = [
@@ -113,36 +114,104 @@ def _mask_rows(mask_add, r0, r1):
     return mask_add
 
 
-def softmax_attention_fwd(q, k, v, *, mask_add=None, causal=False, scale=None, grad_mask_add=False,
-                          block_elements=DEFAULT_BLOCK_ELEMENTS):
-    r"""Exact attention ``softmax(mask_add + scale q k^T) v`` and the cache for its backward.
+_ARGS = """
+q : (..., Lq, d) array
+    Queries. Real floating (float64 reference, float32 supported); finite.
+k : (..., Lk, d) array
+    Keys, same batch axes, dtype and namespace as `q`.
+v : (..., Lk, d_v) array
+    Values, same batch axes, dtype and namespace as `q`.
+mask_add : array broadcastable to (..., Lq, Lk), optional
+    Additive logit mask: the RPE mask N of FLT Definition 3.1 (or any precomputed logit term, such as Horn et
+    al.'s relative-position logits, Eq. (4) term (b)). Same dtype and namespace as `q`; must be finite (use
+    ``causal=True`` rather than ``-inf`` entries).
+causal : bool, default False
+    Query i attends to keys j <= i only (needs Lq == Lk).
+scale : float, optional
+    Logit scale; default ``1/sqrt(d)``.
+"""
+
+_BLOCK = """
+block_elements : int, default 2**22
+    At most this many logits are materialised at once (query blocking).
+"""
+
+_RAISES = """
+ValueError
+    Shapes that do not match (the message names the argument, the shape received and the one expected),
+    ``causal=True`` with ``Lq != Lk``, non-finite input, or a non-finite `scale`.
+TypeError
+    Mixed namespaces or dtypes, or a non-floating input.
+"""
+
+
+@fill_doc(args=_ARGS, block=_BLOCK, raises=_RAISES)
+def softmax_attention(q, k, v, *, mask_add=None, causal=False, scale=None,
+                      block_elements=DEFAULT_BLOCK_ELEMENTS):
+    r"""Exact attention ``softmax(mask_add + scale q k^T) v``: the oracle every estimator is tested against.
 
     Implements Horn et al. Eq. (1), ``Att(Q, K, V) = softmax(Q K^T / sqrt(d)) V``, and with `mask_add` the
     RPE-enhanced attention of Choromanski et al. (FLT) Definition 3.1, Eq. (1),
     ``D^{-1} exp(N + Q K^T / sqrt(d)) V`` with ``D = diag(exp(N + Q K^T / sqrt(d)) 1_L)``, ``N = mask_add``.
-    Rows are stabilised by their maximum logit; at most `block_elements` logits exist at once.
+    Rows are stabilised by their maximum logit; at most `block_elements` logits exist at once, and the forward
+    keeps the per-row log-sum-exp ``lse`` instead of the (Lq, Lk) probabilities.
+
+    Backward (:func:`softmax_attention_bwd`): with P the attention matrix (recomputed block by block from
+    ``lse``) and ``dP = dy v^T``, the logit gradient is ``dS = P * (dP - rowsum(dy * y))``; then
+    ``dq = scale dS k``, ``dk = scale dS^T q``, ``dv = P^T dy``, ``dmask_add = dS`` (summed over the axes
+    `mask_add` was broadcast along).
 
     Parameters
     ----------
-    q : (..., Lq, d) array
-        Queries. Real floating (float64 reference, float32 supported); finite.
-    k : (..., Lk, d) array
-        Keys, same batch axes, dtype and namespace as `q`.
-    v : (..., Lk, d_v) array
-        Values, same batch axes, dtype and namespace as `q`.
-    mask_add : array broadcastable to (..., Lq, Lk), optional
-        Additive logit mask: the RPE mask N of FLT Definition 3.1 (or any precomputed logit term, such as Horn
-        et al.'s relative-position logits, Eq. (4) term (b)). Same dtype and namespace as `q`; must be finite
-        (use ``causal=True`` rather than ``-inf`` entries).
-    causal : bool, default False
-        Query i attends to keys j <= i only (needs Lq == Lk).
-    scale : float, optional
-        Logit scale; default ``1/sqrt(d)``.
+    {args}
+    {block}
+
+    Returns
+    -------
+    y : (..., Lq, d_v) array
+        Same namespace, device and dtype as `q`.
+
+    Raises
+    ------
+    {raises}
+
+    See Also
+    --------
+    softmax_attention_fwd, softmax_attention_bwd : the differentiable pair.
+    refattn.attention.kernel_attention : the same with any kernel (Chowdhury et al. Eq. (1)).
+    refattn.attention.favor_attention : the FAVOR(+) estimate of the same output in O(L).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.attention import softmax_attention
+    >>> q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])   # (L, d) = (3, 2)
+    >>> v = np.array([[1.0], [2.0], [3.0]])                   # (L, d_v) = (3, 1)
+    >>> softmax_attention(q, q, v).round(4)
+    array([[2.    ],
+           [2.2033],
+           [2.2552]])
+    >>> softmax_attention(q, q, v, causal=True).round(4)      # row i averages v_0 .. v_i
+    array([[1.    ],
+           [1.6698],
+           [2.2552]])
+    """
+    return softmax_attention_fwd(q, k, v, mask_add=mask_add, causal=causal, scale=scale,
+                                 block_elements=block_elements)[0]
+
+
+@fill_doc(args=_ARGS, block=_BLOCK, raises=_RAISES)
+def softmax_attention_fwd(q, k, v, *, mask_add=None, causal=False, scale=None, grad_mask_add=False,
+                          block_elements=DEFAULT_BLOCK_ELEMENTS):
+    r"""Forward of :func:`softmax_attention` (see it for the equations), with the cache for the backward.
+
+    Parameters
+    ----------
+    {args}
     grad_mask_add : bool, default False
         Whether the backward returns the gradient for `mask_add`. It costs O(Lq Lk) memory, so it is off by
         default and the ``mask_add`` field of the gradients is ``None``.
-    block_elements : int, default 2**22
-        At most this many logits are materialised at once (query blocking).
+    {block}
 
     Returns
     -------
@@ -154,24 +223,16 @@ def softmax_attention_fwd(q, k, v, *, mask_add=None, causal=False, scale=None, g
 
     Raises
     ------
-    ValueError
-        Shapes that do not match (the message names the argument, the shape received and the one expected),
-        ``causal=True`` with ``Lq != Lk``, non-finite input, or a non-finite `scale`.
-    TypeError
-        Mixed namespaces or dtypes, or a non-floating input.
-
-    See Also
-    --------
-    softmax_attention : the output alone.
-    softmax_attention_bwd : the backward of this pair.
-    refattn.attention.favor_attention : the FAVOR(+) estimate of the same output in O(L).
+    {raises}
     """
     xp, scale = _validate(q, k, v, mask_add, causal, scale)
-    return _fwd_core(q, k, v, mask_add, causal, scale, grad_mask_add, block_elements, xp=xp)
+    return softmax_attention_fwd_core(q, k, v, mask_add, causal, scale, grad_mask_add, block_elements, xp=xp)
 
 
-def _fwd_core(q, k, v, mask_add, causal, scale, grad_mask_add, block_elements, *, xp):
-    """Unchecked core of :func:`softmax_attention_fwd` (`scale` a float: the caller resolved the default)."""
+# S = mask_add + scale q k^T (-inf above the diagonal when causal),  y = softmax(S) v    (Horn et al. Eq. (1))
+# per query block: P = exp(S - max S) / rowsum,  lse = max S + log rowsum (kept for the backward)
+def softmax_attention_fwd_core(q, k, v, mask_add, causal, scale, grad_mask_add, block_elements, *, xp):
+    """Unchecked core of :func:`softmax_attention_fwd` (see :func:`softmax_attention`; `scale` a float)."""
     Lq, Lk = q.shape[-2], k.shape[-2]
     batch_numel = 1
     for s in q.shape[:-2]:
@@ -193,11 +254,7 @@ def _fwd_core(q, k, v, mask_add, causal, scale, grad_mask_add, block_elements, *
 
 
 def softmax_attention_bwd(dy, cache: SoftmaxAttentionCache) -> SoftmaxAttentionGrads:
-    r"""Gradients of :func:`softmax_attention` for `q`, `k`, `v` (and `mask_add` when it was asked for).
-
-    With P the attention matrix and dP = dy v^T, the logit gradient is ``dS = P * (dP - rowsum(dy * y))``;
-    then ``dq = scale dS k``, ``dk = scale dS^T q``, ``dv = P^T dy``, ``dmask_add = dS`` (summed over the axes
-    `mask_add` was broadcast along). P is recomputed block by block from the cached log-sum-exp.
+    r"""Gradients of :func:`softmax_attention` (see it for the equations) for `q`, `k`, `v` and `mask_add`.
 
     Parameters
     ----------
@@ -223,11 +280,13 @@ def softmax_attention_bwd(dy, cache: SoftmaxAttentionCache) -> SoftmaxAttentionG
     xp = namespace(dy, cache.q, names=("dy", "cache.q"))
     check_finite("dy", dy, xp=xp)
     check_shape("dy", dy, "..., Lq, d_v", check_shape("y", cache.y, "..., Lq, d_v"))
-    return _bwd_core(dy, cache, xp=xp)
+    return softmax_attention_bwd_core(dy, cache, xp=xp)
 
 
-def _bwd_core(dy, cache, *, xp):
-    """Unchecked core of :func:`softmax_attention_bwd`."""
+# P = exp(S - lse) recomputed per block;  dS = P * (dy v^T - rowsum(dy * y))
+# dq = scale dS k,  dk = scale dS^T q,  dv = P^T dy,  dmask_add = dS summed to the mask's shape
+def softmax_attention_bwd_core(dy, cache, *, xp):
+    """Unchecked core of :func:`softmax_attention_bwd` (see :func:`softmax_attention`)."""
     c = cache
     Lq = c.q.shape[-2]
     dq_blocks, dmask_blocks = [], []
@@ -254,63 +313,3 @@ def _bwd_core(dy, cache, *, xp):
         dmask = sum_to_shape(full, tuple(c.mask_add.shape), xp=xp)
     return SoftmaxAttentionGrads(q=dq, k=dk, v=dv, mask_add=dmask)
 
-
-def softmax_attention(q, k, v, *, mask_add=None, causal=False, scale=None,
-                      block_elements=DEFAULT_BLOCK_ELEMENTS):
-    r"""Exact attention ``softmax(mask_add + scale q k^T) v``: the oracle every estimator is tested against.
-
-    Horn et al. Eq. (1) (``softmax(Q K^T / sqrt(d)) V``); with `mask_add` = N, the RPE-enhanced attention of
-    Choromanski et al. (FLT) Definition 3.1, Eq. (1). The output of :func:`softmax_attention_fwd`, which
-    documents the arguments in full.
-
-    Parameters
-    ----------
-    q : (..., Lq, d) array
-        Queries. Real floating (float64 reference, float32 supported); finite.
-    k : (..., Lk, d) array
-        Keys, same batch axes, dtype and namespace as `q`.
-    v : (..., Lk, d_v) array
-        Values, same batch axes, dtype and namespace as `q`.
-    mask_add : array broadcastable to (..., Lq, Lk), optional
-        Additive, finite logit mask (an RPE mask N).
-    causal : bool, default False
-        Query i attends to keys j <= i only (needs Lq == Lk).
-    scale : float, optional
-        Logit scale; default ``1/sqrt(d)``.
-    block_elements : int, default 2**22
-        At most this many logits are materialised at once.
-
-    Returns
-    -------
-    y : (..., Lq, d_v) array
-        Same namespace, device and dtype as `q`.
-
-    Raises
-    ------
-    ValueError
-        Mismatched shapes, ``causal=True`` with ``Lq != Lk``, non-finite input or `scale`.
-    TypeError
-        Mixed namespaces or dtypes.
-
-    See Also
-    --------
-    softmax_attention_fwd, softmax_attention_bwd : the differentiable pair.
-    refattn.attention.kernel_attention : the same with any kernel (Chowdhury et al. Eq. (1)).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.attention import softmax_attention
-    >>> q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])   # (L, d) = (3, 2)
-    >>> v = np.array([[1.0], [2.0], [3.0]])                   # (L, d_v) = (3, 1)
-    >>> softmax_attention(q, q, v).round(4)
-    array([[2.    ],
-           [2.2033],
-           [2.2552]])
-    >>> softmax_attention(q, q, v, causal=True).round(4)      # row i averages v_0 .. v_i
-    array([[1.    ],
-           [1.6698],
-           [2.2552]])
-    """
-    return softmax_attention_fwd(q, k, v, mask_add=mask_add, causal=causal, scale=scale,
-                                 block_elements=block_elements)[0]

@@ -1,5 +1,5 @@
-"""Feature maps: one module per family (deterministic, trig, positive, learnable spectra: GMM, FastFood,
-generative)."""
+"""Feature maps: one module per family (deterministic, trig, positive with its key frames and hyperbolic
+variant, and the learnable spectra: GMM, FastFood on the fast Walsh-Hadamard transform, generative)."""
 
 from .deterministic import (
     elu_features, elu_features_fwd, elu_features_bwd, elu_kernel, EluFeaturesGrads, relu_features,
@@ -14,23 +14,34 @@ from .trig import (
 from .positive import (
     positive_features, positive_features_fwd, positive_features_bwd, positive_features_stable,
     positive_features_stable_fwd, positive_features_stable_bwd, gaussian_positive_features,
-    gaussian_positive_features_fwd, gaussian_positive_features_bwd, hyperbolic_features,
-    hyperbolic_features_fwd, hyperbolic_features_bwd, hyperbolic_features_stable,
-    hyperbolic_features_stable_fwd, hyperbolic_features_stable_bwd, positive_key_features_stable,
-    positive_key_features_stable_fwd, positive_key_features_stable_bwd, hyperbolic_key_features_stable,
-    hyperbolic_key_features_stable_fwd, hyperbolic_key_features_stable_bwd, PositiveFeaturesCache,
-    PositiveFeaturesGrads, HyperbolicFeaturesCache, KeyFeaturesCache,
+    gaussian_positive_features_fwd, gaussian_positive_features_bwd, PositiveFeaturesCache,
+    PositiveFeaturesGrads,
+)
+from .key_frames import (
+    positive_key_features_stable, positive_key_features_stable_fwd, positive_key_features_stable_bwd,
+    KeyFeaturesCache,
+)
+from .hyperbolic import (
+    hyperbolic_features, hyperbolic_features_fwd, hyperbolic_features_bwd, hyperbolic_features_stable,
+    hyperbolic_features_stable_fwd, hyperbolic_features_stable_bwd, hyperbolic_key_features_stable,
+    hyperbolic_key_features_stable_fwd, hyperbolic_key_features_stable_bwd, HyperbolicFeaturesCache,
+)
+from .gmm_spectrum import (
+    GMMParams, gmm_weights, gmm_antithetic_params, gmm_frequencies, gmm_frequencies_fwd,
+    gmm_frequencies_bwd, GMMFrequenciesGrads,
 )
 from .gmm import (
-    GMMParams, gmm_weights, gmm_antithetic_params, gmm_frequencies, gmm_frequencies_fwd,
-    gmm_frequencies_bwd, GMMFrequenciesGrads, gmm_rks_features, gmm_rks_features_fwd, gmm_rks_features_bwd,
+    gmm_rks_features, gmm_rks_features_fwd, gmm_rks_features_bwd,
     gmm_prf_features, gmm_prf_features_fwd, gmm_prf_features_bwd, gmm_prf_features_stable,
     gmm_prf_features_stable_fwd, gmm_prf_features_stable_bwd, GMMFeaturesGrads, gmm_rks_kernel,
     gmm_prf_kernel, gmm_rks_mse, gmm_rks_antithetic_mse, gmm_prf_mse,
 )
-from .fastfood import (
-    fwht, fwht_fwd, fwht_bwd, FwhtGrads, FastFoodParams, FASTFOOD_VARIANTS, padded_dim,
+from .fwht import fwht, fwht_fwd, fwht_bwd, FwhtGrads
+from .fastfood_transform import (
+    FastFoodParams, FASTFOOD_VARIANTS, padded_dim,
     fastfood_projection, fastfood_projection_fwd, fastfood_projection_bwd, FastFoodGrads, fastfood_matrix,
+)
+from .fastfood import (
     fastfood_rks_features, fastfood_rks_features_fwd, fastfood_rks_features_bwd, fastfood_prf_features,
     fastfood_prf_features_fwd, fastfood_prf_features_bwd, fastfood_prf_features_stable,
     fastfood_prf_features_stable_fwd, fastfood_prf_features_stable_bwd, fastfood_rks_kernel,

@@ -29,19 +29,19 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .._docs import fill_doc
 from .._xp import check_finite, check_shape, namespace
-from ..layers.activations import (_check_slope, _leaky_relu_bwd, _leaky_relu_fwd, _tanh_bwd, _tanh_fwd)
-from ..layers.batchnorm import (BatchNormParams, BatchNormState, _batchnorm_bwd, _batchnorm_fwd,
-                                _check_batchnorm)
-from ..layers.batchnorm import _check_options as _check_bn_options
-from ..layers.batchnorm import _check_running_var
-from ..layers._check import check_dy, check_finite_all
-from ..layers.dense import DenseParams, _dense, _dense_bwd
-from ._projection import check_x_omega_struct
-from .positive import (_stable_bwd, _stable_fwd, gaussian_positive_features_bwd,
-                       gaussian_positive_features_fwd, positive_features_stable_bwd,
-                       positive_features_stable_fwd)
-from .trig import _trig_bwd_core, _trig_core, trig_features_bwd, trig_features_fwd
+from ..layers.checks import check_dy, check_finite_all
+from ..layers.activations import (check_slope, leaky_relu_bwd_core, leaky_relu_fwd_core, tanh_bwd_core,
+                                  tanh_fwd_core)
+from ..layers.batchnorm import (BatchNormParams, BatchNormState, batchnorm_bwd_core, batchnorm_fwd_core,
+                                check_batchnorm, check_batchnorm_options, check_running_var)
+from ..layers.dense import DenseParams, dense_bwd_core, dense_core
+from .projection import check_x_omega_struct
+from .positive import (gaussian_positive_features_bwd, gaussian_positive_features_fwd,
+                       positive_features_stable_bwd, positive_features_stable_bwd_core,
+                       positive_features_stable_fwd, positive_features_stable_fwd_core)
+from .trig import trig_features_bwd, trig_features_bwd_core, trig_features_fwd, trig_features_fwd_core
 
 __all__ = [
     "GeneratorParams", "GeneratorState", "GeneratorOutput", "GeneratorGrads", "GenerativeOutput",
@@ -56,6 +56,55 @@ Array = Any
 
 #: LeakyReLU slope of the generator (the paper does not state it; torch's default).
 NEGATIVE_SLOPE = 0.01
+
+_GEN_PARAMS_DOC = """
+noise : (M, d_noise) array
+    Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating, finite;
+    same namespace and dtype as the weights.
+params : GeneratorParams
+    Generator weights (``refattn.random.init_generator``).
+state : GeneratorState
+    Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
+train : bool
+    Batch statistics (frequencies coupled through them; running statistics updated) or running statistics
+    (iid frequencies, unbiased for the generator's kernel).
+"""
+_GEN_RAISES_DOC = """
+Raises
+------
+ValueError
+    If `noise` is not (M, d_noise) with the first layer's d_noise, M < 2 in training mode, the numbers of
+    dense layers, batch norms and states differ, or `noise` is not finite.
+TypeError
+    If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays differ in
+    namespace or dtype.
+"""
+_X_DOC = """
+Parameters
+----------
+x : (..., L, d) array
+    Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
+"""
+_RAISES_DOC = """
+Raises
+------
+ValueError
+    If `x` is not (..., L, d) with the generator's output width d, or as :func:`generator`.
+TypeError
+    As :func:`generator`.
+"""
+_GRADS_DOC = """
+Returns
+-------
+GenerativeGrads
+    ``x : (..., L, d)``, ``noise : (M, d_noise)`` and ``params``: a :class:`GeneratorParams` of gradients (the
+    running statistics are not learnable).
+"""
+_EXAMPLE_GEN = """
+>>> from refattn.random import draw_generator_noise, init_generator
+>>> params, state = init_generator(np.random.default_rng(0), 4)      # d = d_noise = width = 4
+>>> noise = draw_generator_noise(np.random.default_rng(1), 16, 4)    # (M, d_noise)
+"""
 
 
 class GeneratorParams(NamedTuple):
@@ -134,25 +183,15 @@ def _check_generator_struct(noise: Array, params: Any, state: Any) -> Any:
     return xp
 
 
+@fill_doc(gen_params=_GEN_PARAMS_DOC)
 def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, *, train: bool,
                   negative_slope: float = NEGATIVE_SLOPE, momentum: float = 0.1,
                   eps: float = 1e-5) -> tuple[GeneratorOutput, _GenCache]:
-    r"""Frequencies ``omega = g(noise)`` (Eq. 7) and the new batch-norm state.
-
-    ``4 x (FC + BatchNorm + LeakyReLU)`` then ``FC + tanh`` (Chowdhury et al. Eq. (7); module docstring).
+    """:func:`generator` and the cache for its backward (equations, shapes and errors there).
 
     Parameters
     ----------
-    noise : (M, d_noise) array
-        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
-        finite; same namespace and dtype as the weights.
-    params : GeneratorParams
-        Generator weights (``refattn.random.init_generator``).
-    state : GeneratorState
-        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
-    train : bool
-        Batch statistics (frequencies coupled through them; running statistics updated) or running
-        statistics (iid frequencies, unbiased for the generator's kernel).
+    {gen_params}
     negative_slope : float, default 0.01
         LeakyReLU slope (the paper does not state it; torch's default).
     momentum : float, default 0.1
@@ -166,60 +205,47 @@ def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, 
         ``omega : (M, d)`` in [-1, 1] and ``state`` (updated in training mode, the input state otherwise).
     cache : NamedTuple
         Opaque, for :func:`generator_bwd`.
-
-    Raises
-    ------
-    ValueError
-        If `noise` is not (M, d_noise) with the first layer's d_noise, M < 2 in training mode, the numbers of
-        dense layers, batch norms and states differ, or `noise` is not finite.
-    TypeError
-        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
-        differ in namespace or dtype.
-
-    See Also
-    --------
-    generator, generator_bwd
     """
     xp = _check_generator(noise, params, state)
     for i, (dp, bp, bs) in enumerate(zip(params.hidden, params.norms, state.norms, strict=True)):
         check_finite_all(xp, **{f"params.hidden[{i}].W": dp.W, f"params.hidden[{i}].b": dp.b,
                                 f"params.norms[{i}].gamma": bp.gamma, f"params.norms[{i}].beta": bp.beta,
                                 f"state.norms[{i}].mean": bs.mean, f"state.norms[{i}].var": bs.var})
-        _check_running_var(bs, xp=xp)
+        check_running_var(bs, xp=xp)
     check_finite_all(xp, **{"params.out.W": params.out.W, "params.out.b": params.out.b})
-    return _generator_core(noise, params, state, train=train, negative_slope=negative_slope,
+    return generator_fwd_core(noise, params, state, train=train, negative_slope=negative_slope,
                            momentum=momentum, eps=eps)
 
 
-def _generator_core(noise, params, state, *, train, negative_slope=NEGATIVE_SLOPE, momentum=0.1, eps=1e-5):
+def generator_fwd_core(noise, params, state, *, train, negative_slope=NEGATIVE_SLOPE, momentum=0.1, eps=1e-5):
     """Unchecked core of :func:`generator_fwd`: the structural checks of the generator and its layers (no
     data read), no value checks (nor the running variances' sign: :func:`check_generator_state`)."""
     xp = _check_generator_struct(noise, params, state)
     _check_noise_rows(noise, params, train)
-    _check_slope(negative_slope)
-    _check_bn_options(momentum, eps)
+    check_slope(negative_slope)
+    check_batchnorm_options(momentum, eps)
     h = noise                                                                        # (M, d_noise)
     layers, new_states = [], []
     for dp, bp, bs in zip(params.hidden, params.norms, state.norms, strict=True):
-        z, dc = _dense(h, dp)                                                        # (M, width)  FC
-        _check_batchnorm(z, bp, bs, train)
-        bn, bc = _batchnorm_fwd(z, bp, bs, train=train, momentum=momentum, eps=eps, xp=xp)   # BatchNorm
-        h, lc = _leaky_relu_fwd(bn.y, negative_slope, xp=xp)                         # (M, width)  LeakyReLU
+        z, dc = dense_core(h, dp)                                                    # (M, width)  FC
+        check_batchnorm(z, bp, bs, train)
+        bn, bc = batchnorm_fwd_core(z, bp, bs, train=train, momentum=momentum, eps=eps, xp=xp)   # BatchNorm
+        h, lc = leaky_relu_fwd_core(bn.y, negative_slope, xp=xp)                     # (M, width)  LeakyReLU
         layers.append((dc, bc, lc))
         new_states.append(bn.state)
-    z, oc = _dense(h, params.out)                                                    # (M, d)
-    omega, tc = _tanh_fwd(z, xp=xp)                                                  # (M, d) in [-1, 1]
+    z, oc = dense_core(h, params.out)                                                # (M, d)
+    omega, tc = tanh_fwd_core(z, xp=xp)                                              # (M, d) in [-1, 1]
     new_state = GeneratorState(tuple(new_states)) if train else state   # eval: the input state itself
     return GeneratorOutput(omega, new_state), _GenCache(tuple(layers), oc, tc)
 
 
-def _check_generator_state(state, *, xp):
+def check_generator_state(state, *, xp):
     """The running variances' sign (finiteness is the caller's tree check): one fused flag, one sync; the
     batch norms are checked one by one (for the message) only after a failure."""
     if not state.norms or bool(xp.all(xp.stack([xp.all(bs.var >= 0) for bs in state.norms]))):
         return
     for bs in state.norms:
-        _check_running_var(bs, xp=xp)
+        check_running_var(bs, xp=xp)
 
 
 def _check_noise_rows(noise, params, train):
@@ -235,9 +261,7 @@ def _check_noise_rows(noise, params, train):
 
 
 def generator_bwd(domega: Array, cache: _GenCache) -> GeneratorGrads:
-    """Backward of :func:`generator` (Chowdhury et al. Eq. (7)), through batch statistics in training mode.
-
-    Only omega has a cotangent: the running statistics are not learnable.
+    """Gradients of :func:`generator` (equations there), through batch statistics in training mode.
 
     Parameters
     ----------
@@ -259,20 +283,20 @@ def generator_bwd(domega: Array, cache: _GenCache) -> GeneratorGrads:
         If `domega` and the cache differ in namespace or dtype.
     """
     check_dy(domega, cache.tanh)                                  # the check tanh_bwd made, named "dy"
-    return _generator_bwd_core(domega, cache)
+    return generator_bwd_core(domega, cache)
 
 
-def _generator_bwd_core(domega, cache):
+def generator_bwd_core(domega, cache):
     """Unchecked core of :func:`generator_bwd`."""
     xp = namespace(domega, names=("domega",))
-    dz = _tanh_bwd(domega, cache.tanh).x                                             # (M, d)
-    go = _dense_bwd(dz, cache.out)
+    dz = tanh_bwd_core(domega, cache.tanh).x                                             # (M, d)
+    go = dense_bwd_core(dz, cache.out)
     dh = go.x                                                                        # (M, width)
     dense_grads, norm_grads = [], []
     for dc, bc, lc in reversed(cache.layers):
-        dbn = _leaky_relu_bwd(dh, lc, xp=xp).x                                       # (M, width)
-        gb = _batchnorm_bwd(dbn, bc)                                    # through batch statistics (train)
-        gd = _dense_bwd(gb.x, dc)
+        dbn = leaky_relu_bwd_core(dh, lc, xp=xp).x                                       # (M, width)
+        gb = batchnorm_bwd_core(dbn, bc)                                    # through batch statistics (train)
+        gd = dense_bwd_core(gb.x, dc)
         dh = gd.x                                                                    # (M, d_in)
         dense_grads.append(gd.params)
         norm_grads.append(gb.params)
@@ -281,6 +305,7 @@ def _generator_bwd_core(domega, cache):
     return GeneratorGrads(noise=dh, params=params)
 
 
+@fill_doc(gen_params=_GEN_PARAMS_DOC, gen_raises=_GEN_RAISES_DOC, example_gen=_EXAMPLE_GEN)
 def generator(noise: Array, params: GeneratorParams, state: GeneratorState, *, train: bool,
               negative_slope: float = NEGATIVE_SLOPE) -> GeneratorOutput:
     """Frequencies ``omega = g(noise)`` of the generator network (Chowdhury et al. Eq. (7)).
@@ -291,16 +316,7 @@ def generator(noise: Array, params: GeneratorParams, state: GeneratorState, *, t
 
     Parameters
     ----------
-    noise : (M, d_noise) array
-        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
-        finite; same namespace and dtype as the weights.
-    params : GeneratorParams
-        Generator weights (``refattn.random.init_generator``).
-    state : GeneratorState
-        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
-    train : bool
-        Batch statistics (frequencies coupled through them; running statistics updated) or running
-        statistics (iid frequencies, unbiased for the generator's kernel).
+    {gen_params}
     negative_slope : float, default 0.01
         LeakyReLU slope.
 
@@ -309,14 +325,7 @@ def generator(noise: Array, params: GeneratorParams, state: GeneratorState, *, t
     GeneratorOutput
         ``omega : (M, d)`` in [-1, 1] and ``state`` (updated in training mode, the input state otherwise).
 
-    Raises
-    ------
-    ValueError
-        If `noise` is not (M, d_noise) with the first layer's d_noise, M < 2 in training mode, the numbers of
-        dense layers, batch norms and states differ, or `noise` is not finite.
-    TypeError
-        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
-        differ in namespace or dtype.
+    {gen_raises}
 
     See Also
     --------
@@ -326,9 +335,7 @@ def generator(noise: Array, params: GeneratorParams, state: GeneratorState, *, t
     --------
     >>> import numpy as np
     >>> from refattn.features import generator
-    >>> from refattn.random import draw_generator_noise, init_generator
-    >>> params, state = init_generator(np.random.default_rng(0), 4)      # d = d_noise = width = 4
-    >>> noise = draw_generator_noise(np.random.default_rng(1), 16, 4)    # (M, d_noise)
+    {example_gen}
     >>> out = generator(noise, params, state, train=False)
     >>> out.omega.shape, bool(np.all(np.abs(out.omega) <= 1)), out.state is state
     ((16, 4), True, True)
@@ -398,24 +405,13 @@ def _compose_bwd(g_inner: Any, cache: _FeatCache, dx_extra: Array | None = None)
     return GenerativeGrads(x=dx, noise=gg.noise, params=gg.params)
 
 
+@fill_doc(gen_params=_GEN_PARAMS_DOC, x_doc=_X_DOC)
 def generative_rks_features_fwd(x: Array, noise: Array, params: GeneratorParams, state: GeneratorState, *,
                                 train: bool) -> tuple[GenerativeOutput, _FeatCache]:
-    r"""Generative-RKS (Eq. 8): ``phi(x) = [cos(x omega^T), sin(x omega^T)] / sqrt(M)``, ``omega = g(noise)``.
+    """:func:`generative_rks_features` and the cache for its backward (equations, shapes and errors there).
 
-    Parameters
-    ----------
-    x : (..., L, d) array
-        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
-    noise : (M, d_noise) array
-        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
-        finite; same namespace and dtype as the weights.
-    params : GeneratorParams
-        Generator weights (``refattn.random.init_generator``).
-    state : GeneratorState
-        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
-    train : bool
-        Batch statistics (frequencies coupled through them; running statistics updated) or running
-        statistics (iid frequencies, unbiased for the generator's kernel).
+    {x_doc}
+    {gen_params}
 
     Returns
     -------
@@ -423,39 +419,30 @@ def generative_rks_features_fwd(x: Array, noise: Array, params: GeneratorParams,
         ``phi : (..., L, 2M)`` (cosines then sines) and the generator's ``state``.
     cache : NamedTuple
         Opaque, for :func:`generative_rks_features_bwd`.
-
-    Raises
-    ------
-    ValueError
-        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
-        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
-        differ, or an input is not finite.
-    TypeError
-        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
-        differ in namespace or dtype.
     """
     out, gc = generator_fwd(noise, params, state, train=train)
     phi, tc = trig_features_fwd(x, out.omega)                                        # (..., L, 2M)
     return GenerativeOutput(phi, out.state), _FeatCache(gc, tc, x)
 
 
-def _rks_core(x, noise, params, state, *, train):
+def generative_rks_features_fwd_core(x, noise, params, state, *, train):
     """Unchecked core of :func:`generative_rks_features_fwd` (structural checks only)."""
-    out, gc = _generator_core(noise, params, state, train=train)
+    out, gc = generator_fwd_core(noise, params, state, train=train)
     xp, _ = check_x_omega_struct(x, out.omega)
-    phi, tc = _trig_core(x, out.omega, xp=xp)                                        # (..., L, 2M)
+    phi, tc = trig_features_fwd_core(x, out.omega, xp=xp)                           # (..., L, 2M)
     return GenerativeOutput(phi, out.state), _FeatCache(gc, tc, x)
 
 
-def _rks_bwd_core(dphi, cache):
+def generative_rks_features_bwd_core(dphi, cache):
     """Unchecked core of :func:`generative_rks_features_bwd`."""
-    g = _trig_bwd_core(dphi, cache.inner, xp=namespace(dphi, names=("dphi",)))
-    gg = _generator_bwd_core(g.omega, cache.gen)
+    g = trig_features_bwd_core(dphi, cache.inner, xp=namespace(dphi, names=("dphi",)))
+    gg = generator_bwd_core(g.omega, cache.gen)
     return GenerativeGrads(x=g.x, noise=gg.noise, params=gg.params)
 
 
+@fill_doc(grads=_GRADS_DOC)
 def generative_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GenerativeGrads:
-    """Backward of :func:`generative_rks_features` (Chowdhury et al. Eq. (8)): RKS, then the generator.
+    """Gradients of :func:`generative_rks_features` (equations there): its map's, then the generator's.
 
     Parameters
     ----------
@@ -464,11 +451,7 @@ def generative_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GenerativeGra
     cache : NamedTuple
         From :func:`generative_rks_features_fwd`.
 
-    Returns
-    -------
-    GenerativeGrads
-        ``x : (..., L, d)``, ``noise : (M, d_noise)`` and ``params``: a :class:`GeneratorParams` of
-        gradients (the running statistics are not learnable).
+    {grads}
 
     Raises
     ------
@@ -480,6 +463,7 @@ def generative_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GenerativeGra
     return _compose_bwd(trig_features_bwd(dphi, cache.inner), cache)
 
 
+@fill_doc(gen_params=_GEN_PARAMS_DOC, x_doc=_X_DOC, raises=_RAISES_DOC, example_gen=_EXAMPLE_GEN)
 def generative_rks_features(x: Array, noise: Array, params: GeneratorParams, state: GeneratorState, *,
                             train: bool) -> GenerativeOutput:
     """Generative-RKS features: RKS on the generator's frequencies omega = g(noise) (Chowdhury et al. Eq. 8).
@@ -488,20 +472,8 @@ def generative_rks_features(x: Array, noise: Array, params: GeneratorParams, sta
     frequencies (Eq. (7)). In evaluation mode the frequencies are iid and the estimator is unbiased for
     ``E_n[cos(g(n)^T (q - k))]``.
 
-    Parameters
-    ----------
-    x : (..., L, d) array
-        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
-    noise : (M, d_noise) array
-        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
-        finite; same namespace and dtype as the weights.
-    params : GeneratorParams
-        Generator weights (``refattn.random.init_generator``).
-    state : GeneratorState
-        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
-    train : bool
-        Batch statistics (frequencies coupled through them; running statistics updated) or running
-        statistics (iid frequencies, unbiased for the generator's kernel).
+    {x_doc}
+    {gen_params}
 
     Returns
     -------
@@ -509,15 +481,7 @@ def generative_rks_features(x: Array, noise: Array, params: GeneratorParams, sta
         ``phi : (..., L, 2M)`` (cosines then sines; same namespace, dtype and device as `x`) and the
         generator's ``state``.
 
-    Raises
-    ------
-    ValueError
-        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
-        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
-        differ, or an input is not finite.
-    TypeError
-        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
-        differ in namespace or dtype.
+    {raises}
 
     See Also
     --------
@@ -527,9 +491,7 @@ def generative_rks_features(x: Array, noise: Array, params: GeneratorParams, sta
     --------
     >>> import numpy as np
     >>> from refattn.features import generator, generative_rks_features, trig_features
-    >>> from refattn.random import draw_generator_noise, init_generator
-    >>> params, state = init_generator(np.random.default_rng(0), 4)      # d = d_noise = width = 4
-    >>> noise = draw_generator_noise(np.random.default_rng(1), 16, 4)    # (M, d_noise)
+    {example_gen}
     >>> x = np.random.default_rng(2).standard_normal((3, 4))             # (L, d)
     >>> out = generative_rks_features(x, noise, params, state, train=False)
     >>> out.phi.shape                                                   # (L, 2M)
@@ -541,24 +503,13 @@ def generative_rks_features(x: Array, noise: Array, params: GeneratorParams, sta
     return generative_rks_features_fwd(x, noise, params, state, train=train)[0]
 
 
+@fill_doc(gen_params=_GEN_PARAMS_DOC, x_doc=_X_DOC)
 def generative_prf_features_fwd(x: Array, noise: Array, params: GeneratorParams, state: GeneratorState, *,
                                 train: bool) -> tuple[GenerativeOutput, _FeatCache]:
-    r"""Generative-PRF (Eq. 11 with Eq. 9): ``phi(x) = exp(x omega^T - |x|^2) / sqrt(M)``, unstabilised.
+    """:func:`generative_prf_features` and the cache for its backward (equations, shapes and errors there).
 
-    Parameters
-    ----------
-    x : (..., L, d) array
-        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
-    noise : (M, d_noise) array
-        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
-        finite; same namespace and dtype as the weights.
-    params : GeneratorParams
-        Generator weights (``refattn.random.init_generator``).
-    state : GeneratorState
-        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
-    train : bool
-        Batch statistics (frequencies coupled through them; running statistics updated) or running
-        statistics (iid frequencies, unbiased for the generator's kernel).
+    {x_doc}
+    {gen_params}
 
     Returns
     -------
@@ -566,24 +517,15 @@ def generative_prf_features_fwd(x: Array, noise: Array, params: GeneratorParams,
         ``phi : (..., L, M)`` (positive) and the generator's ``state``.
     cache : NamedTuple
         Opaque, for :func:`generative_prf_features_bwd`.
-
-    Raises
-    ------
-    ValueError
-        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
-        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
-        differ, or an input is not finite.
-    TypeError
-        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
-        differ in namespace or dtype.
     """
     out, gc = generator_fwd(noise, params, state, train=train)
     phi, pc = gaussian_positive_features_fwd(x, out.omega)                           # (..., L, M)
     return GenerativeOutput(phi, out.state), _FeatCache(gc, pc, x)
 
 
+@fill_doc(grads=_GRADS_DOC)
 def generative_prf_features_bwd(dphi: Array, cache: _FeatCache) -> GenerativeGrads:
-    """Backward of :func:`generative_prf_features` (Chowdhury et al. Eq. (11)): PRF, then the generator.
+    """Gradients of :func:`generative_prf_features` (equations there): its map's, then the generator's.
 
     Parameters
     ----------
@@ -592,11 +534,7 @@ def generative_prf_features_bwd(dphi: Array, cache: _FeatCache) -> GenerativeGra
     cache : NamedTuple
         From :func:`generative_prf_features_fwd`.
 
-    Returns
-    -------
-    GenerativeGrads
-        ``x : (..., L, d)``, ``noise : (M, d_noise)`` and ``params``: a :class:`GeneratorParams` of
-        gradients (the running statistics are not learnable).
+    {grads}
 
     Raises
     ------
@@ -608,6 +546,7 @@ def generative_prf_features_bwd(dphi: Array, cache: _FeatCache) -> GenerativeGra
     return _compose_bwd(gaussian_positive_features_bwd(dphi, cache.inner), cache)
 
 
+@fill_doc(gen_params=_GEN_PARAMS_DOC, x_doc=_X_DOC, raises=_RAISES_DOC, example_gen=_EXAMPLE_GEN)
 def generative_prf_features(x: Array, noise: Array, params: GeneratorParams, state: GeneratorState, *,
                             train: bool) -> GenerativeOutput:
     """Generative-PRF features: PRF on the generator's frequencies omega = g(noise) (Chowdhury et al. Eq. 11).
@@ -617,20 +556,8 @@ def generative_prf_features(x: Array, noise: Array, params: GeneratorParams, sta
     ``E_n[exp(g(n)^T (q + k))] exp(-|q|^2 - |k|^2)``. Unstabilised: attention should use
     :func:`generative_prf_features_stable`.
 
-    Parameters
-    ----------
-    x : (..., L, d) array
-        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
-    noise : (M, d_noise) array
-        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
-        finite; same namespace and dtype as the weights.
-    params : GeneratorParams
-        Generator weights (``refattn.random.init_generator``).
-    state : GeneratorState
-        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
-    train : bool
-        Batch statistics (frequencies coupled through them; running statistics updated) or running
-        statistics (iid frequencies, unbiased for the generator's kernel).
+    {x_doc}
+    {gen_params}
 
     Returns
     -------
@@ -638,15 +565,7 @@ def generative_prf_features(x: Array, noise: Array, params: GeneratorParams, sta
         ``phi : (..., L, M)`` (positive; same namespace, dtype and device as `x`) and the generator's
         ``state``.
 
-    Raises
-    ------
-    ValueError
-        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
-        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
-        differ, or an input is not finite.
-    TypeError
-        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
-        differ in namespace or dtype.
+    {raises}
 
     See Also
     --------
@@ -656,9 +575,7 @@ def generative_prf_features(x: Array, noise: Array, params: GeneratorParams, sta
     --------
     >>> import numpy as np
     >>> from refattn.features import gaussian_positive_features, generative_prf_features, generator
-    >>> from refattn.random import draw_generator_noise, init_generator
-    >>> params, state = init_generator(np.random.default_rng(0), 4)      # d = d_noise = width = 4
-    >>> noise = draw_generator_noise(np.random.default_rng(1), 16, 4)    # (M, d_noise)
+    {example_gen}
     >>> x = np.random.default_rng(2).standard_normal((3, 4))             # (L, d)
     >>> out = generative_prf_features(x, noise, params, state, train=False)
     >>> out.phi.shape                                                   # (L, M)
@@ -670,25 +587,14 @@ def generative_prf_features(x: Array, noise: Array, params: GeneratorParams, sta
     return generative_prf_features_fwd(x, noise, params, state, train=train)[0]
 
 
+@fill_doc(gen_params=_GEN_PARAMS_DOC, x_doc=_X_DOC)
 def generative_prf_features_stable_fwd(x: Array, noise: Array, params: GeneratorParams,
                                        state: GeneratorState, *,
                                        train: bool) -> tuple[tuple[Array, Array, GeneratorState], _FeatCache]:
-    r"""Row-stabilised Generative-PRF: ``((phi, log_scale, state), cache)``, raw map ``phi * exp(log_scale)``.
+    """:func:`generative_prf_features_stable` and the cache for its backward (maths and errors there).
 
-    Parameters
-    ----------
-    x : (..., L, d) array
-        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
-    noise : (M, d_noise) array
-        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
-        finite; same namespace and dtype as the weights.
-    params : GeneratorParams
-        Generator weights (``refattn.random.init_generator``).
-    state : GeneratorState
-        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
-    train : bool
-        Batch statistics (frequencies coupled through them; running statistics updated) or running
-        statistics (iid frequencies, unbiased for the generator's kernel).
+    {x_doc}
+    {gen_params}
 
     Returns
     -------
@@ -697,16 +603,6 @@ def generative_prf_features_stable_fwd(x: Array, noise: Array, params: Generator
         generator's ``state``.
     cache : NamedTuple
         Opaque, for :func:`generative_prf_features_stable_bwd`.
-
-    Raises
-    ------
-    ValueError
-        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
-        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
-        differ, or an input is not finite.
-    TypeError
-        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
-        differ in namespace or dtype.
     """
     out, gc = generator_fwd(noise, params, state, train=train)
     xp = namespace(x)
@@ -715,28 +611,29 @@ def generative_prf_features_stable_fwd(x: Array, noise: Array, params: Generator
     return (phi, log_scale, out.state), _FeatCache(gc, pc, x)
 
 
-def _prf_stable_core(x, noise, params, state, *, train):
+def generative_prf_features_stable_fwd_core(x, noise, params, state, *, train):
     """Unchecked core of :func:`generative_prf_features_stable_fwd` (structural checks only)."""
-    out, gc = _generator_core(noise, params, state, train=train)
+    out, gc = generator_fwd_core(noise, params, state, train=train)
     xp, _ = check_x_omega_struct(x, out.omega)
-    (phi, ls0), pc = _stable_fwd(x, out.omega, None)                                # offset |x|^2 / 2
+    (phi, ls0), pc = positive_features_stable_fwd_core(x, out.omega, None, xp=xp)  # offset |x|^2 / 2
     log_scale = ls0 - 0.5 * xp.sum(x * x, axis=-1)                                    # (..., L)  Eq. 9: |x|^2
     return (phi, log_scale, out.state), _FeatCache(gc, pc, x)
 
 
-def _prf_stable_bwd_core(dout, cache):
+def generative_prf_features_stable_bwd_core(dout, cache):
     """Unchecked core of :func:`generative_prf_features_stable_bwd`."""
     dphi, dls = dout[0], dout[1]
     xp = namespace(dphi, names=("dout[0]",))
-    g = _stable_bwd(dphi, dls, cache.inner, omega_grad=True, xp=xp)
+    g = positive_features_stable_bwd_core(dphi, dls, cache.inner, xp=xp)
     extra = None if dls is None else -xp.expand_dims(dls, axis=-1) * cache.x
-    gg = _generator_bwd_core(g.omega, cache.gen)
+    gg = generator_bwd_core(g.omega, cache.gen)
     dx = g.x if extra is None else g.x + extra
     return GenerativeGrads(x=dx, noise=gg.noise, params=gg.params)
 
 
+@fill_doc(grads=_GRADS_DOC)
 def generative_prf_features_stable_bwd(dout: tuple, cache: _FeatCache) -> GenerativeGrads:
-    """Backward of :func:`generative_prf_features_stable` from ``(dphi, dlog_scale[, dstate])``.
+    """Gradients of :func:`generative_prf_features_stable` (equations there) from ``(dphi, dlog_scale)``.
 
     Parameters
     ----------
@@ -746,11 +643,7 @@ def generative_prf_features_stable_bwd(dout: tuple, cache: _FeatCache) -> Genera
     cache : NamedTuple
         From :func:`generative_prf_features_stable_fwd`.
 
-    Returns
-    -------
-    GenerativeGrads
-        ``x : (..., L, d)``, ``noise : (M, d_noise)`` and ``params``: a :class:`GeneratorParams` of
-        gradients (the running statistics are not learnable).
+    {grads}
 
     Raises
     ------
@@ -766,6 +659,7 @@ def generative_prf_features_stable_bwd(dout: tuple, cache: _FeatCache) -> Genera
     return _compose_bwd(g, cache, extra)
 
 
+@fill_doc(gen_params=_GEN_PARAMS_DOC, x_doc=_X_DOC, raises=_RAISES_DOC, example_gen=_EXAMPLE_GEN)
 def generative_prf_features_stable(x: Array, noise: Array, params: GeneratorParams, state: GeneratorState, *,
                                    train: bool) -> tuple[Array, Array, GeneratorState]:
     """Row-stabilised Generative-PRF features: :func:`generative_prf_features` as ``phi * exp(log_scale)``.
@@ -773,20 +667,8 @@ def generative_prf_features_stable(x: Array, noise: Array, params: GeneratorPara
     Chowdhury et al. Eq. (11) with the row maximum of the exponent, the ``|x|^2`` offset of Eq. (9) and
     ``1/sqrt(M)`` factored into ``log_scale`` (design.md trap 3); never overflows.
 
-    Parameters
-    ----------
-    x : (..., L, d) array
-        Queries or keys. Real floating (float32 or float64), finite; same namespace and dtype as `noise`.
-    noise : (M, d_noise) array
-        Generator input (``refattn.random.draw_generator_noise``); M >= 2 in training mode. Real floating,
-        finite; same namespace and dtype as the weights.
-    params : GeneratorParams
-        Generator weights (``refattn.random.init_generator``).
-    state : GeneratorState
-        Running statistics of the batch norms; returned updated (train) or unchanged (eval), never mutated.
-    train : bool
-        Batch statistics (frequencies coupled through them; running statistics updated) or running
-        statistics (iid frequencies, unbiased for the generator's kernel).
+    {x_doc}
+    {gen_params}
 
     Returns
     -------
@@ -797,15 +679,7 @@ def generative_prf_features_stable(x: Array, noise: Array, params: GeneratorPara
     state : GeneratorState
         Updated in training mode, the input state otherwise.
 
-    Raises
-    ------
-    ValueError
-        If `x` is not (..., L, d) with the generator's output width d, `noise` is not (M, d_noise) with the
-        first layer's d_noise, M < 2 in training mode, the numbers of dense layers, batch norms and states
-        differ, or an input is not finite.
-    TypeError
-        If `params` / `state` are not :class:`GeneratorParams` / :class:`GeneratorState`, or the arrays
-        differ in namespace or dtype.
+    {raises}
 
     See Also
     --------
@@ -815,9 +689,7 @@ def generative_prf_features_stable(x: Array, noise: Array, params: GeneratorPara
     --------
     >>> import numpy as np
     >>> from refattn.features import generative_prf_features, generative_prf_features_stable
-    >>> from refattn.random import draw_generator_noise, init_generator
-    >>> params, state = init_generator(np.random.default_rng(0), 4)      # d = d_noise = width = 4
-    >>> noise = draw_generator_noise(np.random.default_rng(1), 16, 4)    # (M, d_noise)
+    {example_gen}
     >>> x = np.random.default_rng(2).standard_normal((3, 4))             # (L, d)
     >>> phi, log_scale, _ = generative_prf_features_stable(x, noise, params, state, train=False)
     >>> raw = generative_prf_features(x, noise, params, state, train=False).phi

@@ -18,8 +18,9 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from .._docs import fill_doc
 from .._xp import check_finite, namespace
-from ._check import check_dy
+from .checks import check_dy
 
 __all__ = [
     "ActivationGrads",
@@ -54,79 +55,70 @@ def _check(x):
     return xp
 
 
+_X = """
+x : (...) array
+    Real floating (float32 or float64), finite; any shape.
+"""
+
+_Y = """
+y : (...) array
+    Same shape, namespace and dtype as `x`.
+"""
+
+_X_RAISES = """
+ValueError
+    If `x` is not finite.
+TypeError
+    If `x` is not a real floating array.
+"""
+
+_SLOPE = """
+negative_slope : float, default 0.01
+    Slope for x <= 0 (torch's default); a finite real number.
+"""
+
+
+def _sections(params, returns, raises):
+    """A numpydoc Parameters / Returns / Raises block (each argument a block of entries)."""
+    return "\n".join(["Parameters", "----------", params.strip("\n"), "", "Returns", "-------",
+                      returns.strip("\n"), "", "Raises", "------", raises.strip("\n")])
+
+
+def _fwd_doc(cache_entry, extra=""):
+    """The sections of a ``*_fwd``: `x` (and `extra`), ``(y, cache)``, and `x`'s errors."""
+    params = _X.strip("\n") + ("\n" + extra.strip("\n") if extra else "")
+    return _sections(params, _Y.strip("\n") + "\n" + cache_entry, _X_RAISES)
+
+
+def _bwd_doc(cache_entry):
+    """The sections of a ``*_bwd``: ``dy`` and its `cache`, the gradient, and ``dy``'s errors."""
+    dy = ("dy : (...) array\n"
+          "    Cotangent of the output: exactly the shape of `x`, same namespace and dtype; finite.\n")
+    grads = "ActivationGrads\n    ``x``: the gradient, shape of `x`.\n"
+    raises = ("ValueError\n    If `dy` is not of `x`'s shape or is not finite.\n"
+              "TypeError\n    If `dy` differs from the cache in namespace or dtype.\n")
+    return _sections(dy + cache_entry, grads, raises)
+
+
+_FWD = dict(x=_X, y=_Y, raises=_X_RAISES)
+
+
 # ---- ReLU --------------------------------------------------------------------------------------------------
-def relu_fwd(x):
-    """ReLU ``max(x, 0)`` and the cache for :func:`relu_bwd`.
-
-    Parameters
-    ----------
-    x : (...) array
-        Real floating (float32 or float64), finite; any shape.
-
-    Returns
-    -------
-    y : (...) array
-        Same shape, namespace and dtype as `x`.
-    cache : array
-        `x` itself.
-
-    Raises
-    ------
-    ValueError
-        If `x` is not finite.
-    TypeError
-        If `x` is not a real floating array.
-    """
-    xp = _check(x)
-    return xp.where(x > 0, x, xp.zeros_like(x)), x
-
-
-def relu_bwd(dy, cache) -> ActivationGrads:
-    """Gradient of :func:`relu`: ``dx = dy * [x > 0]`` (slope 0 at ``x = 0``).
-
-    Parameters
-    ----------
-    dy : (...) array
-        Cotangent of the output: exactly the shape of `x`, same namespace and dtype; finite.
-    cache : array
-        From :func:`relu_fwd` (the input `x`).
-
-    Returns
-    -------
-    ActivationGrads
-        ``x``: the gradient, shape of `x`.
-
-    Raises
-    ------
-    ValueError
-        If `dy` is not of `x`'s shape or is not finite.
-    TypeError
-        If `dy` differs from the cache in namespace or dtype.
-    """
-    x = cache
-    xp = check_dy(dy, x)
-    return ActivationGrads(x=xp.where(x > 0, dy, xp.zeros_like(dy)))
-
-
+@fill_doc(**_FWD)
 def relu(x):
-    """ReLU, ``max(x, 0)`` elementwise.
+    """ReLU, ``max(x, 0)`` elementwise; its gradient is ``dy * [x > 0]`` (slope 0 at ``x = 0``).
 
     Parameters
     ----------
-    x : (...) array
-        Real floating (float32 or float64), finite; any shape.
+    {x}
 
     Returns
     -------
-    y : (...) array
-        Same shape, namespace and dtype as `x`.
+    {y}
 
     Raises
     ------
-    ValueError
-        If `x` is not finite.
-    TypeError
-        If `x` is not a real floating array.
+    {raises}
 
     Examples
     --------
@@ -138,101 +130,46 @@ def relu(x):
     return relu_fwd(x)[0]
 
 
-# ---- LeakyReLU ---------------------------------------------------------------------------------------------
-def leaky_relu_fwd(x, *, negative_slope=0.01):
-    """LeakyReLU, ``x`` for x > 0 and ``negative_slope * x`` otherwise, and the cache for the backward.
+@fill_doc(sections=_fwd_doc("cache : array\n    `x` itself.\n"))
+def relu_fwd(x):
+    """Forward of :func:`relu` (see it for the equations), with the cache for :func:`relu_bwd`.
 
-    Parameters
-    ----------
-    x : (...) array
-        Real floating (float32 or float64), finite; any shape.
-    negative_slope : float, default 0.01
-        Slope for x <= 0 (torch's default); a finite real number.
-
-    Returns
-    -------
-    y : (...) array
-        Same shape, namespace and dtype as `x`.
-    cache : LeakyReluCache
-        ``(x, negative_slope)``, for :func:`leaky_relu_bwd`.
-
-    Raises
-    ------
-    ValueError
-        If `x` or `negative_slope` is not finite.
-    TypeError
-        If `x` is not a real floating array.
+    {sections}
     """
     xp = _check(x)
-    _check_slope(negative_slope)
-    return _leaky_relu_fwd(x, negative_slope, xp=xp)
+    return xp.where(x > 0, x, xp.zeros_like(x)), x
 
 
-def _check_slope(negative_slope):
-    """The option check of :func:`leaky_relu_fwd`."""
-    if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) \
-            or not math.isfinite(negative_slope):
-        raise ValueError(f"negative_slope: expected a finite real number; got {negative_slope!r}")
+@fill_doc(sections=_bwd_doc("cache : array\n    From :func:`relu_fwd` (the input `x`).\n"))
+def relu_bwd(dy, cache) -> ActivationGrads:
+    """Gradient of :func:`relu` (see it for the equations).
 
-
-def _leaky_relu_fwd(x, negative_slope, *, xp):
-    """Unchecked core of :func:`leaky_relu_fwd`."""
-    y = xp.where(x > 0, x, negative_slope * x)
-    return y, LeakyReluCache(x=x, negative_slope=float(negative_slope))
-
-
-def leaky_relu_bwd(dy, cache: LeakyReluCache) -> ActivationGrads:
-    """Gradient of :func:`leaky_relu`: ``dx = dy`` for x > 0, ``negative_slope * dy`` otherwise.
-
-    Parameters
-    ----------
-    dy : (...) array
-        Cotangent of the output: exactly the shape of `x`, same namespace and dtype; finite.
-    cache : LeakyReluCache
-        From :func:`leaky_relu_fwd`.
-
-    Returns
-    -------
-    ActivationGrads
-        ``x``: the gradient, shape of `x`.
-
-    Raises
-    ------
-    ValueError
-        If `dy` is not of `x`'s shape or is not finite.
-    TypeError
-        If `dy` differs from the cache in namespace or dtype.
+    {sections}
     """
-    xp = check_dy(dy, cache.x)
-    return _leaky_relu_bwd(dy, cache, xp=xp)
+    x = cache
+    xp = check_dy(dy, x)
+    return ActivationGrads(x=xp.where(x > 0, dy, xp.zeros_like(dy)))
 
 
-def _leaky_relu_bwd(dy, cache, *, xp):
-    """Unchecked core of :func:`leaky_relu_bwd`."""
-    return ActivationGrads(x=xp.where(cache.x > 0, dy, cache.negative_slope * dy))
-
-
+# ---- LeakyReLU ---------------------------------------------------------------------------------------------
+@fill_doc(slope=_SLOPE, **_FWD)
 def leaky_relu(x, *, negative_slope=0.01):
     """LeakyReLU, elementwise: ``x`` for x > 0, ``negative_slope * x`` otherwise.
 
+    Its gradient is ``dy`` for x > 0 and ``negative_slope * dy`` otherwise (the left slope at ``x = 0``).
+
     Parameters
     ----------
-    x : (...) array
-        Real floating (float32 or float64), finite; any shape.
-    negative_slope : float, default 0.01
-        Slope for x <= 0; a finite real number.
+    {x}
+    {slope}
 
     Returns
     -------
-    y : (...) array
-        Same shape, namespace and dtype as `x`.
+    {y}
 
     Raises
     ------
-    ValueError
-        If `x` or `negative_slope` is not finite.
-    TypeError
-        If `x` is not a real floating array.
+    {raises}
 
     Examples
     --------
@@ -244,89 +181,63 @@ def leaky_relu(x, *, negative_slope=0.01):
     return leaky_relu_fwd(x, negative_slope=negative_slope)[0]
 
 
+@fill_doc(sections=_fwd_doc("cache : LeakyReluCache\n    ``(x, negative_slope)``.\n", _SLOPE))
+def leaky_relu_fwd(x, *, negative_slope=0.01):
+    """Forward of :func:`leaky_relu` (see it for the equations), with the cache for :func:`leaky_relu_bwd`.
+
+    {sections}
+    """
+    xp = _check(x)
+    check_slope(negative_slope)
+    return leaky_relu_fwd_core(x, negative_slope, xp=xp)
+
+
+def check_slope(negative_slope):
+    """The option check of :func:`leaky_relu_fwd`: a finite real `negative_slope`."""
+    if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)) \
+            or not math.isfinite(negative_slope):
+        raise ValueError(f"negative_slope: expected a finite real number; got {negative_slope!r}")
+
+
+@fill_doc(sections=_bwd_doc("cache : LeakyReluCache\n    From :func:`leaky_relu_fwd`.\n"))
+def leaky_relu_bwd(dy, cache: LeakyReluCache) -> ActivationGrads:
+    """Gradient of :func:`leaky_relu` (see it for the equations).
+
+    {sections}
+    """
+    xp = check_dy(dy, cache.x)
+    return leaky_relu_bwd_core(dy, cache, xp=xp)
+
+
+# y = x (x > 0),  negative_slope x (x <= 0)
+# dx = dy (x > 0),  negative_slope dy (x <= 0)
+def leaky_relu_fwd_core(x, negative_slope, *, xp):
+    """Unchecked core of :func:`leaky_relu_fwd` (see :func:`leaky_relu`)."""
+    y = xp.where(x > 0, x, negative_slope * x)
+    return y, LeakyReluCache(x=x, negative_slope=float(negative_slope))
+
+
+def leaky_relu_bwd_core(dy, cache, *, xp):
+    """Unchecked core of :func:`leaky_relu_bwd` (see :func:`leaky_relu`)."""
+    return ActivationGrads(x=xp.where(cache.x > 0, dy, cache.negative_slope * dy))
+
+
 # ---- tanh --------------------------------------------------------------------------------------------------
-def tanh_fwd(x):
-    """``tanh(x)`` and the cache for :func:`tanh_bwd`.
-
-    Parameters
-    ----------
-    x : (...) array
-        Real floating (float32 or float64), finite; any shape.
-
-    Returns
-    -------
-    y : (...) array
-        Same shape, namespace and dtype as `x`.
-    cache : array
-        The output `y` (``dy/dx = 1 - y^2``).
-
-    Raises
-    ------
-    ValueError
-        If `x` is not finite.
-    TypeError
-        If `x` is not a real floating array.
-    """
-    return _tanh_fwd(x, xp=_check(x))
-
-
-def _tanh_fwd(x, *, xp):
-    """Unchecked core of :func:`tanh_fwd`."""
-    y = xp.tanh(x)
-    return y, y
-
-
-def tanh_bwd(dy, cache) -> ActivationGrads:
-    """Gradient of :func:`tanh`: ``dx = dy (1 - y^2)``.
-
-    Parameters
-    ----------
-    dy : (...) array
-        Cotangent of the output: exactly the shape of `x`, same namespace and dtype; finite.
-    cache : array
-        From :func:`tanh_fwd` (the output `y`).
-
-    Returns
-    -------
-    ActivationGrads
-        ``x``: the gradient, shape of `x`.
-
-    Raises
-    ------
-    ValueError
-        If `dy` is not of `x`'s shape or is not finite.
-    TypeError
-        If `dy` differs from the cache in namespace or dtype.
-    """
-    check_dy(dy, cache)
-    return _tanh_bwd(dy, cache)
-
-
-def _tanh_bwd(dy, cache):
-    """Unchecked core of :func:`tanh_bwd`."""
-    y = cache
-    return ActivationGrads(x=dy * (1 - y * y))
-
-
+@fill_doc(**_FWD)
 def tanh(x):
-    """``tanh(x)``, elementwise.
+    """``tanh(x)``, elementwise; its gradient is ``dy (1 - y^2)``, from the output alone.
 
     Parameters
     ----------
-    x : (...) array
-        Real floating (float32 or float64), finite; any shape.
+    {x}
 
     Returns
     -------
-    y : (...) array
-        Same shape, namespace and dtype as `x`.
+    {y}
 
     Raises
     ------
-    ValueError
-        If `x` is not finite.
-    TypeError
-        If `x` is not a real floating array.
+    {raises}
 
     Examples
     --------
@@ -338,94 +249,58 @@ def tanh(x):
     return tanh_fwd(x)[0]
 
 
+@fill_doc(sections=_fwd_doc("cache : array\n    The output `y`.\n"))
+def tanh_fwd(x):
+    """Forward of :func:`tanh` (see it for the equations), with the cache for :func:`tanh_bwd`.
+
+    {sections}
+    """
+    return tanh_fwd_core(x, xp=_check(x))
+
+
+@fill_doc(sections=_bwd_doc("cache : array\n    From :func:`tanh_fwd` (the output `y`).\n"))
+def tanh_bwd(dy, cache) -> ActivationGrads:
+    """Gradient of :func:`tanh` (see it for the equations).
+
+    {sections}
+    """
+    check_dy(dy, cache)
+    return tanh_bwd_core(dy, cache)
+
+
+# y = tanh(x)
+# dx = dy (1 - y^2)
+def tanh_fwd_core(x, *, xp):
+    """Unchecked core of :func:`tanh_fwd` (see :func:`tanh`)."""
+    y = xp.tanh(x)
+    return y, y
+
+
+def tanh_bwd_core(dy, cache):
+    """Unchecked core of :func:`tanh_bwd` (see :func:`tanh`)."""
+    y = cache
+    return ActivationGrads(x=dy * (1 - y * y))
+
+
 # ---- GELU (tanh approximation) -----------------------------------------------------------------------------
-def gelu_fwd(x):
-    r"""GELU (tanh approximation) and the cache for :func:`gelu_bwd`.
-
-    ``0.5 x (1 + tanh(c (x + a x^3)))``, ``c = sqrt(2/pi)``, ``a = 0.044715`` (Hendrycks & Gimpel 2016).
-
-    Parameters
-    ----------
-    x : (...) array
-        Real floating (float32 or float64), finite; any shape.
-
-    Returns
-    -------
-    y : (...) array
-        Same shape, namespace and dtype as `x`.
-    cache : tuple of two arrays
-        ``(x, t)`` with t the tanh.
-
-    Raises
-    ------
-    ValueError
-        If `x` is not finite.
-    TypeError
-        If `x` is not a real floating array.
-    """
-    return _gelu_fwd(x, xp=_check(x))
-
-
-def _gelu_fwd(x, *, xp):
-    """Unchecked core of :func:`gelu_fwd`."""
-    t = xp.tanh(_GELU_C * (x + _GELU_A * x * x * x))                                # (...)
-    return 0.5 * x * (1 + t), (x, t)
-
-
-def gelu_bwd(dy, cache) -> ActivationGrads:
-    r"""Gradient of :func:`gelu`: ``d gelu/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)``.
-
-    Parameters
-    ----------
-    dy : (...) array
-        Cotangent of the output: exactly the shape of `x`, same namespace and dtype; finite.
-    cache : tuple of two arrays
-        From :func:`gelu_fwd`: ``(x, t)``.
-
-    Returns
-    -------
-    ActivationGrads
-        ``x``: the gradient, shape of `x`.
-
-    Raises
-    ------
-    ValueError
-        If `dy` is not of `x`'s shape or is not finite.
-    TypeError
-        If `dy` differs from the cache in namespace or dtype.
-    """
-    check_dy(dy, cache[0])
-    return _gelu_bwd(dy, cache)
-
-
-def _gelu_bwd(dy, cache):
-    """Unchecked core of :func:`gelu_bwd`."""
-    x, t = cache
-    dgelu = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_C * (1 + 3 * _GELU_A * x * x)   # (...)
-    return ActivationGrads(x=dy * dgelu)
-
-
+@fill_doc(**_FWD)
 def gelu(x):
-    """GELU, tanh approximation (torch ``gelu(approximate='tanh')``).
+    r"""GELU, tanh approximation (torch ``gelu(approximate='tanh')``; Hendrycks & Gimpel 2016).
 
-    ``gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`` (Hendrycks & Gimpel 2016).
+    ``gelu(x) = 0.5 x (1 + t)`` with ``t = tanh(c (x + a x^3))``, ``c = sqrt(2/pi)``, ``a = 0.044715``; its
+    derivative is ``0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2)``.
 
     Parameters
     ----------
-    x : (...) array
-        Real floating (float32 or float64), finite; any shape.
+    {x}
 
     Returns
     -------
-    y : (...) array
-        Same shape, namespace and dtype as `x`.
+    {y}
 
     Raises
     ------
-    ValueError
-        If `x` is not finite.
-    TypeError
-        If `x` is not a real floating array.
+    {raises}
 
     Examples
     --------
@@ -435,3 +310,37 @@ def gelu(x):
     array([-0.1588,  0.    ,  1.9546])
     """
     return gelu_fwd(x)[0]
+
+
+@fill_doc(sections=_fwd_doc("cache : tuple of two arrays\n    ``(x, t)`` with t the tanh.\n"))
+def gelu_fwd(x):
+    r"""Forward of :func:`gelu` (see it for the equations), with the cache for :func:`gelu_bwd`.
+
+    {sections}
+    """
+    return gelu_fwd_core(x, xp=_check(x))
+
+
+@fill_doc(sections=_bwd_doc("cache : tuple of two arrays\n    From :func:`gelu_fwd`: ``(x, t)``.\n"))
+def gelu_bwd(dy, cache) -> ActivationGrads:
+    r"""Gradient of :func:`gelu` (see it for the equations).
+
+    {sections}
+    """
+    check_dy(dy, cache[0])
+    return gelu_bwd_core(dy, cache)
+
+
+# y = 0.5 x (1 + t),  t = tanh(c (x + a x^3))                                    (Hendrycks & Gimpel 2016)
+# dx = dy (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2))
+def gelu_fwd_core(x, *, xp):
+    """Unchecked core of :func:`gelu_fwd` (see :func:`gelu`)."""
+    t = xp.tanh(_GELU_C * (x + _GELU_A * x * x * x))                                # (...)
+    return 0.5 * x * (1 + t), (x, t)
+
+
+def gelu_bwd_core(dy, cache):
+    """Unchecked core of :func:`gelu_bwd` (see :func:`gelu`)."""
+    x, t = cache
+    dgelu = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_C * (1 + 3 * _GELU_A * x * x)   # (...)
+    return ActivationGrads(x=dy * dgelu)

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .._docs import fill_doc
 from .._xp import check_choice, check_finite, check_shape, namespace
-from ._check import check_dy, check_finite_all
+from .checks import check_dy, check_finite_all
 from ._norm import normalize_bwd
 
 __all__ = ["BatchNormParams", "BatchNormState", "BatchNormOutput", "BatchNormCache", "BatchNormGrads",
@@ -71,28 +72,40 @@ class BatchNormGrads(NamedTuple):
     params: BatchNormParams   # gamma: (d,), beta: (d,)
 
 
-def batchnorm_fwd(x, params: BatchNormParams, state: BatchNormState, *, train: bool, momentum=0.1, eps=1e-5):
-    r"""Batch norm of `x` (rows = all leading axes) and the cache for :func:`batchnorm_bwd`.
+_PARAMS = """
+x : (..., d) array
+    Real floating (float32 or float64), finite. At least 2 rows in training mode (the unbiased running
+    variance divides by N - 1).
+params : BatchNormParams
+    ``gamma: (d,)``, ``beta: (d,)``, same namespace and dtype as `x`.
+state : BatchNormState
+    Running ``mean: (d,)`` and ``var: (d,)`` (non-negative; ``refattn.random.init_batchnorm(d)``); not
+    modified.
+train : bool
+    Batch statistics and an updated state (True) or the running statistics (False). Required: no silent
+    default mode.
+momentum : float in [0, 1], default 0.1
+    Weight of the batch statistics in the running-statistics update.
+eps : float > 0, default 1e-5
+    Added to the variance.
+"""
 
-    Training mode: ``y = gamma (x - mean_B) / sqrt(var_B + eps) + beta`` with the batch statistics, and the
-    running statistics updated with `momentum` (unbiased variance, as torch); evaluation mode: the running
-    statistics normalise (see the module docstring).
+_RAISES = """
+ValueError
+    Mismatched shapes, non-finite input, parameters or state, a negative running variance, fewer than 2 rows
+    in training mode, `momentum` outside [0, 1] or a non-positive `eps`.
+TypeError
+    `params` or `state` of the wrong type, `train` not a bool, or mixed namespaces or dtypes.
+"""
+
+
+@fill_doc(params=_PARAMS, raises=_RAISES)
+def batchnorm_fwd(x, params: BatchNormParams, state: BatchNormState, *, train: bool, momentum=0.1, eps=1e-5):
+    r"""Forward of :func:`batchnorm` (see it for the equations), with the cache for :func:`batchnorm_bwd`.
 
     Parameters
     ----------
-    x : (..., d) array
-        Real floating (float32 or float64), finite. At least 2 rows in training mode (the unbiased running
-        variance divides by N - 1).
-    params : BatchNormParams
-        ``gamma: (d,)``, ``beta: (d,)``, same namespace and dtype as `x`.
-    state : BatchNormState
-        Running ``mean: (d,)`` and ``var: (d,)`` (non-negative); not modified.
-    train : bool
-        Batch statistics (True) or running statistics (False). Required: no silent default mode.
-    momentum : float in [0, 1], default 0.1
-        Weight of the batch statistics in the running-statistics update.
-    eps : float > 0, default 1e-5
-        Added to the variance.
+    {params}
 
     Returns
     -------
@@ -104,24 +117,19 @@ def batchnorm_fwd(x, params: BatchNormParams, state: BatchNormState, *, train: b
 
     Raises
     ------
-    ValueError
-        Mismatched shapes, non-finite input, parameters or state, a negative running variance, fewer than 2
-        rows in training mode, `momentum` outside [0, 1] or a non-positive `eps`.
-    TypeError
-        `params` or `state` of the wrong type, `train` not a bool, or mixed namespaces or dtypes.
+    {raises}
     """
-    xp = _check_batchnorm(x, params, state, train)
+    xp = check_batchnorm(x, params, state, train)
     check_finite("x", x, xp=xp)
     check_finite_all(xp, **{"params.gamma": params.gamma, "params.beta": params.beta,
                             "state.mean": state.mean, "state.var": state.var})
-    _check_running_var(state, xp=xp)
-    _check_options(momentum, eps)
-    return _batchnorm_fwd(x, params, state, train=train, momentum=momentum, eps=eps, xp=xp)
+    check_running_var(state, xp=xp)
+    check_batchnorm_options(momentum, eps)
+    return batchnorm_fwd_core(x, params, state, train=train, momentum=momentum, eps=eps, xp=xp)
 
 
-def _check_batchnorm(x, params, state, train):
-    """Structural checks of :func:`batchnorm_fwd` (containers, `train`, namespaces, dtypes, shapes): no data
-    read."""
+def check_batchnorm(x, params, state, train):
+    """Structural checks of :func:`batchnorm_fwd` (containers, `train`, namespaces, dtypes, shapes)."""
     if not (isinstance(params, tuple) and hasattr(params, "gamma")):
         raise TypeError(f"params: expected BatchNormParams(gamma, beta); got {type(params).__name__}")
     if not (isinstance(state, tuple) and hasattr(state, "var")):
@@ -136,13 +144,13 @@ def _check_batchnorm(x, params, state, train):
     return xp
 
 
-def _check_running_var(state, *, xp):
+def check_running_var(state, *, xp):
     """The value check of a running state beyond finiteness: a non-negative variance (one sync)."""
     if not bool(xp.all(state.var >= 0)):
         raise ValueError("state.var: expected a non-negative running variance; got a negative entry")
 
 
-def _check_options(momentum, eps):
+def check_batchnorm_options(momentum, eps):
     """The option checks of :func:`batchnorm_fwd` (`momentum`, `eps`)."""
     if isinstance(momentum, bool) or not (isinstance(momentum, (int, float)) and 0 <= momentum <= 1):
         raise ValueError(f"momentum: expected a number in [0, 1]; got {momentum!r}")
@@ -150,9 +158,10 @@ def _check_options(momentum, eps):
         raise ValueError(f"eps: expected a positive number; got {eps!r}")
 
 
-def _batchnorm_fwd(x, params, state, *, train, momentum, eps, xp):
-    """Unchecked core of :func:`batchnorm_fwd` (``d = 0`` gives empty outputs; evaluation mode accepts zero
-    rows)."""
+# train: y = gamma (x - mean_B) / sqrt(var_B + eps) + beta;  eval: the running statistics instead
+# train: dx = rstd (g - mean_N(g) - xhat mean_N(g xhat)), g = dy gamma;  eval: dx = g rstd
+def batchnorm_fwd_core(x, params, state, *, train, momentum, eps, xp):
+    """Unchecked core of :func:`batchnorm_fwd` (see :func:`batchnorm`; ``d = 0`` gives empty outputs)."""
     d = x.shape[-1]
     x2 = xp.reshape(x, (-1, d))                                                     # (N, d)
     N = x2.shape[0]
@@ -179,10 +188,7 @@ def _batchnorm_fwd(x, params, state, *, train, momentum, eps, xp):
 
 
 def batchnorm_bwd(dy, cache: BatchNormCache) -> BatchNormGrads:
-    r"""Gradients of :func:`batchnorm` w.r.t. `x`, ``gamma`` and ``beta``.
-
-    Training mode: ``dx = rstd (g - mean_N(g) - xhat mean_N(g xhat))`` with ``g = dy gamma`` (the batch
-    statistics depend on x). Evaluation mode: ``dx = g rstd``. The running statistics get no gradient.
+    r"""Gradients of :func:`batchnorm` (see it for the equations) for `x`, ``gamma`` and ``beta``.
 
     Parameters
     ----------
@@ -204,11 +210,11 @@ def batchnorm_bwd(dy, cache: BatchNormCache) -> BatchNormGrads:
         If `dy` differs from the cache in namespace or dtype.
     """
     check_dy(dy, cache.xhat, cache.shape)
-    return _batchnorm_bwd(dy, cache)
+    return batchnorm_bwd_core(dy, cache)
 
 
-def _batchnorm_bwd(dy, cache):
-    """Unchecked core of :func:`batchnorm_bwd`."""
+def batchnorm_bwd_core(dy, cache):
+    """Unchecked core of :func:`batchnorm_bwd` (see :func:`batchnorm`)."""
     c = cache
     xp = namespace(dy, c.xhat, names=("dy", "cache.xhat"))
     d = c.xhat.shape[-1]
@@ -223,23 +229,18 @@ def _batchnorm_bwd(dy, cache):
     return BatchNormGrads(x=xp.reshape(dx2, c.shape), params=BatchNormParams(gamma=dgamma, beta=dbeta))
 
 
+@fill_doc(params=_PARAMS, raises=_RAISES)
 def batchnorm(x, params: BatchNormParams, state: BatchNormState, *, train: bool, momentum=0.1, eps=1e-5):
     """Batch norm (Ioffe & Szegedy 2015) in training or evaluation mode, with explicit running statistics.
 
+    Rows are all leading axes of `x` (the module docstring has the statistics). The gradients: training mode
+    ``dx = rstd (g - mean_N(g) - xhat mean_N(g xhat))`` with ``g = dy gamma`` (the batch statistics depend on
+    x), evaluation mode ``dx = g rstd``; ``dgamma = sum dy xhat``, ``dbeta = sum dy``. The running statistics
+    get no gradient.
+
     Parameters
     ----------
-    x : (..., d) array
-        Real floating (float32 or float64), finite; at least 2 rows in training mode.
-    params : BatchNormParams
-        ``gamma: (d,)``, ``beta: (d,)``.
-    state : BatchNormState
-        Running ``mean: (d,)`` and ``var: (d,)`` (``refattn.random.init_batchnorm(d)``); not modified.
-    train : bool
-        Batch statistics and an updated state (True) or the running statistics (False).
-    momentum : float in [0, 1], default 0.1
-        Weight of the batch statistics in the running-statistics update.
-    eps : float > 0, default 1e-5
-        Added to the variance.
+    {params}
 
     Returns
     -------
@@ -250,10 +251,7 @@ def batchnorm(x, params: BatchNormParams, state: BatchNormState, *, train: bool,
 
     Raises
     ------
-    ValueError
-        See :func:`batchnorm_fwd`.
-    TypeError
-        See :func:`batchnorm_fwd`.
+    {raises}
 
     See Also
     --------

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .._docs import fill_doc
 from .._xp import check_finite, check_shape, namespace
-from ._check import check_dy, check_finite_all
+from .checks import check_dy, check_finite_all
 
 __all__ = ["DenseParams", "DenseCache", "DenseGrads", "dense", "dense_fwd", "dense_bwd"]
 
@@ -46,9 +47,29 @@ class DenseGrads(NamedTuple):
     params: DenseParams    # W: (d_in, d_out), b: (d_out,)
 
 
-def _check_dense(x, params):
-    """Structural checks of :func:`dense_fwd` (container, namespaces, dtypes, shapes): metadata only, no data
-    read. The model runs them where the layer is used and checks values once at its boundary."""
+_PARAMS = """
+x : (..., d_in) array
+    Real floating input (float32 or float64, finite). Empty axes are allowed: zero rows give zero rows;
+    ``d_in = 0`` gives ``y = b`` (the empty sum is zero).
+params : DenseParams
+    ``W: (d_in, d_out)``, ``b: (d_out,)``, same namespace and dtype as `x`, finite
+    (``refattn.random.init_dense(rng, d_in, d_out)``).
+"""
+
+_RAISES = """
+ValueError
+    Shapes that do not match (``x.shape[-1] != W.shape[0]``, ``b`` not ``(d_out,)``), or non-finite input or
+    parameters.
+TypeError
+    `params` not a ``DenseParams``-like container, or mixed namespaces or dtypes.
+"""
+
+
+def check_dense(x, params):
+    """Structural checks of :func:`dense_fwd` (container, namespaces, dtypes, shapes): no data read.
+
+    The model runs them where the layer is used and checks values once at its boundary.
+    """
     if not (isinstance(params, tuple) and hasattr(params, "W") and hasattr(params, "b")):
         raise TypeError(f"params: expected DenseParams(W, b); got {type(params).__name__}")
     xp = namespace(x, params.W, params.b, names=("x", "params.W", "params.b"))
@@ -59,22 +80,19 @@ def _check_dense(x, params):
 
 
 def _validate(x, params):
-    xp = _check_dense(x, params)
+    xp = check_dense(x, params)
     check_finite("x", x, xp=xp)
     check_finite_all(xp, **{"params.W": params.W, "params.b": params.b})
     return xp
 
 
+@fill_doc(params=_PARAMS, raises=_RAISES)
 def dense_fwd(x, params: DenseParams):
-    r"""``y = x W + b`` and the cache for :func:`dense_bwd`.
+    r"""Forward of :func:`dense` (see it for the equations), with the cache for :func:`dense_bwd`.
 
     Parameters
     ----------
-    x : (..., d_in) array
-        Real floating input (float32 or float64, finite). Empty axes are allowed: zero rows give zero rows;
-        ``d_in = 0`` gives ``y = b`` (the empty sum is zero).
-    params : DenseParams
-        ``W: (d_in, d_out)``, ``b: (d_out,)``, same namespace and dtype as `x`, finite.
+    {params}
 
     Returns
     -------
@@ -85,31 +103,28 @@ def dense_fwd(x, params: DenseParams):
 
     Raises
     ------
-    ValueError
-        Shapes that do not match (``x.shape[-1] != W.shape[0]``, ``b`` not ``(d_out,)``), or non-finite
-        input or parameters.
-    TypeError
-        `params` not a ``DenseParams``-like container, or mixed namespaces or dtypes.
+    {raises}
     """
     _validate(x, params)
-    return _dense_fwd(x, params)
+    return dense_fwd_core(x, params)
 
 
-def _dense(x, params):
-    """Unchecked core of :func:`dense_fwd` for the model: its structural checks (no data read), no value
-    checks (the model checked its parameters and inputs once)."""
-    _check_dense(x, params)
-    return _dense_fwd(x, params)
+def dense_core(x, params):
+    """:func:`dense_fwd` for the model: its structural checks (no data read), no value checks."""
+    check_dense(x, params)
+    return dense_fwd_core(x, params)
 
 
-def _dense_fwd(x, params):
-    """Unchecked core of :func:`dense_fwd` (for callers that validated their inputs once)."""
+# y = x W + b
+# dx = dy W^T,  dW = x^T dy,  db = sum of dy over the leading axes (one 2-D GEMM, axes flattened)
+def dense_fwd_core(x, params):
+    """Unchecked core of :func:`dense_fwd` (see :func:`dense`)."""
     y = x @ params.W + params.b                                                     # (..., d_out)
     return y, DenseCache(x=x, W=params.W)
 
 
 def dense_bwd(dy, cache: DenseCache) -> DenseGrads:
-    r"""Gradients of :func:`dense`: ``dx = dy W^T``, ``dW = x^T dy``, ``db = sum dy`` (over leading axes).
+    r"""Gradients of :func:`dense` (see it for the equations).
 
     Parameters
     ----------
@@ -132,11 +147,11 @@ def dense_bwd(dy, cache: DenseCache) -> DenseGrads:
     """
     x, W = cache
     check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))
-    return _dense_bwd(dy, cache)
+    return dense_bwd_core(dy, cache)
 
 
-def _dense_bwd(dy, cache):
-    """Unchecked core of :func:`dense_bwd`."""
+def dense_bwd_core(dy, cache):
+    """Unchecked core of :func:`dense_bwd` (see :func:`dense`)."""
     x, W = cache
     xp = namespace(dy, x, names=("dy", "cache.x"))
     d_in, d_out = W.shape
@@ -148,16 +163,15 @@ def _dense_bwd(dy, cache):
     return DenseGrads(x=dx, params=DenseParams(W=dW, b=db))
 
 
+@fill_doc(params=_PARAMS, raises=_RAISES)
 def dense(x, params: DenseParams):
     """Dense (fully connected) layer ``y = x W + b``.
 
+    The gradients are ``dx = dy W^T``, ``dW = x^T dy`` and ``db = sum dy`` (sums over the leading axes).
+
     Parameters
     ----------
-    x : (..., d_in) array
-        Real floating input (float32 or float64, finite).
-    params : DenseParams
-        ``W: (d_in, d_out)``, ``b: (d_out,)``, same namespace and dtype as `x`
-        (``refattn.random.init_dense(rng, d_in, d_out)``).
+    {params}
 
     Returns
     -------
@@ -166,10 +180,7 @@ def dense(x, params: DenseParams):
 
     Raises
     ------
-    ValueError
-        Mismatched shapes or non-finite input or parameters.
-    TypeError
-        `params` not a ``DenseParams``, or mixed namespaces or dtypes.
+    {raises}
 
     See Also
     --------

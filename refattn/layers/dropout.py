@@ -1,23 +1,18 @@
-r"""Dropout (Srivastava et al. 2014) with an explicit, pre-drawn mask.
+r"""Inverted dropout (Srivastava et al. 2014), ``y = x * mask``, with a mask drawn at the NumPy edge.
 
-The core never draws: the mask is drawn at the NumPy edge by
-``refattn.random.draw_dropout_mask(rng, shape, rate)`` (inverted dropout: entries are 0 with probability
-``rate`` and ``1/(1 - rate)`` otherwise, so ``E[y] = x``) and passed in::
-
-    y = x * mask
-
-The same mask object serves the forward and the backward, so they cannot disagree. At evaluation time simply
-do not call dropout (or pass a mask of ones).
-
-Axes: ``x: (...)`` any shape; ``mask`` the same shape (or broadcastable to it).
+The core never draws: ``refattn.random.draw_dropout_mask(rng, shape, rate)`` gives entries 0 with probability
+``rate`` and ``1/(1 - rate)`` otherwise (so ``E[y] = x``); the same mask object serves the forward and the
+backward, so they cannot disagree. At evaluation time do not call dropout (or pass a mask of ones). Axes:
+``x: (...)`` any shape, ``mask`` the same shape or broadcastable to it.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .._docs import fill_doc
 from .._xp import check_finite, namespace, sum_to_shape
-from ._check import check_dy
+from .checks import check_dy
 
 __all__ = ["DropoutCache", "DropoutGrads", "dropout", "dropout_fwd", "dropout_bwd"]
 
@@ -38,16 +33,30 @@ class DropoutGrads(NamedTuple):
     mask: Array  # same shape as mask (dL/dmask = dy * x, summed over broadcast axes; rarely needed)
 
 
+_PARAMS = """
+x : (...) array
+    Real floating (float32 or float64), finite; any shape.
+mask : array broadcastable to x.shape
+    From ``refattn.random.draw_dropout_mask(rng, shape, rate)`` (entries 0 or ``1/(1 - rate)``), moved to
+    `x`'s namespace with ``refattn.random.as_xp``; same dtype as `x`, finite. Required.
+"""
+
+_RAISES = """
+ValueError
+    `mask` is ``None`` (the message says how to draw one), not broadcastable to `x`, or not finite; or `x` is
+    not finite.
+TypeError
+    Mixed namespaces or dtypes.
+"""
+
+
+@fill_doc(params=_PARAMS, raises=_RAISES)
 def dropout_fwd(x, mask):
-    """Inverted dropout ``y = x * mask`` with a pre-drawn mask, and the cache for :func:`dropout_bwd`.
+    """Forward of :func:`dropout` (see it for the equations), with the cache for :func:`dropout_bwd`.
 
     Parameters
     ----------
-    x : (...) array
-        Real floating (float32 or float64), finite; any shape.
-    mask : array broadcastable to x.shape
-        From ``refattn.random.draw_dropout_mask(rng, shape, rate)`` (entries 0 or ``1/(1 - rate)``), moved
-        to `x`'s namespace with ``refattn.random.as_xp``; same dtype as `x`, finite. Required.
+    {params}
 
     Returns
     -------
@@ -58,21 +67,19 @@ def dropout_fwd(x, mask):
 
     Raises
     ------
-    ValueError
-        `mask` is ``None`` (the message says how to draw one), not broadcastable to `x`, or not finite; or
-        `x` is not finite.
-    TypeError
-        Mixed namespaces or dtypes.
+    {raises}
     """
-    xp = _check_dropout(x, mask)
+    xp = check_dropout(x, mask)
     check_finite("x", x, xp=xp)
     check_finite("mask", mask, xp=xp)
-    return _dropout_fwd(x, mask)
+    return dropout_fwd_core(x, mask)
 
 
-def _check_dropout(x, mask, *, name="mask"):
-    """Structural checks of :func:`dropout_fwd` (a mask given, namespaces, dtypes, a broadcastable shape):
-    metadata only, no data read. `name` is the mask's argument name in the messages."""
+def check_dropout(x, mask, *, name="mask"):
+    """Structural checks of :func:`dropout_fwd` (a mask given, namespaces, dtypes, a broadcastable shape).
+
+    Metadata only, no data read; `name` is the mask's argument name in the messages.
+    """
     if mask is None:
         raise ValueError(
             f"{name}: dropout needs a pre-drawn mask; draw one at the edge with "
@@ -88,13 +95,15 @@ def _check_dropout(x, mask, *, name="mask"):
     return xp
 
 
-def _dropout_fwd(x, mask):
-    """Unchecked core of :func:`dropout_fwd`."""
+# y = x * mask
+# dx = dy * mask,  dmask = dy * x summed to the mask's shape
+def dropout_fwd_core(x, mask):
+    """Unchecked core of :func:`dropout_fwd` (see :func:`dropout`)."""
     return x * mask, DropoutCache(x=x, mask=mask)
 
 
 def dropout_bwd(dy, cache: DropoutCache) -> DropoutGrads:
-    """Gradients of :func:`dropout`: ``dx = dy * mask``; ``dmask = dy * x`` (summed to the mask's shape).
+    """Gradients of :func:`dropout` (see it for the equations).
 
     Parameters
     ----------
@@ -116,26 +125,25 @@ def dropout_bwd(dy, cache: DropoutCache) -> DropoutGrads:
         If `dy` differs from the cache in namespace or dtype.
     """
     check_dy(dy, cache.x)
-    return _dropout_bwd(dy, cache)
+    return dropout_bwd_core(dy, cache)
 
 
-def _dropout_bwd(dy, cache, *, mask_grad=True):
-    """Unchecked core of :func:`dropout_bwd`; ``mask_grad=False`` skips the mask's gradient (``None``),
-    which a model with drawn masks never uses."""
+def dropout_bwd_core(dy, cache, *, mask_grad=True):
+    """Unchecked core of :func:`dropout_bwd`; ``mask_grad=False`` skips the mask's gradient (``None``)."""
     xp = namespace(dy, cache.x, names=("dy", "cache.x"))
     dmask = sum_to_shape(dy * cache.x, tuple(cache.mask.shape), xp=xp) if mask_grad else None
     return DropoutGrads(x=dy * cache.mask, mask=dmask)
 
 
+@fill_doc(params=_PARAMS, raises=_RAISES)
 def dropout(x, mask):
-    """Inverted dropout (Srivastava et al. 2014) with a pre-drawn mask: ``x * mask``.
+    """Inverted dropout (Srivastava et al. 2014) with a pre-drawn mask: ``y = x * mask``.
+
+    The gradients are ``dx = dy * mask`` and ``dmask = dy * x`` summed to the mask's shape.
 
     Parameters
     ----------
-    x : (...) array
-        Real floating (float32 or float64), finite.
-    mask : array broadcastable to x.shape
-        From ``refattn.random.draw_dropout_mask(rng, x.shape, rate)``, same namespace and dtype as `x`.
+    {params}
 
     Returns
     -------
@@ -144,10 +152,7 @@ def dropout(x, mask):
 
     Raises
     ------
-    ValueError
-        `mask` is ``None``, not broadcastable, or not finite; `x` not finite.
-    TypeError
-        Mixed namespaces or dtypes.
+    {raises}
 
     See Also
     --------

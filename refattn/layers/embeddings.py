@@ -10,8 +10,8 @@ r"""Input embeddings as forward/backward pairs: tokens, pixels/patches, absolute
   pixel a token; integer intensities can use the token embedding instead).
 * **Absolute position embeddings** ``y = x + P[:L]`` with ``P: (L_max, d)`` either the sinusoid table of
   Vaswani et al. (2017, Sec. 3.5: ``P[p, 2i] = sin(p / 10000^(2i/d))``,
-  ``P[p, 2i+1] = cos(p / 10000^(2i/d))``),
-  which a model keeps fixed, or a learned table (gradient = dy summed over the batch, zero rows past L).
+  ``P[p, 2i+1] = cos(p / 10000^(2i/d))``), which a model keeps fixed, or a learned table (gradient = dy summed
+  over the batch, zero rows past L).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .. import limits
+from .._docs import fill_doc
 from .._xp import check_finite, check_positive_int, check_shape, device_of, namespace
-from ._check import check_dy_spec, check_finite_all, check_index_range
-from .dense import DenseParams, _check_dense, _dense_bwd, _dense_fwd, dense_bwd
-from .losses import _one_hot
+from .checks import check_dy_spec, check_finite_all, check_index_range
+from .dense import DenseParams, check_dense, dense_bwd_core, dense_fwd_core, dense_bwd
+from .losses import one_hot_core
 
 __all__ = [
     "token_embedding", "token_embedding_fwd", "token_embedding_bwd", "TokenEmbeddingGrads",
@@ -55,17 +56,78 @@ class PositionEmbeddingGrads(NamedTuple):
     table: Array  # (L_max, d)
 
 
+_DY_RAISES = """
+ValueError
+    If `dy` is not of the output's shape or is not finite.
+TypeError
+    If `dy` differs from the forward in namespace or dtype.
+"""
+
+_TOKEN_PARAMS = """
+ids : (..., L) integer array
+    Token indices in ``[0, V)`` (indices by nature: no gradient); same namespace as `table`.
+table : (V, d) array
+    Embedding table, real floating (float32 or float64), finite (``refattn.random.init_embedding``).
+"""
+
+_TOKEN_RAISES = """
+ValueError
+    `table` not 2-D or not finite, or an index outside ``[0, V)``.
+TypeError
+    `ids` not an integer array, or mixed namespaces.
+"""
+
+_PATCH_PARAMS = """
+images : (..., H, W, C) array
+    Finite float32/float64.
+params : DenseParams
+    ``W: (patch*patch*C, d)``, ``b: (d,)``, same namespace and dtype as `images`
+    (``refattn.random.init_dense(rng, patch*patch*C, d)``).
+patch : int
+    Patch side p; must divide H and W (1 for a pixel embedding).
+"""
+
+_PATCH_RAISES = """
+ValueError
+    `patch` not dividing H and W, ``params.W`` without ``p*p*C`` rows, or non-finite input.
+TypeError
+    Mixed namespaces or dtypes, or `params` not a ``DenseParams``.
+"""
+
+_POSITION_PARAMS = """
+x : (..., L, d) array
+    Token embeddings; real floating, finite.
+table : (L_max, d) array
+    Position table with ``L <= L_max`` (learned, or :func:`sinusoid_position_table`); same namespace and dtype
+    as `x`.
+"""
+
+_PATCH_Y = """
+y : (..., (H/p)(W/p), d) array
+    One token per patch; same namespace and dtype as `images`.
+"""
+
+_POSITION_Y = """
+y : (..., L, d) array
+    Same namespace and dtype as `x`.
+"""
+
+_POSITION_RAISES = """
+ValueError
+    ``L > L_max``, mismatched widths, or non-finite input.
+TypeError
+    Mixed namespaces or dtypes.
+"""
+
+
 # ---- tokens ------------------------------------------------------------------------------------------------
+@fill_doc(params=_TOKEN_PARAMS, raises=_TOKEN_RAISES)
 def token_embedding_fwd(ids, table):
-    r"""Token embedding ``y = table[ids]`` and the cache for :func:`token_embedding_bwd`.
+    r"""Forward of :func:`token_embedding` (see it for the equations), with the cache for the backward.
 
     Parameters
     ----------
-    ids : (..., L) integer array
-        Token indices in ``[0, V)`` (indices by nature: no gradient); same namespace as `table`.
-    table : (V, d) array
-        Embedding table, real floating (float32 or float64), finite
-        (``refattn.random.init_embedding``).
+    {params}
 
     Returns
     -------
@@ -76,16 +138,13 @@ def token_embedding_fwd(ids, table):
 
     Raises
     ------
-    ValueError
-        `table` not 2-D or not finite, or an index outside ``[0, V)``.
-    TypeError
-        `ids` not an integer array, or mixed namespaces.
+    {raises}
     """
     xp = _check_token_embedding(ids, table)
     check_finite("table", table, xp=xp)
     V = table.shape[0]
     check_index_range("ids", ids, V, f"token indices in [0, {V}) (vocabulary of table)", xp=xp)
-    return _token_embedding_fwd(ids, table, xp=xp)
+    return token_embedding_fwd_core(ids, table, xp=xp)
 
 
 def _check_token_embedding(ids, table):
@@ -97,26 +156,26 @@ def _check_token_embedding(ids, table):
     return xp
 
 
-def _token_embedding(ids, table):
-    """Unchecked core of :func:`token_embedding_fwd` for the model: its structural checks and the ids' range
-    (the model's input check, one sync), not the table's values (checked once with the parameters)."""
+def token_embedding_core(ids, table):
+    """:func:`token_embedding_fwd` for the model: its structural checks (no data read), no value checks."""
     xp = _check_token_embedding(ids, table)
     V = table.shape[0]
     check_index_range("ids", ids, V, f"token indices in [0, {V}) (vocabulary of table)", xp=xp)
-    return _token_embedding_fwd(ids, table, xp=xp)
+    return token_embedding_fwd_core(ids, table, xp=xp)
 
 
-def _token_embedding_fwd(ids, table, *, xp):
-    """Unchecked core of :func:`token_embedding_fwd`."""
+# y = table[ids]                                                (a gather: take along the vocabulary axis)
+# dtable = onehot(ids)^T dy                                     (a scatter-add, as one GEMM)
+def token_embedding_fwd_core(ids, table, *, xp):
+    """Unchecked core of :func:`token_embedding_fwd` (see :func:`token_embedding`)."""
     flat = xp.reshape(ids, (-1,))                                                   # (N,)
     y = xp.reshape(xp.take(table, flat, axis=0), tuple(ids.shape) + (table.shape[1],))   # (..., L, d)
     return y, (flat, table.shape, table.dtype, tuple(ids.shape) + (table.shape[1],))
 
 
+@fill_doc(raises=_DY_RAISES)
 def token_embedding_bwd(dy, cache) -> TokenEmbeddingGrads:
-    """Gradient of :func:`token_embedding`: ``dtable = onehot(ids)^T dy`` (scatter-add of dy's rows).
-
-    One GEMM with an ``(N, V)`` one-hot, N the number of tokens (the standard has no scatter-add).
+    """Gradient of :func:`token_embedding` (see it for the equations) for `table`.
 
     Parameters
     ----------
@@ -132,36 +191,33 @@ def token_embedding_bwd(dy, cache) -> TokenEmbeddingGrads:
 
     Raises
     ------
-    ValueError
-        If `dy` is not of the output's shape or is not finite.
-    TypeError
-        If `dy`'s dtype is not the table's.
+    {raises}
     MemoryError
         If the ``(N, V)`` one-hot exceeds the allocation bound (:mod:`refattn.limits`).
     """
     flat, (V, d), dtype, out_shape = cache
     xp = check_dy_spec(dy, out_shape, dtype)
-    return _token_embedding_bwd(dy, cache, xp=xp)
+    return token_embedding_bwd_core(dy, cache, xp=xp)
 
 
-def _token_embedding_bwd(dy, cache, *, xp):
-    """Unchecked core of :func:`token_embedding_bwd` (the one-hot's memory bound is kept: it is no value
-    check)."""
+def token_embedding_bwd_core(dy, cache, *, xp):
+    """Unchecked core of :func:`token_embedding_bwd` (the one-hot's memory bound is kept)."""
     flat, (V, d), dtype, out_shape = cache
     limits.check_nbytes(flat.shape[0] * V * 8, "dy (rows x the table's vocabulary V, one-hot scatter)")
-    oh = _one_hot(flat, V, dtype=dtype, xp=xp)                                       # (N, V)
+    oh = one_hot_core(flat, V, dtype=dtype, xp=xp)                                       # (N, V)
     return TokenEmbeddingGrads(table=xp.matrix_transpose(oh) @ xp.reshape(dy, (-1, d)))   # (V, d)
 
 
+@fill_doc(params=_TOKEN_PARAMS, raises=_TOKEN_RAISES)
 def token_embedding(ids, table):
-    """Token embedding: the rows ``table[ids]``.
+    """Token embedding: the rows ``y = table[ids]``.
+
+    Gathered with ``take``; the gradient is the scatter-add ``dtable = onehot(ids)^T dy``, one GEMM with an
+    ``(N, V)`` one-hot, N the number of tokens (the standard has no scatter-add); unused tokens get zero rows.
 
     Parameters
     ----------
-    ids : (..., L) integer array
-        Token indices in ``[0, V)``.
-    table : (V, d) array
-        Embedding table, real floating, finite.
+    {params}
 
     Returns
     -------
@@ -170,10 +226,7 @@ def token_embedding(ids, table):
 
     Raises
     ------
-    ValueError
-        `table` not 2-D or not finite, or an index outside ``[0, V)``.
-    TypeError
-        `ids` not an integer array, or mixed namespaces.
+    {raises}
 
     See Also
     --------
@@ -233,10 +286,10 @@ def patchify(images, patch):
     if H % p or W % p:
         raise ValueError(f"patch: expected a divisor of the image height and width ({H}, {W}); got {p}")
     check_finite("images", images, xp=xp)
-    return _patchify(images, p, xp=xp)
+    return patchify_core(images, p, xp=xp)
 
 
-def _patchify(images, p, *, xp):
+def patchify_core(images, p, *, xp):
     """Unchecked core of :func:`patchify`."""
     *batch, H, W, C = images.shape
     nb = len(batch)
@@ -288,10 +341,10 @@ def unpatchify(patches, patch, image_shape):
         raise ValueError(f"patch: expected a divisor of image_shape's height and width ({H}, {W}); got {p}")
     check_shape("patches", patches, f"..., {(H // p) * (W // p)}, {p * p * C}")
     check_finite("patches", patches, xp=xp)
-    return _unpatchify(patches, p, (H, W, C), xp=xp)
+    return unpatchify_core(patches, p, (H, W, C), xp=xp)
 
 
-def _unpatchify(patches, p, image_shape, *, xp):
+def unpatchify_core(patches, p, image_shape, *, xp):
     """Unchecked core of :func:`unpatchify`."""
     H, W, C = image_shape
     batch = tuple(patches.shape[:-2])
@@ -302,37 +355,29 @@ def _unpatchify(patches, p, image_shape, *, xp):
     return xp.reshape(t, batch + (H, W, C))                                         # (..., H, W, C)
 
 
+@fill_doc(params=_PATCH_PARAMS, y=_PATCH_Y, raises=_PATCH_RAISES)
 def patch_embedding_fwd(images, params: DenseParams, *, patch):
-    r"""Patch (``patch > 1``) or pixel (``patch = 1``) embedding: ``dense(patchify(images, patch), params)``.
+    r"""Forward of :func:`patch_embedding` (see it for the equations), with the cache for the backward.
 
     Parameters
     ----------
-    images : (..., H, W, C) array
-        Finite float32/float64.
-    params : DenseParams
-        ``W: (patch*patch*C, d)``, ``b: (d,)``, same namespace and dtype as `images`.
-    patch : int
-        Patch side p; must divide H and W.
+    {params}
 
     Returns
     -------
-    y : (..., (H/p)(W/p), d) array
-        One token per patch; same namespace and dtype as `images`.
+    {y}
     cache : tuple
         ``(DenseCache, patch, (H, W, C))``, for :func:`patch_embedding_bwd`.
 
     Raises
     ------
-    ValueError
-        `patch` not dividing H and W, ``params.W`` without ``p*p*C`` rows, or non-finite input.
-    TypeError
-        Mixed namespaces or dtypes, or `params` not a ``DenseParams``.
+    {raises}
     """
     xp, p = _check_patch_images(images, patch)
     check_finite("images", images, xp=xp)
     tokens = _check_patch_embedding(images, params, p, xp=xp)                       # (..., P, p*p*C)
     check_finite_all(xp, **{"params.W": params.W, "params.b": params.b})  # tokens: a reshape of `images`
-    return _patch_embedding_fwd(tokens, params, p, tuple(images.shape[-3:]))
+    return patch_embedding_fwd_core(tokens, params, p, tuple(images.shape[-3:]))
 
 
 def _check_patch_images(images, patch):
@@ -354,27 +399,29 @@ def _check_patch_embedding(images, params, p, *, xp):
             and params.W.shape[0] != p * p * C:
         raise ValueError(f"images: C = {C} channels with patch = {p} give patch rows of p*p*C = {p * p * C}; "
                          f"params.W has {params.W.shape[0]} rows (shape {tuple(params.W.shape)})")
-    tokens = _patchify(images, p, xp=xp)                                            # (..., P, p*p*C)
-    _check_dense(tokens, params)                                                    # W: (p*p*C, d), b: (d,)
+    tokens = patchify_core(images, p, xp=xp)                                            # (..., P, p*p*C)
+    check_dense(tokens, params)                                                    # W: (p*p*C, d), b: (d,)
     return tokens
 
 
-def _patch_embedding(images, params, *, patch):
-    """Unchecked core of :func:`patch_embedding_fwd` for the model: its structural checks, no value checks
-    (the model checked the images and the parameters once)."""
+def patch_embedding_core(images, params, *, patch):
+    """:func:`patch_embedding_fwd` for the model: its structural checks (no data read), no value checks."""
     xp, p = _check_patch_images(images, patch)
     tokens = _check_patch_embedding(images, params, p, xp=xp)
-    return _patch_embedding_fwd(tokens, params, p, tuple(images.shape[-3:]))
+    return patch_embedding_fwd_core(tokens, params, p, tuple(images.shape[-3:]))
 
 
-def _patch_embedding_fwd(tokens, params, p, image_shape):
-    """Unchecked core of :func:`patch_embedding_fwd` on the patch rows."""
-    y, dcache = _dense_fwd(tokens, params)                                          # (..., P, d)
+# y = patchify(images) W + b
+# dW, db: the dense backward;  dimages = unpatchify(dy W^T)
+def patch_embedding_fwd_core(tokens, params, p, image_shape):
+    """Unchecked core of :func:`patch_embedding_fwd` on the patch rows (see :func:`patch_embedding`)."""
+    y, dcache = dense_fwd_core(tokens, params)                                          # (..., P, d)
     return y, (dcache, p, image_shape)
 
 
+@fill_doc(raises=_DY_RAISES)
 def patch_embedding_bwd(dy, cache) -> PatchEmbeddingGrads:
-    """Gradients of :func:`patch_embedding`: dense backward, then :func:`unpatchify` of the token gradient.
+    """Gradients of :func:`patch_embedding` (see it for the equations).
 
     Parameters
     ----------
@@ -390,49 +437,41 @@ def patch_embedding_bwd(dy, cache) -> PatchEmbeddingGrads:
 
     Raises
     ------
-    ValueError
-        If `dy` is not of the output's shape or is not finite.
-    TypeError
-        If `dy` differs from the cache in namespace or dtype.
+    {raises}
     """
     g = dense_bwd(dy, cache[0])  # checks dy: (..., P, d), finite
     return _patch_embedding_grads(g, cache)
 
 
-def _patch_embedding_bwd(dy, cache):
-    """Unchecked core of :func:`patch_embedding_bwd`."""
-    return _patch_embedding_grads(_dense_bwd(dy, cache[0]), cache)
+def patch_embedding_bwd_core(dy, cache):
+    """Unchecked core of :func:`patch_embedding_bwd` (see :func:`patch_embedding`)."""
+    return _patch_embedding_grads(dense_bwd_core(dy, cache[0]), cache)
 
 
 def _patch_embedding_grads(g, cache):
     dcache, patch, image_shape = cache
     xp = namespace(g.x)
-    return PatchEmbeddingGrads(images=_unpatchify(g.x, patch, image_shape, xp=xp), params=g.params)
+    return PatchEmbeddingGrads(images=unpatchify_core(g.x, patch, image_shape, xp=xp), params=g.params)
 
 
+@fill_doc(params=_PATCH_PARAMS, y=_PATCH_Y, raises=_PATCH_RAISES)
 def patch_embedding(images, params: DenseParams, *, patch):
     """Patch (ViT) or pixel embedding: ``dense(patchify(images, patch), params)``.
 
+    ``patch > 1``: ViT's patches (Dosovitskiy et al. 2021); ``patch = 1``: one token per pixel. The gradient
+    is the dense layer's backward, then :func:`unpatchify` (the reshape's adjoint) of the token gradient.
+
     Parameters
     ----------
-    images : (..., H, W, C) array
-        Finite float32/float64.
-    params : DenseParams
-        ``W: (patch*patch*C, d)``, ``b: (d,)`` (``refattn.random.init_dense(rng, patch*patch*C, d)``).
-    patch : int
-        Patch side p; must divide H and W (1 for a pixel embedding).
+    {params}
 
     Returns
     -------
-    y : (..., (H/p)(W/p), d) array
-        Same namespace and dtype as `images`.
+    {y}
 
     Raises
     ------
-    ValueError
-        See :func:`patch_embedding_fwd`.
-    TypeError
-        See :func:`patch_embedding_fwd`.
+    {raises}
 
     See Also
     --------
@@ -500,35 +539,28 @@ def sinusoid_position_table(L, d, *, like):
     return xp.where(j % 2 == 0, xp.sin(angle), xp.cos(angle))                       # (L, d)
 
 
+@fill_doc(params=_POSITION_PARAMS, y=_POSITION_Y, raises=_POSITION_RAISES)
 def position_embedding_fwd(x, table):
-    r"""Absolute position embedding ``y = x + table[:L]`` and the cache for :func:`position_embedding_bwd`.
+    r"""Forward of :func:`position_embedding` (see it for the equations), with the cache for the backward.
 
     Parameters
     ----------
-    x : (..., L, d) array
-        Token embeddings; real floating, finite.
-    table : (L_max, d) array
-        Position table with ``L <= L_max`` (learned, or :func:`sinusoid_position_table`); same namespace and
-        dtype as `x`.
+    {params}
 
     Returns
     -------
-    y : (..., L, d) array
-        Same namespace and dtype as `x`.
+    {y}
     cache : tuple
         ``(L_max, L, x.shape, x.dtype)``, for :func:`position_embedding_bwd`.
 
     Raises
     ------
-    ValueError
-        ``L > L_max``, mismatched widths, or non-finite input.
-    TypeError
-        Mixed namespaces or dtypes.
+    {raises}
     """
     xp = _check_position_embedding(x, table)
     check_finite("x", x, xp=xp)
     check_finite("table", table, xp=xp)
-    return _position_embedding_fwd(x, table)
+    return position_embedding_fwd_core(x, table)
 
 
 def _check_position_embedding(x, table):
@@ -543,21 +575,23 @@ def _check_position_embedding(x, table):
     return xp
 
 
-def _position_embedding(x, table):
-    """Unchecked core of :func:`position_embedding_fwd` for the model: its structural checks, no value
-    checks."""
+def position_embedding_core(x, table):
+    """:func:`position_embedding_fwd` for the model: its structural checks (no data read), no value checks."""
     _check_position_embedding(x, table)
-    return _position_embedding_fwd(x, table)
+    return position_embedding_fwd_core(x, table)
 
 
-def _position_embedding_fwd(x, table):
-    """Unchecked core of :func:`position_embedding_fwd`."""
+# y = x + table[:L]
+# dx = dy,  dtable[:L] = sum of dy over the leading axes (zero rows past L)
+def position_embedding_fwd_core(x, table):
+    """Unchecked core of :func:`position_embedding_fwd` (see :func:`position_embedding`)."""
     L, L_max = x.shape[-2], table.shape[0]
     return x + table[:L, :], (L_max, L, tuple(x.shape), x.dtype)                    # (..., L, d)
 
 
+@fill_doc(raises=_DY_RAISES)
 def position_embedding_bwd(dy, cache) -> PositionEmbeddingGrads:
-    """Gradients of :func:`position_embedding`: ``dx = dy``; ``dtable[:L] = sum of dy over leading axes``.
+    """Gradients of :func:`position_embedding` (see it for the equations).
 
     Parameters
     ----------
@@ -573,18 +607,15 @@ def position_embedding_bwd(dy, cache) -> PositionEmbeddingGrads:
 
     Raises
     ------
-    ValueError
-        If `dy` is not of the output's shape or is not finite.
-    TypeError
-        If `dy`'s dtype is not the forward's.
+    {raises}
     """
     L_max, L, x_shape, dtype = cache
     check_dy_spec(dy, x_shape, dtype)
-    return _position_embedding_bwd(dy, cache)
+    return position_embedding_bwd_core(dy, cache)
 
 
-def _position_embedding_bwd(dy, cache):
-    """Unchecked core of :func:`position_embedding_bwd`."""
+def position_embedding_bwd_core(dy, cache):
+    """Unchecked core of :func:`position_embedding_bwd` (see :func:`position_embedding`)."""
     L_max, L, x_shape, dtype = cache
     xp = namespace(dy, names=("dy",))
     d = dy.shape[-1]
@@ -594,27 +625,23 @@ def _position_embedding_bwd(dy, cache):
     return PositionEmbeddingGrads(x=dy, table=dtab)
 
 
+@fill_doc(params=_POSITION_PARAMS, y=_POSITION_Y, raises=_POSITION_RAISES)
 def position_embedding(x, table):
-    """Absolute position embedding: ``x + table[:L]``.
+    """Absolute position embedding: ``y = x + table[:L]``.
+
+    The gradient is ``dx = dy`` and ``dtable[:L] = dy`` summed over the leading axes (zero rows past L).
 
     Parameters
     ----------
-    x : (..., L, d) array
-        Token embeddings; real floating, finite.
-    table : (L_max, d) array
-        Position table, ``L <= L_max``; same namespace and dtype as `x`.
+    {params}
 
     Returns
     -------
-    y : (..., L, d) array
-        Same namespace and dtype as `x`.
+    {y}
 
     Raises
     ------
-    ValueError
-        ``L > L_max``, mismatched widths, or non-finite input.
-    TypeError
-        Mixed namespaces or dtypes.
+    {raises}
 
     See Also
     --------

@@ -1,9 +1,6 @@
-r"""Layer normalisation over the last axis (Ba et al. 2016), as a forward/backward pair.
+r"""Layer normalisation over the last axis (Ba et al. 2016) as a forward/backward pair; see :func:`layernorm`.
 
-    y = gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta     (statistics over the last axis, biased variance)
-
-Axes: ``...`` batch and positions, ``d`` the normalised width. Parameters ``LayerNormParams(gamma: (d,),
-beta: (d,))`` (``refattn.random.init_layernorm(d)``: ones and zeros). ``eps = 1e-5`` as in torch.
+Axes: ``...`` batch and positions, ``d`` the normalised width. ``eps = 1e-5`` as in torch.
 """
 
 from __future__ import annotations
@@ -11,8 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from .._docs import fill_doc
 from .._xp import check_finite, check_shape, namespace
-from ._check import check_dy, check_finite_all
+from .checks import check_dy, check_finite_all
 from ._norm import normalize_bwd
 
 __all__ = ["LayerNormParams", "LayerNormCache", "LayerNormGrads", "layernorm", "layernorm_fwd",
@@ -43,20 +41,32 @@ class LayerNormGrads(NamedTuple):
     params: LayerNormParams   # gamma: (d,), beta: (d,)
 
 
-def layernorm_fwd(x, params: LayerNormParams, *, eps=1e-5):
-    r"""Layer norm of `x` over its last axis and the cache for :func:`layernorm_bwd`.
+_PARAMS = """
+x : (..., d) array
+    Real floating (float32 or float64), finite; ``d >= 1``.
+params : LayerNormParams
+    ``gamma: (d,)``, ``beta: (d,)``, same namespace and dtype as `x` (``refattn.random.init_layernorm(d)``:
+    ones and zeros).
+eps : float, default 1e-5
+    Added to the variance; positive.
+"""
 
-    ``y = gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta``, statistics over the last axis
-    (biased variance).
+_RAISES = """
+ValueError
+    ``d = 0`` (the mean and variance of an empty row are undefined), non-finite `x` or parameters, mismatched
+    shapes, or a non-positive `eps`. Zero rows (an empty leading axis) give an empty `y`.
+TypeError
+    `params` not a ``LayerNormParams``, or mixed namespaces or dtypes.
+"""
+
+
+@fill_doc(params=_PARAMS, raises=_RAISES)
+def layernorm_fwd(x, params: LayerNormParams, *, eps=1e-5):
+    r"""Forward of :func:`layernorm` (see it for the equations), with the cache for :func:`layernorm_bwd`.
 
     Parameters
     ----------
-    x : (..., d) array
-        Real floating (float32 or float64), finite.
-    params : LayerNormParams
-        ``gamma: (d,)``, ``beta: (d,)``, same namespace and dtype as `x`.
-    eps : float, default 1e-5
-        Added to the variance; positive.
+    {params}
 
     Returns
     -------
@@ -67,22 +77,17 @@ def layernorm_fwd(x, params: LayerNormParams, *, eps=1e-5):
 
     Raises
     ------
-    ValueError
-        ``d = 0`` (the mean and variance of an empty row are undefined), non-finite `x` or parameters,
-        mismatched shapes, or a non-positive `eps`. Zero rows (an empty leading axis) give an empty `y`.
-    TypeError
-        `params` not a ``LayerNormParams``, or mixed namespaces or dtypes.
+    {raises}
     """
     xp = _check_layernorm(x, params)
     check_finite("x", x, xp=xp)
     check_finite_all(xp, **{"params.gamma": params.gamma, "params.beta": params.beta})
     _check_layernorm_args(x, eps)
-    return _layernorm_fwd(x, params, eps, xp=xp)
+    return layernorm_fwd_core(x, params, eps, xp=xp)
 
 
 def _check_layernorm(x, params):
-    """Structural checks of :func:`layernorm_fwd` (container, namespaces, dtypes, shapes): metadata only, no
-    data read."""
+    """Structural checks of :func:`layernorm_fwd` (container, namespaces, dtypes, shapes): no data read."""
     if not (isinstance(params, tuple) and hasattr(params, "gamma")):
         raise TypeError(f"params: expected LayerNormParams(gamma, beta); got {type(params).__name__}")
     xp = namespace(x, params.gamma, params.beta, names=("x", "params.gamma", "params.beta"))
@@ -101,16 +106,17 @@ def _check_layernorm_args(x, eps):
         raise ValueError(f"eps: expected a positive number; got {eps!r}")
 
 
-def _layernorm(x, params, *, eps=1e-5):
-    """Unchecked core of :func:`layernorm_fwd` for the model: its structural checks (no data read), no value
-    checks (the model checked its parameters and inputs once)."""
+def layernorm_core(x, params, *, eps=1e-5):
+    """:func:`layernorm_fwd` for the model: its structural checks (no data read), no value checks."""
     xp = _check_layernorm(x, params)
     _check_layernorm_args(x, eps)
-    return _layernorm_fwd(x, params, eps, xp=xp)
+    return layernorm_fwd_core(x, params, eps, xp=xp)
 
 
-def _layernorm_fwd(x, params, eps, *, xp):
-    """Unchecked core of :func:`layernorm_fwd`."""
+# y = gamma xhat + beta,  xhat = (x - mean(x)) rstd,  rstd = 1/sqrt(var(x) + eps)      (last axis)
+# dx = rstd (g - mean(g) - xhat mean(g xhat)),  g = dy gamma;  dgamma = sum dy xhat,  dbeta = sum dy
+def layernorm_fwd_core(x, params, eps, *, xp):
+    """Unchecked core of :func:`layernorm_fwd` (see :func:`layernorm`)."""
     mean = xp.mean(x, axis=-1, keepdims=True)                                       # (..., 1)
     xc = x - mean                                                                   # (..., d)
     rstd = 1.0 / xp.sqrt(xp.mean(xc * xc, axis=-1, keepdims=True) + eps)           # (..., 1)
@@ -120,10 +126,7 @@ def _layernorm_fwd(x, params, eps, *, xp):
 
 
 def layernorm_bwd(dy, cache: LayerNormCache) -> LayerNormGrads:
-    r"""Gradients of :func:`layernorm` for `x`, ``gamma`` and ``beta``.
-
-    ``dgamma = sum dy xhat``, ``dbeta = sum dy`` (over leading axes) and
-    ``dx = rstd (g - mean(g) - xhat mean(g xhat))`` with ``g = dy gamma`` (means over the last axis).
+    r"""Gradients of :func:`layernorm` (see it for the equations) for `x`, ``gamma`` and ``beta``.
 
     Parameters
     ----------
@@ -145,11 +148,11 @@ def layernorm_bwd(dy, cache: LayerNormCache) -> LayerNormGrads:
         If `dy` differs from the cache in namespace or dtype.
     """
     check_dy(dy, cache.xhat)
-    return _layernorm_bwd(dy, cache)
+    return layernorm_bwd_core(dy, cache)
 
 
-def _layernorm_bwd(dy, cache):
-    """Unchecked core of :func:`layernorm_bwd`."""
+def layernorm_bwd_core(dy, cache):
+    """Unchecked core of :func:`layernorm_bwd` (see :func:`layernorm`)."""
     c = cache
     xp = namespace(dy, c.xhat, names=("dy", "cache.xhat"))
     d = c.xhat.shape[-1]
@@ -160,20 +163,19 @@ def _layernorm_bwd(dy, cache):
     return LayerNormGrads(x=dx, params=LayerNormParams(gamma=dgamma, beta=dbeta))
 
 
+@fill_doc(params=_PARAMS, raises=_RAISES)
 def layernorm(x, params: LayerNormParams, *, eps=1e-5):
     """Layer norm over the last axis (Ba et al. 2016).
 
-    ``y = gamma * (x - mean(x)) / sqrt(var(x) + eps) + beta``, statistics over the last axis
-    (biased variance).
+    ``y = gamma * xhat + beta`` with ``xhat = (x - mean(x)) * rstd``, ``rstd = 1/sqrt(var(x) + eps)``,
+    statistics over the last axis (biased variance). The gradients are ``dgamma = sum dy xhat``,
+    ``dbeta = sum dy`` (over the leading axes) and ``dx = rstd (g - mean(g) - xhat mean(g xhat))`` with
+    ``g = dy gamma`` (means over the last axis; the mean and variance terms of the chain rule, simplified as
+    in llm.c's layernorm derivation).
 
     Parameters
     ----------
-    x : (..., d) array
-        Real floating (float32 or float64), finite; ``d >= 1``.
-    params : LayerNormParams
-        ``gamma: (d,)``, ``beta: (d,)`` (``refattn.random.init_layernorm(d)``: ones and zeros).
-    eps : float, default 1e-5
-        Added to the variance; positive.
+    {params}
 
     Returns
     -------
@@ -182,10 +184,7 @@ def layernorm(x, params: LayerNormParams, *, eps=1e-5):
 
     Raises
     ------
-    ValueError
-        ``d = 0``, non-finite input or parameters, mismatched shapes, non-positive `eps`.
-    TypeError
-        `params` not a ``LayerNormParams``, or mixed namespaces or dtypes.
+    {raises}
 
     See Also
     --------

@@ -1,12 +1,8 @@
 r"""Losses as forward/backward pairs: softmax cross-entropy with integer labels, and mean squared error.
 
-Both return a scalar (0-d array): the **mean** over rows / entries.
-
-* ``softmax_cross_entropy(logits, labels)``: ``mean_n [logsumexp(logits_n) - logits_n[labels_n]]``; ``logits:
-  (..., C)``, ``labels: (...)`` integer class indices in ``[0, C)`` (indices by nature: no gradient field).
-  Gradient ``(softmax(logits) - onehot(labels)) / N``. The one-hot is an ``arange`` comparison (the standard
-  has no fancy indexing).
-* ``mse(pred, target)``: ``mean((pred - target)^2)``; gradients for both.
+Both return a scalar (0-d array): the **mean** over rows (``logits: (..., C)``, ``labels: (...)`` integer
+class indices, which get no gradient) or entries (``pred``, ``target``: any shape). The one-hot of the labels
+is an ``arange`` comparison (the standard has no fancy indexing).
 """
 
 from __future__ import annotations
@@ -15,8 +11,9 @@ import math
 from typing import Any, NamedTuple
 
 from .. import limits
+from .._docs import fill_doc
 from .._xp import check_finite, check_nonneg_int, check_shape, device_of, namespace
-from ._check import check_dy, check_index_range
+from .checks import check_dy, check_index_range
 
 __all__ = ["CrossEntropyCache", "CrossEntropyGrads", "softmax_cross_entropy", "softmax_cross_entropy_fwd",
            "softmax_cross_entropy_bwd", "MseGrads", "mse", "mse_fwd", "mse_bwd", "one_hot"]
@@ -43,6 +40,53 @@ class MseGrads(NamedTuple):
 
     pred: Array
     target: Array
+
+
+_CE_PARAMS = """
+logits : (..., C) array
+    Real floating (float32 or float64), finite.
+labels : (...) integer array
+    Class indices in ``[0, C)``; same namespace as `logits`.
+"""
+
+_CE_RAISES = """
+ValueError
+    No rows (the mean over zero examples is undefined), ``C = 0``, labels out of range, non-finite logits, or
+    mismatched leading shapes.
+TypeError
+    `labels` not an integer array, or mixed namespaces.
+"""
+
+_MSE_PARAMS = """
+pred : (...) array
+    Real floating (float32 or float64), finite, at least one entry.
+target : (...) array
+    Same shape, namespace and dtype as `pred`; finite.
+"""
+
+_MSE_RAISES = """
+ValueError
+    Shapes that differ, non-finite input, or empty `pred` (the mean over no entries is undefined).
+TypeError
+    Mixed namespaces or dtypes.
+"""
+
+_DLOSS = """
+dloss : () array
+    Cotangent of the loss: 0-d, same namespace and dtype as the forward's input; finite.
+"""
+
+_DLOSS_RAISES = """
+ValueError
+    If `dloss` is not 0-d or not finite.
+TypeError
+    If `dloss` differs from the cache in namespace or dtype.
+"""
+
+_LOSS = """
+loss : () array
+    0-d, same namespace and dtype as the input.
+"""
 
 
 def one_hot(labels, C, *, dtype, xp):
@@ -97,41 +141,32 @@ def one_hot(labels, C, *, dtype, xp):
         raise ValueError(f"labels: expected class indices in [0, {C}); got values in "
                          f"[{int(xp.min(labels))}, {int(xp.max(labels))}]")
     limits.check_nbytes(size * C * 8, "labels x C (the one-hot array)")
-    return _one_hot(labels, C, dtype=dtype, xp=xp)
+    return one_hot_core(labels, C, dtype=dtype, xp=xp)
 
 
-def _one_hot(labels, C, *, dtype, xp):
+def one_hot_core(labels, C, *, dtype, xp):
     """Unchecked core of :func:`one_hot`."""
     classes = xp.arange(C, dtype=labels.dtype, device=device_of(labels))               # (C,)
     return xp.astype(xp.expand_dims(labels, axis=-1) == classes, dtype)            # (..., C)
 
 
+@fill_doc(params=_CE_PARAMS, loss=_LOSS, raises=_CE_RAISES)
 def softmax_cross_entropy_fwd(logits, labels):
-    r"""Mean softmax cross-entropy and the cache for :func:`softmax_cross_entropy_bwd`.
-
-    ``loss = mean_n [logsumexp(logits_n) - logits_n[labels_n]]`` over the ``N = prod(...)`` rows.
+    r"""Forward of :func:`softmax_cross_entropy` (see it for the equations), with the cache for the backward.
 
     Parameters
     ----------
-    logits : (..., C) array
-        Real floating (float32 or float64), finite.
-    labels : (...) integer array
-        Class indices in ``[0, C)``; same namespace as `logits`.
+    {params}
 
     Returns
     -------
-    loss : () array
-        0-d, same namespace and dtype as `logits`.
+    {loss}
     cache : CrossEntropyCache
         Softmax probabilities and one-hot labels ``(N, C)``, for :func:`softmax_cross_entropy_bwd`.
 
     Raises
     ------
-    ValueError
-        No rows (the mean over zero examples is undefined), ``C = 0``, labels out of range, non-finite logits,
-        or mismatched leading shapes.
-    TypeError
-        `labels` not an integer array, or mixed namespaces.
+    {raises}
     """
     xp = namespace(logits, labels, names=("logits", "labels"), allow_int=("labels",))
     if not xp.isdtype(labels.dtype, "integral"):
@@ -150,19 +185,19 @@ def softmax_cross_entropy_fwd(logits, labels):
     e = xp.exp(z - zmax)                                                            # (N, C)
     s = xp.sum(e, axis=-1, keepdims=True)                                           # (N, 1)
     lse = zmax + xp.log(s)                                                          # (N, 1)
-    onehot = _one_hot(xp.reshape(labels, (-1,)), C, dtype=logits.dtype, xp=xp)       # (N, C)
+    onehot = one_hot_core(xp.reshape(labels, (-1,)), C, dtype=logits.dtype, xp=xp)       # (N, C)
     picked = xp.sum(z * onehot, axis=-1, keepdims=True)                             # (N, 1)
     loss = xp.sum(lse - picked) / N                                                 # ()
     return loss, CrossEntropyCache(p=e / s, onehot=onehot, shape=tuple(logits.shape))
 
 
+@fill_doc(dloss=_DLOSS, raises=_DLOSS_RAISES)
 def softmax_cross_entropy_bwd(dloss, cache: CrossEntropyCache) -> CrossEntropyGrads:
-    """Gradient of :func:`softmax_cross_entropy`: ``dlogits = dloss (softmax(logits) - onehot(labels)) / N``.
+    """Gradient of :func:`softmax_cross_entropy` (see it for the equations).
 
     Parameters
     ----------
-    dloss : () array
-        Cotangent of the loss: 0-d, same namespace and dtype as `logits`; finite.
+    {dloss}
     cache : CrossEntropyCache
         From :func:`softmax_cross_entropy_fwd`.
 
@@ -173,43 +208,39 @@ def softmax_cross_entropy_bwd(dloss, cache: CrossEntropyCache) -> CrossEntropyGr
 
     Raises
     ------
-    ValueError
-        If `dloss` is not 0-d or not finite.
-    TypeError
-        If `dloss` differs from the cache in namespace or dtype.
+    {raises}
     """
     check_dy(dloss, cache.p, (), name="dloss")
-    return _softmax_cross_entropy_bwd(dloss, cache)
+    return softmax_cross_entropy_bwd_core(dloss, cache)
 
 
-def _softmax_cross_entropy_bwd(dloss, cache):
-    """Unchecked core of :func:`softmax_cross_entropy_bwd`."""
+# loss = mean_n [logsumexp(logits_n) - logits_n[labels_n]]      (forward: softmax_cross_entropy_fwd)
+# dlogits = dloss (softmax(logits) - onehot(labels)) / N
+def softmax_cross_entropy_bwd_core(dloss, cache):
+    """Unchecked core of :func:`softmax_cross_entropy_bwd` (see :func:`softmax_cross_entropy`)."""
     xp = namespace(dloss, cache.p, names=("dloss", "cache.p"))
     N = cache.p.shape[0]
     return CrossEntropyGrads(logits=xp.reshape(dloss * (cache.p - cache.onehot) / N, cache.shape))
 
 
+@fill_doc(params=_CE_PARAMS, loss=_LOSS, raises=_CE_RAISES)
 def softmax_cross_entropy(logits, labels):
     """Mean softmax cross-entropy of integer labels: ``mean_n [logsumexp(logits_n) - logits_n[labels_n]]``.
 
+    The mean runs over the ``N = prod(...)`` rows; the gradient is
+    ``dlogits = dloss (softmax(logits) - onehot(labels)) / N`` (labels get none).
+
     Parameters
     ----------
-    logits : (..., C) array
-        Real floating (float32 or float64), finite.
-    labels : (...) integer array
-        Class indices in ``[0, C)``.
+    {params}
 
     Returns
     -------
-    loss : () array
-        0-d, same namespace and dtype as `logits`.
+    {loss}
 
     Raises
     ------
-    ValueError
-        No rows, ``C = 0``, labels out of range, non-finite logits, or mismatched leading shapes.
-    TypeError
-        `labels` not an integer array, or mixed namespaces.
+    {raises}
 
     See Also
     --------
@@ -226,29 +257,23 @@ def softmax_cross_entropy(logits, labels):
     return softmax_cross_entropy_fwd(logits, labels)[0]
 
 
+@fill_doc(params=_MSE_PARAMS, loss=_LOSS, raises=_MSE_RAISES)
 def mse_fwd(pred, target):
-    """Mean squared error ``mean((pred - target)^2)`` and the cache for :func:`mse_bwd`.
+    """Forward of :func:`mse` (see it for the equations), with the cache for :func:`mse_bwd`.
 
     Parameters
     ----------
-    pred : (...) array
-        Real floating (float32 or float64), finite, at least one entry.
-    target : (...) array
-        Same shape, namespace and dtype as `pred`; finite.
+    {params}
 
     Returns
     -------
-    loss : () array
-        0-d, same namespace and dtype as `pred`.
+    {loss}
     cache : array
         ``pred - target``, for :func:`mse_bwd`.
 
     Raises
     ------
-    ValueError
-        Shapes that differ, non-finite input, or empty `pred` (the mean over no entries is undefined).
-    TypeError
-        Mixed namespaces or dtypes.
+    {raises}
     """
     xp = namespace(pred, target, names=("pred", "target"))
     if tuple(pred.shape) != tuple(target.shape):
@@ -262,13 +287,13 @@ def mse_fwd(pred, target):
     return xp.mean(diff * diff), diff
 
 
+@fill_doc(dloss=_DLOSS, raises=_DLOSS_RAISES)
 def mse_bwd(dloss, cache) -> MseGrads:
-    """Gradients of :func:`mse`: ``dpred = 2 dloss (pred - target) / n = -dtarget``, n the number of entries.
+    """Gradients of :func:`mse` (see it for the equations).
 
     Parameters
     ----------
-    dloss : () array
-        Cotangent of the loss: 0-d, same namespace and dtype as `pred`; finite.
+    {dloss}
     cache : array
         From :func:`mse_fwd` (``pred - target``).
 
@@ -279,10 +304,7 @@ def mse_bwd(dloss, cache) -> MseGrads:
 
     Raises
     ------
-    ValueError
-        If `dloss` is not 0-d or not finite.
-    TypeError
-        If `dloss` differs from the cache in namespace or dtype.
+    {raises}
     """
     diff = cache
     check_dy(dloss, diff, (), name="dloss")
@@ -290,27 +312,23 @@ def mse_bwd(dloss, cache) -> MseGrads:
     return MseGrads(pred=g, target=-g)
 
 
+@fill_doc(params=_MSE_PARAMS, loss=_LOSS, raises=_MSE_RAISES)
 def mse(pred, target):
     """Mean squared error ``mean((pred - target)^2)``, a 0-d array.
 
+    The gradients are ``dpred = 2 dloss (pred - target) / n = -dtarget``, n the number of entries.
+
     Parameters
     ----------
-    pred : (...) array
-        Real floating (float32 or float64), finite, at least one entry.
-    target : (...) array
-        Same shape, namespace and dtype as `pred`.
+    {params}
 
     Returns
     -------
-    loss : () array
-        0-d, same namespace and dtype as `pred`.
+    {loss}
 
     Raises
     ------
-    ValueError
-        Shapes that differ, non-finite input, or empty `pred`.
-    TypeError
-        Mixed namespaces or dtypes.
+    {raises}
 
     See Also
     --------

@@ -15,13 +15,4 @@ from .optim import (AdamState, SGDState, adam_init, adam_update, adamw_update, c
 from .transformer import (TransformerGrads, block_bwd, block_fwd, loss_and_grads, transformer,
                           transformer_bwd, transformer_fwd, transformer_loss_bwd, transformer_loss_fwd)
 
-__all__ = [
-    "check_attention_config", "check_config",
-    "ATTENTION_KINDS", "AttentionKind", "Draw",
-    "MHACache", "MHAGrads", "mha", "mha_fwd", "mha_bwd", "split_heads", "merge_heads",
-    "SGDState", "AdamState", "sgd_init", "sgd_update", "adam_init", "adam_update", "adamw_update",
-    "global_norm", "clip_by_global_norm",
-    "TransformerGrads", "transformer", "transformer_fwd", "transformer_bwd", "transformer_loss_fwd",
-    "transformer_loss_bwd", "loss_and_grads", "block_fwd", "block_bwd",
-    "init_mha", "draw_attention_features", "features_for_step", "init_transformer",
-]
+__all__ = [n for n in dir() if not n.startswith("_")]

@@ -1,12 +1,12 @@
-"""Boundary checks of the model API (issues 21 and 25): parameter, feature and mask trees checked once, at the
-public boundary, with every leaf named as the user passed it (``params['blocks'][0]['attn']['q'].W``), and
-errors raised inside a sub-layer prefixed with the argument that holds it.
+"""Boundary checks of the model API: parameter, feature and mask trees checked once, at the public boundary,
+with every leaf named as the user passed it (``params['blocks'][0]['attn']['q'].W``), and errors raised inside
+a sub-layer prefixed with the argument that holds it.
 
-Validate once (issue 21 item 5): :func:`check_trees` checks the dtypes and namespaces of every leaf (metadata,
-no data read), then their finiteness in one fused pass: one ``all(isfinite)`` flag per leaf, stacked and
-reduced on the device, read with **one** host sync. Only after a failure does it walk the leaves again, in
-order, to name the first non-finite one. The errors are those of a leaf-by-leaf walk: the first faulty leaf
-(in the trees' order) is the one reported, whatever its fault.
+Validate once: :func:`check_trees` checks the dtypes and namespaces of every leaf (metadata, no data read),
+then their finiteness in one fused pass: one ``all(isfinite)`` flag per leaf, stacked and reduced on the
+device, read with **one** host sync. Only after a failure does it walk the leaves again, in order, to name the
+first non-finite one. The errors are those of a leaf-by-leaf walk: the first faulty leaf (in the trees' order)
+is the one reported, whatever its fault.
 """
 
 from __future__ import annotations

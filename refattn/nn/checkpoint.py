@@ -32,7 +32,7 @@ import numpy as np
 from ..limits import check_nbytes
 from ..random import tree_as_xp, tree_to_numpy
 from ..tree import tree_map_with_path, tree_paths
-from .config import _implied_param_count, check_config
+from .config import check_config, implied_param_count
 from .init import init_transformer
 
 __all__ = ["save", "load", "flatten_tree", "CheckpointError"]
@@ -221,7 +221,7 @@ def load(path, *, config: dict | None = None, like: Any = None):
                 raise CheckpointError(f"checkpoint {path}: entry {_CONFIG_KEY!r}: configuration mismatch "
                                       f"({detail})")
         itemsize = np.dtype(cfg["dtype"]).itemsize
-        implied = _implied_param_count(cfg) * itemsize
+        implied = implied_param_count(cfg) * itemsize
         held = sum(math.prod(s) * d.itemsize for k, (s, d) in headers.items() if k.startswith("params/"))
         check_nbytes(implied, f"checkpoint {path}: the parameters its configuration implies")
         # within the slack, the per-entry check below names the entry that differs

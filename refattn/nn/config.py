@@ -185,8 +185,7 @@ def check_config(config: dict) -> dict:
             att["max_len"] = c["max_len"]
         elif att["max_len"] != c["max_len"]:
             raise ValueError(f"config['attention']['max_len']: {att['max_len']} differs from "
-                             f"config['max_len'] = "
-                             f"{c['max_len']}")
+                             f"config['max_len'] = {c['max_len']}")
     if att.get("grid") is not None and c["input"] == "patches":
         n_tokens = (c["image_shape"][0] // c["patch"]) * (c["image_shape"][1] // c["patch"])
         if att["grid"][0] * att["grid"][1] != n_tokens:
@@ -197,12 +196,10 @@ def check_config(config: dict) -> dict:
     return c
 
 
-def _implied_param_count(cfg: dict) -> int:
+def implied_param_count(cfg: dict) -> int:
     """A lower bound on the number of parameters `cfg` implies: embeddings, positions, the dense layers and
-    layer
-    norms of every block, and the head (the attention kinds' own parameters are not counted). Computed from
-    the
-    configuration alone, so a hostile size is caught before anything is allocated."""
+    layer norms of every block, and the head (the attention kinds' own parameters are not counted). Computed
+    from the configuration alone, so a hostile size is caught before anything is allocated."""
     D, L, F = cfg["d_model"], cfg["n_layers"], cfg["d_ff"]
     if cfg["input"] == "tokens":
         n = cfg["vocab_size"] * D

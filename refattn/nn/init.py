@@ -24,9 +24,10 @@ from ..random import (check_dtype_arg, check_rng, draw_dropout_mask, draw_fastfo
                       rng_for_step)
 from ..rpe.spectra import (Box, BSpline, CauchyKernel, GaussianBasis, GaussianKernel, GaussianMixture,
                            LaplaceKernel, Proposal, SinPower)
+from .._docs import fill_doc
 from .._xp import check_positive_int
 from ..limits import check_nbytes
-from .config import _implied_param_count, check_attention_config, check_config
+from .config import check_attention_config, check_config, implied_param_count
 from ..tree import tree_map
 from .kinds import ATTENTION_KINDS
 
@@ -188,7 +189,7 @@ def draw_declared(rng, declaration: dict, *, dtype) -> dict:
 def _check_model_bytes(cfg):
     """Fail before allocating (or spawning a stream per layer) when the configuration implies more parameter
     bytes than refattn's bound."""
-    check_nbytes(_implied_param_count(cfg) * np.dtype(cfg["dtype"]).itemsize,
+    check_nbytes(implied_param_count(cfg) * np.dtype(cfg["dtype"]).itemsize,
                  f"config (n_layers = {cfg['n_layers']}, d_model = {cfg['d_model']}, d_ff = {cfg['d_ff']}, "
                  f"vocab_size = {cfg['vocab_size']}): the parameters it implies")
 
@@ -258,6 +259,25 @@ def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shar
     return out
 
 
+_RNG_CONFIG = """
+rng : numpy.random.Generator
+    Required (``None`` is rejected).
+config : dict
+    A transformer configuration (:func:`refattn.nn.config.check_config`).
+"""
+
+_RAISES = """
+TypeError
+    `rng` not a ``numpy.random.Generator``.
+ValueError
+    A bad configuration.
+MemoryError
+    The parameters the configuration implies (and the masks, for :func:`draw_dropout_masks`) over
+    :mod:`refattn.limits`' memory bound, checked before anything is drawn.
+"""
+
+
+@fill_doc(rng_config=_RNG_CONFIG, raises=_RAISES)
 def draw_attention_features(rng, config):
     r"""One dict of drawn attention arrays per layer (``None`` for kinds that draw nothing), NumPy.
 
@@ -265,10 +285,7 @@ def draw_attention_features(rng, config):
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
-    config : dict
-        A transformer configuration (:func:`refattn.nn.config.check_config`).
+    {rng_config}
 
     Returns
     -------
@@ -278,13 +295,7 @@ def draw_attention_features(rng, config):
 
     Raises
     ------
-    TypeError
-        `rng` not a ``numpy.random.Generator``.
-    ValueError
-        A bad configuration.
-    MemoryError
-        The parameters the configuration implies over :mod:`refattn.limits`' memory bound (checked before
-        anything is drawn).
+    {raises}
 
     Examples
     --------
@@ -330,6 +341,7 @@ def features_for_step(seed, step, config):
     return draw_attention_features(rng_for_step(seed, step, cfg["attention"]["redraw_every"]), cfg)
 
 
+@fill_doc(rng_config=_RNG_CONFIG, raises=_RAISES)
 def init_transformer(rng, config):
     r"""Initial parameters of the model described by `config` (:mod:`refattn.nn.transformer`), NumPy.
 
@@ -339,10 +351,7 @@ def init_transformer(rng, config):
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
-    config : dict
-        A transformer configuration (:func:`refattn.nn.config.check_config`).
+    {rng_config}
 
     Returns
     -------
@@ -352,13 +361,7 @@ def init_transformer(rng, config):
 
     Raises
     ------
-    TypeError
-        `rng` not a ``numpy.random.Generator``.
-    ValueError
-        A bad configuration.
-    MemoryError
-        The parameters the configuration implies over :mod:`refattn.limits`' memory bound (checked before
-        anything is drawn).
+    {raises}
     """
     check_rng(rng)
     cfg = check_config(config)
@@ -396,6 +399,7 @@ def init_transformer(rng, config):
     return params
 
 
+@fill_doc(rng_config=_RNG_CONFIG, raises=_RAISES)
 def draw_dropout_masks(rng, config, batch_shape, L):
     r"""Inverted-dropout masks for one forward pass of the model of `config` (None when both rates are 0).
 
@@ -406,10 +410,7 @@ def draw_dropout_masks(rng, config, batch_shape, L):
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
-    config : dict
-        A transformer configuration.
+    {rng_config}
     batch_shape : tuple of int
         The batch axes of the inputs.
     L : int
@@ -422,12 +423,7 @@ def draw_dropout_masks(rng, config, batch_shape, L):
 
     Raises
     ------
-    TypeError
-        `rng` not a ``numpy.random.Generator``.
-    ValueError
-        A bad configuration.
-    MemoryError
-        The masks (or the parameters the configuration implies) over :mod:`refattn.limits`' memory bound.
+    {raises}
     """
     check_rng(rng)
     cfg = check_config(config)

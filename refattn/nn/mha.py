@@ -47,10 +47,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .._docs import fill_doc
 from .._xp import check_positive_int, check_shape, namespace
-from ..layers._check import check_dy
-from ..layers.dense import _dense, _dense_bwd
-from ..layers.dropout import _check_dropout, _dropout_bwd, _dropout_fwd
+from ..layers.checks import check_dy
+from ..layers.dense import dense_bwd_core, dense_core
+from ..layers.dropout import check_dropout, dropout_bwd_core, dropout_fwd_core
 from ._boundary import check_trees, naming
 from .config import check_attention_config
 from .kinds import ATTENTION_KINDS
@@ -146,32 +147,45 @@ def _check_params(params, D):
         raise ValueError(f"params: expected a dict with entries 'q', 'k', 'v', 'o' (and 'attn'); got {got}")
 
 
+_PARAMS = """
+x : (..., L, D) array
+    Input, real floating (float64 reference, float32 supported).
+params : dict
+    ``{"q", "k", "v", "o": DenseParams(W: (D, D), b: (D,)), "attn": dict}`` (:func:`refattn.nn.init.init_mha`,
+    moved with :func:`refattn.random.tree_as_xp` if needed); ``attn`` holds the kind's learnable parameters
+    (``{}`` or absent for kinds that have none).
+features : dict, optional
+    The kind's drawn arrays (``{"omega": (m, d)}`` for FAVOR;
+    :func:`refattn.nn.init.draw_attention_features`); None for kinds that draw nothing.
+n_heads : int
+    H; must divide D.
+attention : dict or str
+    Attention configuration (:func:`refattn.nn.config.check_attention_config`).
+causal : bool
+    Position i attends to positions j <= i only.
+dropout_mask : (..., H, L, d) array, optional
+    Attention dropout: an inverted-dropout mask (:func:`refattn.random.draw_dropout_mask`) on the per-head
+    output before the output projection (kernelized attention has no probability matrix to drop entries of, so
+    every kind drops the same thing). None: no dropout.
+positions : (L, D_pos) array, optional
+    Per-token coordinates for the positional kinds (``s1``, ``flt``; D_pos is the kind's ``pos_dim``), real
+    floating; None: the kind's default (``0..L-1``, or its ``grid``). Other kinds ignore them.
+"""
+
+_RAISES = """
+ValueError
+    `n_heads` not dividing D, a bad attention configuration, or parameters of the wrong shape.
+"""
+
+
+@fill_doc(params=_PARAMS, raises=_RAISES)
 def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention, causal=False,
             dropout_mask=None, positions=None, train=True):
-    r"""Multi-head attention of `x` with the configured attention kind, and the cache for :func:`mha_bwd`.
+    r"""Forward of :func:`mha` and the cache for :func:`mha_bwd` (equation and shapes: :func:`mha`).
 
     Parameters
     ----------
-    x : (..., L, D) array
-    params : dict
-        ``{"q", "k", "v", "o": DenseParams(W: (D, D), b: (D,)), "attn": dict}`` (``attn`` the kind's learnable
-        parameters; ``{}`` or absent for kinds that have none).
-    features : dict, optional
-        The kind's drawn arrays (``{"omega": (m, d)}`` for FAVOR); from
-        ``refattn.nn.init.draw_attention_features``.
-    n_heads : int
-        H; must divide D.
-    attention : dict or str
-        Attention configuration (see :func:`refattn.nn.config.check_attention_config`).
-    causal : bool
-        Position i attends to positions j <= i only.
-    dropout_mask : (..., H, L, d) array, optional
-        Attention dropout: an inverted-dropout mask (:func:`refattn.random.draw_dropout_mask`) applied to the
-        per-head attention output before the output projection (kernelized attention has no probability matrix
-        to drop entries of, so every kind drops the same thing). ``None``: no dropout.
-    positions : (L, D) array, optional
-        Per-token coordinates for the positional kinds (``s1``, ``flt``; D = the kind's ``pos_dim``), real
-        floating; ``None``: the kind's default (``0..L-1``, or its ``grid``). Other kinds ignore them.
+    {params}
     train : bool
         Training (default) or evaluation forward, for kinds whose computation differs (the generative kind's
         batch norm with ``bn="running"``); the others ignore it.
@@ -180,15 +194,19 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
     -------
     y : (..., L, D) array
     cache : MHACache
+
+    Raises
+    ------
+    {raises}
     """
-    xp, att = _check_mha(x, params, n_heads, attention, positions)
+    xp, att = check_mha(x, params, n_heads, attention, positions)
     check_trees(("params", params), ("features", features), ("x", x), ("dropout_mask", dropout_mask),
                 ("positions", positions), dtype=x.dtype)                         # once, named leaf by leaf
-    return _mha_fwd(x, params, features, n_heads=n_heads, att=att, causal=causal, dropout_mask=dropout_mask,
-                    positions=positions, train=train, xp=xp)
+    return mha_fwd_core(x, params, features, n_heads=n_heads, att=att, causal=causal,
+                        dropout_mask=dropout_mask, positions=positions, train=train, xp=xp)
 
 
-def _check_mha(x, params, n_heads, attention, positions):
+def check_mha(x, params, n_heads, attention, positions):
     """Structural checks of :func:`mha_fwd` (namespaces, dtypes, shapes, heads, the attention configuration):
     metadata only, no data read. Returns ``(xp, normalised attention configuration)``."""
     xp = namespace(x, names=("x",))
@@ -206,34 +224,33 @@ def _check_mha(x, params, n_heads, attention, positions):
     return xp, att
 
 
-def _mha_fwd(x, params, features, *, n_heads, att, causal, dropout_mask, positions, train, xp):
-    """Unchecked core of :func:`mha_fwd` (after :func:`_check_mha`): the layers' structural checks where they
-    are used, no value checks; the kinds run their attention's unchecked cores."""
+def mha_fwd_core(x, params, features, *, n_heads, att, causal, dropout_mask, positions, train, xp):
+    """Unchecked core of :func:`mha_fwd` (see its docstring); the arguments passed :func:`check_mha`."""
+    # q, k, v = x W_q + b_q, x W_k + b_k, x W_v + b_v split into H heads; o_h = Attn_kind(q_h, k_h, v_h)
+    # y = concat_h(dropout(o_h)) W_o + b_o
     n_heads = int(n_heads)
     kind = ATTENTION_KINDS[att["kind"]]
     with naming("params['q']"):
-        q, cq = _dense(x, params["q"])                                              # (..., L, D)
+        q, cq = dense_core(x, params["q"])                                          # (..., L, D)
     with naming("params['k']"):
-        k, ck = _dense(x, params["k"])                                              # (..., L, D)
+        k, ck = dense_core(x, params["k"])                                          # (..., L, D)
     with naming("params['v']"):
-        v, cv = _dense(x, params["v"])                                              # (..., L, D)
+        v, cv = dense_core(x, params["v"])                                          # (..., L, D)
     qh, kh, vh = (split_heads(t, n_heads, xp=xp) for t in (q, k, v))                # (..., H, L, d)
     with naming("params['attn'] / features"):
         oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=positions,
                           train=bool(train), causal=bool(causal), options=att)
     cd = None
     if dropout_mask is not None:
-        _check_dropout(oh, dropout_mask, name="dropout_mask")
-        oh, cd = _dropout_fwd(oh, dropout_mask)                                     # (..., H, L, d)
+        check_dropout(oh, dropout_mask, name="dropout_mask")
+        oh, cd = dropout_fwd_core(oh, dropout_mask)                                 # (..., H, L, d)
     with naming("params['o']"):
-        y, co = _dense(merge_heads(oh, xp=xp), params["o"])                         # (..., L, D)
+        y, co = dense_core(merge_heads(oh, xp=xp), params["o"])                     # (..., L, D)
     return y, MHACache(cq, ck, cv, ca, co, att["kind"], n_heads, cd)
 
 
 def mha_bwd(dy, cache: MHACache) -> MHAGrads:
-    r"""Gradients of :func:`mha` for `x` and every learnable parameter.
-
-    The composition of the dense, dropout and attention-kind backwards in reverse order.
+    r"""Gradients of :func:`mha` for `x` and every learnable parameter (see :func:`mha` for the shapes).
 
     Parameters
     ----------
@@ -245,58 +262,45 @@ def mha_bwd(dy, cache: MHACache) -> MHAGrads:
     Returns
     -------
     MHAGrads
-        ``x: (..., L, D)`` and ``params``: ``{"q", "k", "v", "o": DenseParams, "attn": dict}`` mirroring the
-        parameters (``attn`` holds the kind's learnable parameters' gradients).
+        ``x: (..., L, D)`` and ``params`` mirroring the parameters (``attn``: the kind's learnable ones).
     """
     namespace(dy, names=("dy",))
     x, W = cache.o_cache
     check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))                          # once: the cores trust it
-    return _mha_bwd(dy, cache)
+    return mha_bwd_core(dy, cache)
 
 
-def _mha_bwd(dy, cache):
-    """Unchecked core of :func:`mha_bwd`."""
+def mha_bwd_core(dy, cache):
+    """Unchecked core of :func:`mha_bwd` (see its docstring)."""
+    # the forward in reverse: dense_o, dropout, the kind's backward, then dense_q/k/v
+    # dx = dx_q + dx_k + dx_v (x feeds the three projections)
     c = cache
     xp = namespace(dy, names=("dy",))
-    go = _dense_bwd(dy, c.o_cache)
+    go = dense_bwd_core(dy, c.o_cache)
     doh = split_heads(go.x, c.n_heads, xp=xp)                                       # (..., H, L, d)
     if c.drop_cache is not None:
-        doh = _dropout_bwd(doh, c.drop_cache, mask_grad=False).x                    # (..., H, L, d)
+        doh = dropout_bwd_core(doh, c.drop_cache, mask_grad=False).x                # (..., H, L, d)
     dqh, dkh, dvh, dattn = ATTENTION_KINDS[c.kind].bwd(doh, c.attn_cache)
-    gq = _dense_bwd(merge_heads(dqh, xp=xp), c.q_cache)
-    gk = _dense_bwd(merge_heads(dkh, xp=xp), c.k_cache)
-    gv = _dense_bwd(merge_heads(dvh, xp=xp), c.v_cache)
+    gq = dense_bwd_core(merge_heads(dqh, xp=xp), c.q_cache)
+    gk = dense_bwd_core(merge_heads(dkh, xp=xp), c.k_cache)
+    gv = dense_bwd_core(merge_heads(dvh, xp=xp), c.v_cache)
     dx = gq.x + gk.x + gv.x                                                         # (..., L, D)
     grads = {"q": gq.params, "k": gk.params, "v": gv.params, "o": go.params, "attn": dattn}
     return MHAGrads(x=dx, params=grads)
 
 
+@fill_doc(params=_PARAMS, raises=_RAISES)
 def mha(x, params, features=None, *, n_heads, attention, causal=False, dropout_mask=None, positions=None):
     r"""Multi-head attention with the configured attention kind (Vaswani et al. Sec. 3.2.2).
 
-    ``MHA(x) = concat_h(Attn_kind(x W_q^h, x W_k^h, x W_v^h)) W_o``; the forward of :func:`mha_fwd` without
-    the cache (the kinds are listed in the module docstring).
+    ``MHA(x) = concat_h(Attn_kind(x W_q^h, x W_k^h, x W_v^h)) W_o``: the three projections of the
+    ``(..., L, D)`` input are split into H heads of width ``d = D / H``, each head runs the configured kind on
+    ``(..., H, L, d)`` (the kinds are listed in the module docstring), and the merged heads are projected back
+    to ``(..., L, D)``.
 
     Parameters
     ----------
-    x : (..., L, D) array
-        Input, real floating (float64 reference, float32 supported).
-    params : dict
-        ``{"q", "k", "v", "o": DenseParams(W: (D, D), b: (D,)), "attn": dict}``
-        (:func:`refattn.nn.init.init_mha`, moved with :func:`refattn.random.tree_as_xp` if needed).
-    features : dict, optional
-        The kind's drawn arrays (:func:`refattn.nn.init.draw_attention_features`); None for kinds that draw
-        nothing.
-    n_heads : int
-        H; must divide D.
-    attention : dict or str
-        Attention configuration (:func:`refattn.nn.config.check_attention_config`).
-    causal : bool
-        Position i attends to positions j <= i only.
-    dropout_mask : (..., H, L, d) array, optional
-        Inverted-dropout mask on the per-head output (:func:`refattn.random.draw_dropout_mask`).
-    positions : (L, D_pos) array, optional
-        Token coordinates for the positional kinds (``s1``, ``flt``).
+    {params}
 
     Returns
     -------
@@ -305,8 +309,7 @@ def mha(x, params, features=None, *, n_heads, attention, causal=False, dropout_m
 
     Raises
     ------
-    ValueError
-        `n_heads` not dividing D, a bad attention configuration, or parameters of the wrong shape.
+    {raises}
 
     Examples
     --------

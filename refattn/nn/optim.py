@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from array_api_compat import array_namespace
 
+from .._docs import fill_doc
 from ..tree import is_leaf, tree_children, tree_map, tree_paths
 
 __all__ = ["SGDState", "AdamState", "sgd_init", "sgd_update", "adam_init", "adam_update", "adamw_update",
@@ -143,8 +144,7 @@ def _zeros_like_tree(params):
 
 
 def _frozen(g, s) -> bool:
-    """A leaf is left unchanged when its gradient is ``None`` (frozen by design) or it has no state
-    (integer)."""
+    """A leaf stays unchanged when its gradient is ``None`` (frozen by design) or has no state (integer)."""
     return g is None or s is None
 
 
@@ -291,6 +291,37 @@ def _check_adam_state(params, grads, state):
     _check_trees(params, grads, {"state.m": state.m, "state.v": state.v})
 
 
+_ADAM = """
+params : tree
+    Parameter arrays (float32/float64).
+grads : tree
+    Same structure, shapes and dtypes as `params`; ``None`` leaves freeze their parameter.
+state : AdamState
+    From :func:`adam_init` or the previous step.
+lr : float
+    Learning rate, > 0.
+beta1 : float
+    First-moment decay in [0, 1).
+beta2 : float
+    Second-moment decay in [0, 1).
+eps : float
+    Denominator offset, > 0.
+"""
+
+_ADAM_RETURNS = """
+new_params : tree
+    Updated parameters (leaves with a ``None`` gradient and integer leaves unchanged).
+new_state : AdamState
+    ``step + 1`` and the new moments.
+
+Raises
+------
+ValueError, TypeError
+    A bad hyperparameter, or trees that do not match (naming the leaf's path).
+"""
+
+
+@fill_doc(adam=_ADAM, adam_returns=_ADAM_RETURNS)
 def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
                 weight_decay=0.0):
     r"""One Adam step (Kingma & Ba 2015, Algorithm 1), L2 weight decay added to the gradient (torch ``Adam``).
@@ -300,34 +331,13 @@ def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.
 
     Parameters
     ----------
-    params : tree
-        Parameter arrays (float32/float64).
-    grads : tree
-        Same structure, shapes and dtypes as `params`; ``None`` leaves freeze their parameter.
-    state : AdamState
-        From :func:`adam_init` or the previous step.
-    lr : float
-        Learning rate, > 0.
-    beta1 : float
-        First-moment decay in [0, 1).
-    beta2 : float
-        Second-moment decay in [0, 1).
-    eps : float
-        Denominator offset, > 0.
+    {adam}
     weight_decay : float
         L2 coefficient ``lambda`` >= 0.
 
     Returns
     -------
-    new_params : tree
-        Updated parameters (leaves with a ``None`` gradient and integer leaves unchanged).
-    new_state : AdamState
-        ``step + 1`` and the new moments.
-
-    Raises
-    ------
-    ValueError, TypeError
-        A bad hyperparameter, or trees that do not match (naming the leaf's path).
+    {adam_returns}
 
     Examples
     --------
@@ -343,42 +353,22 @@ def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.
     return _adam(params, grads, state, lr, beta1, beta2, eps, weight_decay, 0.0)
 
 
+@fill_doc(adam=_ADAM, adam_returns=_ADAM_RETURNS)
 def adamw_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8,
                  weight_decay=1e-2):
     r"""One AdamW step (Loshchilov & Hutter 2019, Algorithm 2; torch ``AdamW``): decoupled weight decay.
 
-    ``p = p (1 - lr weight_decay)``, then the Adam step without L2 (:func:`adam_update`).
+    ``p = p (1 - lr weight_decay)``, then the Adam step of :func:`adam_update` without L2 (module docstring).
 
     Parameters
     ----------
-    params : tree
-        Parameter arrays (float32/float64).
-    grads : tree
-        Same structure, shapes and dtypes as `params`; ``None`` leaves freeze their parameter.
-    state : AdamState
-        From :func:`adam_init` or the previous step.
-    lr : float
-        Learning rate, > 0.
-    beta1 : float
-        First-moment decay in [0, 1).
-    beta2 : float
-        Second-moment decay in [0, 1).
-    eps : float
-        Denominator offset, > 0.
+    {adam}
     weight_decay : float
         Decoupled decay coefficient >= 0.
 
     Returns
     -------
-    new_params : tree
-        Updated parameters.
-    new_state : AdamState
-        ``step + 1`` and the new moments.
-
-    Raises
-    ------
-    ValueError, TypeError
-        A bad hyperparameter, or trees that do not match.
+    {adam_returns}
     """
     _check_adam(lr, beta1, beta2, eps, weight_decay)
     _check_adam_state(params, grads, state)

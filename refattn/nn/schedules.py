@@ -4,15 +4,9 @@ A schedule is a plain dict (JSON-serialisable, recorded with a training run)::
 
     {"warmup_steps": W, "decay": None | "cosine" | "inverse_sqrt", "total_steps": T, "min_lr": lr_min}
 
-and :func:`learning_rate` gives the rate of step t for a base rate ``lr``:
-
-* **linear warm-up** (Goyal et al. 2017; Vaswani et al. 2017): ``lr (t + 1) / W`` for ``t < W``;
-* **cosine decay** (Loshchilov & Hutter 2017, without restarts), after the warm-up:
-  ``lr_min + (lr - lr_min) (1 + cos(pi p)) / 2`` with ``p = (t - W) / (T - W)`` clipped to [0, 1];
-* **inverse-sqrt decay** (Vaswani et al. Sec. 5.3, the rate ``d^-0.5 min(t^-0.5, t W^-1.5)`` normalised to
-  peak at ``lr``): ``lr sqrt(max(W, 1) / (t + 1))`` for ``t >= W``, so the rate is continuous at the end of
-  the warm-up;
-* ``decay=None``: constant ``lr`` after the warm-up.
+:func:`learning_rate` gives the rate of step t for a base rate ``lr``: ``lr`` times the linear warm-up
+(:func:`warmup_factor`), then decayed towards ``lr_min`` by :func:`cosine_factor` or by
+:func:`inverse_sqrt_factor` (``decay=None``: constant after the warm-up).
 """
 
 from __future__ import annotations
@@ -37,15 +31,13 @@ def check_schedule(schedule) -> dict:
     Returns
     -------
     dict
-        A new dict with all four keys (``warmup_steps=0``, ``decay=None``, ``total_steps=None``,
-        ``min_lr=0.0`` by default).
+        A new dict with all four keys (defaults: no warm-up, no decay, ``min_lr=0.0``).
 
     Raises
     ------
-    TypeError
-        `schedule` is neither a dict nor None.
-    ValueError
-        An unknown key or a bad value (``total_steps`` required and > ``warmup_steps`` for cosine decay).
+    TypeError, ValueError
+        `schedule` neither a dict nor None; an unknown key or a bad value (cosine decay needs ``total_steps >
+        warmup_steps``).
     """
     if schedule is None:
         schedule = {}
@@ -64,68 +56,27 @@ def check_schedule(schedule) -> dict:
         s["total_steps"] = check_positive_int(s["total_steps"], "schedule['total_steps']")
         if s["total_steps"] <= s["warmup_steps"]:
             raise ValueError(f"schedule['total_steps']: expected more than warmup_steps = "
-                             f"{s['warmup_steps']}; "
-                             f"got {s['total_steps']}")
+                             f"{s['warmup_steps']}; got {s['total_steps']}")
     if not (isinstance(s["min_lr"], (int, float)) and math.isfinite(s["min_lr"]) and s["min_lr"] >= 0):
         raise ValueError(f"schedule['min_lr']: expected a finite number >= 0; got {s['min_lr']!r}")
     return s
 
 
 def warmup_factor(step: int, warmup_steps: int) -> float:
-    r"""Linear warm-up factor ``(t + 1) / W`` for ``t < W``, else 1 (Goyal et al. 2017).
-
-    Parameters
-    ----------
-    step : int
-        The step t (0-based).
-    warmup_steps : int
-        W.
-
-    Returns
-    -------
-    float
-    """
+    r"""Linear warm-up factor ``(t + 1) / W`` at step ``t < W`` (0-based), else 1 (Goyal et al. 2017)."""
     return (step + 1) / warmup_steps if step < warmup_steps else 1.0
 
 
 def cosine_factor(step: int, warmup_steps: int, total_steps: int) -> float:
-    r"""Cosine decay factor ``(1 + cos(pi p)) / 2`` with ``p = (t - W) / (T - W)`` clipped to [0, 1].
-
-    Loshchilov & Hutter 2017 without restarts; 1 during the warm-up.
-
-    Parameters
-    ----------
-    step : int
-        The step t (0-based).
-    warmup_steps : int
-        W.
-    total_steps : int
-        T > W, the step where the decay reaches its floor.
-
-    Returns
-    -------
-    float
-    """
+    r"""Cosine decay factor ``(1 + cos(pi p)) / 2``, ``p = (t - W) / (T - W)`` clipped to [0, 1] (Loshchilov &
+    Hutter 2017, without restarts): the rate is ``lr_min + (lr - lr_min) factor``."""
     p = min(max((step - warmup_steps) / (total_steps - warmup_steps), 0.0), 1.0)
     return 0.5 * (1.0 + math.cos(math.pi * p))
 
 
 def inverse_sqrt_factor(step: int, warmup_steps: int) -> float:
-    r"""Inverse-sqrt decay factor ``sqrt(max(W, 1) / (t + 1))`` for ``t >= W`` (1 during the warm-up).
-
-    Vaswani et al. Sec. 5.3, normalised to be continuous at the end of the warm-up.
-
-    Parameters
-    ----------
-    step : int
-        The step t (0-based).
-    warmup_steps : int
-        W.
-
-    Returns
-    -------
-    float
-    """
+    r"""Inverse-sqrt decay factor ``sqrt(max(W, 1) / (t + 1))`` for ``t >= W``, 1 before: Vaswani et al.
+    Sec. 5.3's ``d^-0.5 min(t^-0.5, t W^-1.5)`` normalised to peak at ``lr`` and continuous at W."""
     if step < warmup_steps:
         return 1.0
     return math.sqrt(max(warmup_steps, 1) / (step + 1))

@@ -178,8 +178,7 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
     bad_acc = isinstance(accumulate, bool) or not isinstance(accumulate, int)
     if bad_acc or not 0 < accumulate * batch_size <= n:
         raise ValueError(f"accumulate: expected an integer >= 1 with accumulate * batch_size <= {n} "
-                         f"examples; "
-                         f"got {accumulate!r}")
+                         f"examples; got {accumulate!r}")
     sched = check_schedule(schedule)
     learning_rate(0, lr=lr, schedule=sched)                                     # validates lr once
     conv = (lambda t: tree_as_xp(t, like=like)) if like is not None else (lambda t: t)

@@ -33,26 +33,28 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .._docs import fill_doc
 from .._xp import check_finite, device_of, namespace
-from ..layers._check import check_dy
-from ..layers.activations import _gelu_bwd, _gelu_fwd
-from ..layers.dense import _dense, _dense_bwd
-from ..layers.dropout import _check_dropout, _dropout_bwd, _dropout_fwd
-from ..layers.embeddings import (_patch_embedding, _patch_embedding_bwd, _position_embedding,
-                                 _position_embedding_bwd, _token_embedding, _token_embedding_bwd,
-                                 sinusoid_position_table)
-from ..layers.layernorm import _layernorm, _layernorm_bwd
-from ..layers.losses import _softmax_cross_entropy_bwd, softmax_cross_entropy_fwd
+from ..layers.checks import check_dy
+from ..layers.activations import gelu_bwd_core, gelu_fwd_core
+from ..layers.dense import dense_bwd_core, dense_core
+from ..layers.dropout import check_dropout, dropout_bwd_core, dropout_fwd_core
+from ..layers.embeddings import (patch_embedding_bwd_core, patch_embedding_core, position_embedding_bwd_core,
+                                 position_embedding_core, sinusoid_position_table, token_embedding_bwd_core,
+                                 token_embedding_core)
+from ..layers.layernorm import layernorm_bwd_core, layernorm_core
+from ..layers.losses import softmax_cross_entropy_bwd_core, softmax_cross_entropy_fwd
 from ..tree import tree_map
 from ._boundary import check_trees, naming
 from .config import check_config
 from .kinds import ATTENTION_KINDS
-from .mha import _check_mha, _mha_bwd, _mha_fwd
+from .mha import check_mha, mha_bwd_core, mha_fwd_core
 
 __all__ = ["TransformerGrads", "parameter_updates", "transformer", "transformer_fwd", "transformer_bwd",
            "transformer_loss_fwd", "transformer_loss_bwd", "loss_and_grads", "block_fwd", "block_bwd"]
 
 Array = Any
+
 
 class TransformerGrads(NamedTuple):
     r"""Gradients from :func:`transformer_bwd`: ``params`` tree and images (``inputs``; None for tokens)."""
@@ -65,18 +67,18 @@ class TransformerGrads(NamedTuple):
 def _drop_fwd(x, mask):
     if mask is None:
         return x, None
-    _check_dropout(x, mask)                                                         # its shape (no data read)
-    return _dropout_fwd(x, mask)
+    check_dropout(x, mask)                                                          # its shape (no data read)
+    return dropout_fwd_core(x, mask)
 
 
 def _drop_bwd(dy, cache):
-    return dy if cache is None else _dropout_bwd(dy, cache, mask_grad=False).x
+    return dy if cache is None else dropout_bwd_core(dy, cache, mask_grad=False).x
 
 
 def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, shared=None, train=True):
-    r"""One pre-LN transformer block: ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``, and its cache.
+    r"""One pre-LN transformer block, ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``, and its cache.
 
-    Pre-LN as in Xiong et al. 2020 / GPT-2; FF is ``W2 gelu(W1 . + b1) + b2`` (module docstring).
+    The block's equations are in the module docstring (pre-LN as in Xiong et al. 2020 and GPT-2).
 
     Parameters
     ----------
@@ -111,31 +113,33 @@ def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, sha
     shared = shared or {}
     check_trees(("params", params), ("features", features), ("shared", shared), ("x", x), ("masks", masks),
                 ("positions", positions), dtype=getattr(x, "dtype", None))     # once, named leaf by leaf
-    return _block_fwd(x, params, features, cfg=cfg, masks=masks, positions=positions, shared=shared,
+    return block_fwd_core(x, params, features, cfg=cfg, masks=masks, positions=positions, shared=shared,
                       train=train)
 
 
-def _block_fwd(x, params, features, *, cfg, masks, positions, shared, train):
-    """Unchecked core of :func:`block_fwd`: the layers' structural checks where they are used, no value
-    checks (the caller checked the parameters, features, masks and inputs once)."""
+def block_fwd_core(x, params, features, *, cfg, masks, positions, shared, train):
+    """Unchecked core of :func:`block_fwd` (see its docstring); the caller checked the trees once."""
+    # h = x + dropout(MHA(LN1(x)))
+    # y = h + dropout(W2 gelu(W1 LN2(h) + b1) + b2)
     attn_params = params["attn"]
     if shared:
         attn_params = {**attn_params, "attn": {**attn_params.get("attn", {}), **shared}}
     with naming("params['ln1']"):
-        a, c_ln1 = _layernorm(x, params["ln1"])                                     # (..., L, D)
+        a, c_ln1 = layernorm_core(x, params["ln1"])                                 # (..., L, D)
     with naming("params['attn']"):
-        xp, att = _check_mha(a, attn_params, cfg["n_heads"], cfg["attention"], positions)
-        a, c_att = _mha_fwd(a, attn_params, features, n_heads=cfg["n_heads"], att=att, causal=cfg["causal"],
-                            dropout_mask=masks.get("attn"), positions=positions, train=train, xp=xp)
+        xp, att = check_mha(a, attn_params, cfg["n_heads"], cfg["attention"], positions)
+        a, c_att = mha_fwd_core(a, attn_params, features, n_heads=cfg["n_heads"], att=att,
+                                causal=cfg["causal"], dropout_mask=masks.get("attn"), positions=positions,
+                                train=train, xp=xp)
     a, c_da = _drop_fwd(a, masks.get("resid_attn"))                                # (..., L, D)
     h = x + a                                                                       # (..., L, D) residual
     with naming("params['ln2']"):
-        f, c_ln2 = _layernorm(h, params["ln2"])                                     # (..., L, D)
+        f, c_ln2 = layernorm_core(h, params["ln2"])                                 # (..., L, D)
     with naming("params['ff1']"):
-        f, c_ff1 = _dense(f, params["ff1"])                                         # (..., L, d_ff)
-    f, c_act = _gelu_fwd(f, xp=xp)                                                  # (..., L, d_ff)
+        f, c_ff1 = dense_core(f, params["ff1"])                                     # (..., L, d_ff)
+    f, c_act = gelu_fwd_core(f, xp=xp)                                              # (..., L, d_ff)
     with naming("params['ff2']"):
-        f, c_ff2 = _dense(f, params["ff2"])                                         # (..., L, D)
+        f, c_ff2 = dense_core(f, params["ff2"])                                     # (..., L, D)
     f, c_df = _drop_fwd(f, masks.get("resid_ff"))                                  # (..., L, D)
     return h + f, (c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df, tuple(shared))
 
@@ -161,19 +165,21 @@ def block_bwd(dy, cache):
     """
     x, W = cache[6]                                                                 # the last dense layer
     check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))                          # once: the cores trust it
-    return _block_bwd(dy, cache)
+    return block_bwd_core(dy, cache)
 
 
-def _block_bwd(dy, cache):
-    """Unchecked core of :func:`block_bwd`."""
+def block_bwd_core(dy, cache):
+    """Unchecked core of :func:`block_bwd` (see its docstring)."""
+    # dh = dy + LN2'^T FF'^T dy           (the residual passes dy through unchanged)
+    # dx = dh + LN1'^T MHA'^T dh
     c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df, shared_keys = cache
-    g_ff2 = _dense_bwd(_drop_bwd(dy, c_df), c_ff2)
-    g_act = _gelu_bwd(g_ff2.x, c_act)
-    g_ff1 = _dense_bwd(g_act.x, c_ff1)
-    g_ln2 = _layernorm_bwd(g_ff1.x, c_ln2)
+    g_ff2 = dense_bwd_core(_drop_bwd(dy, c_df), c_ff2)
+    g_act = gelu_bwd_core(g_ff2.x, c_act)
+    g_ff1 = dense_bwd_core(g_act.x, c_ff1)
+    g_ln2 = layernorm_bwd_core(g_ff1.x, c_ln2)
     dh = dy + g_ln2.x                                                               # (..., L, D) both paths
-    g_att = _mha_bwd(_drop_bwd(dh, c_da), c_att)
-    g_ln1 = _layernorm_bwd(g_att.x, c_ln1)
+    g_att = mha_bwd_core(_drop_bwd(dh, c_da), c_att)
+    g_ln1 = layernorm_bwd_core(g_att.x, c_ln1)
     dx = dh + g_ln1.x                                                               # (..., L, D)
     dattn = g_att.params
     dshared = {key: dattn["attn"][key] for key in shared_keys}
@@ -200,6 +206,44 @@ def _readout_bwd(dr, how, L, *, xp):
     return xp.concat([dr1, zeros], axis=-2)                                         # (..., L, D)
 
 
+_INPUTS = """
+params : dict
+    Parameter tree (see the module docstring; :func:`refattn.nn.init.init_transformer`), in the namespace and
+    dtype of the computation.
+inputs : (..., L) int array or (..., H, W, C) array
+    Token ids (``input="tokens"``) or images (``input="patches"``).
+"""
+
+_LABELS = """
+labels : (...) or (..., L) int array
+    Class ids for classification, next tokens for the LM (the caller shifts them).
+"""
+
+_OPTIONS = """
+features : list, optional
+    One dict of drawn attention arrays per layer (:func:`refattn.nn.init.draw_attention_features`); required
+    for random-feature kinds.
+config : dict
+    Model configuration (:func:`refattn.nn.config.check_config`).
+dropout : list, optional
+    One dict of dropout masks per layer (:func:`refattn.nn.init.draw_dropout_masks`, drawn with an explicit
+    rng at the NumPy edge); None (the default, and evaluation): no dropout.
+positions : (L, D_pos) array, optional
+    Per-token coordinates for positional attention kinds (``s1``, ``flt``), shared by the batch; real
+    floating, in the computation's namespace and dtype. None: the kind's default coordinates.
+train : bool
+    A training forward (default) or an evaluation one (False): only kinds with a mode-dependent computation
+    read it (the generative kind with ``bn="running"`` normalises with its running statistics at evaluation);
+    dropout is controlled by the masks alone.
+"""
+
+_RAISES = """
+ValueError
+    A bad configuration, a parameter tree that does not match it, ``L > max_len``, or features/masks lists of
+    the wrong length.
+"""
+
+
 # ---- the model ---------------------------------------------------------------------------------------------
 def _check_features(features, n_layers):
     if features is None:
@@ -220,31 +264,15 @@ def _check_masks(dropout, n_layers):
     return list(dropout)
 
 
+@fill_doc(inputs=_INPUTS, options=_OPTIONS, raises=_RAISES)
 def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropout=None, positions=None,
                     train=True):
-    r"""Forward pass of the configured model, and the cache for :func:`transformer_bwd`.
+    r"""Forward of :func:`transformer`, and the cache for :func:`transformer_bwd` (see :func:`transformer`).
 
     Parameters
     ----------
-    params : dict
-        Parameter tree (see the module docstring), in the namespace and dtype of the computation.
-    inputs : (..., L) int array or (..., H, W, C) array
-        Token ids (``input="tokens"``) or images (``input="patches"``).
-    features : list, optional
-        One dict of drawn attention arrays per layer (required for random-feature kinds).
-    config : dict
-        Model configuration (:func:`check_config`).
-    dropout : list, optional
-        One dict of dropout masks per layer (:func:`refattn.nn.init.draw_dropout_masks`, drawn with an
-        explicit
-        rng at the NumPy edge); ``None`` (the default, and evaluation): no dropout.
-    positions : (L, D) array, optional
-        Per-token coordinates for positional attention kinds (``s1``, ``flt``), shared by the batch; real
-        floating, in the computation's namespace and dtype. ``None``: the kind's default coordinates.
-    train : bool
-        A training forward (default) or an evaluation one (``False``): only kinds with a mode-dependent
-        computation read it (the generative kind with ``bn="running"`` normalises with its running statistics
-        at evaluation); dropout is controlled by the masks alone.
+    {inputs}
+    {options}
 
     Returns
     -------
@@ -252,6 +280,10 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
         Classification logits, or next-token logits at every position for ``task="lm"``.
     cache : tuple
         For :func:`transformer_bwd`.
+
+    Raises
+    ------
+    {raises}
     """
     cfg = check_config(config)
     feats = _check_features(features, cfg["n_layers"])
@@ -266,10 +298,10 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
         raise ValueError(f"inputs: expected {spec}; got shape {tuple(getattr(inputs, 'shape', ()))}")
     with naming("inputs / params['embed']"):
         if cfg["input"] == "tokens":
-            h, c_emb = _token_embedding(inputs, params["embed"])                    # (..., L, D) ids' range
+            h, c_emb = token_embedding_core(inputs, params["embed"])                # (..., L, D) ids' range
         else:
             check_finite("images", inputs, xp=namespace(inputs, names=("images",)))    # the input, once
-            h, c_emb = _patch_embedding(inputs, params["embed"], patch=cfg["patch"])  # (..., L, D)
+            h, c_emb = patch_embedding_core(inputs, params["embed"], patch=cfg["patch"])  # (..., L, D)
     if h.shape[-1] != cfg["d_model"]:
         raise ValueError(f"params['embed']: expected width config['d_model'] = {cfg['d_model']}; got "
                          f"{h.shape[-1]}")
@@ -280,28 +312,28 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     c_pos = None
     if cfg["position"] == "learned":
         with naming("params['pos']"):
-            h, c_pos = _position_embedding(h, params["pos"])                        # (..., L, D)
+            h, c_pos = position_embedding_core(h, params["pos"])                    # (..., L, D)
     elif cfg["position"] == "sinusoid":
         table = sinusoid_position_table(L, cfg["d_model"], like=h)                 # fixed (L, D) table
-        h, c_pos = _position_embedding(h, table)
+        h, c_pos = position_embedding_core(h, table)
     c_blocks = []
     shared = params.get("shared", {}).get("attn", {})
     for i, (blk, f, mk) in enumerate(zip(params["blocks"], feats, masks, strict=True)):
         with naming(f"params['blocks'][{i}] / features[{i}]"):
-            h, cb = _block_fwd(h, blk, f, cfg=cfg, masks=mk or {}, positions=positions, shared=shared,
+            h, cb = block_fwd_core(h, blk, f, cfg=cfg, masks=mk or {}, positions=positions, shared=shared,
                                train=train)                                         # (..., L, D)
         c_blocks.append(cb)
     with naming("params['ln_f']"):
-        h, c_lnf = _layernorm(h, params["ln_f"])                                    # (..., L, D)
+        h, c_lnf = layernorm_core(h, params["ln_f"])                                # (..., L, D)
     if cfg["task"] == "classify":
         h = _readout_fwd(h, cfg["readout"], xp=xp)                                  # (..., D)
     with naming("params['head']"):
-        logits, c_head = _dense(h, params["head"])                                # (..., n_out) / (..., L, V)
+        logits, c_head = dense_core(h, params["head"])                            # (..., n_out) / (..., L, V)
     return logits, (cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head)
 
 
 def transformer_bwd(dlogits, cache) -> TransformerGrads:
-    r"""Gradients for every parameter (and the images for patch input): the backwards in reverse order.
+    r"""Gradients of :func:`transformer` for every parameter (and the images for patch input).
 
     Parameters
     ----------
@@ -320,68 +352,61 @@ def transformer_bwd(dlogits, cache) -> TransformerGrads:
     namespace(dlogits, names=("dlogits",))
     x, W = cache[6]                                                                 # the head's dense cache
     check_dy(dlogits, x, tuple(x.shape[:-1]) + (W.shape[1],), name="dlogits")    # once: the cores trust it
-    return _transformer_bwd(dlogits, cache)
+    return transformer_bwd_core(dlogits, cache)
 
 
-def _transformer_bwd(dlogits, cache) -> TransformerGrads:
-    """Unchecked core of :func:`transformer_bwd`."""
+def transformer_bwd_core(dlogits, cache) -> TransformerGrads:
+    """Unchecked core of :func:`transformer_bwd` (see its docstring)."""
+    # the forward in reverse: head, readout, final LN, blocks from the last, positions, embedding
+    # the shared attention parameters' gradient is the sum over the layers
     cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head = cache
     xp = namespace(dlogits, names=("dlogits",))
     grads: dict = {}
-    g_head = _dense_bwd(dlogits, c_head)
+    g_head = dense_bwd_core(dlogits, c_head)
     grads["head"] = g_head.params
     dh = g_head.x
     if cfg["task"] == "classify":
         dh = _readout_bwd(dh, cfg["readout"], L, xp=xp)                             # (..., L, D)
-    g_lnf = _layernorm_bwd(dh, c_lnf)
+    g_lnf = layernorm_bwd_core(dh, c_lnf)
     grads["ln_f"] = g_lnf.params
     dh = g_lnf.x
     dblocks = [None] * len(c_blocks)
     dshared = None
     for i in range(len(c_blocks) - 1, -1, -1):
-        dh, dblocks[i], ds = _block_bwd(dh, c_blocks[i])
+        dh, dblocks[i], ds = block_bwd_core(dh, c_blocks[i])
         if ds:                                                                    # shared by every layer: sum
             dshared = ds if dshared is None else tree_map(lambda a, b: a + b, dshared, ds)
     grads["blocks"] = dblocks
     if dshared is not None:
         grads["shared"] = {"attn": dshared}
     if c_pos is not None:
-        g_pos = _position_embedding_bwd(dh, c_pos)
+        g_pos = position_embedding_bwd_core(dh, c_pos)
         if cfg["position"] == "learned":
             grads["pos"] = g_pos.table
         dh = g_pos.x
     dinputs = None
     if cfg["input"] == "tokens":
-        grads["embed"] = _token_embedding_bwd(dh, c_emb, xp=xp).table
+        grads["embed"] = token_embedding_bwd_core(dh, c_emb, xp=xp).table
     else:
-        g_emb = _patch_embedding_bwd(dh, c_emb)
+        g_emb = patch_embedding_bwd_core(dh, c_emb)
         grads["embed"], dinputs = g_emb.params, g_emb.images
     order = ["embed", "pos", "blocks", "ln_f", "head", "shared"]
     return TransformerGrads(params={k: grads[k] for k in order if k in grads}, inputs=dinputs)
 
 
+@fill_doc(inputs=_INPUTS, options=_OPTIONS, raises=_RAISES)
 def transformer(params, inputs, features=None, *, config, dropout=None, positions=None, train=True):
     r"""Logits of the configured pre-LN transformer (encoder classifier or causal language model).
 
-    The forward of :func:`transformer_fwd` without the cache.
+    The model and its blocks are written out in the module docstring: embedding and positions, ``n_layers``
+    pre-LN blocks ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``, a final layer norm and a dense head (after
+    a mean or first-position readout for ``task="classify"``). :func:`transformer_fwd` also returns the cache
+    of :func:`transformer_bwd`.
 
     Parameters
     ----------
-    params : dict
-        Parameter tree (:func:`refattn.nn.init.init_transformer`).
-    inputs : (..., L) int array or (..., H, W, C) array
-        Token ids (``input="tokens"``) or images (``input="patches"``).
-    features : list, optional
-        One dict of drawn attention arrays per layer (:func:`refattn.nn.init.draw_attention_features`);
-        required for random-feature kinds.
-    config : dict
-        Model configuration (:func:`refattn.nn.config.check_config`).
-    dropout : list, optional
-        One dict of dropout masks per layer; None: no dropout.
-    positions : (L, D_pos) array, optional
-        Token coordinates for positional attention kinds.
-    train : bool
-        Training (default) or evaluation forward.
+    {inputs}
+    {options}
 
     Returns
     -------
@@ -390,9 +415,7 @@ def transformer(params, inputs, features=None, *, config, dropout=None, position
 
     Raises
     ------
-    ValueError
-        A bad configuration, a parameter tree that does not match it, ``L > max_len``, or features/masks lists
-        of the wrong length.
+    {raises}
 
     Examples
     --------
@@ -437,28 +460,15 @@ def parameter_updates(cache) -> list:
     return out
 
 
+@fill_doc(inputs=_INPUTS + _LABELS.lstrip(), options=_OPTIONS, raises=_RAISES)
 def transformer_loss_fwd(params, inputs, labels, features=None, *, config, dropout=None, positions=None,
                          train=True):
-    r"""Mean softmax cross-entropy of the model's logits against integer `labels`, and the cache.
+    r"""Mean softmax cross-entropy of :func:`transformer`'s logits against integer `labels`, and the cache.
 
     Parameters
     ----------
-    params : dict
-        Parameter tree.
-    inputs : (..., L) int array or (..., H, W, C) array
-        Token ids or images.
-    labels : (...) or (..., L) int array
-        Class ids for classification, next tokens for the LM (the caller shifts them).
-    features : list, optional
-        One dict of drawn attention arrays per layer.
-    config : dict
-        Model configuration.
-    dropout : list, optional
-        One dict of dropout masks per layer.
-    positions : (L, D_pos) array, optional
-        Token coordinates for positional attention kinds.
-    train : bool
-        Training or evaluation forward.
+    {inputs}
+    {options}
 
     Returns
     -------
@@ -466,6 +476,10 @@ def transformer_loss_fwd(params, inputs, labels, features=None, *, config, dropo
         The mean cross-entropy, in the computation's dtype.
     cache : tuple
         For :func:`transformer_loss_bwd`.
+
+    Raises
+    ------
+    {raises}
     """
     cfg = check_config(config)
     lead = tuple(getattr(inputs, "shape", ()))
@@ -496,37 +510,28 @@ def transformer_loss_bwd(dloss, cache) -> TransformerGrads:
         As :func:`transformer_bwd`.
     """
     check_dy(dloss, cache[1].p, (), name="dloss")                                # once: the cores trust it
-    return _transformer_loss_bwd(dloss, cache)
+    return transformer_loss_bwd_core(dloss, cache)
 
 
-def _transformer_loss_bwd(dloss, cache) -> TransformerGrads:
-    """Unchecked core of :func:`transformer_loss_bwd`."""
+def transformer_loss_bwd_core(dloss, cache) -> TransformerGrads:
+    """Unchecked core of :func:`transformer_loss_bwd` (see its docstring)."""
+    # dlogits = dloss (softmax(logits) - one_hot(labels)) / N
+    # then transformer_bwd_core(dlogits)
     c_model, c_loss = cache
-    return _transformer_bwd(_softmax_cross_entropy_bwd(dloss, c_loss).logits, c_model)
+    return transformer_bwd_core(softmax_cross_entropy_bwd_core(dloss, c_loss).logits, c_model)
 
 
+@fill_doc(inputs=_INPUTS + _LABELS.lstrip(), options=_OPTIONS, raises=_RAISES)
 def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=None, positions=None,
                    train=True):
     r"""The loss and the gradient tree of every parameter: the training step's work.
 
+    :func:`transformer_loss_fwd` then :func:`transformer_loss_bwd` with ``dloss = 1``.
+
     Parameters
     ----------
-    params : dict
-        Parameter tree.
-    inputs : (..., L) int array or (..., H, W, C) array
-        Token ids or images.
-    labels : (...) or (..., L) int array
-        Class ids, or next tokens for the LM.
-    features : list, optional
-        One dict of drawn attention arrays per layer.
-    config : dict
-        Model configuration.
-    dropout : list, optional
-        One dict of dropout masks per layer.
-    positions : (L, D_pos) array, optional
-        Token coordinates for positional attention kinds.
-    train : bool
-        Training or evaluation forward.
+    {inputs}
+    {options}
 
     Returns
     -------
@@ -534,8 +539,12 @@ def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=Non
         The mean cross-entropy.
     grads : dict
         A tree like `params` (see :class:`TransformerGrads`).
+
+    Raises
+    ------
+    {raises}
     """
     loss, cache = transformer_loss_fwd(params, inputs, labels, features, config=config, dropout=dropout,
                                        positions=positions, train=train)
     xp = namespace(loss, names=("loss",))
-    return loss, _transformer_loss_bwd(xp.ones_like(loss), cache).params         # dloss = 1: not re-checked
+    return loss, transformer_loss_bwd_core(xp.ones_like(loss), cache).params       # dloss = 1: not re-checked

@@ -10,31 +10,32 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
+from .._docs import fill_doc
 from .._xp import check_nonneg_int, device_of, namespace
 from ..tree import tree_map
 
 __all__ = ["check_rng", "check_dtype_arg", "as_xp", "rng_for_step", "tree_as_xp", "tree_to_numpy"]
 
+_NAME = """
+name : str
+    The argument's name in the error message.
+"""
 
+
+@fill_doc(name=_NAME)
 def check_rng(rng: Any, name: str = "rng") -> np.random.Generator:
     r"""Return `rng` if it is a ``numpy.random.Generator``; raise ``TypeError`` otherwise (``None`` included).
 
     Parameters
     ----------
     rng : numpy.random.Generator
-        The generator to check.
-    name : str
-        The argument's name in the error message.
+        The generator to check (refattn never draws fresh entropy silently).
+    {name}
 
     Returns
     -------
     numpy.random.Generator
         `rng` itself.
-
-    Raises
-    ------
-    TypeError
-        `rng` is not a ``numpy.random.Generator`` (refattn never draws fresh entropy silently).
     """
     if not isinstance(rng, np.random.Generator):
         got = "None" if rng is None else type(rng).__name__
@@ -45,6 +46,7 @@ def check_rng(rng: Any, name: str = "rng") -> np.random.Generator:
     return rng
 
 
+@fill_doc(name=_NAME)
 def check_dtype_arg(dtype: Any, name: str = "dtype") -> np.dtype:
     r"""Return `dtype` as a NumPy real floating dtype (float32 or float64); raise ``TypeError`` otherwise.
 
@@ -52,18 +54,12 @@ def check_dtype_arg(dtype: Any, name: str = "dtype") -> np.dtype:
     ----------
     dtype : dtype-like
         ``numpy.float32``, ``numpy.float64`` or anything ``numpy.dtype`` maps to them (``"float32"``).
-    name : str
-        The argument's name in the error message.
+    {name}
 
     Returns
     -------
     numpy.dtype
         float32 or float64.
-
-    Raises
-    ------
-    TypeError
-        Any other dtype.
     """
     try:
         dt = np.dtype(dtype)
@@ -97,20 +93,18 @@ def as_xp(arr: Any, *, like: Any) -> Any:
 
     Examples
     --------
-    >>> import numpy as np
-    >>> import array_api_strict as xp
+    >>> import numpy as np, array_api_strict as xp
     >>> from refattn.random import as_xp, draw_gaussian
-    >>> x = xp.ones((3, 4), dtype=xp.float32)
-    >>> omega = as_xp(draw_gaussian(np.random.default_rng(0), 8, 4), like=x)
+    >>> omega = as_xp(draw_gaussian(np.random.default_rng(0), 8, 4), like=xp.ones((3, 4), dtype=xp.float32))
     >>> omega.shape, omega.dtype == xp.float32
     ((8, 4), True)
     """
     xp = namespace(like, names=("like",))
-    a = _check_real_draw(arr, "arr")
+    a = check_real_draw(arr, "arr")
     return xp.asarray(a, dtype=like.dtype, device=device_of(like))
 
 
-def _check_real_draw(arr: Any, name: str, *, integer: bool = False) -> np.ndarray:
+def check_real_draw(arr: Any, name: str, *, integer: bool = False) -> np.ndarray:
     """`arr` as a NumPy array if its dtype is real (floating or integer; integer only with `integer`), else
     ``TypeError`` naming `name`: a transfer never casts complex or boolean values silently."""
     a = np.asarray(arr)
@@ -125,8 +119,7 @@ def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator
     r"""The generator for training step `step` under a redraw policy, a pure function of its arguments.
 
     ``every=None`` (fixed features): one draw for all steps; ``every=k``: a fresh draw every k steps
-    (``every=1``: every step). Seeds ``[seed, step // every]`` so a rerun redraws the same arrays at the same
-    steps.
+    (``every=1``: every step), the same arrays at the same steps in a rerun.
 
     Parameters
     ----------
@@ -165,20 +158,17 @@ def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator
 def tree_as_xp(tree: Any, *, like: Any) -> Any:
     r"""Every floating NumPy leaf of `tree` as an array of `like`'s namespace, dtype and device.
 
-    Integer leaves keep their integer dtype; static entries (``None``, strings) are unchanged.
-
     Parameters
     ----------
     tree : tree
-        Nested dicts / lists / NamedTuples of NumPy arrays (e.g. from
-        :func:`refattn.nn.init.init_transformer`).
+        Nested dicts / lists / NamedTuples of NumPy arrays (e.g. from :func:`refattn.nn.init_transformer`).
     like : array
         An array of the target namespace, dtype and device.
 
     Returns
     -------
     tree
-        Same structure, leaves converted.
+        Same structure; integer leaves keep their dtype, static entries (``None``, strings) are unchanged.
     """
     xp = array_api_compat.array_namespace(like)
 
@@ -197,8 +187,7 @@ def tree_to_numpy(tree: Any) -> Any:
     Parameters
     ----------
     tree : tree
-        Nested dicts / lists / NamedTuples of arrays of any supported namespace (CuPy arrays are copied to the
-        host).
+        Nested dicts / lists / NamedTuples of arrays of any supported namespace (CuPy: copied to the host).
 
     Returns
     -------

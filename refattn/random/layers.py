@@ -1,16 +1,7 @@
 """NumPy-only edge: initial parameters of the ``refattn.layers`` layers and dropout masks.
 
-Every function returns NumPy arrays inside the layers' NamedTuples (``DenseParams``, ``LayerNormParams``,
-...); move a whole tree with :func:`refattn.random.tree_as_xp` (``tree_as_xp(params, like=x)``). Functions
-that draw take the required ``rng`` (a ``numpy.random.Generator``) first; the deterministic ones (layer/batch
-norm: ones and zeros) take none.
-
-Conventions (stated, so that a torch model can be built with the same parameters):
-
-* ``init_dense``: Glorot/Xavier uniform ``W ~ U(-a, a)``, ``a = sqrt(6 / (d_in + d_out))``; ``b = 0``.
-* ``init_embedding``: ``N(0, scale^2)`` entries (default ``scale = 0.02``, GPT-2's).
-* ``init_layernorm`` / ``init_batchnorm``: ``gamma = 1``, ``beta = 0``; batch-norm running mean 0, variance 1.
-* ``draw_dropout_mask``: inverted dropout, entries ``0`` w.p. ``rate`` and ``1/(1 - rate)`` otherwise.
+NumPy arrays inside the layers' NamedTuples (move a tree with ``tree_as_xp(params, like=x)``); each function
+states its convention in its first line, so that a torch model can be built with the same parameters.
 """
 
 from __future__ import annotations
@@ -24,24 +15,43 @@ from .._xp import check_positive_int
 from ..layers.batchnorm import BatchNormParams, BatchNormState
 from ..layers.dense import DenseParams
 from ..layers.layernorm import LayerNormParams
+from .._docs import fill_doc
 from .common import check_dtype_arg, check_rng
 
 __all__ = ["init_dense", "init_layernorm", "init_batchnorm", "init_embedding", "draw_dropout_mask"]
 
+_RNG = """
+rng : numpy.random.Generator
+    Required (``None`` is rejected).
+"""
+_DTYPE = """
+dtype : float32 or float64
+    Dtype of the arrays (drawn in float64, then cast).
+"""
+_WIDTH = """
+d : int
+    Normalised width, >= 1.
+"""
+_RAISES = """
+TypeError
+    `rng` not a ``numpy.random.Generator``, or a bad `dtype`.
+ValueError
+    Non-positive sizes.
+MemoryError
+    The arrays over :mod:`refattn.limits`' memory bound.
+"""
 
+
+@fill_doc(rng=_RNG, dtype=_DTYPE, raises=_RAISES)
 def init_dense(rng, d_in, d_out, *, dtype=np.float64):
     r"""Glorot/Xavier-uniform dense parameters: ``W ~ U(-a, a)``, ``a = sqrt(6 / (d_in + d_out))``, ``b = 0``.
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
-    d_in : int
-        Input width, >= 1.
-    d_out : int
-        Output width, >= 1.
-    dtype : float32 or float64
-        Dtype of the arrays (drawn in float64, then cast).
+    {rng}
+    d_in, d_out : int
+        Input and output widths, >= 1.
+    {dtype}
 
     Returns
     -------
@@ -50,12 +60,7 @@ def init_dense(rng, d_in, d_out, *, dtype=np.float64):
 
     Raises
     ------
-    TypeError
-        `rng` not a ``numpy.random.Generator``, or a bad `dtype`.
-    ValueError
-        Non-positive sizes.
-    MemoryError
-        The draw over :mod:`refattn.limits`' memory bound.
+    {raises}
     """
     check_rng(rng)
     dt = check_dtype_arg(dtype)
@@ -66,15 +71,14 @@ def init_dense(rng, d_in, d_out, *, dtype=np.float64):
     return DenseParams(W=W, b=np.zeros(d_out, dtype=dt))
 
 
+@fill_doc(width=_WIDTH, dtype=_DTYPE)
 def init_layernorm(d, *, dtype=np.float64):
     r"""Layer-norm parameters ``gamma = ones(d)``, ``beta = zeros(d)`` (deterministic).
 
     Parameters
     ----------
-    d : int
-        Normalised width, >= 1.
-    dtype : float32 or float64
-        Dtype of the arrays.
+    {width}
+    {dtype}
 
     Returns
     -------
@@ -87,15 +91,14 @@ def init_layernorm(d, *, dtype=np.float64):
     return LayerNormParams(gamma=np.ones(d, dtype=dt), beta=np.zeros(d, dtype=dt))
 
 
+@fill_doc(width=_WIDTH, dtype=_DTYPE)
 def init_batchnorm(d, *, dtype=np.float64):
     r"""Batch-norm parameters and running statistics (deterministic).
 
     Parameters
     ----------
-    d : int
-        Normalised width, >= 1.
-    dtype : float32 or float64
-        Dtype of the arrays.
+    {width}
+    {dtype}
 
     Returns
     -------
@@ -111,21 +114,20 @@ def init_batchnorm(d, *, dtype=np.float64):
             BatchNormState(mean=np.zeros(d, dtype=dt), var=np.ones(d, dtype=dt)))
 
 
+@fill_doc(rng=_RNG, dtype=_DTYPE, raises=_RAISES)
 def init_embedding(rng, n, d, *, scale=0.02, dtype=np.float64):
     r"""An ``(n, d)`` embedding table with ``N(0, scale^2)`` entries (token or learned position embedding).
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
+    {rng}
     n : int
         Number of rows (vocabulary size or max length), >= 1.
     d : int
         Width, >= 1.
     scale : float
-        Standard deviation, > 0 (default 0.02, GPT-2's).
-    dtype : float32 or float64
-        Dtype of the table.
+        Standard deviation, > 0 (default 0.02, GPT-2's; a ValueError otherwise).
+    {dtype}
 
     Returns
     -------
@@ -133,8 +135,7 @@ def init_embedding(rng, n, d, *, scale=0.02, dtype=np.float64):
 
     Raises
     ------
-    ValueError
-        Non-positive sizes or `scale`.
+    {raises}
     """
     check_rng(rng)
     dt = check_dtype_arg(dtype)
@@ -145,19 +146,18 @@ def init_embedding(rng, n, d, *, scale=0.02, dtype=np.float64):
     return (scale * rng.standard_normal((n, d))).astype(dt)
 
 
+@fill_doc(rng=_RNG, dtype=_DTYPE)
 def draw_dropout_mask(rng, shape, rate, *, dtype=np.float64):
     r"""Inverted-dropout mask of `shape`: ``0`` with probability `rate`, ``1/(1 - rate)`` otherwise.
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
+    {rng}
     shape : tuple of int
         Shape of the mask (the activation's shape).
     rate : float
         Drop probability in [0, 1).
-    dtype : float32 or float64
-        Dtype of the mask.
+    {dtype}
 
     Returns
     -------

@@ -1,25 +1,8 @@
 r"""NumPy-only edge: the Performer's projection draws, Gaussian (iid) and Haar-orthogonal (ORF).
 
-Both return ``omega: (m, d)``, the m projection rows used by every random feature map of
-:mod:`refattn.features` (trig / RKS, positive / PRF, hyperbolic): the row ``omega_i`` enters the features as
-``x . omega_i``.
-
-* :func:`draw_gaussian`: rows iid ``N(0, I_d)`` (Rahimi & Recht; Choromanski et al. "FAVOR+" with iid
-  features).
-* :func:`draw_orthogonal`: rows stacked in blocks of d exactly orthogonal directions (Choromanski et al.'s
-  ORFs): each d x d block is a Haar-distributed orthogonal matrix, obtained from the QR decomposition of a
-  Gaussian matrix **with the sign correction** ``Q <- Q diag(sign(diag R))`` (Mezzadri 2007). Without it,
-  LAPACK's Householder QR returns ``R`` with a sign pattern tied to the input (``R_00 = -sign(G_00) |G_:0|``),
-  so the first direction always has a negative first coordinate and the draw is not Haar: a PRF estimator
-  built on it is biased, and the bias depends on the direction of ``q + k`` (design.md trap 2;
-  ``tests/random/test_performer.py`` shows it along the all-ones direction for d = 16). Each row is then
-  rescaled to an independent chi(d) norm (``norms="chi"``: the marginal law of every row is exactly
-  ``N(0, I_d)``, so every unbiased iid estimator stays unbiased) or to ``sqrt(d)`` (``norms="sqrt_d"``: the
-  "regularised" variant, unbiased only in the limit). When d does not divide m the last block is truncated
-  to its first ``m mod d`` rows.
-
-Draws are made in float64 and cast to `dtype`, so one seed gives the same projections (to rounding) in float32
-and float64. Move them to another array library with :func:`refattn.random.as_xp`.
+Both return ``omega: (m, d)``: the row ``omega_i`` enters every random feature map of :mod:`refattn.features`
+as ``x . omega_i``. Draws are made in float64 and cast to `dtype`, so one seed gives the same projections (to
+rounding) in float32 and float64. Why the orthogonal draw needs its sign correction: :func:`draw_orthogonal`.
 """
 
 from __future__ import annotations
@@ -30,13 +13,36 @@ import numpy as np
 
 from .. import limits
 from .._xp import check_choice, check_positive_int
+from .._docs import fill_doc
 from .common import check_dtype_arg, check_rng
 
 __all__ = ["draw_gaussian", "draw_orthogonal"]
 
 NORMS = ("chi", "sqrt_d")
 
+_RNG_D = """
+rng : numpy.random.Generator
+    Required; ``None`` is rejected.
+m : int
+    Number of projections (feature rows), m >= 1 (any value for orthogonal draws: ``ceil(m / d)`` blocks).
+d : int
+    Input width, d >= 1.
+"""
+_DTYPE = """
+dtype : float32 or float64
+    Returned dtype (drawn in float64, then cast).
+"""
+_RAISES = """
+TypeError
+    `rng` is not a ``numpy.random.Generator``, `m`/`d` are not integers, `dtype` is not float32/float64.
+ValueError
+    `m` or `d` not positive (or `norms` unknown).
+MemoryError
+    The draw over :mod:`refattn.limits`' memory bound.
+"""
 
+
+@fill_doc(rng_d=_RNG_D, dtype=_DTYPE, raises=_RAISES)
 def draw_gaussian(rng: np.random.Generator, m: int, d: int, *, dtype: Any = np.float64) -> np.ndarray:
     r"""Draw ``omega: (m, d)`` with iid standard normal entries (rows ``omega_i ~ N(0, I_d)``).
 
@@ -45,14 +51,8 @@ def draw_gaussian(rng: np.random.Generator, m: int, d: int, *, dtype: Any = np.f
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required; ``None`` is rejected.
-    m : int
-        Number of projections (feature rows), m >= 1.
-    d : int
-        Input width, d >= 1.
-    dtype : float32 or float64
-        Returned dtype (drawn in float64, then cast).
+    {rng_d}
+    {dtype}
 
     Returns
     -------
@@ -60,12 +60,7 @@ def draw_gaussian(rng: np.random.Generator, m: int, d: int, *, dtype: Any = np.f
 
     Raises
     ------
-    TypeError
-        `rng` is not a ``numpy.random.Generator``, `m`/`d` are not integers, `dtype` is not float32/float64.
-    ValueError
-        `m` or `d` not positive.
-    MemoryError
-        The draw over :mod:`refattn.limits`' memory bound.
+    {raises}
 
     Examples
     --------
@@ -99,10 +94,12 @@ def _haar_blocks(rng: np.random.Generator, n: int, d: int, *, sign_correction: b
     return np.swapaxes(Q, -1, -2)  # (n, d, d) rows = columns of Q
 
 
-def _orthogonal_draws(rng: np.random.Generator, n: int, m: int, d: int, *, norms: str = "chi",
-                      sign_correction: bool = True) -> np.ndarray:
-    r"""``n`` independent orthogonal draws at once, ``(n, m, d)`` float64 (the vectorised core of
-    :func:`draw_orthogonal`; Monte Carlo tests use it to draw 10^4 projections in one call)."""
+# omega_b = diag(norms) Q_b^T, G_b = Q_b R_b (QR of a Gaussian block), Q_b <- Q_b diag(sign(diag R_b))
+# norms ~ chi(d) (rows marginally N(0, I_d)) or sqrt(d)
+def draw_orthogonal_core(rng: np.random.Generator, n: int, m: int, d: int, *, norms: str = "chi",
+                         sign_correction: bool = True) -> np.ndarray:
+    r"""Unchecked core of :func:`draw_orthogonal`, vectorised over ``n`` independent draws: ``(n, m, d)``
+    float64 (Monte Carlo tests draw 10^4 projections in one call)."""
     n_blocks = -(-m // d)                                                         # ceil(m / d)
     blocks = _haar_blocks(rng, n * n_blocks, d, sign_correction=sign_correction)  # (n * b, d, d)
     rows = blocks.reshape(n, n_blocks * d, d)[:, :m, :]                           # (n, m, d) unit rows
@@ -113,28 +110,27 @@ def _orthogonal_draws(rng: np.random.Generator, n: int, m: int, d: int, *, norms
     return rows * scale[..., None]                                                # (n, m, d)
 
 
+@fill_doc(rng_d=_RNG_D, dtype=_DTYPE, raises=_RAISES)
 def draw_orthogonal(rng: np.random.Generator, m: int, d: int, *, norms: str = "chi",
                     dtype: Any = np.float64) -> np.ndarray:
     r"""Draw ``omega: (m, d)`` as stacked Haar-orthogonal d x d blocks with rescaled rows (Performer ORFs).
 
     Rows ``b d, ..., b d + d - 1`` are exactly orthogonal (block ``b``); blocks are independent; the last
-    block is truncated when d does not divide m. Each block is Haar on O(d): the QR decomposition of a
-    Gaussian matrix with the ``sign(diag R)`` correction (Mezzadri 2007; see the module docstring for why the
-    correction matters).
+    block is truncated to its first ``m mod d`` rows. Each block is Haar on O(d): the QR decomposition of a
+    Gaussian matrix with the sign correction ``Q <- Q diag(sign(diag R))`` (Mezzadri 2007). Without it,
+    LAPACK's Householder QR returns ``R`` with a sign pattern tied to the input (``R_00 = -sign(G_00)
+    |G_:0|``), so the first direction always has a negative first coordinate and the draw is not Haar: a PRF
+    estimator built on it is biased, by an amount that depends on the direction of ``q + k`` (design.md trap
+    2; ``tests/random/test_performer.py`` shows it along the all-ones direction for d = 16).
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required; ``None`` is rejected.
-    m : int
-        Number of projections, m >= 1 (any value: ``ceil(m / d)`` blocks are drawn).
-    d : int
-        Input width, d >= 1.
+    {rng_d}
     norms : {"chi", "sqrt_d"}
-        Row norms: independent chi(d) draws (each row is then marginally ``N(0, I_d)``, so estimators stay
-        unbiased), or the constant ``sqrt(d)``.
-    dtype : float32 or float64
-        Returned dtype (drawn in float64, then cast).
+        Row norms: independent chi(d) draws (each row is then marginally ``N(0, I_d)``, so every unbiased
+        iid estimator stays unbiased), or the constant ``sqrt(d)`` (the "regularised" variant, unbiased only
+        in the limit).
+    {dtype}
 
     Returns
     -------
@@ -142,10 +138,7 @@ def draw_orthogonal(rng: np.random.Generator, m: int, d: int, *, norms: str = "c
 
     Raises
     ------
-    TypeError
-        `rng` is not a ``numpy.random.Generator``, `m`/`d` are not integers, `dtype` is not float32/float64.
-    ValueError
-        `m` or `d` not positive, or `norms` unknown.
+    {raises}
 
     Examples
     --------
@@ -155,9 +148,6 @@ def draw_orthogonal(rng: np.random.Generator, m: int, d: int, *, norms: str = "c
     >>> gram = omega @ omega.T                                    # rows of one block are orthogonal
     >>> bool(np.allclose(gram - np.diag(np.diag(gram)), 0))
     True
-    >>> omega = draw_orthogonal(np.random.default_rng(0), 4, 4, norms="sqrt_d")
-    >>> np.linalg.norm(omega, axis=1).round(6)                    # every row has norm sqrt(d) = 2
-    array([2., 2., 2., 2.])
     """
     rng = check_rng(rng)
     m = check_positive_int(m, "m")
@@ -165,4 +155,4 @@ def draw_orthogonal(rng: np.random.Generator, m: int, d: int, *, norms: str = "c
     limits.check_nbytes(3 * max(m, d) * d * 8, f"m, d ({m} x {d} frequencies)")
     check_choice(norms, "norms", NORMS)
     dt = check_dtype_arg(dtype)
-    return _orthogonal_draws(rng, 1, m, d, norms=norms)[0].astype(dt, copy=False)  # (m, d)
+    return draw_orthogonal_core(rng, 1, m, d, norms=norms)[0].astype(dt, copy=False)  # (m, d)

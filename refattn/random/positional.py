@@ -1,12 +1,7 @@
-"""NumPy-only edge: draws and initialisations for positional encodings.
+"""NumPy-only edge: draws and initialisations for positional encodings, one family per section.
 
-Families (keep each family's functions together):
-
-* **Horn et al. S1** (``init_s1_params``): sinusoid frequencies initialised like absolute sinusoid encodings
-  (Vaswani et al.: a geometric ladder ``omega_s = base^{-s / S}``), several lengthscales per position axis
-  (the paper: 4, "initialized in a similar manner as conventional absolute positional encodings", App. A.2),
-  and the rotation parameters ``alpha, beta`` of each (axis, lengthscale) block.
-* FLT frequency draws (added by the FLT work).
+Horn et al. S1 (:func:`init_s1_params`: a geometric frequency ladder as in absolute sinusoid encodings, and
+the rotation parameters ``alpha, beta``); FLT (:func:`draw_flt_noise`: the noise of ``xi = loc + scale eps``).
 """
 
 from __future__ import annotations
@@ -17,12 +12,10 @@ from typing import Any
 import numpy as np
 
 from .. import limits
-
 from ..rpe.s1_rotation import S1Params
 from .common import check_dtype_arg, check_rng
 
-__all__ = ["init_s1_params"]
-__all__ += ["draw_flt_noise", "FLT_NOISE_KINDS"]  # FLT block at the end of this module
+__all__ = ["init_s1_params", "draw_flt_noise", "FLT_NOISE_KINDS"]
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -56,8 +49,7 @@ def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: in
     beta_std : float
         Standard deviation of the initial betas (the sine weights).
     batch_shape : tuple
-        Leading axes, e.g. ``(H,)`` for per-head parameters (they broadcast against the batch
-        axes ``(..., H)``).
+        Leading axes, e.g. ``(H,)`` for per-head parameters (broadcast against the batch axes ``(..., H)``).
     dtype : float32 or float64
         Dtype of the arrays.
 
@@ -68,10 +60,8 @@ def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: in
 
     Raises
     ------
-    TypeError
-        A bad `rng` or `dtype`.
     ValueError
-        Non-positive `n_axes`/`n_lengthscales`, or a non-positive `base`.
+        Non-positive `n_axes`/`n_lengthscales`, or a non-positive `base` (a bad `rng`/`dtype`: TypeError).
 
     Examples
     --------
@@ -109,11 +99,7 @@ def draw_flt_noise(rng: np.random.Generator, r: int, D: int, kind: str = "gaussi
     r"""Standard noise ``eps: (r, D)`` for the FLT frequencies ``xi = loc + scale * eps``.
 
     FLT Theorem 4.1's iid ``xi_1..xi_r ~ p``, reparameterised so that a proposal's loc and scale are learnable
-    (:func:`refattn.rpe.flt_frequencies`). ``kind``: ``"gaussian"`` N(0, I_D) (the paper's choice, App. B);
-    ``"laplace"`` iid standard Laplace; ``"cauchy"`` iid standard Cauchy; ``"mv_cauchy"`` isotropic
-    multivariate Cauchy ``z / |chi_1|`` (z ~ N(0, I_D), one chi variable per row: Student t with 1 degree of
-    freedom); ``"uniform"`` the cube [-1, 1]^D (a truncated proposal). The matching log-densities are
-    ``refattn.rpe.spectra.proposal_log_density``.
+    (:func:`refattn.rpe.flt_frequencies`); log-densities: ``refattn.rpe.spectra.proposal_log_density``.
 
     Parameters
     ----------
@@ -124,7 +110,9 @@ def draw_flt_noise(rng: np.random.Generator, r: int, D: int, kind: str = "gaussi
     D : int
         Position dimension, >= 1.
     kind : {"gaussian", "laplace", "cauchy", "mv_cauchy", "uniform"}
-        The standard density (``FLT_NOISE_KINDS``).
+        ``"gaussian"`` N(0, I_D) (the paper's, App. B); ``"laplace"``, ``"cauchy"``: iid standard;
+        ``"mv_cauchy"``: ``z / |chi_1|`` (z ~ N(0, I_D), one chi per row: multivariate t_1); ``"uniform"``:
+        the cube [-1, 1]^D.
     dtype : float32 or float64
         Returned dtype.
 
@@ -134,10 +122,8 @@ def draw_flt_noise(rng: np.random.Generator, r: int, D: int, kind: str = "gaussi
 
     Raises
     ------
-    TypeError
-        A bad `rng` or `dtype`.
     ValueError
-        Non-positive `r`/`D`, or an unknown `kind`.
+        Non-positive `r`/`D`, or an unknown `kind` (a bad `rng`/`dtype`: TypeError).
 
     Examples
     --------

@@ -1,16 +1,7 @@
 """NumPy-only edge: draws and initialisations for the KL-Transformer's learnable spectra (Chowdhury §2.1).
 
-* GMM (Eqs. 4-5, 10): :func:`init_gmm` (parameters: logits, means, covariance factors), :func:`draw_gmm_noise`
-  (the reparameterisation noise, M/C rows per component, assigned deterministically) and
-  :func:`draw_gmm_antithetic_noise` (Theorem 3's special case: C = 2, both components driven by the *same*
-  noise eta, so omega = mu + S eta and chi = -mu + S eta);
-* FastFood (Eqs. 6, 12): :func:`draw_fastfood` (B, G, Pi and S with Le et al.'s law S_ii = s_i / ||G||_F,
-  s_i ~ chi(D), or S = I);
-* Generative (Eqs. 7, 11): :func:`draw_generator_noise` (the generator's input noise) and
-  :func:`init_generator` (the generator MLP's weights).
-
-Everything returns NumPy arrays; move them to another namespace with :func:`gmm_as_xp`, :func:`fastfood_as_xp`
-or ``as_xp``.
+Three families, in this order: GMM (Eqs. 4-5, 10), FastFood (Eqs. 6, 12), generative (Eqs. 7, 11). All return
+NumPy arrays; move them to another namespace with :func:`gmm_as_xp`, :func:`fastfood_as_xp` or ``as_xp``.
 """
 
 from __future__ import annotations
@@ -20,15 +11,41 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
-from ..features.fastfood import FastFoodParams, padded_dim
+from ..features.fastfood_transform import FastFoodParams, padded_dim
 from ..features.generative import GeneratorParams, GeneratorState
-from ..features.gmm import GMMParams
+from ..features.gmm_spectrum import GMMParams
 from .. import limits
-from .common import _check_real_draw, as_xp, check_dtype_arg, check_rng
+from .._docs import fill_doc
+from .common import as_xp, check_dtype_arg, check_real_draw, check_rng
 from .layers import init_batchnorm, init_dense
 
 __all__ = ["init_gmm", "draw_gmm_noise", "draw_gmm_antithetic_noise", "gmm_as_xp", "draw_fastfood",
            "fastfood_as_xp", "draw_generator_noise", "init_generator"]
+
+_RNG = """
+rng : numpy.random.Generator
+    Required (``None`` is rejected).
+"""
+_HEAD = """
+d : int
+    Head width.
+"""
+_DTYPE = """
+dtype : float32 or float64
+    Returned dtype.
+"""
+_SIZES = """
+ValueError
+    Non-positive sizes.
+"""
+_AS_XP = """
+like : array
+    An array of the target namespace, dtype and device.
+"""
+_NOT_REAL = """
+TypeError
+    A parameter that is not a real array (a complex or bool cast would lose information).
+"""
 
 
 def _pos_int(name: str, v: Any) -> int:
@@ -39,17 +56,17 @@ def _pos_int(name: str, v: Any) -> int:
     return int(v)
 
 
+@fill_doc(head=_HEAD, rng=_RNG)
 def init_gmm(rng: np.random.Generator, C: int, d: int, *, covariance: str = "full", mu_scale: float = 0.0,
              s_scale: float = 1.0, dtype: Any = np.float64) -> GMMParams:
     """Initial GMM spectrum parameters: equal weights, means ``mu_scale * N(0, I)``, factors ``s_scale * I``.
 
     Parameters
     ----------
-    rng : numpy.random.Generator
+    {rng}
     C : int
         Number of components (> 0).
-    d : int
-        Head width.
+    {head}
     covariance : {"full", "diagonal"}
         ``"full"``: S of shape (C, d, d) (Sigma_c = S_c S_c^T); ``"diagonal"``: S of shape (C, d) holding the
         standard deviations (Sigma_c = diag(S_c^2)), the GMM-PRF setting of the paper's complexity analysis.
@@ -78,6 +95,7 @@ def init_gmm(rng: np.random.Generator, C: int, d: int, *, covariance: str = "ful
     return GMMParams(logits=logits, mu=mu, S=S)
 
 
+@fill_doc(dtype=_DTYPE, head=_HEAD, rng=_RNG)
 def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *,
                    dtype: Any = np.float64) -> np.ndarray:
     r"""Reparameterisation noise for the KL-Transformer GMM spectrum (Chowdhury et al. Eq. (5)).
@@ -87,16 +105,13 @@ def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *,
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
+    {rng}
     C : int
         Number of components, > 0.
     M : int
         Number of frequencies, a multiple of C (each component gets M/C).
-    d : int
-        Head width.
-    dtype : float32 or float64
-        Returned dtype.
+    {head}
+    {dtype}
 
     Returns
     -------
@@ -104,10 +119,8 @@ def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *,
 
     Raises
     ------
-    TypeError
-        Non-integer sizes, a bad `rng` or `dtype`.
     ValueError
-        Non-positive sizes, or M not a multiple of C.
+        Non-positive sizes, or M not a multiple of C (non-integer sizes, a bad `rng`/`dtype`: TypeError).
     """
     check_rng(rng)
     C, M, d = _pos_int("C", C), _pos_int("M", M), _pos_int("d", d)
@@ -117,6 +130,7 @@ def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *,
     return rng.standard_normal((C, M // C, d)).astype(check_dtype_arg(dtype))
 
 
+@fill_doc(dtype=_DTYPE, head=_HEAD, rng=_RNG)
 def draw_gmm_antithetic_noise(rng: np.random.Generator, M: int, d: int, *,
                               dtype: Any = np.float64) -> np.ndarray:
     r"""Antithetic GMM noise (Chowdhury et al. Theorem 3's special case): two slices of the *same* draw.
@@ -127,14 +141,11 @@ def draw_gmm_antithetic_noise(rng: np.random.Generator, M: int, d: int, *,
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
+    {rng}
     M : int
         Number of frequencies, even (M/2 antithetic pairs).
-    d : int
-        Head width.
-    dtype : float32 or float64
-        Returned dtype.
+    {head}
+    {dtype}
 
     Returns
     -------
@@ -155,6 +166,7 @@ def draw_gmm_antithetic_noise(rng: np.random.Generator, M: int, d: int, *,
     return np.stack([eta, eta])
 
 
+@fill_doc(like=_AS_XP, not_real=_NOT_REAL)
 def gmm_as_xp(params: GMMParams, *, like: Any) -> GMMParams:
     r"""GMM parameters (NumPy) as arrays of `like`'s namespace, dtype and device.
 
@@ -162,8 +174,7 @@ def gmm_as_xp(params: GMMParams, *, like: Any) -> GMMParams:
     ----------
     params : GMMParams
         From :func:`init_gmm`.
-    like : array
-        An array of the target namespace.
+    {like}
 
     Returns
     -------
@@ -172,14 +183,14 @@ def gmm_as_xp(params: GMMParams, *, like: Any) -> GMMParams:
 
     Raises
     ------
-    TypeError
-        A parameter that is not a real array (a complex or bool cast would lose information).
+    {not_real}
     """
     for n, a in zip(params._fields, params, strict=True):
-        _check_real_draw(a, f"params.{n}")
+        check_real_draw(a, f"params.{n}")
     return GMMParams(*(as_xp(a, like=like) for a in params))
 
 
+@fill_doc(rng=_RNG)
 def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi",
                   dtype: Any = np.float64) -> FastFoodParams:
     r"""One FastFood draw for M frequencies of width d (Le et al. 2013; Chowdhury et al. Eq. (6)).
@@ -195,8 +206,7 @@ def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
+    {rng}
     M : int
         Number of frequencies, a multiple of D.
     d : int
@@ -238,6 +248,7 @@ def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi
     return FastFoodParams(S=S.astype(dt), G=G.astype(dt), B=B.astype(dt), perm=perm)
 
 
+@fill_doc(like=_AS_XP, not_real=_NOT_REAL)
 def fastfood_as_xp(params: FastFoodParams, *, like: Any) -> FastFoodParams:
     r"""FastFood parameters (NumPy) in `like`'s namespace: S, G, B with `like`'s dtype, perm as int64.
 
@@ -245,8 +256,7 @@ def fastfood_as_xp(params: FastFoodParams, *, like: Any) -> FastFoodParams:
     ----------
     params : FastFoodParams
         From :func:`draw_fastfood`.
-    like : array
-        An array of the target namespace, dtype and device.
+    {like}
 
     Returns
     -------
@@ -255,32 +265,30 @@ def fastfood_as_xp(params: FastFoodParams, *, like: Any) -> FastFoodParams:
 
     Raises
     ------
-    TypeError
-        A parameter that is not a real array (a complex or bool cast would lose information).
+    {not_real}
     """
     xp = array_api_compat.array_namespace(like)
     for n in ("S", "G", "B"):
-        _check_real_draw(getattr(params, n), f"params.{n}")
-    perm = _check_real_draw(params.perm, "params.perm", integer=True)
+        check_real_draw(getattr(params, n), f"params.{n}")
+    perm = check_real_draw(params.perm, "params.perm", integer=True)
     perm = xp.asarray(np.asarray(perm, dtype=np.int64), device=array_api_compat.device(like))
     return FastFoodParams(S=as_xp(params.S, like=like), G=as_xp(params.G, like=like),
                           B=as_xp(params.B, like=like), perm=perm)
 
 
+@fill_doc(dtype=_DTYPE, rng=_RNG, sizes=_SIZES)
 def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *,
                          dtype: Any = np.float64) -> np.ndarray:
     r"""Generator input noise ``n ~ N(0, I)`` (rho_0 of Chowdhury et al. Eqs. (7), (11)).
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
+    {rng}
     M : int
         Number of frequencies (rows).
     d_noise : int
         Noise width (the generator's input width).
-    dtype : float32 or float64
-        Returned dtype.
+    {dtype}
 
     Returns
     -------
@@ -288,8 +296,7 @@ def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *,
 
     Raises
     ------
-    ValueError
-        Non-positive sizes.
+    {sizes}
     """
     check_rng(rng)
     M, d_noise = _pos_int("M", M), _pos_int("d_noise", d_noise)
@@ -297,6 +304,7 @@ def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *,
     return rng.standard_normal((M, d_noise)).astype(check_dtype_arg(dtype))
 
 
+@fill_doc(rng=_RNG, sizes=_SIZES)
 def init_generator(rng: np.random.Generator, d: int, *, d_noise: int | None = None, width: int | None = None,
                    n_hidden: int = 4, dtype: Any = np.float64):
     r"""Weights of the generator MLP of Generative-RKS/PRF (Chowdhury et al. Eqs. (7), (11)).
@@ -308,8 +316,7 @@ def init_generator(rng: np.random.Generator, d: int, *, d_noise: int | None = No
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
+    {rng}
     d : int
         Output width (the head width).
     d_noise : int, optional
@@ -328,8 +335,7 @@ def init_generator(rng: np.random.Generator, d: int, *, d_noise: int | None = No
 
     Raises
     ------
-    ValueError
-        Non-positive sizes.
+    {sizes}
     """
     check_rng(rng)
     d = _pos_int("d", d)

@@ -18,11 +18,11 @@ which splits into real features with balanced norms (``|w| = sqrt(w_re^2 + w_im^
     N1 = [cos a, sin a] * sqrt(|w| / r),
     N2 = [w_re cos a + w_im sin a,  w_re sin a - w_im cos a] / sqrt(|w| r).
 
-For a real, even f (real g, w_im = 0) this is ``N1 = [cos a, sin a] sqrt(|w|/r)``,
-``N2 = sign(w) [cos a, sin a] sqrt(|w|/r)``: sign(g) on one side. ``N1 N2^T`` is exactly the real part of the
-complex estimator for every draw (tested against the NumPy complex reference in ``tests/rpe``), so it is
-unbiased for ``Re f`` whenever g is absolutely integrable, with variance at most the complex one (Var Re <=
-Var). Row norms: ``|N1_i|^2 = |N2_i|^2 = mean_k |w_k|`` for every position.
+For a real, even f (real g, w_im = 0) this is ``N1 = [cos a, sin a] sqrt(|w|/r)``, ``N2 = sign(w) [cos a,
+sin a] sqrt(|w|/r)``: sign(g) on one side. ``N1 N2^T`` is exactly the real part of the complex estimator
+for every draw (tested against the NumPy complex reference in ``tests/rpe``), so it is unbiased for ``Re f``
+whenever g is absolutely integrable, with variance at most the complex one (Var Re <= Var). Row norms:
+``|N1_i|^2 = |N2_i|^2 = mean_k |w_k|`` for every position.
 
 **Reparameterisation.** The core takes the *noise* ``eps: (r, D)`` (drawn by
 ``refattn.random.draw_flt_noise``) and forms ``xi = loc + scale * eps`` from the proposal's learnable location
@@ -45,20 +45,19 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from .._docs import fill_doc
 from .._xp import check_finite, check_shape, namespace, sum_to_shape
 from ..attention.linear import DEFAULT_CHUNK_SIZE
-from ..attention.linear import _bwd_core as _linear_bwd_core
-from ..attention.linear import _fwd_core as _linear_fwd_core
-from ..features.positive import _stable_bwd, _stable_fwd
+from ..attention.linear import linear_attention_bwd_core, linear_attention_fwd_core
+from ..features.positive import positive_features_stable_bwd_core, positive_features_stable_fwd_core
 from .spectra import (
     Proposal,
     spectrum_arrays,
     check_spectrum,
     check_proposal_shape,
 )
-from .spectra.core import g_bwd_trusted, g_fwd_trusted
-from .spectra.proposals import _check_pair
-from .spectra.proposals import log_density_trusted
+from .spectra.core import spectrum_g_bwd_core, spectrum_g_fwd_core
+from .spectra.proposals import check_proposal_pair, proposal_log_density_core
 
 __all__ = [
     "flt_frequencies",
@@ -107,9 +106,9 @@ class FLTFeaturesGrads(NamedTuple):
     proposal: Proposal  # Proposal(kind, dloc (D,), dscale (shape of scale))
 
 
-def _validate(pos, eps, spectrum, proposal, allow_truncation, finite=True):
-    """Check the FLT features' inputs (``finite=False``: shapes, signs and the spectrum/proposal pair only,
-    no finiteness passes, for callers that checked the arrays already); returns the namespace."""
+def check_flt_inputs(pos, eps, spectrum, proposal, allow_truncation, finite=True):
+    """Check the FLT features' inputs; return the namespace (``finite=False``: no finiteness passes, for
+    callers that checked the arrays already; shapes, signs and the spectrum/proposal pair still checked)."""
     arrays = spectrum_arrays(spectrum)
     names = ("pos", "eps") + tuple(f"spectrum.{n}" for n, _ in arrays) + ("proposal.loc", "proposal.scale")
     if not isinstance(proposal, Proposal):
@@ -125,11 +124,15 @@ def _validate(pos, eps, spectrum, proposal, allow_truncation, finite=True):
         check_finite("eps", eps, xp=xp)
         if xp.isdtype(pos.dtype, "real floating"):
             check_finite("pos", pos, xp=xp)
-    _check_pair(spectrum, proposal, sizes, allow_truncation=allow_truncation, finite=finite)   # g checked
+    check_proposal_pair(spectrum, proposal, sizes, allow_truncation=allow_truncation, finite=finite)
+    _check_uniform_noise(eps, proposal, xp=xp)
+    return xp
+
+
+def _check_uniform_noise(eps, proposal, *, xp):
     if proposal.kind == "uniform" and not bool(xp.all(xp.abs(eps) <= 1)):
         raise ValueError("eps: the 'uniform' proposal's noise must lie in [-1, 1]^D (draw_flt_noise(..., "
                          "kind='uniform'))")
-    return xp
 
 
 def _validate_noise(eps, proposal, spectrum=None):
@@ -144,12 +147,89 @@ def _validate_noise(eps, proposal, spectrum=None):
     check_shape("eps", eps, "r, D", sizes)
     check_finite("eps", eps, xp=xp)
     check_proposal_shape(proposal, sizes)
-    if proposal.kind == "uniform" and not bool(xp.all(xp.abs(eps) <= 1)):
-        raise ValueError("eps: the 'uniform' proposal's noise must lie in [-1, 1]^D (draw_flt_noise(..., "
-                         "kind='uniform'))")
+    _check_uniform_noise(eps, proposal, xp=xp)
     return xp, sizes
 
 
+# shared docstring blocks (numpydoc entries filled in by fill_doc)
+
+_EPS_PROPOSAL = """
+eps : (r, D) array
+    Standard noise of the proposal's kind (``refattn.random.draw_flt_noise(rng, r, D, kind)``), real
+    floating, finite; its dtype (float64 reference, float32 supported) is the features'.
+proposal : Proposal
+    Location-scale proposal ``xi = loc + scale * eps``: ``loc: (D,)``, ``scale: ()`` or ``(D,)`` (> 0), same
+    dtype and namespace as `eps`.
+"""
+_FEATURE_ARGS = """
+pos : (..., L, D) array
+    Positions r_i (the paper's R; integer positions are indices by nature and allowed).
+eps : (r, D) array
+    Standard noise of the proposal's kind (``refattn.random.draw_flt_noise(rng, r, D, kind)``), r >= 1; its
+    dtype (float64 reference, float32 supported) is the features'.
+spectrum : spectrum NamedTuple (``refattn.rpe.spectra``)
+    The learnable g; its parameters fix the namespace and dtype.
+proposal : Proposal
+    ``xi = loc + scale * eps``; checked against the spectrum by :func:`~refattn.rpe.spectra.check_proposal`
+    (support and finite variance).
+allow_truncation : bool
+    Accept a truncated ('uniform') proposal (biased; for measurements).
+"""
+_FEATURE_RAISES = """
+ValueError
+    Positions of the wrong dimension, eps of the wrong shape, non-positive scales or radii, non-finite input,
+    or a spectrum/proposal pair with a silently biased or infinite-variance estimator.
+TypeError
+    Mixed dtypes or namespaces; an unknown spectrum family.
+"""
+_ATTENTION_QKV = """
+q : (..., L, d) array
+    Queries, real floating (float64 reference, float32 supported); L >= 1, d >= 1.
+k : (..., L, d) array
+    Keys, same dtype and namespace as `q`.
+v : (..., L, d_v) array
+    Values.
+pos : (L, D) or (..., L, D) array
+    Positions (shared by every leading axis of `q` when 2-D; integers or floats).
+eps : (r, D) array
+    Proposal noise (:func:`refattn.random.draw_flt_noise`).
+spectrum : spectrum NamedTuple
+    The learnable g, as in :func:`flt_features`.
+proposal : Proposal
+    Location-scale proposal, as in :func:`flt_features`.
+"""
+_ATTENTION_OPTIONS = """
+omega : (m, 2r + d) array
+    FAVOR+ projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal`` with width 2r + d).
+causal : bool
+    Position i attends to j <= i only.
+allow_truncation : bool
+    Accept a truncated ('uniform') proposal.
+chunk_size : int
+    Causal chunk length of :func:`~refattn.attention.linear.linear_attention`.
+"""
+_N12 = """
+(N1, N2) : tuple of two (..., L, 2r) arrays
+    Dtype and namespace of the spectrum's parameters.
+"""
+_Y = """
+y : (..., L, d_v) array
+    Dtype and namespace of `q`.
+"""
+_ATTENTION_RAISES = """
+ValueError
+    L = 0 or d = 0, `pos` without L rows or not broadcasting, `omega` not ``(m, 2r + d)``, non-finite input,
+    or any error of :func:`flt_features_fwd`.
+TypeError
+    Mixed dtypes or namespaces, or a non-bool `causal`.
+"""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# frequencies and importance weights
+
+
+@fill_doc(eps_proposal=_EPS_PROPOSAL)
 def flt_frequencies(eps, proposal):
     r"""The FLT frequencies ``xi = loc + scale * eps`` and their log proposal density (reparameterised draw).
 
@@ -158,10 +238,7 @@ def flt_frequencies(eps, proposal):
 
     Parameters
     ----------
-    eps : (r, D) array
-        Standard noise of the proposal's kind (:func:`refattn.random.draw_flt_noise`), real floating, finite.
-    proposal : Proposal
-        ``loc: (D,)``, ``scale: ()`` or ``(D,)`` (> 0), same dtype and namespace as `eps`.
+    {eps_proposal}
 
     Returns
     -------
@@ -179,17 +256,19 @@ def flt_frequencies(eps, proposal):
         `proposal` not a :class:`~refattn.rpe.spectra.Proposal`, or mixed dtypes/namespaces.
     """
     xp, _ = _validate_noise(eps, proposal)
-    return _frequencies(eps, proposal, xp=xp)
+    return flt_frequencies_core(eps, proposal, xp=xp)
 
 
-def _frequencies(eps, proposal, *, xp):
+def flt_frequencies_core(eps, proposal, *, xp):
+    """Unchecked core of :func:`flt_frequencies`."""
     D = eps.shape[-1]
     xi = proposal.loc + proposal.scale * eps                                      # (r, D)
     log_scale_sum = xp.sum(xp.log(proposal.scale)) * (D if proposal.scale.ndim == 0 else 1)
-    logp = log_density_trusted(proposal.kind, eps, xp=xp) - log_scale_sum         # (r,)
+    logp = proposal_log_density_core(proposal.kind, eps, xp=xp) - log_scale_sum   # (r,)
     return xi, logp
 
 
+@fill_doc(eps_proposal=_EPS_PROPOSAL)
 def flt_importance_weights(eps, spectrum, proposal):
     r"""The importance weights ``w = g(xi) / p(xi)`` at ``xi = loc + scale * eps`` (FLT Eq. (5)).
 
@@ -197,12 +276,9 @@ def flt_importance_weights(eps, spectrum, proposal):
 
     Parameters
     ----------
-    eps : (r, D) array
-        Standard noise of the proposal's kind, real floating.
+    {eps_proposal}
     spectrum : spectrum NamedTuple
         The learnable g (:mod:`refattn.rpe.spectra`); same dtype and namespace as `eps`.
-    proposal : Proposal
-        Location-scale proposal.
 
     Returns
     -------
@@ -217,84 +293,69 @@ def flt_importance_weights(eps, spectrum, proposal):
         Unknown spectrum family, or mixed dtypes/namespaces.
     """
     xp, _ = _validate_noise(eps, proposal, spectrum)
-    xi, logp = _frequencies(eps, proposal, xp=xp)
-    (g_re, g_im), _ = g_fwd_trusted(spectrum, xi, xp=xp)
+    xi, logp = flt_frequencies_core(eps, proposal, xp=xp)
+    (g_re, g_im), _ = spectrum_g_fwd_core(spectrum, xi, xp=xp)
     inv_p = xp.exp(-logp)                                                         # (r,) 1/p(xi)
     return g_re * inv_p, (None if g_im is None else g_im * inv_p)
 
 
-def flt_features_fwd(pos, eps, spectrum, proposal, *, allow_truncation=False):
-    r"""Real FLT features ``(N1, N2)`` with ``E[N1 N2^T] = N = [Re f(r_i - r_j)]`` (Theorem 4.1, real form).
+# ----------------------------------------------------------------------------------------------------------
+# the features (N1, N2): Theorem 4.1 in real form
+
+
+@fill_doc(args=_FEATURE_ARGS, n12=_N12, raises=_FEATURE_RAISES)
+def flt_features(pos, eps, spectrum, proposal, *, allow_truncation=False):
+    r"""The real FLT features ``(N1, N2)`` of FLT Theorem 4.1: ``E[N1 N2^T] = N = [Re f(r_i - r_j)]``.
+
+    ``N1 = [cos a, sin a] sqrt(|w|/r)``, ``N2 = [w_re cos a + w_im sin a, w_re sin a - w_im cos a] /
+    sqrt(|w| r)`` with ``a = 2 pi pos xi^T``, ``xi = loc + scale * eps`` and ``w = g(xi)/p(xi)`` (the module
+    docstring derives this real form). Gradients (:func:`flt_features_bwd`) go to the spectrum's parameters
+    and to the proposal's ``loc`` and ``scale`` (through xi and 1/p); where ``|w_k| = 0`` the features are
+    not differentiable (``sqrt(|w|)``) and that column's gradient is set to 0.
 
     Parameters
     ----------
-    pos : (..., L, D) array
-        Positions r_i (the paper's R; integer positions are indices by nature and allowed).
-    eps : (r, D) array
-        Standard noise of the proposal's kind (``refattn.random.draw_flt_noise(rng, r, D, kind)``), r >= 1;
-        its dtype (float64 reference, float32 supported) is the features'.
-    spectrum : spectrum NamedTuple (``refattn.rpe.spectra``)
-        The learnable g; its parameters fix the namespace and dtype.
-    proposal : Proposal
-        ``xi = loc + scale * eps``; checked against the spectrum by
-        :func:`~refattn.rpe.spectra.check_proposal` (support and finite variance).
-    allow_truncation : bool
-        Accept a truncated ('uniform') proposal (biased; for measurements).
+    {args}
 
     Returns
     -------
-    (N1, N2) : tuple of two (..., L, 2r) arrays
-        ``N1 = [cos a, sin a] sqrt(|w|/r)``, ``N2 = [w_re cos a + w_im sin a, w_re sin a - w_im cos a] /
-        sqrt(|w| r)``, ``a = 2 pi pos xi^T``, ``w = g(xi)/p(xi)``.
+    {n12}
+
+    Raises
+    ------
+    {raises}
+    """
+    return flt_features_fwd(pos, eps, spectrum, proposal, allow_truncation=allow_truncation)[0]
+
+
+@fill_doc(args=_FEATURE_ARGS, n12=_N12, raises=_FEATURE_RAISES)
+def flt_features_fwd(pos, eps, spectrum, proposal, *, allow_truncation=False):
+    r"""Forward of :func:`flt_features` with the cache for :func:`flt_features_bwd`.
+
+    See :func:`flt_features` for the equations and shapes.
+
+    Parameters
+    ----------
+    {args}
+
+    Returns
+    -------
+    {n12}
     cache : FLTFeaturesCache
         For :func:`flt_features_bwd`.
 
     Raises
     ------
-    ValueError
-        Positions of the wrong dimension, eps of the wrong shape, non-positive scales or radii, non-finite
-        input, or a spectrum/proposal pair with a silently biased or infinite-variance estimator.
-    TypeError
-        Mixed dtypes or namespaces; an unknown spectrum family.
+    {raises}
     """
-    xp = _validate(pos, eps, spectrum, proposal, allow_truncation)
-    return _features_core(pos, eps, spectrum, proposal, xp=xp)
-
-
-def _features_core(pos, eps, spectrum, proposal, *, xp):
-    """Unchecked core of :func:`flt_features_fwd` (inputs validated by the caller)."""
-    dtype = eps.dtype
-    r = eps.shape[0]
-    p = xp.astype(pos, dtype)                                                     # (..., L, D)
-    xi, logp = _frequencies(eps, proposal, xp=xp)                                 # (r, D), (r,)
-    (g_re, g_im), gcache = g_fwd_trusted(spectrum, xi, xp=xp)                     # (r,)
-    inv_p = xp.exp(-logp)                                                         # (r,) 1/p(xi)
-    w_re = g_re * inv_p                                                           # (r,) importance weights
-    w_im = None if g_im is None else g_im * inv_p
-    absw = xp.abs(w_re) if w_im is None else xp.sqrt(w_re * w_re + w_im * w_im)   # (r,)
-    a = _TWO_PI * (p @ xp.matrix_transpose(xi))                                  # (..., L, r) 2 pi r_i . xi_k
-    cos_a, sin_a = xp.cos(a), xp.sin(a)
-    s = xp.sqrt(absw / r)                                                         # (r,) sqrt(|w|/r)
-    zero = xp.zeros_like(absw)
-    nz = absw > 0
-    denom = xp.where(nz, xp.sqrt(absw * r), xp.ones_like(absw))                   # (r,) sqrt(|w| r)
-    u = xp.where(nz, w_re / denom, zero)                                    # (r,) sign(w) sqrt(|w|/r) if real
-    t = None if w_im is None else xp.where(nz, w_im / denom, zero)
-    N1 = xp.concat([cos_a * s, sin_a * s], axis=-1)                               # (..., L, 2r)
-    if t is None:
-        N2 = xp.concat([cos_a * u, sin_a * u], axis=-1)                           # (..., L, 2r) sign(g) side
-    else:
-        N2 = xp.concat([cos_a * u + sin_a * t, sin_a * u - cos_a * t], axis=-1)   # (..., L, 2r) Hermitian g
-    cache = FLTFeaturesCache(p, eps, proposal, gcache, inv_p, w_re, w_im, absw, cos_a, sin_a, s, u, t)
-    return (N1, N2), cache
+    xp = check_flt_inputs(pos, eps, spectrum, proposal, allow_truncation)
+    return flt_features_fwd_core(pos, eps, spectrum, proposal, xp=xp)
 
 
 def flt_features_bwd(dN, cache: FLTFeaturesCache) -> FLTFeaturesGrads:
     r"""Backward of :func:`flt_features_fwd`: gradients of the spectrum and of the proposal.
 
-    Gradients go to the spectrum's parameters and to the proposal's ``loc`` and ``scale`` (through xi and
-    1/p). Where ``|w_k| = 0`` the features are not differentiable (``sqrt(|w|)``); that column's
-    gradient is set to 0.
+    See :func:`flt_features` for the equations and shapes.
 
     Parameters
     ----------
@@ -324,11 +385,41 @@ def flt_features_bwd(dN, cache: FLTFeaturesCache) -> FLTFeaturesGrads:
         if tuple(x.shape) != n_shape:
             raise ValueError(f"{n}: expected shape {n_shape} (the features' shape); got {tuple(x.shape)}")
         check_finite(n, x, xp=xp)
-    return _features_bwd_core(dN1, dN2, c, xp=xp)
+    return flt_features_bwd_core(dN1, dN2, c, xp=xp)
 
 
-def _features_bwd_core(dN1, dN2, c, *, xp):
-    """Unchecked core of :func:`flt_features_bwd`."""
+# N1 = [cos a, sin a] sqrt(|w|/r),  N2 = [w_re cos a + w_im sin a, w_re sin a - w_im cos a] / sqrt(|w| r)
+# a = 2 pi pos xi^T, xi = loc + scale eps, w = g(xi)/p(xi): chain rule through (s, u, t), |w|, g, 1/p and xi
+def flt_features_fwd_core(pos, eps, spectrum, proposal, *, xp):
+    """Unchecked core of :func:`flt_features_fwd` (see :func:`flt_features`)."""
+    dtype = eps.dtype
+    r = eps.shape[0]
+    p = xp.astype(pos, dtype)                                                     # (..., L, D)
+    xi, logp = flt_frequencies_core(eps, proposal, xp=xp)                                 # (r, D), (r,)
+    (g_re, g_im), gcache = spectrum_g_fwd_core(spectrum, xi, xp=xp)                     # (r,)
+    inv_p = xp.exp(-logp)                                                         # (r,) 1/p(xi)
+    w_re = g_re * inv_p                                                           # (r,) importance weights
+    w_im = None if g_im is None else g_im * inv_p
+    absw = xp.abs(w_re) if w_im is None else xp.sqrt(w_re * w_re + w_im * w_im)   # (r,)
+    a = _TWO_PI * (p @ xp.matrix_transpose(xi))                                  # (..., L, r) 2 pi r_i . xi_k
+    cos_a, sin_a = xp.cos(a), xp.sin(a)
+    s = xp.sqrt(absw / r)                                                         # (r,) sqrt(|w|/r)
+    zero = xp.zeros_like(absw)
+    nz = absw > 0
+    denom = xp.where(nz, xp.sqrt(absw * r), xp.ones_like(absw))                   # (r,) sqrt(|w| r)
+    u = xp.where(nz, w_re / denom, zero)                                    # (r,) sign(w) sqrt(|w|/r) if real
+    t = None if w_im is None else xp.where(nz, w_im / denom, zero)
+    N1 = xp.concat([cos_a * s, sin_a * s], axis=-1)                               # (..., L, 2r)
+    if t is None:
+        N2 = xp.concat([cos_a * u, sin_a * u], axis=-1)                           # (..., L, 2r) sign(g) side
+    else:
+        N2 = xp.concat([cos_a * u + sin_a * t, sin_a * u - cos_a * t], axis=-1)   # (..., L, 2r) Hermitian g
+    cache = FLTFeaturesCache(p, eps, proposal, gcache, inv_p, w_re, w_im, absw, cos_a, sin_a, s, u, t)
+    return (N1, N2), cache
+
+
+def flt_features_bwd_core(dN1, dN2, c, *, xp):
+    """Unchecked core of :func:`flt_features_bwd` (see :func:`flt_features`)."""
     r = c.eps.shape[0]
     cos_a, sin_a = c.cos_a, c.sin_a
     batch_axes = tuple(range(cos_a.ndim - 1))                                     # sum over ..., L
@@ -358,7 +449,7 @@ def _features_bwd_core(dN1, dN2, c, *, xp):
     dg_re = dw_re * c.inv_p
     dg_im = None if dw_im is None else dw_im * c.inv_p
     dlogp = -(dw_re * c.w_re + (zero_r if dw_im is None else dw_im * c.w_im))     # (r,)
-    gg = g_bwd_trusted(dg_re, dg_im, c.gcache, xp=xp)                             # dg derived from checked dN
+    gg = spectrum_g_bwd_core(dg_re, dg_im, c.gcache, xp=xp)                      # dg derived from checked dN
     # phases a = 2 pi pos xi^T
     D = c.eps.shape[-1]
     da2 = xp.reshape(da, (-1, r))                                                 # (N, r)
@@ -374,52 +465,22 @@ def _features_bwd_core(dN1, dN2, c, *, xp):
                             proposal=Proposal(prop.kind, dloc, dscale))
 
 
-def flt_features(pos, eps, spectrum, proposal, *, allow_truncation=False):
-    r"""The real FLT features ``(N1, N2)`` of FLT Theorem 4.1: ``E[N1 N2^T] = [Re f(r_i - r_j)]``.
-
-    The forward of :func:`flt_features_fwd` without the cache.
-
-    Parameters
-    ----------
-    pos : (..., L, D) array
-        Positions (integers or floats).
-    eps : (r, D) array
-        Proposal noise (:func:`refattn.random.draw_flt_noise`).
-    spectrum : spectrum NamedTuple
-        The learnable g (:mod:`refattn.rpe.spectra`).
-    proposal : Proposal
-        Location-scale proposal for the frequencies.
-    allow_truncation : bool
-        Accept a truncated ('uniform') proposal.
-
-    Returns
-    -------
-    (N1, N2) : tuple of two (..., L, 2r) arrays
-        Dtype and namespace of the spectrum's parameters.
-    """
-    return flt_features_fwd(pos, eps, spectrum, proposal, allow_truncation=allow_truncation)[0]
-
-
+@fill_doc(args=_FEATURE_ARGS, raises=_FEATURE_RAISES)
 def flt_mask_estimate(pos, eps, spectrum, proposal, *, allow_truncation=False):
     r"""The rank-2r estimate ``N_hat = N1 N2^T`` of the RPE mask (FLT Theorem 4.1), O(L^2) memory.
 
     Parameters
     ----------
-    pos : (..., L, D) array
-        Positions (integers or floats).
-    eps : (r, D) array
-        Proposal noise (:func:`refattn.random.draw_flt_noise`).
-    spectrum : spectrum NamedTuple
-        The learnable g (:mod:`refattn.rpe.spectra`).
-    proposal : Proposal
-        Location-scale proposal for the frequencies.
-    allow_truncation : bool
-        Accept a truncated ('uniform') proposal.
+    {args}
 
     Returns
     -------
     N_hat : (..., L, L) array
         Unbiased for the exact mask :func:`~refattn.rpe.spectra.rpe_mask`.
+
+    Raises
+    ------
+    {raises}
 
     Examples
     --------
@@ -468,55 +529,71 @@ class FLTAttentionGrads(NamedTuple):
     omega: Array         # (m, 2r + d)
 
 
-def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False, allow_truncation=False,
-                      chunk_size=DEFAULT_CHUNK_SIZE):
-    r"""FLT Algorithm 1: RPE-masked softmax attention in O(L m (d + r)) time, and the cache.
+@fill_doc(y=_Y, qkv=_ATTENTION_QKV, options=_ATTENTION_OPTIONS, raises=_ATTENTION_RAISES)
+def flt_attention(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False, allow_truncation=False,
+                  chunk_size=DEFAULT_CHUNK_SIZE):
+    r"""FourierLearner-Transformer attention (FLT Algorithm 1): RPE-masked softmax attention in linear time.
 
-    Estimates ``softmax_attention(q, k, v, mask_add=N, causal=causal)`` with ``N = rpe_mask(pos, spectrum)``:
-    ``Q_hat = [N1, q d^{-1/4}]``, ``K_hat = [N2, k d^{-1/4}]`` (Algorithm 1 lines 3-5; 2r + d columns in the
-    real form; Eq. (3): ``exp(N_hat + q k^T / sqrt(d)) = exp(Q_hat K_hat^T)``), FAVOR+ positive features of
-    both with one ``omega`` (line 7; row-stabilised, the keys' log-scale handed to linear attention) and
-    linear attention (line 9), bidirectional or causal.
+    Estimates ``softmax_attention(q, k, v, mask_add=N, causal=causal)`` with ``N = rpe_mask(pos, spectrum)``
+    in O(L m (d + r)) time: ``Q_hat = [N1, q d^{-1/4}]``, ``K_hat = [N2, k d^{-1/4}]`` (Algorithm 1 lines
+    3-5; 2r + d columns in the real form; Eq. (3): ``exp(N_hat + q k^T / sqrt(d)) = exp(Q_hat K_hat^T)``),
+    FAVOR+ positive features of both with one ``omega`` (line 7; row-stabilised, the keys' log-scale handed
+    to linear attention) and linear attention (line 9), bidirectional or causal. The backward
+    (:func:`flt_attention_bwd`) runs linear attention's backward, both positive-feature backwards, then
+    :func:`flt_features_bwd` on the positional columns (summed back to the axes of `pos`).
 
     Parameters
     ----------
-    q : (..., L, d) array
-        Queries, real floating (float64 reference, float32 supported); L >= 1, d >= 1.
-    k : (..., L, d) array
-        Keys, same dtype and namespace as `q`.
-    v : (..., L, d_v) array
-        Values.
-    pos : (L, D) or (..., L, D) array
-        Positions (shared by every leading axis of `q` when 2-D).
-    eps : (r, D) array
-        Proposal noise (``draw_flt_noise``).
-    spectrum : spectrum NamedTuple
-        The learnable g, as in :func:`flt_features_fwd`.
-    proposal : Proposal
-        Location-scale proposal, as in :func:`flt_features_fwd`.
-    omega : (m, 2r + d) array
-        FAVOR+ projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal`` with width 2r + d).
-    causal : bool
-        Position i attends to j <= i only.
-    allow_truncation : bool
-        Accept a truncated ('uniform') proposal.
-    chunk_size : int
-        Causal chunk length of :func:`~refattn.attention.linear.linear_attention`.
+    {qkv}
+    {options}
 
     Returns
     -------
-    y : (..., L, d_v) array
-        Dtype and namespace of `q`.
+    {y}
+
+    Raises
+    ------
+    {raises}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.random import draw_flt_noise, draw_gaussian
+    >>> from refattn.rpe import GaussianKernel, kernel_proposal, flt_attention
+    >>> q, k, v = np.random.default_rng(0).standard_normal((3, 2, 5, 4))    # (batch, L, d)
+    >>> spectrum = GaussianKernel(C=np.asarray(1.0), length=np.asarray(2.0))
+    >>> proposal = kernel_proposal(spectrum, 1)
+    >>> eps = draw_flt_noise(np.random.default_rng(1), 16, 1)                # r = 16, D = 1
+    >>> omega = draw_gaussian(np.random.default_rng(2), 64, 2 * 16 + 4)      # (m, 2r + d)
+    >>> y = flt_attention(q, k, v, np.arange(5.0)[:, None], eps, spectrum, proposal, omega)
+    >>> y.shape
+    (2, 5, 4)
+    """
+    return flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, causal=causal,
+                             allow_truncation=allow_truncation, chunk_size=chunk_size)[0]
+
+
+@fill_doc(y=_Y, qkv=_ATTENTION_QKV, options=_ATTENTION_OPTIONS, raises=_ATTENTION_RAISES)
+def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False, allow_truncation=False,
+                      chunk_size=DEFAULT_CHUNK_SIZE):
+    r"""Forward of :func:`flt_attention` with the cache for :func:`flt_attention_bwd`.
+
+    See :func:`flt_attention` for the equations and shapes.
+
+    Parameters
+    ----------
+    {qkv}
+    {options}
+
+    Returns
+    -------
+    {y}
     cache : FLTAttentionCache
         For :func:`flt_attention_bwd`.
 
     Raises
     ------
-    ValueError
-        L = 0 or d = 0, `pos` without L rows or not broadcasting, `omega` not ``(m, 2r + d)``, non-finite
-        input, or any error of :func:`flt_features_fwd`.
-    TypeError
-        Mixed dtypes or namespaces, or a non-bool `causal`.
+    {raises}
     """
     xp = namespace(q, k, v, omega, names=("q", "k", "v", "omega"))
     sizes = check_shape("q", q, "..., L, d")
@@ -543,42 +620,10 @@ def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=Fa
                                     inputs={"q": q, "k": k, "v": v, "omega": omega})
 
 
-def _attention_fwd_core(q, k, v, pos, eps, spectrum, proposal, omega, *, causal, allow_truncation,
-                        chunk_size=DEFAULT_CHUNK_SIZE, xp):
-    """Unchecked core of :func:`flt_attention_fwd` for callers that checked every array already (a model's
-    trees): shapes, the spectrum's signs and the spectrum/proposal pair are still checked (they are not
-    finiteness), nothing is passed over for finiteness; the result checks of linear attention remain."""
-    _validate(pos, eps, spectrum, proposal, allow_truncation, finite=False)
-    (N1, N2), fcache = _features_core(pos, eps, spectrum, proposal, xp=xp)
-    return _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, xp=xp,
-                                    inputs={"q": q, "k": k, "v": v, "omega": omega})
-
-
-def _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, *, xp, inputs):
-    """Algorithm 1, lines 5-9, from the features ``(N1, N2)``."""
-    two_r, d = N1.shape[-1], q.shape[-1]
-    batch = tuple(q.shape[:-1])                                                   # (..., L)
-    try:
-        N1b = xp.broadcast_to(N1, batch + (two_r,))                               # (..., L, 2r)
-        N2b = xp.broadcast_to(N2, batch + (two_r,))
-    except (ValueError, RuntimeError) as exc:
-        raise ValueError(f"pos: leading axes {tuple(pos.shape[:-2])} do not broadcast to q's "
-                         f"{tuple(q.shape[:-2])}") from exc
-    d_scale = d ** -0.25
-    q_hat = xp.concat([N1b, q * d_scale], axis=-1)                                # (..., L, 2r + d) line 5
-    k_hat = xp.concat([N2b, k * d_scale], axis=-1)                                # (..., L, 2r + d)
-    (phi_q, _), qcache = _stable_fwd(q_hat, omega, None)                          # (..., L, m) line 7
-    (phi_k, k_log), kcache = _stable_fwd(k_hat, omega, None)
-    y, lcache = _linear_fwd_core(phi_q, phi_k, v, causal, k_log, chunk_size, "raise", xp=xp,
-                                 inputs=inputs)                                   # (..., L, d_v) line 9
-    return y, FLTAttentionCache(fcache, qcache, kcache, lcache, tuple(N1.shape), two_r, d_scale)
-
-
 def flt_attention_bwd(dy, cache: FLTAttentionCache, *, omega_grad=True) -> FLTAttentionGrads:
     r"""Backward of :func:`flt_attention_fwd`: gradients of q, k, v, omega, the spectrum and the proposal.
 
-    Linear attention's backward, both positive-feature backwards, then :func:`flt_features_bwd` on the
-    positional columns (summed back to the axes of `pos`).
+    See :func:`flt_attention` for the equations and shapes.
 
     Parameters
     ----------
@@ -604,74 +649,51 @@ def flt_attention_bwd(dy, cache: FLTAttentionCache, *, omega_grad=True) -> FLTAt
     xp = namespace(dy, cache.lcache.phi_q, names=("dy", "cache.phi_q"))
     check_finite("dy", dy, xp=xp)
     check_shape("dy", dy, "..., L, d_v", check_shape("y", cache.lcache.y, "..., L, d_v"))
-    return _attention_bwd_core(dy, cache, omega_grad=omega_grad, xp=xp)
+    return flt_attention_bwd_core(dy, cache, omega_grad=omega_grad, xp=xp)
 
 
-def _attention_bwd_core(dy, cache, *, omega_grad=True, xp):
-    """Unchecked core of :func:`flt_attention_bwd`."""
+# y = LinearAttention(phi(Q_hat), phi(K_hat), v),  Q_hat = [N1, q d^-1/4],  K_hat = [N2, k d^-1/4]  (Alg. 1)
+# backward: linear attention -> positive features of Q_hat, K_hat -> flt_features_bwd on the first 2r columns
+def flt_attention_fwd_core(q, k, v, pos, eps, spectrum, proposal, omega, *, causal, allow_truncation,
+                           chunk_size=DEFAULT_CHUNK_SIZE, xp):
+    """Unchecked core of :func:`flt_attention_fwd` (arrays checked by the caller; shapes, the spectrum's
+    signs, the spectrum/proposal pair and linear attention's result checks remain)."""
+    check_flt_inputs(pos, eps, spectrum, proposal, allow_truncation, finite=False)
+    (N1, N2), fcache = flt_features_fwd_core(pos, eps, spectrum, proposal, xp=xp)
+    return _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, xp=xp,
+                                    inputs={"q": q, "k": k, "v": v, "omega": omega})
+
+
+def flt_attention_bwd_core(dy, cache, *, omega_grad=True, xp):
+    """Unchecked core of :func:`flt_attention_bwd` (see :func:`flt_attention`)."""
     c = cache
-    lg = _linear_bwd_core(dy, c.lcache, xp=xp)
-    gq = _stable_bwd(lg.phi_q, None, c.qcache, omega_grad=omega_grad, xp=xp)
-    gk = _stable_bwd(lg.phi_k, lg.k_log_scale, c.kcache, omega_grad=omega_grad, xp=xp)
+    lg = linear_attention_bwd_core(dy, c.lcache, xp=xp)
+    gq = positive_features_stable_bwd_core(lg.phi_q, None, c.qcache, omega_grad=omega_grad, xp=xp)
+    gk = positive_features_stable_bwd_core(lg.phi_k, lg.k_log_scale, c.kcache, omega_grad=omega_grad, xp=xp)
     two_r = c.two_r
     dN1 = sum_to_shape(gq.x[..., :two_r], c.n1_shape, xp=xp)                 # (..., L, 2r) back to pos's axes
     dN2 = sum_to_shape(gk.x[..., :two_r], c.n1_shape, xp=xp)
-    fg = _features_bwd_core(dN1, dN2, c.fcache, xp=xp)
+    fg = flt_features_bwd_core(dN1, dN2, c.fcache, xp=xp)
     return FLTAttentionGrads(q=gq.x[..., two_r:] * c.d_scale, k=gk.x[..., two_r:] * c.d_scale, v=lg.v,
                              pos=None, eps=None, spectrum=fg.spectrum, proposal=fg.proposal,
                              omega=(gq.omega + gk.omega) if omega_grad else None)
 
 
-def flt_attention(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False, allow_truncation=False,
-                  chunk_size=DEFAULT_CHUNK_SIZE):
-    r"""FourierLearner-Transformer attention (FLT Algorithm 1): RPE-masked softmax attention in linear time.
-
-    The forward of :func:`flt_attention_fwd` without the cache; estimates
-    ``softmax_attention(q, k, v, mask_add=rpe_mask(pos, spectrum))``.
-
-    Parameters
-    ----------
-    q : (..., L, d) array
-        Queries, real floating.
-    k : (..., L, d) array
-        Keys.
-    v : (..., L, d_v) array
-        Values.
-    pos : (L, D) or (..., L, D) array
-        Positions.
-    eps : (r, D) array
-        Proposal noise (:func:`refattn.random.draw_flt_noise`).
-    spectrum : spectrum NamedTuple
-        The learnable g (:mod:`refattn.rpe.spectra`).
-    proposal : Proposal
-        Location-scale proposal.
-    omega : (m, 2r + d) array
-        FAVOR+ projections.
-    causal : bool
-        Position i attends to j <= i only.
-    allow_truncation : bool
-        Accept a truncated ('uniform') proposal.
-    chunk_size : int
-        Causal chunk length of linear attention.
-
-    Returns
-    -------
-    y : (..., L, d_v) array
-        Dtype and namespace of `q`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.random import draw_flt_noise, draw_gaussian
-    >>> from refattn.rpe import GaussianKernel, kernel_proposal, flt_attention
-    >>> q, k, v = np.random.default_rng(0).standard_normal((3, 2, 5, 4))    # (batch, L, d)
-    >>> spectrum = GaussianKernel(C=np.asarray(1.0), length=np.asarray(2.0))
-    >>> proposal = kernel_proposal(spectrum, 1)
-    >>> eps = draw_flt_noise(np.random.default_rng(1), 16, 1)                # r = 16, D = 1
-    >>> omega = draw_gaussian(np.random.default_rng(2), 64, 2 * 16 + 4)      # (m, 2r + d)
-    >>> y = flt_attention(q, k, v, np.arange(5.0)[:, None], eps, spectrum, proposal, omega)
-    >>> y.shape
-    (2, 5, 4)
-    """
-    return flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, causal=causal,
-                             allow_truncation=allow_truncation, chunk_size=chunk_size)[0]
+def _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, *, xp, inputs):
+    """Algorithm 1, lines 5-9, from the features ``(N1, N2)``."""
+    two_r, d = N1.shape[-1], q.shape[-1]
+    batch = tuple(q.shape[:-1])                                                   # (..., L)
+    try:
+        N1b = xp.broadcast_to(N1, batch + (two_r,))                               # (..., L, 2r)
+        N2b = xp.broadcast_to(N2, batch + (two_r,))
+    except (ValueError, RuntimeError) as exc:
+        raise ValueError(f"pos: leading axes {tuple(pos.shape[:-2])} do not broadcast to q's "
+                         f"{tuple(q.shape[:-2])}") from exc
+    d_scale = d ** -0.25
+    q_hat = xp.concat([N1b, q * d_scale], axis=-1)                                # (..., L, 2r + d) line 5
+    k_hat = xp.concat([N2b, k * d_scale], axis=-1)                                # (..., L, 2r + d)
+    (phi_q, _), qcache = positive_features_stable_fwd_core(q_hat, omega, None, xp=xp)   # (..., L, m) line 7
+    (phi_k, k_log), kcache = positive_features_stable_fwd_core(k_hat, omega, None, xp=xp)
+    y, lcache = linear_attention_fwd_core(phi_q, phi_k, v, causal, k_log, chunk_size, "raise", xp=xp,
+                                 inputs=inputs)                                   # (..., L, d_v) line 9
+    return y, FLTAttentionCache(fcache, qcache, kcache, lcache, tuple(N1.shape), two_r, d_scale)

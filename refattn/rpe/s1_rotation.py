@@ -41,12 +41,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from .._docs import fill_doc
 from .._xp import check_finite, check_shape, namespace, sum_to_shape
-from ..attention.favor import _bwd_unchecked as _favor_bwd_unchecked
-from ..attention.favor import favor_attention_bwd, favor_attention_fwd
+from ..attention.favor import favor_attention_bwd, favor_attention_bwd_core, favor_attention_fwd
 from ..attention.softmax import DEFAULT_BLOCK_ELEMENTS, softmax_attention_bwd, softmax_attention_fwd
-from ..attention.softmax import _bwd_core as _softmax_bwd_core
-from ..attention.softmax import _fwd_core as _softmax_fwd_core
+from ..attention.softmax import softmax_attention_bwd_core, softmax_attention_fwd_core
 
 __all__ = [
     "S1Params",
@@ -112,15 +111,23 @@ class _PosCache(NamedTuple):
     cos: Array         # (*p, L, A, S)
 
 
-def _validate_params(params, *, names=("params.freqs", "params.alpha", "params.beta")):
-    xp = _check_params(params, names=names)
-    for n, a in zip(names, params, strict=True):
-        check_finite(n, a, xp=xp)
-    return xp
+class _AugCache(NamedTuple):
+    pos_cache: _PosCache
+    d: int
 
 
-def _check_params(params, *, names=("params.freqs", "params.alpha", "params.beta")):
-    """Structural checks of :class:`S1Params` (type, namespaces, dtypes, shapes): no data read."""
+class _AttnCache(NamedTuple):
+    aug_cache: _AugCache
+    attn_cache: Any
+    exact: bool
+
+
+# ----------------------------------------------------------------------------------------------------------
+# checks shared with the model layer (refattn.nn.kinds.s1)
+
+
+def check_s1_params(params, *, names=("params.freqs", "params.alpha", "params.beta")):
+    """Structural checks of :class:`S1Params` (type, namespaces, dtypes, shapes; no data read); returns xp."""
     if not isinstance(params, S1Params):
         raise TypeError(f"params: expected an S1Params(freqs, alpha, beta) NamedTuple; got "
                         f"{type(params).__name__}")
@@ -131,15 +138,9 @@ def _check_params(params, *, names=("params.freqs", "params.alpha", "params.beta
     return xp
 
 
-def _positions(positions, A, like, *, xp):
-    """``(L,)`` (A = 1) or ``(L, A)`` integer or float positions -> ``(L, A)`` in `like`'s dtype."""
-    pos = _positions_core(positions, A, like, xp=xp)
-    check_finite("positions", pos, xp=xp)
-    return pos
-
-
-def _positions_core(positions, A, like, *, xp):
-    """Unchecked core of :func:`_positions` (its structural checks, no finiteness pass)."""
+def check_s1_positions(positions, A, like, *, xp):
+    """``(L,)`` (A = 1) or ``(L, A)`` integer or float positions -> ``(L, A)`` in `like`'s dtype (structural
+    checks only; no finiteness pass)."""
     namespace(positions, like, names=("positions", "params.freqs"), allow_int=("positions",))
     if positions.ndim == 1 and A == 1:
         positions = xp.reshape(positions, (positions.shape[0], 1))
@@ -149,60 +150,120 @@ def _positions_core(positions, A, like, *, xp):
     return xp.astype(positions, like.dtype)                                        # index -> value, explicit
 
 
-def s1_positional_fwd(positions, params: S1Params):
-    r"""Positional parts ``(Q_p, K_p)`` of Horn et al. Strategy 1, and the cache for the backward.
+def _validate_params(params, *, names=("params.freqs", "params.alpha", "params.beta")):
+    xp = check_s1_params(params, names=names)
+    for n, a in zip(names, params, strict=True):
+        check_finite(n, a, xp=xp)
+    return xp
+
+
+def _positions(positions, A, like, *, xp):
+    pos = check_s1_positions(positions, A, like, xp=xp)
+    check_finite("positions", pos, xp=xp)
+    return pos
+
+
+# shared docstring blocks (numpydoc entries filled in by fill_doc)
+
+_Y = """
+y : (..., L, d_v) array
+    Dtype and namespace of `q`.
+"""
+_POSITIONS = r"""
+positions : (L,) or (L, A) array
+    Positions (integers, indices by nature, or floats); (L,) when A = 1. Cast to the dtype of
+    ``params.freqs``; must be finite.
+params : S1Params
+    ``freqs, alpha, beta: (*p, A, S)``, real floating (float64 reference, float32 supported), one dtype and
+    namespace; ``*p`` broadcasts to the batch axes ``...`` (e.g. ``(H, A, S)`` per head).
+"""
+_QK = """
+q : (..., L, d) array
+    Content queries (``e W_q``), real floating (float64 reference, float32 supported); L >= 1 for attention.
+k : (..., L, d) array
+    Content keys (``e W_k``), same dtype and namespace as `q`.
+"""
+_QK_AUG = """
+(q_aug, k_aug) : tuple of two (..., L, d + P) arrays
+    ``P = 2 A S``; dtype and namespace of `q`.
+"""
+_V = """
+v : (..., L, d_v) array
+    Values.
+"""
+_FAVOR = """
+omega : (m, d + P) array, optional
+    Random projections over the concatenated width (``refattn.random.draw_*`` with width ``d + 2 A S``);
+    None: exact softmax.
+causal : bool
+    Position i attends to j <= i only.
+features : {"positive", "hyperbolic", "trig"}
+    FAVOR feature map (ignored for exact softmax).
+"""
+_RAISES = """
+ValueError
+    Mismatched shapes (`positions` must have L rows, ``params``' leading axes must broadcast to the batch
+    axes, `omega` must be ``(m, d + P)``), L = 0 in attention, or non-finite input.
+TypeError
+    `params` is not an :class:`S1Params`, or dtypes/namespaces are mixed.
+"""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# positional parts (Q_p, K_p)
+
+
+@fill_doc(positions=_POSITIONS)
+def s1_positional(positions, params: S1Params):
+    r"""Positional parts ``(Q_p, K_p)`` of Horn et al. Strategy 1 (Lemma 1 rotation features).
 
     ``K_p(z) = [sin(omega_as z_a), cos(omega_as z_a)]_(a, s)`` and ``Q_p(z) = K_p(z) W_q*`` with the rotation
     blocks ``W_q* = [[alpha, beta], [-beta, alpha]]`` (Horn et al. Lemma 1, Sec. 2.3 Eq. (3); see the module
-    docstring), so that ``Q_p(z_i) . K_p(z_j)`` depends on ``z_i - z_j`` only.
+    docstring), so that ``Q_p(z_i) . K_p(z_j)`` depends on ``z_i - z_j`` only. Positions get no gradient
+    (they are indices or coordinates, not parameters).
 
     Parameters
     ----------
-    positions : (L,) or (L, A) array
-        Positions (integers, indices by nature, or floats); (L,) when A = 1. Cast to the dtype of
-        ``params.freqs``; must be finite.
-    params : S1Params
-        ``freqs, alpha, beta: (*p, A, S)``, real floating (float64 reference, float32 supported), one
-        dtype and namespace.
+    {positions}
 
     Returns
     -------
     (Q_p, K_p) : tuple of two (\*p, L, P) arrays
         ``P = 2 A S``, blocks ordered (axis, lengthscale, [sin, cos]); the dtype and namespace of `params`.
+    """
+    return s1_positional_fwd(positions, params)[0]
+
+
+@fill_doc(positions=_POSITIONS, raises=_RAISES)
+def s1_positional_fwd(positions, params: S1Params):
+    r"""Forward of :func:`s1_positional` with the cache for :func:`s1_positional_bwd`.
+
+    See :func:`s1_positional` for the equations and shapes.
+
+    Parameters
+    ----------
+    {positions}
+
+    Returns
+    -------
+    (Q_p, K_p) : tuple of two (\*p, L, P) arrays
+        ``P = 2 A S``; the dtype and namespace of `params`.
     cache : _PosCache
         What :func:`s1_positional_bwd` needs (positions, parameters, sines and cosines).
 
     Raises
     ------
-    TypeError
-        `params` is not an :class:`S1Params`, or dtypes/namespaces are mixed.
-    ValueError
-        Parameter shapes disagree, `positions` is not ``(L,)``/``(L, A)``, or an input is not finite.
+    {raises}
     """
     xp = _validate_params(params)
     pos = _positions(positions, params.freqs.shape[-2], params.freqs, xp=xp)       # (L, A)
-    return _positional_core(pos, params, xp=xp)
-
-
-def _positional_core(pos, params, *, xp):
-    """Unchecked core of :func:`s1_positional_fwd` on ``(L, A)`` float positions."""
-    A = params.freqs.shape[-2]
-    L = pos.shape[0]
-    theta = xp.expand_dims(pos, axis=-1) * xp.expand_dims(params.freqs, axis=-3)   # (*p, L, A, S)
-    s, c = xp.sin(theta), xp.cos(theta)
-    al, be = xp.expand_dims(params.alpha, axis=-3), xp.expand_dims(params.beta, axis=-3)  # (*p, 1, A, S)
-    Qp = xp.stack([al * s - be * c, be * s + al * c], axis=-1)                   # (*p, L, A, S, 2) [s c] W_q*
-    Kp = xp.stack([s, c], axis=-1)                                                 # (..., L, A, S, 2) [s c] I
-    P = 2 * A * params.freqs.shape[-1]
-    Qp = xp.reshape(Qp, tuple(Qp.shape[:-4]) + (L, P))                             # (*p, L, P)
-    Kp = xp.reshape(Kp, tuple(Kp.shape[:-4]) + (L, P))                             # (*p, L, P)
-    return (Qp, Kp), _PosCache(pos, params, s, c)
+    return s1_positional_fwd_core(pos, params, xp=xp)
 
 
 def s1_positional_bwd(dout, cache: _PosCache) -> S1PositionalGrads:
-    r"""Gradients of :func:`s1_positional` for ``params`` (freqs, alpha and beta).
+    r"""Backward of :func:`s1_positional_fwd`: gradients of ``params`` (freqs, alpha and beta).
 
-    Positions get no gradient (they are indices or coordinates, not parameters).
+    See :func:`s1_positional` for the equations and shapes.
 
     Parameters
     ----------
@@ -215,8 +276,7 @@ def s1_positional_bwd(dout, cache: _PosCache) -> S1PositionalGrads:
     Returns
     -------
     S1PositionalGrads
-        ``params``: an :class:`S1Params` of gradients, each field of the shape of the corresponding parameter
-        ``(*p, A, S)``.
+        ``params``: an :class:`S1Params` of gradients, each field of the shape of its parameter.
 
     Raises
     ------
@@ -233,11 +293,28 @@ def s1_positional_bwd(dout, cache: _PosCache) -> S1PositionalGrads:
             raise ValueError(f"{name}: expected shape (..., L, P) = (..., {L}, {2 * A * S}); "
                              f"got {tuple(a.shape)}")
         check_finite(name, a, xp=xp)
-    return _positional_bwd_core(dout, cache, xp=xp)
+    return s1_positional_bwd_core(dout, cache, xp=xp)
 
 
-def _positional_bwd_core(dout, cache, *, xp):
-    """Unchecked core of :func:`s1_positional_bwd`."""
+# K_p = [sin t, cos t],  Q_p = [alpha sin t - beta cos t, beta sin t + alpha cos t],  t_las = omega_as z_la
+# dalpha = sum_l g1 sin + g2 cos,  dbeta = sum_l g2 sin - g1 cos,  domega = sum_l (ds cos - dc sin) z_l
+def s1_positional_fwd_core(pos, params, *, xp):
+    """Unchecked core of :func:`s1_positional_fwd` on ``(L, A)`` floats (see :func:`s1_positional`)."""
+    A = params.freqs.shape[-2]
+    L = pos.shape[0]
+    theta = xp.expand_dims(pos, axis=-1) * xp.expand_dims(params.freqs, axis=-3)   # (*p, L, A, S)
+    s, c = xp.sin(theta), xp.cos(theta)
+    al, be = xp.expand_dims(params.alpha, axis=-3), xp.expand_dims(params.beta, axis=-3)  # (*p, 1, A, S)
+    Qp = xp.stack([al * s - be * c, be * s + al * c], axis=-1)                   # (*p, L, A, S, 2) [s c] W_q*
+    Kp = xp.stack([s, c], axis=-1)                                                 # (..., L, A, S, 2) [s c] I
+    P = 2 * A * params.freqs.shape[-1]
+    Qp = xp.reshape(Qp, tuple(Qp.shape[:-4]) + (L, P))                             # (*p, L, P)
+    Kp = xp.reshape(Kp, tuple(Kp.shape[:-4]) + (L, P))                             # (*p, L, P)
+    return (Qp, Kp), _PosCache(pos, params, s, c)
+
+
+def s1_positional_bwd_core(dout, cache, *, xp):
+    """Unchecked core of :func:`s1_positional_bwd` (see :func:`s1_positional`)."""
     dQp, dKp = dout
     c = cache
     shp = tuple(c.sin.shape)                                                       # (*p, L, A, S)
@@ -260,62 +337,50 @@ def _positional_bwd_core(dout, cache, *, xp):
         beta=sum_to_shape(dbe, tuple(p.beta.shape), xp=xp)))
 
 
-def s1_positional(positions, params: S1Params):
-    r"""Positional parts ``(Q_p, K_p)`` of Horn et al. Strategy 1 (Lemma 1 rotation features).
-
-    The forward of :func:`s1_positional_fwd` without the cache.
-
-    Parameters
-    ----------
-    positions : (L,) or (L, A) array
-        Positions (integers or floats); (L,) when A = 1.
-    params : S1Params
-        ``freqs, alpha, beta: (*p, A, S)``, real floating.
-
-    Returns
-    -------
-    (Q_p, K_p) : tuple of two (\*p, L, P) arrays
-        ``P = 2 A S``; the dtype and namespace of `params`.
-    """
-    return s1_positional_fwd(positions, params)[0]
+# ----------------------------------------------------------------------------------------------------------
+# augmented queries and keys [q, Q_p], [k, K_p]
 
 
-class _AugCache(NamedTuple):
-    pos_cache: _PosCache
-    d: int
-
-
-def s1_augment_fwd(q, k, positions, params: S1Params):
-    r"""Concatenate content and positional parts, ``Q = [q, Q_p]``, ``K = [k, K_p]``, and return the cache.
+@fill_doc(qk=_QK, positions=_POSITIONS, qk_aug=_QK_AUG)
+def s1_augment(q, k, positions, params: S1Params):
+    r"""Augmented queries and keys ``([q, Q_p], [k, K_p])`` of Horn et al. Strategy 1.
 
     Horn et al. Strategy 1 ("concat(Q_c, Q_p)", Sec. 2.3): the augmented inner product is
-    ``q_i . k_j + Q_p(z_i) . K_p(z_j)``, the second term a function of ``z_i - z_j`` only (Lemma 1).
+    ``q_i . k_j + Q_p(z_i) . K_p(z_j)``, the second term a function of ``z_i - z_j`` only (Lemma 1). The
+    backward splits the cotangents and runs :func:`s1_positional_bwd` on the positional columns.
 
     Parameters
     ----------
-    q : (..., L, d) array
-        Content queries (``e W_q``), real floating.
-    k : (..., L, d) array
-        Content keys (``e W_k``), same dtype and namespace as `q`.
-    positions : (L,) or (L, A) array
-        Positions of the L tokens (integers or floats).
-    params : S1Params
-        Fields ``(*p, A, S)`` with ``*p`` broadcasting to ``...`` (e.g. ``(H, A, S)`` per head).
+    {qk}
+    {positions}
 
     Returns
     -------
-    (q_aug, k_aug) : tuple of two (..., L, d + P) arrays
-        ``P = 2 A S``; dtype and namespace of `q`.
+    {qk_aug}
+    """
+    return s1_augment_fwd(q, k, positions, params)[0]
+
+
+@fill_doc(qk=_QK, positions=_POSITIONS, qk_aug=_QK_AUG, raises=_RAISES)
+def s1_augment_fwd(q, k, positions, params: S1Params):
+    r"""Forward of :func:`s1_augment` with the cache for :func:`s1_augment_bwd`.
+
+    See :func:`s1_augment` for the equations and shapes.
+
+    Parameters
+    ----------
+    {qk}
+    {positions}
+
+    Returns
+    -------
+    {qk_aug}
     cache : _AugCache
         For :func:`s1_augment_bwd`.
 
     Raises
     ------
-    ValueError
-        Mismatched shapes (`positions` must have L rows; ``params``' leading axes must broadcast to ``q``'s
-        batch axes) or non-finite input.
-    TypeError
-        Mixed dtypes or namespaces.
+    {raises}
     """
     xp = namespace(q, k, *params, names=("q", "k", "params.freqs", "params.alpha", "params.beta"))
     sizes = check_shape("q", q, "..., L, d")
@@ -325,37 +390,13 @@ def s1_augment_fwd(q, k, positions, params: S1Params):
     _check_rows(positions, q)
     xp_p = _validate_params(params)
     pos = _positions(positions, params.freqs.shape[-2], params.freqs, xp=xp_p)     # (L, A)
-    return _augment_core(q, k, pos, params, xp=xp)
-
-
-def _check_rows(positions, q):
-    if getattr(positions, "ndim", 0) < 1 or positions.shape[0] != q.shape[-2]:
-        raise ValueError(f"positions: expected L = {q.shape[-2]} rows (from q); got shape "
-                         f"{tuple(positions.shape)}")
-
-
-def _augment_core(q, k, pos, params, *, xp):
-    """Unchecked core of :func:`s1_augment_fwd` on ``(L, A)`` float positions (the broadcast checks of the
-    parameters' leading axes stay: no data read)."""
-    (Qp, Kp), pc = _positional_core(pos, params, xp=xp)                            # (*p, L, P)
-    P = Qp.shape[-1]
-    batch = tuple(q.shape[:-2])
-    if Qp.ndim - 2 > len(batch):
-        raise ValueError(f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes "
-                         f"{batch}")
-    target = batch + (q.shape[-2], P)
-    try:
-        Qp, Kp = xp.broadcast_to(Qp, target), xp.broadcast_to(Kp, target)          # (..., L, P)
-    except ValueError:
-        raise ValueError(f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes "
-                         f"{batch}") from None
-    q_aug = xp.concat([q, Qp], axis=-1)                                            # (..., L, d + P)
-    k_aug = xp.concat([k, Kp], axis=-1)                                            # (..., L, d + P)
-    return (q_aug, k_aug), _AugCache(pc, q.shape[-1])
+    return s1_augment_fwd_core(q, k, pos, params, xp=xp)
 
 
 def s1_augment_bwd(dout, cache: _AugCache) -> S1AugmentGrads:
-    r"""Gradients of :func:`s1_augment`: split the cotangents, then :func:`s1_positional_bwd`.
+    r"""Backward of :func:`s1_augment_fwd`: gradients of `q`, `k` and ``params``.
+
+    See :func:`s1_augment` for the equations and shapes.
 
     Parameters
     ----------
@@ -381,87 +422,113 @@ def s1_augment_bwd(dout, cache: _AugCache) -> S1AugmentGrads:
             raise ValueError(f"{name}: expected shape (..., L, d + P) = (..., {L}, {d + P}), the shape of "
                              f"the augmented q and k; got {tuple(a.shape)} (dout[0]: {tuple(dq_aug.shape)})")
         check_finite(name, a, xp=xp)
-    return _augment_bwd_core(dout, cache, xp=xp)
+    return s1_augment_bwd_core(dout, cache, xp=xp)
 
 
-def _augment_bwd_core(dout, cache, *, xp):
-    """Unchecked core of :func:`s1_augment_bwd`."""
+def _check_rows(positions, q):
+    if getattr(positions, "ndim", 0) < 1 or positions.shape[0] != q.shape[-2]:
+        raise ValueError(f"positions: expected L = {q.shape[-2]} rows (from q); got shape "
+                         f"{tuple(positions.shape)}")
+
+
+# q_aug = [q, Q_p(z)],  k_aug = [k, K_p(z)]   (Q_p, K_p broadcast over the batch axes)
+# dq = dq_aug[..., :d],  dk = dk_aug[..., :d],  dparams = s1_positional_bwd(dq_aug[..., d:], dk_aug[..., d:])
+def s1_augment_fwd_core(q, k, pos, params, *, xp):
+    """Unchecked core of :func:`s1_augment_fwd` on ``(L, A)`` float positions (the broadcast checks of the
+    parameters' leading axes stay: no data read)."""
+    (Qp, Kp), pc = s1_positional_fwd_core(pos, params, xp=xp)                      # (*p, L, P)
+    P = Qp.shape[-1]
+    batch = tuple(q.shape[:-2])
+    if Qp.ndim - 2 > len(batch):
+        raise ValueError(f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes "
+                         f"{batch}")
+    target = batch + (q.shape[-2], P)
+    try:
+        Qp, Kp = xp.broadcast_to(Qp, target), xp.broadcast_to(Kp, target)          # (..., L, P)
+    except ValueError:
+        raise ValueError(f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes "
+                         f"{batch}") from None
+    q_aug = xp.concat([q, Qp], axis=-1)                                            # (..., L, d + P)
+    k_aug = xp.concat([k, Kp], axis=-1)                                            # (..., L, d + P)
+    return (q_aug, k_aug), _AugCache(pc, q.shape[-1])
+
+
+def s1_augment_bwd_core(dout, cache, *, xp):
+    """Unchecked core of :func:`s1_augment_bwd` (see :func:`s1_augment`)."""
     dq_aug, dk_aug = dout
     d = cache.d
-    gp = _positional_bwd_core((dq_aug[..., d:], dk_aug[..., d:]), cache.pos_cache, xp=xp)
+    gp = s1_positional_bwd_core((dq_aug[..., d:], dk_aug[..., d:]), cache.pos_cache, xp=xp)
     return S1AugmentGrads(q=dq_aug[..., :d], k=dk_aug[..., :d], params=gp.params)
 
 
-def s1_augment(q, k, positions, params: S1Params):
-    r"""Augmented queries and keys ``([q, Q_p], [k, K_p])`` of Horn et al. Strategy 1.
-
-    See :func:`s1_augment_fwd` (this is its forward without the cache).
-
-    Parameters
-    ----------
-    q : (..., L, d) array
-        Content queries, real floating.
-    k : (..., L, d) array
-        Content keys.
-    positions : (L,) or (L, A) array
-        Positions (integers or floats).
-    params : S1Params
-        Fields ``(*p, A, S)``.
-
-    Returns
-    -------
-    (q_aug, k_aug) : tuple of two (..., L, d + 2 A S) arrays
-    """
-    return s1_augment_fwd(q, k, positions, params)[0]
+# ----------------------------------------------------------------------------------------------------------
+# attention
 
 
-class _AttnCache(NamedTuple):
-    aug_cache: _AugCache
-    attn_cache: Any
-    exact: bool
-
-
-def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal=False, features="positive"):
-    r"""S1 attention, exact softmax (``omega=None``) or FAVOR on the augmented inputs, and the cache.
+@fill_doc(y=_Y, qk=_QK, v=_V, positions=_POSITIONS, favor=_FAVOR, raises=_RAISES)
+def s1_attention(q, k, v, positions, params: S1Params, *, omega=None, causal=False, features="positive"):
+    r"""Horn et al. Strategy 1 attention (rotation-constrained sinusoid features), exact or with FAVOR.
 
     ``softmax([q, Q_p] [k, K_p]^T / sqrt(d + P)) v`` = ``softmax(q k^T / sqrt(d + P) + N) v`` with
     ``N_ij = s1_relative_term(z_i - z_j) / sqrt(d + P)`` (Horn et al. Strategy 1, Lemma 1 / Eq. (3)); with
     ``omega`` the FAVOR estimate of it (:func:`refattn.attention.favor.favor_attention`, features of
-    ``(d + P)^{-1/4} [q, Q_p]``).
+    ``(d + P)^{-1/4} [q, Q_p]``). The backward composes the softmax / FAVOR backward with
+    :func:`s1_augment_bwd`.
 
     Parameters
     ----------
-    q : (..., L, d) array
-        Content queries, real floating (float64 reference, float32 supported); L >= 1.
-    k : (..., L, d) array
-        Content keys, same dtype and namespace as `q`.
-    v : (..., L, d_v) array
-        Values.
-    positions : (L,) or (L, A) array
-        Positions (integers or floats).
-    params : S1Params
-        Fields ``(*p, A, S)``, ``*p`` broadcasting to ``...``.
-    omega : (m, d + P) array, optional
-        Random projections over the concatenated width (``refattn.random.draw_*`` with width ``d + 2 A S``);
-        None: exact softmax.
-    causal : bool
-        Position i attends to j <= i only.
-    features : {"positive", "hyperbolic", "trig"}
-        FAVOR feature map (ignored for exact softmax).
+    {qk}
+    {v}
+    {positions}
+    {favor}
 
     Returns
     -------
-    y : (..., L, d_v) array
-        Dtype and namespace of `q`.
+    {y}
+
+    Raises
+    ------
+    {raises}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.random import draw_gaussian, init_s1_params
+    >>> from refattn.rpe import s1_attention
+    >>> q, k, v = np.random.default_rng(0).standard_normal((3, 2, 5, 4))   # (batch, L, d)
+    >>> params = init_s1_params(np.random.default_rng(1), n_axes=1, n_lengthscales=2)
+    >>> y = s1_attention(q, k, v, np.arange(5), params)                    # exact softmax
+    >>> y.shape
+    (2, 5, 4)
+    >>> omega = draw_gaussian(np.random.default_rng(2), 64, 4 + 2 * 1 * 2)  # (m, d + P)
+    >>> s1_attention(q, k, v, np.arange(5), params, omega=omega).shape      # FAVOR+ estimate
+    (2, 5, 4)
+    """
+    return s1_attention_fwd(q, k, v, positions, params, omega=omega, causal=causal, features=features)[0]
+
+
+@fill_doc(y=_Y, qk=_QK, v=_V, positions=_POSITIONS, favor=_FAVOR, raises=_RAISES)
+def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal=False, features="positive"):
+    r"""Forward of :func:`s1_attention` with the cache for :func:`s1_attention_bwd`.
+
+    See :func:`s1_attention` for the equations and shapes.
+
+    Parameters
+    ----------
+    {qk}
+    {v}
+    {positions}
+    {favor}
+
+    Returns
+    -------
+    {y}
     cache : _AttnCache
         For :func:`s1_attention_bwd`.
 
     Raises
     ------
-    ValueError
-        L = 0, `omega` not ``(m, d + P)``, mismatched shapes or non-finite input.
-    TypeError
-        Mixed dtypes or namespaces, or `params` not an :class:`S1Params`.
+    {raises}
     """
     if q.ndim >= 2 and q.shape[-2] < 1:
         raise ValueError(f"q: expected shape (..., L, d) with L >= 1 positions; got {tuple(q.shape)}")
@@ -472,34 +539,10 @@ def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal
     return _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features)
 
 
-def _attention_core(q, k, v, pos, params, *, omega, causal, features, xp):
-    """Unchecked core of :func:`s1_attention_fwd` on ``(L, A)`` float positions: the augmentation's and the
-    softmax's unchecked cores, or FAVOR (which checks only its result)."""
-    _check_params(params)
-    if q.shape[-2] < 1:
-        raise ValueError(f"q: expected shape (..., L, d) with L >= 1 positions; got {tuple(q.shape)}")
-    (q_aug, k_aug), ac = _augment_core(q, k, pos, params, xp=xp)
-    if omega is None:
-        y, cache = _softmax_fwd_core(q_aug, k_aug, v, None, causal, float(q_aug.shape[-1] ** -0.5), False,
-                                     DEFAULT_BLOCK_ELEMENTS, xp=xp)
-        return y, _AttnCache(ac, cache, True)
-    return _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features)
-
-
-def _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features):
-    """The FAVOR branch of :func:`s1_attention_fwd` (FAVOR checks only its result)."""
-    if omega.ndim != 2 or omega.shape[-1] != q_aug.shape[-1]:
-        raise ValueError(f"omega: expected shape (m, d + P) with d + P = {q_aug.shape[-1]} (content width "
-                         f"{q.shape[-1]} + positional width {q_aug.shape[-1] - q.shape[-1]}); got "
-                         f"{tuple(omega.shape)}")
-    y, cache = favor_attention_fwd(q_aug, k_aug, v, omega, causal=causal, features=features)
-    return y, _AttnCache(ac, cache, False)
-
-
 def s1_attention_bwd(dy, cache: _AttnCache, *, omega_grad=True) -> S1AttentionGrads:
-    r"""Gradients of :func:`s1_attention` for q, k, v, params (freqs, alpha, beta) and omega.
+    r"""Backward of :func:`s1_attention_fwd`: gradients of q, k, v, params (freqs, alpha, beta) and omega.
 
-    The composition of the softmax / FAVOR attention backward and :func:`s1_augment_bwd`.
+    See :func:`s1_attention` for the equations and shapes.
 
     Parameters
     ----------
@@ -533,65 +576,46 @@ def s1_attention_bwd(dy, cache: _AttnCache, *, omega_grad=True) -> S1AttentionGr
     return S1AttentionGrads(q=gs.q, k=gs.k, v=ga.v, params=gs.params, omega=domega)
 
 
-def _attention_bwd_core(dy, cache, *, omega_grad=True):
-    """Unchecked core of :func:`s1_attention_bwd`."""
-    xp = namespace(dy, names=("dy",))
+# y = softmax([q, Q_p] [k, K_p]^T / sqrt(d + P)) v   (exact), or FAVOR+ on the augmented q and k
+# d[q, Q_p], d[k, K_p] from the attention backward, then the augmentation's backward
+def s1_attention_fwd_core(q, k, v, pos, params, *, omega, causal, features, xp):
+    """Unchecked core of :func:`s1_attention_fwd` on ``(L, A)`` float positions: the augmentation's and the
+    softmax's unchecked cores, or FAVOR (which checks only its result)."""
+    check_s1_params(params)
+    if q.shape[-2] < 1:
+        raise ValueError(f"q: expected shape (..., L, d) with L >= 1 positions; got {tuple(q.shape)}")
+    (q_aug, k_aug), ac = s1_augment_fwd_core(q, k, pos, params, xp=xp)
+    if omega is None:
+        y, cache = softmax_attention_fwd_core(q_aug, k_aug, v, None, causal, float(q_aug.shape[-1] ** -0.5),
+                                              False, DEFAULT_BLOCK_ELEMENTS, xp=xp)
+        return y, _AttnCache(ac, cache, True)
+    return _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features)
+
+
+def s1_attention_bwd_core(dy, cache, *, omega_grad=True, xp):
+    """Unchecked core of :func:`s1_attention_bwd` (see :func:`s1_attention`)."""
     if cache.exact:
-        ga = _softmax_bwd_core(dy, cache.attn_cache, xp=xp)
+        ga = softmax_attention_bwd_core(dy, cache.attn_cache, xp=xp)
         domega = None
     else:
-        ga = _favor_bwd_unchecked(dy, cache.attn_cache, omega_grad=omega_grad)
+        ga = favor_attention_bwd_core(dy, cache.attn_cache, omega_grad=omega_grad, xp=xp)
         domega = ga.omega if omega_grad else None
-    gs = _augment_bwd_core((ga.q, ga.k), cache.aug_cache, xp=xp)
+    gs = s1_augment_bwd_core((ga.q, ga.k), cache.aug_cache, xp=xp)
     return S1AttentionGrads(q=gs.q, k=gs.k, v=ga.v, params=gs.params, omega=domega)
 
 
-def s1_attention(q, k, v, positions, params: S1Params, *, omega=None, causal=False, features="positive"):
-    r"""Horn et al. Strategy 1 attention (rotation-constrained sinusoid features), exact or with FAVOR.
+def _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features):
+    """The FAVOR branch of :func:`s1_attention_fwd` (FAVOR checks only its result)."""
+    if omega.ndim != 2 or omega.shape[-1] != q_aug.shape[-1]:
+        raise ValueError(f"omega: expected shape (m, d + P) with d + P = {q_aug.shape[-1]} (content width "
+                         f"{q.shape[-1]} + positional width {q_aug.shape[-1] - q.shape[-1]}); got "
+                         f"{tuple(omega.shape)}")
+    y, cache = favor_attention_fwd(q_aug, k_aug, v, omega, causal=causal, features=features)
+    return y, _AttnCache(ac, cache, False)
 
-    The forward of :func:`s1_attention_fwd` without the cache:
-    ``softmax([q, Q_p] [k, K_p]^T / sqrt(d + P)) v``, whose positional logit depends on ``z_i - z_j``
-    only (Lemma 1).
 
-    Parameters
-    ----------
-    q : (..., L, d) array
-        Content queries, real floating.
-    k : (..., L, d) array
-        Content keys.
-    v : (..., L, d_v) array
-        Values.
-    positions : (L,) or (L, A) array
-        Positions (integers or floats).
-    params : S1Params
-        Fields ``(*p, A, S)`` (:func:`refattn.random.init_s1_params`).
-    omega : (m, d + P) array, optional
-        FAVOR projections over the width ``d + 2 A S``; None: exact softmax.
-    causal : bool
-        Position i attends to j <= i only.
-    features : {"positive", "hyperbolic", "trig"}
-        FAVOR feature map (ignored for exact softmax).
-
-    Returns
-    -------
-    y : (..., L, d_v) array
-        Dtype and namespace of `q`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.random import draw_gaussian, init_s1_params
-    >>> from refattn.rpe import s1_attention
-    >>> q, k, v = np.random.default_rng(0).standard_normal((3, 2, 5, 4))   # (batch, L, d)
-    >>> params = init_s1_params(np.random.default_rng(1), n_axes=1, n_lengthscales=2)
-    >>> y = s1_attention(q, k, v, np.arange(5), params)                    # exact softmax
-    >>> y.shape
-    (2, 5, 4)
-    >>> omega = draw_gaussian(np.random.default_rng(2), 64, 4 + 2 * 1 * 2)  # (m, d + P)
-    >>> s1_attention(q, k, v, np.arange(5), params, omega=omega).shape      # FAVOR+ estimate
-    (2, 5, 4)
-    """
-    return s1_attention_fwd(q, k, v, positions, params, omega=omega, causal=causal, features=features)[0]
+# ----------------------------------------------------------------------------------------------------------
+# the positional logit itself (dense references)
 
 
 def s1_relative_term(delta, params: S1Params):

@@ -29,7 +29,7 @@ the largest distance on the grid (H + W - 2) the far class is empty and set to e
 L = 4096, k = 6, d_v = 64 in float32 that is 110 MB (1-D) or 60 MB (2-D).
 
 **Dispatch.** The class sums go through ``refattn._dispatch.kernel_for("s2_window_sums")``; a registered
-kernel has the signature of :func:`_class_sums_reference`: ``fn(u, k, grid, *, adjoint)`` with
+kernel has the signature of :func:`s2_window_sums_reference`: ``fn(u, k, grid, *, adjoint)`` with
 ``adjoint=False``: ``u: (..., L, e) -> (..., L, R, e)`` the class sums, ``adjoint=True``:
 ``u: (..., L, R, e) -> (..., L, e)`` its transpose ``out_j = sum_i sum_r [class(i, j) = r] u_ir``; ``grid`` is
 ``None`` or ``(H, W)``.
@@ -43,9 +43,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .. import _dispatch, limits
+from .._docs import fill_doc
 from .._xp import (check_finite, check_nonneg_int, check_positive_int, check_shape, device_of, namespace,
                    sum_to_shape)
-from ..features.positive import _stable_bwd, _stable_fwd, positive_features_stable_fwd
+from ..features.positive import (positive_features_stable_bwd_core, positive_features_stable_fwd,
+                                 positive_features_stable_fwd_core)
 
 __all__ = [
     "s2_attention",
@@ -89,6 +91,44 @@ class S2AttentionGrads(NamedTuple):
     omega: Array      # (m, d), or None for exact softmax
 
 
+# shared docstring blocks (numpydoc entries filled in by fill_doc)
+
+_Y = """
+y : (..., L, d_v) array
+    Dtype and namespace of `q`.
+"""
+_Q = r"""
+q : (..., L, d) array
+    Queries of the positional heads, real floating (float64 reference, float32 supported); d >= 1.
+"""
+_V = """
+v : (..., L, d_v) array
+    Values, same dtype and namespace as `q`.
+"""
+_W = r"""
+w : (\*w, R, d) array
+    Relative-position table, ``R = 2k + 1`` (row r + k is w_r, r = -k..k) when ``grid`` is None, ``R = k + 1``
+    (w_0..w_k) for a grid; leading axes (e.g. heads) broadcast to q's.
+"""
+_GEOMETRY = """
+k : int
+    Clipping distance (default 6, the paper's), k >= 1.
+grid : None or (H, W)
+    None: signed 1-D distances ``j - i``; ``(H, W)``: Manhattan distances with L = H W row-major positions.
+"""
+_OMEGA = """
+omega : (m, d) array, optional
+    Random projections for FAVOR+ positive features (``refattn.random.draw_*``); None: exact softmax kernel.
+"""
+_RAISES = """
+ValueError
+    Shapes that disagree (`w` not ``(..., R, d)``, ``H W != L``, `omega` not ``(m, d)``), d = 0, a bad `k` or
+    non-finite input.
+TypeError
+    Mixed dtypes or namespaces.
+"""
+
+
 # ----------------------------------------------------------------------------------------------------------
 # geometry
 
@@ -101,12 +141,12 @@ def _check_geometry(L, k, grid):
         raise ValueError(f"grid: expected None (1-D signed distances) or a pair (H, W); got {grid!r}")
     H, W = check_positive_int(grid[0], "grid[0]"), check_positive_int(grid[1], "grid[1]")
     if H * W != L:
-        raise ValueError(f"grid: expected H * W == L = {L} (positions in row-major order); got grid ({H}, "
-                         f"{W}) "
-                         f"with H * W = {H * W}")
+        raise ValueError(f"grid: expected H * W == L = {L} (positions in row-major order); got grid "
+                         f"({H}, {W}) with H * W = {H * W}")
     return k, (H, W), k + 1
 
 
+@fill_doc(geometry=_GEOMETRY)
 def s2_class_index(L, k=DEFAULT_CLIP, grid=None, *, xp):
     r"""The (L, L) integer matrix of distance classes, the index into the relative-position table ``w``.
 
@@ -118,10 +158,7 @@ def s2_class_index(L, k=DEFAULT_CLIP, grid=None, *, xp):
     ----------
     L : int
         Number of positions (``H W`` for a grid).
-    k : int
-        Clipping distance, k >= 1 (default 6, the paper's).
-    grid : None or (H, W)
-        None: signed 1-D distances ``j - i``; ``(H, W)``: Manhattan distances, row-major positions.
+    {geometry}
     xp : namespace
         Array namespace of the result (e.g. ``numpy``).
 
@@ -239,7 +276,7 @@ def _class_sums_2d(x, k, H, W, *, xp):
 
 
 @_dispatch.define("s2_window_sums")
-def _class_sums_reference(u, k, grid, *, adjoint=False):
+def s2_window_sums_reference(u, k, grid, *, adjoint=False):
     r"""Class sums of the S2 window trick (reference for the ``"s2_window_sums"`` dispatch point).
 
     ``adjoint=False``: ``u: (..., L, e) -> V: (..., L, R, e)``, ``V_ir = sum_{j : class(i, j) = r} u_j``.
@@ -270,7 +307,7 @@ def _class_sums_reference(u, k, grid, *, adjoint=False):
 
 
 def _class_sums(u, k, grid, *, adjoint=False):
-    impl = _dispatch.kernel_for("s2_window_sums") or _class_sums_reference
+    impl = _dispatch.kernel_for("s2_window_sums") or s2_window_sums_reference
     return impl(u, k, grid, adjoint=adjoint)
 
 
@@ -284,10 +321,10 @@ def _scores_fwd(q, w, omega, *, xp):
         logits = (q @ xp.matrix_transpose(w)) * (d ** -0.5)                        # (..., L, R)
         S = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))              # (..., L, R) row max cancels
         return S, None
-    c = d ** -0.25                                                     # FAVOR+: phi(q d^-1/4) . phi(w d^-1/4)
-    # the maps' unchecked cores: q, w and omega were validated by the caller (validate once, issue 21)
-    (pq, _), cache_q = _stable_fwd(q * c, omega, None)                      # (..., L, m); query scale cancels
-    (pw, lw), cache_w = _stable_fwd(w * c, omega, None)                            # (*w, R, m), (*w, R)
+    c = d ** -0.25                                                 # FAVOR+: phi(q d^-1/4) . phi(w d^-1/4)
+    # the maps' unchecked cores: q, w and omega were validated once by the caller
+    (pq, _), cache_q = positive_features_stable_fwd_core(q * c, omega, None, xp=xp)   # (..., L, m); cancels
+    (pw, lw), cache_w = positive_features_stable_fwd_core(w * c, omega, None, xp=xp)    # (*w, R, m), (*w, R)
     e_w = xp.exp(lw - xp.max(lw, axis=-1, keepdims=True))                       # (*w, R) per-head max cancels
     pws = pw * xp.expand_dims(e_w, axis=-1)                                        # (*w, R, m)
     S = pq @ xp.matrix_transpose(pws)                                              # (..., L, R)
@@ -308,8 +345,8 @@ def _scores_bwd(dS, c: S2AttentionCache, *, xp, omega_grad=True):
     dpws = sum_to_shape(xp.matrix_transpose(dS) @ pq, tuple(pws.shape), xp=xp)     # (*w, R, m)
     dpw = dpws * xp.expand_dims(e_w, axis=-1)                                      # (*w, R, m)
     dlw = xp.sum(dpws * cache_w.phi, axis=-1) * e_w                                # (*w, R)
-    gq = _stable_bwd(dpq, None, cache_q, omega_grad=omega_grad, xp=xp)
-    gw = _stable_bwd(dpw, dlw, cache_w, omega_grad=omega_grad, xp=xp)
+    gq = positive_features_stable_bwd_core(dpq, None, cache_q, omega_grad=omega_grad, xp=xp)
+    gw = positive_features_stable_bwd_core(dpw, dlw, cache_w, omega_grad=omega_grad, xp=xp)
     return gq.x * scale, gw.x * scale, (gq.omega + gw.omega) if omega_grad else None
 
 
@@ -318,16 +355,18 @@ def _scores_bwd(dS, c: S2AttentionCache, *, xp, omega_grad=True):
 
 
 def _validate(q, v, w, omega, k, grid):
-    xp, k, grid = _check(q, v, w, omega, k, grid)
+    xp, k, grid = check_s2_inputs(q, v, w, omega, k, grid)
     for name, a in (("q", q), ("v", v), ("w", w), ("omega", omega)):
         if a is not None:
             check_finite(name, a, xp=xp)
     return xp, k, grid
 
 
-def _check(q, v, w, omega, k, grid):
-    """Structural checks of :func:`s2_attention_fwd` (namespaces, dtypes, shapes, geometry): no data read.
-    Returns ``(xp, k, grid)``."""
+def check_s2_inputs(q, v, w, omega, k, grid):
+    """Structural checks of :func:`s2_attention_fwd` (namespaces, dtypes, shapes, geometry; no data read).
+
+    Returns ``(xp, k, grid)``.
+    """
     xp = namespace(q, v, w, omega, names=("q", "v", "w", "omega"))
     sizes = check_shape("q", q, "..., L, d")
     check_shape("v", v, "..., L, d_v", sizes)
@@ -351,69 +390,84 @@ def _check(q, v, w, omega, k, grid):
     return xp, k, grid
 
 
-def s2_attention_fwd(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
-    r"""Horn et al. Strategy 2 attention with clipped relative encodings, fast path, and the cache.
+@fill_doc(y=_Y, q=_Q, v=_V, w=_W, geometry=_GEOMETRY, omega=_OMEGA, raises=_RAISES)
+def s2_attention(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
+    r"""Horn et al. Strategy 2 attention with clipped relative encodings (fast path).
 
-    ``y_i = sum_j K(q_i, w[class(i, j)]) v_j / sum_j K(q_i, w[class(i, j)])`` (Horn Eq. (4) term (b),
-    normalised by the same kernel's row sums), computed through class sums (module docstring) in
+    ``y_i = sum_j K(q_i, a_ij) v_j / sum_j K(q_i, a_ij)`` with ``a_ij = w[class(i, j)]`` (Horn Eq. (4) term
+    (b), normalised by the same kernel's row sums), computed through class sums (module docstring) in
     O(L k (d + d_v)) for 1-D and O(L k^2 d_v) for 2-D. ``K(q, a) = exp(q . a / sqrt(d))`` (exact) or its
     FAVOR+ estimate ``phi(q d^{-1/4}) . phi(a d^{-1/4})`` with one shared draw `omega`.
 
+    Backward (:func:`s2_attention_bwd`): with ``g = [dy / z, -sum(dy * y) / z]``, ``dS_ir = g_i . V_r(i)``
+    (class sums recomputed), ``dv_aug = ClassSums^T(S_ir g_i)`` (the adjoint window sums), then the score
+    map's backward (softmax: ``dlogits = S * dS``; FAVOR+: through both positive-feature maps, summing
+    omega's two contributions).
+
     Parameters
     ----------
-    q : (..., L, d) array
-        Queries of the positional heads, real floating (float64 reference, float32 supported); d >= 1.
-    v : (..., L, d_v) array
-        Values, same dtype and namespace as `q`.
-    w : (\*w, R, d) array
-        Relative-position table, ``R = 2k + 1`` (row r + k is w_r, r = -k..k) when ``grid`` is None,
-        ``R = k + 1`` (w_0..w_k) for a grid; leading axes (e.g. heads) broadcast to q's.
-    k : int
-        Clipping distance (default 6, the paper's).
-    grid : None or (H, W)
-        None: signed 1-D distances ``j - i``; ``(H, W)``: Manhattan distances with L = H W row-major
-        positions.
-    omega : (m, d) array, optional
-        Random projections for FAVOR+ positive features (``refattn.random.draw_*``); None: exact softmax
-        kernel.
+    {q}
+    {v}
+    {w}
+    {geometry}
+    {omega}
 
     Returns
     -------
-    y : (..., L, d_v) array
-        Dtype and namespace of `q`.
+    {y}
+
+    Raises
+    ------
+    {raises}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.rpe import s2_attention, s2_attention_naive
+    >>> rng = np.random.default_rng(0)
+    >>> q, v = rng.standard_normal((2, 2, 5, 4))                 # (batch, L, d)
+    >>> w = 0.1 * rng.standard_normal((2 * 2 + 1, 4))           # (2k + 1, d) for k = 2
+    >>> y = s2_attention(q, v, w, k=2)
+    >>> y.shape
+    (2, 5, 4)
+    >>> bool(np.allclose(y, s2_attention_naive(q, v, w, k=2)))  # the quadratic reference
+    True
+    """
+    return s2_attention_fwd(q, v, w, k=k, grid=grid, omega=omega)[0]
+
+
+@fill_doc(y=_Y, q=_Q, v=_V, w=_W, geometry=_GEOMETRY, omega=_OMEGA, raises=_RAISES)
+def s2_attention_fwd(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
+    r"""Forward of :func:`s2_attention` with the cache for :func:`s2_attention_bwd`.
+
+    See :func:`s2_attention` for the equations and shapes.
+
+    Parameters
+    ----------
+    {q}
+    {v}
+    {w}
+    {geometry}
+    {omega}
+
+    Returns
+    -------
+    {y}
     cache : S2AttentionCache
         For :func:`s2_attention_bwd`.
 
     Raises
     ------
-    ValueError
-        Shapes that disagree (`w` not ``(..., R, d)``, ``H W != L``, `omega` not ``(m, d)``), d = 0, a bad `k`
-        or non-finite input.
-    TypeError
-        Mixed dtypes or namespaces.
+    {raises}
     """
     xp, k, grid = _validate(q, v, w, omega, k, grid)
-    return _fwd_core(q, v, w, k, grid, omega, xp=xp)
-
-
-def _fwd_core(q, v, w, k, grid, omega, *, xp):
-    """Unchecked core of :func:`s2_attention_fwd` (`k` and `grid` as :func:`_check` returns them)."""
-    d_v = v.shape[-1]
-    S, feat = _scores_fwd(q, w, omega, xp=xp)                                      # (..., L, R)
-    v_aug = xp.concat([v, xp.ones(tuple(v.shape[:-1]) + (1,), dtype=v.dtype, device=device_of(v))], axis=-1)
-    V = _class_sums(v_aug, k, grid)                                                # (..., L, R, e) class sums
-    numer = xp.sum(xp.expand_dims(S, axis=-1) * V, axis=-2)                    # (..., L, e) sum_r S_ir V_r(i)
-    z = numer[..., d_v:]                                                           # (..., L, 1)
-    y = numer[..., :d_v] / z                                                       # (..., L, d_v)
-    return y, S2AttentionCache(q, w, omega, v_aug, S, z, y, k, grid, feat)
+    return s2_attention_fwd_core(q, v, w, omega, k=k, grid=grid, xp=xp)
 
 
 def s2_attention_bwd(dy, cache: S2AttentionCache, *, omega_grad=True) -> S2AttentionGrads:
-    r"""Gradients of :func:`s2_attention` for `q`, `v`, `w` (and `omega` with FAVOR+).
+    r"""Backward of :func:`s2_attention_fwd`: gradients of `q`, `v`, `w` (and `omega` with FAVOR+).
 
-    With ``g = [dy / z, -sum(dy * y) / z]``: ``dS_ir = g_i . V_r(i)`` (class sums recomputed),
-    ``dv_aug = ClassSums^T(S_ir g_i)`` (the adjoint window sums), then the score map's backward (softmax:
-    ``dlogits = S * dS``; FAVOR+: through both positive-feature maps, summing omega's two contributions).
+    See :func:`s2_attention` for the equations and shapes.
 
     Parameters
     ----------
@@ -438,11 +492,25 @@ def s2_attention_bwd(dy, cache: S2AttentionCache, *, omega_grad=True) -> S2Atten
     xp = namespace(dy, cache.q, names=("dy", "cache.q"))
     check_shape("dy", dy, "..., L, d_v", check_shape("y", cache.y, "..., L, d_v", source="the output y"))
     check_finite("dy", dy, xp=xp)
-    return _bwd_core(dy, cache, omega_grad=omega_grad, xp=xp)
+    return s2_attention_bwd_core(dy, cache, omega_grad=omega_grad, xp=xp)
 
 
-def _bwd_core(dy, cache, *, omega_grad=True, xp):
-    """Unchecked core of :func:`s2_attention_bwd`."""
+# y_i = sum_r S_ir V_r(i)[:d_v] / z_i,  S_ir = K(q_i, w_r),  V_r(i) = sum_{class(i, j) = r} [v_j, 1]
+# dS_ir = g_i . V_r(i),  dv_aug = ClassSums^T(S g),  g = [dy, -sum(dy * y)] / z
+def s2_attention_fwd_core(q, v, w, omega, *, k, grid, xp):
+    """Unchecked core of :func:`s2_attention_fwd` (`k`, `grid` as :func:`check_s2_inputs` returns them)."""
+    d_v = v.shape[-1]
+    S, feat = _scores_fwd(q, w, omega, xp=xp)                                      # (..., L, R)
+    v_aug = xp.concat([v, xp.ones(tuple(v.shape[:-1]) + (1,), dtype=v.dtype, device=device_of(v))], axis=-1)
+    V = _class_sums(v_aug, k, grid)                                                # (..., L, R, e) class sums
+    numer = xp.sum(xp.expand_dims(S, axis=-1) * V, axis=-2)                    # (..., L, e) sum_r S_ir V_r(i)
+    z = numer[..., d_v:]                                                           # (..., L, 1)
+    y = numer[..., :d_v] / z                                                       # (..., L, d_v)
+    return y, S2AttentionCache(q, w, omega, v_aug, S, z, y, k, grid, feat)
+
+
+def s2_attention_bwd_core(dy, cache, *, omega_grad=True, xp):
+    """Unchecked core of :func:`s2_attention_bwd` (see :func:`s2_attention`)."""
     c = cache
     d_v = dy.shape[-1]
     dnumer = dy / c.z                                                              # (..., L, d_v)
@@ -456,49 +524,6 @@ def _bwd_core(dy, cache, *, omega_grad=True, xp):
     return S2AttentionGrads(q=dq, v=dv_aug[..., :d_v], w=dw, omega=domega)
 
 
-def s2_attention(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
-    r"""Horn et al. Strategy 2 attention with clipped relative encodings (fast path).
-
-    The forward of :func:`s2_attention_fwd` without the cache: ``y_i = sum_j K(q_i, a_ij) v_j / sum_j
-    K(q_i, a_ij)`` with ``a_ij = w[clip(dist(i, j), k)]`` (Horn et al. Eq. (4) term (b)), in O(L k) (1-D) or
-    O(L k^2) (grid) by the window trick.
-
-    Parameters
-    ----------
-    q : (..., L, d) array
-        Queries of the positional heads, real floating; d >= 1.
-    v : (..., L, d_v) array
-        Values.
-    w : (\*w, R, d) array
-        Relative-position table, ``R = 2k + 1`` (1-D) or ``k + 1`` (grid).
-    k : int
-        Clipping distance (default 6, the paper's).
-    grid : None or (H, W)
-        None: signed 1-D distances; ``(H, W)``: Manhattan distances on a row-major grid.
-    omega : (m, d) array, optional
-        FAVOR+ projections; None: exact softmax kernel.
-
-    Returns
-    -------
-    y : (..., L, d_v) array
-        Dtype and namespace of `q`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.rpe import s2_attention, s2_attention_naive
-    >>> rng = np.random.default_rng(0)
-    >>> q, v = rng.standard_normal((2, 2, 5, 4))                 # (batch, L, d)
-    >>> w = 0.1 * rng.standard_normal((2 * 2 + 1, 4))           # (2k + 1, d) for k = 2
-    >>> y = s2_attention(q, v, w, k=2)
-    >>> y.shape
-    (2, 5, 4)
-    >>> bool(np.allclose(y, s2_attention_naive(q, v, w, k=2)))  # the quadratic reference
-    True
-    """
-    return s2_attention_fwd(q, v, w, k=k, grid=grid, omega=omega)[0]
-
-
 def _dense_from_classes(S, cls, *, xp):
     """``K_ij = S[..., i, cls_ij]`` by a one-hot sum over classes: ``(..., L, R) -> (..., L, L)``."""
     K = None
@@ -508,6 +533,7 @@ def _dense_from_classes(S, cls, *, xp):
     return K
 
 
+@fill_doc(q=_Q, w=_W, geometry=_GEOMETRY)
 def s2_logits(q, w, *, k=DEFAULT_CLIP, grid=None):
     r"""The dense S2 logits, ``(..., L, L)``: each query against its clipped relative key, O(L^2) memory.
 
@@ -517,14 +543,9 @@ def s2_logits(q, w, *, k=DEFAULT_CLIP, grid=None):
 
     Parameters
     ----------
-    q : (..., L, d) array
-        Queries, real floating; d >= 1.
-    w : (\*w, R, d) array
-        Relative-position table (``R = 2k + 1`` for 1-D, ``k + 1`` for a grid).
-    k : int
-        Clipping distance.
-    grid : None or (H, W)
-        None: signed 1-D distances; ``(H, W)``: Manhattan distances.
+    {q}
+    {w}
+    {geometry}
 
     Returns
     -------
@@ -545,23 +566,17 @@ def s2_logits(q, w, *, k=DEFAULT_CLIP, grid=None):
     return _dense_from_classes(logits, xp.asarray(cls, device=device_of(q)), xp=xp)
 
 
+@fill_doc(q=_Q, v=_V, w=_W, geometry=_GEOMETRY, omega=_OMEGA)
 def s2_attention_naive(q, v, w, *, k=DEFAULT_CLIP, grid=None, omega=None):
     r"""Quadratic reference for :func:`s2_attention`: materialises ``K_ij = K(q_i, a_ij)`` (O(L^2) memory).
 
     Parameters
     ----------
-    q : (..., L, d) array
-        Queries, real floating; d >= 1.
-    v : (..., L, d_v) array
-        Values.
-    w : (\*w, R, d) array
-        Relative-position table (``R = 2k + 1`` for 1-D, ``k + 1`` for a grid).
-    k : int
-        Clipping distance.
-    grid : None or (H, W)
-        None: signed 1-D distances; ``(H, W)``: Manhattan distances.
-    omega : (m, d) array, optional
-        FAVOR+ projections; None: exact softmax kernel.
+    {q}
+    {v}
+    {w}
+    {geometry}
+    {omega}
 
     Returns
     -------

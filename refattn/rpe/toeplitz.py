@@ -12,7 +12,7 @@ attention matrix becomes ``C * (phi_q phi_k^T)`` with the Toeplitz matrix ``C_ij
 and ``sum_j c(i - j) U_j`` is a convolution along the sequence for each of the ``m (d_v + 1)`` channels: a
 real FFT of size N >= 2L - 1 gives it in O(m d_v L log L) instead of O(L^2 (m + d_v)).
 
-Coefficient layout (the issue's convention): ``coeffs[..., i - j + L - 1] = c(i - j)`` for i - j in
+Coefficient layout: ``coeffs[..., i - j + L - 1] = c(i - j)`` for i - j in
 [-(L - 1), L - 1], so ``coeffs`` has 2L - 1 entries; ``coeffs = exp(N)`` for a mask N. In causal mode the
 entries with i - j < 0 (``coeffs[..., :L - 1]``) are ignored (treated as 0) and get zero gradient.
 
@@ -63,8 +63,8 @@ from .._xp import (
     namespace,
     sum_to_shape,
 )
-from ..attention._normaliser import augment as _augment
-from ..attention._normaliser import check_normaliser
+from .._docs import fill_doc
+from ..attention.normaliser import augment, check_normaliser
 from . import _toeplitz_numpy as _np_path
 
 __all__ = [
@@ -210,87 +210,122 @@ def _grads_generic(g, c, *, xp):
 # ----------------------------------------------------------------------------------------------------------
 # the pair
 
+_Y = """
+y : (..., L, d_v) array
+    Dtype and namespace of `phi_q`.
+"""
+_ARRAYS = r"""
+phi_q : (..., L, m) array
+    Query features, real floating (float64 reference, float32 supported); L >= 1, m >= 1.
+phi_k : (..., L, m) array
+    Key features, same dtype and namespace as `phi_q`.
+v : (..., L, d_v) array
+    Values.
+coeffs : (\*c, 2L - 1) array
+    Multiplicative coefficients, ``coeffs[..., i - j + L - 1] = c(i - j)`` multiplies ``phi_q_i . phi_k_j``;
+    the leading axes ``*c`` broadcast to ``...`` (e.g. ``(2L - 1,)`` shared, or ``(H, 1, 2L - 1)`` per head).
+causal : bool
+    Only j <= i (``coeffs[..., :L - 1]`` is then unused).
+"""
 
-def toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, *, causal=False, chunk_elements=DEFAULT_CHUNK_ELEMENTS,
-                           on_nonpositive="raise", workers=None):
-    r"""Kernelized attention with a multiplicative Toeplitz RPE, by FFT, and the cache for the backward.
+_KNOBS = """
+chunk_elements : int
+    Memory knob: entries of one chunk's temporaries (see the module docstring for the bound).
+on_nonpositive : {"raise", "ignore"}
+    What to do with a non-positive normaliser.
+workers : int or None
+    Threads on the NumPy path (None: SciPy's default, 1 unless set by ``scipy.fft.set_workers``; negative:
+    counted back from the number of CPUs): over the heads (flattened batch) when there are several, else
+    inside ``scipy.fft``. The result does not depend on it. Ignored by other namespaces.
+"""
+
+_RAISES = """
+ValueError
+    L = 0 or m = 0, `coeffs` not ``(..., 2L - 1)`` or not broadcasting, non-finite input, a bad
+    `chunk_elements`/`workers`, or (``on_nonpositive="raise"``) a non-positive normaliser.
+TypeError
+    Mixed dtypes or namespaces, or a non-bool `causal`.
+"""
+
+
+@fill_doc(y=_Y, arrays=_ARRAYS, knobs=_KNOBS, raises=_RAISES)
+def toeplitz_attention(phi_q, phi_k, v, coeffs, *, causal=False, chunk_elements=DEFAULT_CHUNK_ELEMENTS,
+                       on_nonpositive="raise", workers=None):
+    r"""Kernelized attention with the multiplicative Toeplitz RPE ``c(i - j)``, by FFT in O(m d_v L log L).
 
     ``y_i = sum_j c(i - j) (phi_q_i . phi_k_j) v_j / sum_j c(i - j) (phi_q_i . phi_k_j)``, sums over all j
     (bidirectional) or j <= i (causal); ``c(t) = coeffs[..., t + L - 1]`` (= exp(N(t)) for a Toeplitz mask
-    ``N_ij = f(i - j)``, FLT Definition 3.1; Luo et al. 2021). O(m d_v L log L) time.
+    ``N_ij = f(i - j)``, FLT Definition 3.1; Luo et al. 2021). The module docstring derives the FFT form.
+
+    Backward (:func:`toeplitz_attention_bwd`): with ``g = [dy / z, -sum(dy * y) / z]`` (cotangent of
+    ``numer``) and ``dT_i = phi_q_i^T g_i`` per channel, ``dphi_q_ia = sum_e g_ie T_iae`` (T recomputed),
+    ``dU = C^T dT`` (the adjoint Toeplitz product: the conjugate spectrum), ``dphi_k_ja = sum_e dU_jae
+    v_aug_je``, ``dv_aug_je = sum_a dU_jae phi_k_ja``, and ``dc(t) = sum_{i - j = t} sum_ae dT_iae U_jae``, a
+    cross-correlation summed over channels in the frequency domain (``sum_ch FFT(dT) conj(FFT(U))``); zero
+    for t < 0 in causal mode.
 
     Parameters
     ----------
-    phi_q : (..., L, m) array
-        Query features, real floating (float64 reference, float32 supported); L >= 1, m >= 1.
-    phi_k : (..., L, m) array
-        Key features, same dtype and namespace as `phi_q`.
-    v : (..., L, d_v) array
-        Values.
-    coeffs : (\*c, 2L - 1) array
-        Multiplicative coefficients, ``coeffs[..., i - j + L - 1]`` multiplies ``phi_q_i . phi_k_j``; the
-        leading axes ``*c`` broadcast to ``...`` (e.g. ``(2L - 1,)`` shared, or ``(H, 1, 2L - 1)`` per head).
-    causal : bool
-        Only j <= i (``coeffs[..., :L - 1]`` is then unused).
-    chunk_elements : int
-        Memory knob: entries of one chunk's temporaries (see the module docstring for the bound).
-    on_nonpositive : {"raise", "ignore"}
-        What to do with a non-positive normaliser.
-    workers : int or None
-        Threads on the NumPy path (None: SciPy's default, 1 unless set by ``scipy.fft.set_workers``;
-        negative: counted back from the number of CPUs): over the heads (flattened batch) when there are
-        several, else inside ``scipy.fft``. The result does not depend on it. Ignored by other namespaces.
+    {arrays}
+    {knobs}
 
     Returns
     -------
-    y : (..., L, d_v) array
-        Dtype and namespace of `phi_q`.
+    {y}
+
+    Raises
+    ------
+    {raises}
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.rpe import toeplitz_attention, toeplitz_attention_dense
+    >>> rng = np.random.default_rng(0)
+    >>> phi_q, phi_k = np.exp(0.3 * rng.standard_normal((2, 2, 5, 8)))   # positive features (..., L, m)
+    >>> v = rng.standard_normal((2, 5, 3))
+    >>> coeffs = np.exp(-0.5 * np.abs(np.arange(-4, 5.0)))              # c(t) = exp(-|t|/2), 2L - 1 entries
+    >>> y = toeplitz_attention(phi_q, phi_k, v, coeffs)
+    >>> y.shape
+    (2, 5, 3)
+    >>> bool(np.allclose(y, toeplitz_attention_dense(phi_q, phi_k, v, coeffs)))
+    True
+    """
+    return toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, causal=causal, chunk_elements=chunk_elements,
+                                  on_nonpositive=on_nonpositive, workers=workers)[0]
+
+
+@fill_doc(y=_Y, arrays=_ARRAYS, knobs=_KNOBS, raises=_RAISES)
+def toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, *, causal=False, chunk_elements=DEFAULT_CHUNK_ELEMENTS,
+                           on_nonpositive="raise", workers=None):
+    r"""Forward of :func:`toeplitz_attention` with the cache for :func:`toeplitz_attention_bwd`.
+
+    See :func:`toeplitz_attention` for the equations and shapes.
+
+    Parameters
+    ----------
+    {arrays}
+    {knobs}
+
+    Returns
+    -------
+    {y}
     cache : ToeplitzAttentionCache
         For :func:`toeplitz_attention_bwd`.
 
     Raises
     ------
-    ValueError
-        L = 0 or m = 0, `coeffs` not ``(..., 2L - 1)`` or not broadcasting, non-finite input, a bad
-        `chunk_elements`/`workers`, or (``on_nonpositive="raise"``) a non-positive normaliser.
-    TypeError
-        Mixed dtypes or namespaces, or a non-bool `causal`.
+    {raises}
     """
     xp, chunk_elements = _validate(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive, workers)
-    return _fwd_core(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive, workers, xp=xp)
-
-
-def _fwd_core(phi_q, phi_k, v, coeffs, causal, chunk_elements, on_nonpositive, workers, *, xp):
-    """Unchecked core of :func:`toeplitz_attention_fwd` (its result checks stay: normaliser, output)."""
-    L, m, d_v = phi_q.shape[-2], phi_q.shape[-1], v.shape[-1]
-    e = d_v + 1
-    c_eff = _causal_coeffs(coeffs, L, xp=xp) if causal else coeffs                 # (*c, 2L - 1)
-    v_aug = _augment(v, xp=xp)                                                     # (..., L, e)
-    if array_api_compat.is_numpy_array(phi_q):                                     # NumPy/SciPy fast path
-        n_fft = _np_path.fast_len(L)
-        h_hat = _np_path.kernel_spectrum(_wrapped_kernel(c_eff, L, n_fft, xp=xp))  # (*c, F)
-        ca = max(1, min(m, chunk_elements // (n_fft * e)))
-        numer = _np_path.numer(phi_q, phi_k, v_aug, h_hat, n_fft, ca, workers)     # (..., L, e)
-    else:                                                                          # array-API path
-        n_fft = _next_pow2(2 * L - 1)
-        h_hat = xp.fft.rfft(_wrapped_kernel(c_eff, L, n_fft, xp=xp), axis=-1)      # (*c, F)
-        ca = _chunk_features_batched(tuple(phi_q.shape[:-2]), n_fft, m, e, chunk_elements)
-        numer = _numer_generic(phi_q, phi_k, v_aug, h_hat, n_fft, ca, xp=xp)      # (..., L, e)
-    z = numer[..., d_v:]                                                           # (..., L, 1)
-    check_normaliser(z, on_nonpositive, xp=xp, where="toeplitz_attention",
-                     inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v, "coeffs": coeffs})
-    y = numer[..., :d_v] / z                                                       # (..., L, d_v)
-    return y, ToeplitzAttentionCache(phi_q, phi_k, v_aug, coeffs, h_hat, z, y, causal, n_fft, ca, workers)
+    return toeplitz_attention_fwd_core(phi_q, phi_k, v, coeffs, causal=causal, chunk_elements=chunk_elements,
+                                       on_nonpositive=on_nonpositive, workers=workers, xp=xp)
 
 
 def toeplitz_attention_bwd(dy, cache: ToeplitzAttentionCache) -> ToeplitzAttentionGrads:
-    r"""Gradients of :func:`toeplitz_attention` for `phi_q`, `phi_k`, `v` and `coeffs`.
+    r"""Backward of :func:`toeplitz_attention_fwd`: gradients of `phi_q`, `phi_k`, `v` and `coeffs`.
 
-    With ``g = [dy / z, -sum(dy * y) / z]`` (cotangent of ``numer``) and ``dT_i = phi_q_i^T g_i`` per
-    channel: ``dphi_q_ia = sum_e g_ie T_iae`` (T recomputed), ``dU = C^T dT`` (the adjoint Toeplitz product:
-    the conjugate spectrum), ``dphi_k_ja = sum_e dU_jae v_aug_je``, ``dv_aug_je = sum_a dU_jae phi_k_ja``, and
-    ``dc(t) = sum_{i - j = t} sum_ae dT_iae U_jae``, a cross-correlation summed over channels in the
-    frequency domain (``sum_ch FFT(dT) conj(FFT(U))``); zero for t < 0 in causal mode.
+    See :func:`toeplitz_attention` for the equations and shapes.
 
     Parameters
     ----------
@@ -313,11 +348,37 @@ def toeplitz_attention_bwd(dy, cache: ToeplitzAttentionCache) -> ToeplitzAttenti
     xp = namespace(dy, cache.phi_q, names=("dy", "cache.phi_q"))
     check_shape("dy", dy, "..., L, d_v", check_shape("y", cache.y, "..., L, d_v", source="the output y"))
     check_finite("dy", dy, xp=xp)
-    return _bwd_core(dy, cache, xp=xp)
+    return toeplitz_attention_bwd_core(dy, cache, xp=xp)
 
 
-def _bwd_core(dy, cache, *, xp):
-    """Unchecked core of :func:`toeplitz_attention_bwd`."""
+# numer_i = sum_a phi_q_ia sum_j c(i - j) U_j,ae  (U_j = phi_k_j^T [v_j, 1], FFT convolution);  y = numer / z
+# dphi_q = g T,  dU = C^T (phi_q^T g),  dc(t) = sum_{i - j = t} <dT_i, U_j>,  g = [dy, -sum(dy * y)] / z
+def toeplitz_attention_fwd_core(phi_q, phi_k, v, coeffs, *, causal, chunk_elements, on_nonpositive, workers,
+                                xp):
+    """Unchecked core of :func:`toeplitz_attention_fwd` (its result checks stay: normaliser, output)."""
+    L, m, d_v = phi_q.shape[-2], phi_q.shape[-1], v.shape[-1]
+    e = d_v + 1
+    c_eff = _causal_coeffs(coeffs, L, xp=xp) if causal else coeffs                 # (*c, 2L - 1)
+    v_aug = augment(v, xp=xp)                                                      # (..., L, e)
+    if array_api_compat.is_numpy_array(phi_q):                                     # NumPy/SciPy fast path
+        n_fft = _np_path.fast_len(L)
+        h_hat = _np_path.kernel_spectrum(_wrapped_kernel(c_eff, L, n_fft, xp=xp))  # (*c, F)
+        ca = max(1, min(m, chunk_elements // (n_fft * e)))
+        numer = _np_path.numer(phi_q, phi_k, v_aug, h_hat, n_fft, ca, workers)     # (..., L, e)
+    else:                                                                          # array-API path
+        n_fft = _next_pow2(2 * L - 1)
+        h_hat = xp.fft.rfft(_wrapped_kernel(c_eff, L, n_fft, xp=xp), axis=-1)      # (*c, F)
+        ca = _chunk_features_batched(tuple(phi_q.shape[:-2]), n_fft, m, e, chunk_elements)
+        numer = _numer_generic(phi_q, phi_k, v_aug, h_hat, n_fft, ca, xp=xp)      # (..., L, e)
+    z = numer[..., d_v:]                                                           # (..., L, 1)
+    check_normaliser(z, on_nonpositive, xp=xp, where="toeplitz_attention",
+                     inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v, "coeffs": coeffs})
+    y = numer[..., :d_v] / z                                                       # (..., L, d_v)
+    return y, ToeplitzAttentionCache(phi_q, phi_k, v_aug, coeffs, h_hat, z, y, causal, n_fft, ca, workers)
+
+
+def toeplitz_attention_bwd_core(dy, cache, *, xp):
+    """Unchecked core of :func:`toeplitz_attention_bwd` (see :func:`toeplitz_attention`)."""
     c = cache
     L, N = c.phi_q.shape[-2], c.n_fft
     d_v = dy.shape[-1]
@@ -335,55 +396,6 @@ def _bwd_core(dy, cache, *, xp):
         dc = _causal_coeffs(dc, L, xp=xp)
     dcoeffs = sum_to_shape(dc, tuple(c.coeffs.shape), xp=xp)                       # (*c, 2L - 1)
     return ToeplitzAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], coeffs=dcoeffs)
-
-
-def toeplitz_attention(phi_q, phi_k, v, coeffs, *, causal=False, chunk_elements=DEFAULT_CHUNK_ELEMENTS,
-                       on_nonpositive="raise", workers=None):
-    r"""Kernelized attention with the multiplicative Toeplitz RPE ``c(i - j)``, by FFT in O(m d_v L log L).
-
-    The forward of :func:`toeplitz_attention_fwd` without the cache:
-    ``y_i = sum_j c(i - j) (phi_q_i . phi_k_j) v_j / sum_j c(i - j) (phi_q_i . phi_k_j)``.
-
-    Parameters
-    ----------
-    phi_q : (..., L, m) array
-        Query features, real floating.
-    phi_k : (..., L, m) array
-        Key features.
-    v : (..., L, d_v) array
-        Values.
-    coeffs : (\*c, 2L - 1) array
-        ``coeffs[..., i - j + L - 1] = c(i - j)``; ``*c`` broadcasts to ``...``.
-    causal : bool
-        Only j <= i.
-    chunk_elements : int
-        Memory knob (module docstring).
-    on_nonpositive : {"raise", "ignore"}
-        What to do with a non-positive normaliser.
-    workers : int or None
-        ``scipy.fft`` threads on the NumPy path.
-
-    Returns
-    -------
-    y : (..., L, d_v) array
-        Dtype and namespace of `phi_q`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from refattn.rpe import toeplitz_attention, toeplitz_attention_dense
-    >>> rng = np.random.default_rng(0)
-    >>> phi_q, phi_k = np.exp(0.3 * rng.standard_normal((2, 2, 5, 8)))   # positive features (..., L, m)
-    >>> v = rng.standard_normal((2, 5, 3))
-    >>> coeffs = np.exp(-0.5 * np.abs(np.arange(-4, 5.0)))              # c(t) = exp(-|t|/2), 2L - 1 entries
-    >>> y = toeplitz_attention(phi_q, phi_k, v, coeffs)
-    >>> y.shape
-    (2, 5, 3)
-    >>> bool(np.allclose(y, toeplitz_attention_dense(phi_q, phi_k, v, coeffs)))
-    True
-    """
-    return toeplitz_attention_fwd(phi_q, phi_k, v, coeffs, causal=causal, chunk_elements=chunk_elements,
-                                  on_nonpositive=on_nonpositive, workers=workers)[0]
 
 
 def toeplitz_matrix(coeffs, L):
@@ -434,6 +446,7 @@ def toeplitz_matrix(coeffs, L):
     return xp.reshape(flat, tuple(coeffs.shape[:-1]) + (L, L))                     # (*c, L, L)
 
 
+@fill_doc(arrays=_ARRAYS)
 def toeplitz_attention_dense(phi_q, phi_k, v, coeffs, *, causal=False):
     r"""Quadratic reference: ``A = C * (phi_q phi_k^T)`` (lower triangle when causal), ``y = A v / A 1``.
 
@@ -441,16 +454,7 @@ def toeplitz_attention_dense(phi_q, phi_k, v, coeffs, *, causal=False):
 
     Parameters
     ----------
-    phi_q : (..., L, m) array
-        Query features, real floating.
-    phi_k : (..., L, m) array
-        Key features.
-    v : (..., L, d_v) array
-        Values.
-    coeffs : (\*c, 2L - 1) array
-        ``coeffs[..., i - j + L - 1] = c(i - j)``.
-    causal : bool
-        Only j <= i.
+    {arrays}
 
     Returns
     -------
@@ -460,7 +464,7 @@ def toeplitz_attention_dense(phi_q, phi_k, v, coeffs, *, causal=False):
     Raises
     ------
     ValueError
-        As :func:`toeplitz_attention_fwd`.
+        As :func:`toeplitz_attention`.
     MemoryError
         The ``(L, L)`` matrices over :mod:`refattn.limits`' memory bound.
     """

@@ -15,8 +15,10 @@ pytest.importorskip("numba")
 import accel
 from tests.accel.helpers import unwrap as _unwrap  # noqa: E402
 import refattn  # noqa: E402
-from accel.numba import PRIMITIVES, causal  # noqa: E402
-from refattn import _dispatch, linear_attention, linear_attention_bwd, linear_attention_fwd  # noqa: E402
+from accel.numba import causal  # noqa: E402
+from accel.numba.kernels import PRIMITIVES  # noqa: E402
+from refattn import _dispatch, linear_attention  # noqa: E402
+from refattn.attention import linear_attention_bwd, linear_attention_fwd  # noqa: E402
 from refattn import linear_attention_step  # noqa: E402
 from refattn._dispatch import reference  # noqa: E402
 

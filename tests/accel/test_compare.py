@@ -1,7 +1,6 @@
 """Every kernel of every available backend against its reference, pair by pair (numpy-groupies' test_compare),
 iterating over the one registry of hot primitives (``refattn._dispatch.primitives()``): a primitive added to
-the
-registry without sample inputs here fails, and so does a kernel that disagrees with its reference."""
+the registry without sample inputs here fails, and so does a kernel that disagrees with its reference."""
 
 from __future__ import annotations
 

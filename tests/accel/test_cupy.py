@@ -1,10 +1,8 @@
 """accel.cupy: the chunk-parallel causal algorithm equals the chunked reference (on the CPU, with the plain
-scan
-loops: runs everywhere); on a device, the CUDA scans equal those loops, every CuPy kernel equals its reference
-forward and backward in every mode its ``SUPPORTED`` table declares, and prefix invariance, recurrent ==
-causal,
-gradient checks, FAVOR+ and a transformer training step hold under ``accel.use("cupy")``; clear TypeErrors.
-The device tests skip cleanly without CuPy and a CUDA device."""
+scan loops: runs everywhere); on a device, the CUDA scans equal those loops, every CuPy kernel equals its
+reference forward and backward in every mode its ``SUPPORTED`` table declares, and prefix invariance,
+recurrent == causal, gradient checks, FAVOR+ and a transformer training step hold under
+``accel.use("cupy")``; clear TypeErrors. The device tests skip cleanly without CuPy and a CUDA device."""
 
 from __future__ import annotations
 
@@ -153,8 +151,7 @@ def test_positive_kernel_equals_reference(rng, cp, dtype, norm):
     """Inputs of norm 60 overflow exp(|x|^2/2) in both dtypes: the outputs stay finite and equal. Tolerance:
     the
     two GEMMs (cuBLAS, NumPy's BLAS) round ``u = x . omega`` differently by at most ``d eps |x| |omega|``
-    (times
-    a safety factor 4), and phi <= 1 moves by at most that much absolutely, as does the log-scale."""
+    (times a safety factor 4), and phi <= 1 moves by at most that much absolutely, as does the log-scale."""
     from accel.cupy import positive
     _positive_features_stable_reference = reference("positive_features_stable")
 
@@ -178,7 +175,7 @@ def test_positive_kernel_equals_reference(rng, cp, dtype, norm):
 @pytest.mark.parametrize("causal_mode", [False, True], ids=["bidir", "causal"])
 def test_favor_under_use_equals_reference(rng, cp, dtype, causal_mode):
     """FAVOR+ forward and backward inside accel.use('cupy') (both kernels) equal the NumPy reference."""
-    from refattn import favor_attention_bwd, favor_attention_fwd
+    from refattn.attention import favor_attention_bwd, favor_attention_fwd
 
     B, H, L, d, m, d_v = 2, 3, 45, 8, 16, 5
     q, k = ((0.7 * rng.standard_normal((B, H, L, d))).astype(dtype) for _ in range(2))
@@ -240,7 +237,7 @@ def test_recurrent_equals_causal_under_cupy(rng, cp, with_scale):
 @needs_gpu
 @pytest.mark.parametrize("with_scale", [False, True], ids=["plain", "logscale"])
 def test_gradcheck_under_cupy(rng, cp, with_scale):
-    from refattn import linear_attention_bwd, linear_attention_fwd
+    from refattn.attention import linear_attention_bwd, linear_attention_fwd
 
     B, H, L, m, d_v = 2, 2, 71, 5, 3
     args = dict(phi_q=cp.asarray(np.exp(rng.standard_normal((B, H, L, m)))),
@@ -254,7 +251,7 @@ def test_gradcheck_under_cupy(rng, cp, with_scale):
 
 @needs_gpu
 def test_gradcheck_favor_under_cupy(rng, cp):
-    from refattn import favor_attention_bwd, favor_attention_fwd
+    from refattn.attention import favor_attention_bwd, favor_attention_fwd
 
     args = dict(q=cp.asarray(0.5 * rng.standard_normal((2, 70, 4))),
                 k=cp.asarray(0.5 * rng.standard_normal((2, 70, 4))),

@@ -129,9 +129,8 @@ def test_favor_gradcheck_under_numba(rng, causal):
 
 def test_gradcheck_catches_wrong_feature_kernel(rng, monkeypatch):
     """Must-fail: a key-feature kernel whose features are off by a factor exp(1e-3 x_0) breaks the FAVOR+
-    gradient
-    check (the backward is the reference's; the forward no longer matches it)."""
-    from accel.numba import PRIMITIVES
+    gradient check (the backward is the reference's; the forward no longer matches it)."""
+    from accel.numba.kernels import PRIMITIVES
 
     with accel.use("numba"):
         pass

@@ -51,7 +51,7 @@ def test_training_step_under_numba_equals_reference(att, dtype, tol):
             loss1, g1, p1 = _step(params, ids, labels, feats, cfg)
         finally:
             _dispatch.kernel_for = real
-    if att["kind"] == "favor":                  # per-feature key frames (issue 22): fused key and query maps
+    if att["kind"] == "favor":                  # per-feature key frames: fused key and query maps
         assert "positive_key_features_stable" in calls and "positive_features_stable" in calls
         assert "linear_attention.causal_frames_fwd" in calls and "linear_attention.causal_frames_bwd" in calls
     else:                                       # row-scaled causal scan

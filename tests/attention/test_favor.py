@@ -1,11 +1,8 @@
 """FAVOR / FAVOR+ (favor_attention): it is exactly linear attention on the raw feature maps; it converges to
 softmax_attention with RMS error proportional to m^{-1/2} (both modes, float32 and float64); it stays finite
-for
-|x| up to 60 in float32; in causal mode a prefix's output does not depend on appended tokens, even keys
-aligned with
-rows of omega whose exponent exceeds every earlier one (a global-max stabiliser fails the same test);
-gradients
-for q, k, v and omega; trig normalisers reported; bad input.
+for |x| up to 60 in float32; in causal mode a prefix's output does not depend on appended tokens, even keys
+aligned with rows of omega whose exponent exceeds every earlier one (a global-max stabiliser fails the same
+test); gradients for q, k, v and omega; trig normalisers reported; bad input.
 """
 
 from __future__ import annotations
@@ -15,14 +12,16 @@ import pytest
 
 from refattn import (
     favor_attention,
-    favor_attention_bwd,
-    favor_attention_fwd,
     hyperbolic_features,
     linear_attention,
     positive_features,
     positive_features_stable,
     softmax_attention,
     softmax_trig_features,
+)
+from refattn.attention import (
+    favor_attention_bwd,
+    favor_attention_fwd,
 )
 from refattn.random import draw_gaussian, draw_orthogonal
 from tests.helpers import asxp

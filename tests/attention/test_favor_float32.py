@@ -1,19 +1,18 @@
-"""Float32 FAVOR+ at large norms (issue 22): over |q'| = |k'| = R in 10..60 (after the d^{-1/4} scaling), keys
-in
-random directions or along rows of omega, bidirectional and causal, positive and hyperbolic features, the
-float32
+"""Float32 FAVOR+ at large norms: over |q'| = |k'| = R in 10..60 (after the d^{-1/4} scaling), keys in random
+directions or along rows of omega, bidirectional and causal, positive and hyperbolic features, the float32
 output and gradients stay finite and within 1e-3 normwise of float64 on the same inputs and omega. The full
 grid (d = 64, m = 256, 20 seeds, L = 256) is benchmarks/favor_float32.py; this is its CI-sized version.
 
-Must-fail companion: the row-scaled keys (one log-scale per key, what FAVOR+ used before issue 22) raise or
-miss the bound on the same inputs."""
+Must-fail companion: row-scaled keys (one log-scale per key instead of per-feature frames) raise or miss the
+bound on the same inputs."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from refattn import favor_attention_bwd, favor_attention_fwd, linear_attention
+from refattn import linear_attention
+from refattn.attention import favor_attention_bwd, favor_attention_fwd
 from refattn.attention import favor as _favor
 from refattn.features.positive import positive_features_stable
 from refattn.random import draw_gaussian
@@ -62,7 +61,7 @@ def test_float32_within_1e3_of_float64(R, keys, causal, features):
 
 def test_row_scaled_keys_fail_the_same_bound():
     """Must fail: with one log-scale per key row (k_log_scale of shape (..., L)) float32 raises on a zero
-    normaliser or misses the bound at R = 60, aligned keys -- the defect issue 22 fixed."""
+    normaliser or misses the bound at R = 60, aligned keys -- the defect that per-feature frames fix."""
     q, k, v, omega, _ = _case(60.0, "aligned")
     s = 1.0
     phi_q64, _ = positive_features_stable(q.astype(np.float64) * s, omega.astype(np.float64))
@@ -97,7 +96,7 @@ def test_favor_adds_the_norms_to_an_underflow(monkeypatch):
     def underflowing(*args, **kwargs):
         raise ValueError("linear_attention: 3 normaliser(s) underflowed to 0 in float32 although ...")
 
-    monkeypatch.setattr(_favor, "_linear_fwd_core", underflowing)
+    monkeypatch.setattr(_favor, "linear_attention_fwd_core", underflowing)
     msg = (r"favor_attention \(features='positive', float32, largest \|q'\| = 60, \|k'\| = 60 after the "
            r"d\^-1/4 scaling\): linear_attention: 3 normaliser\(s\) underflowed")
     with pytest.raises(ValueError, match=msg):

@@ -9,9 +9,11 @@ import pytest
 from refattn import (
     kernel_attention,
     linear_attention,
+    linear_attention_step,
+)
+from refattn.attention import (
     linear_attention_bwd,
     linear_attention_fwd,
-    linear_attention_step,
 )
 from refattn.features import elu_features, elu_kernel
 from tests.helpers import asxp, out_tol, randn, to_numpy
@@ -156,23 +158,22 @@ def test_linear_attention_gradcheck_strict(rng):
 
 def test_gradcheck_catches_wrong_causal_backward(rng, monkeypatch):
     """Must-fail: a causal backward whose dphi_k is off by 1e-4 (relative) is caught, for the default
-    one-sweep
-    backward from the kept states and for the two-sweep reference."""
+    one-sweep backward from the kept states and for the two-sweep reference."""
     import refattn.attention.linear as linear_mod
     from refattn import _dispatch
 
     args = dict(phi_q=np.exp(rng.standard_normal((1, 9, 3))), phi_k=np.exp(rng.standard_normal((1, 9, 3))),
                 v=rng.standard_normal((1, 9, 2)))
-    real_stored = linear_mod._causal_bwd_stored
+    real_stored = linear_mod.causal_bwd_stored
 
     def broken_stored(*a):
         dq, dk, dv = real_stored(*a)
         return dq, dk * 1.0001, dv
 
-    monkeypatch.setattr(linear_mod, "_causal_bwd_stored", broken_stored)
+    monkeypatch.setattr(linear_mod, "causal_bwd_stored", broken_stored)
     with pytest.raises(AssertionError, match="gradient for phi_k"):
         check_vjp(linear_attention_fwd, linear_attention_bwd, args, kwargs=dict(causal=True, chunk_size=4))
-    monkeypatch.setattr(linear_mod, "_causal_bwd_stored", real_stored)
+    monkeypatch.setattr(linear_mod, "causal_bwd_stored", real_stored)
     real = _dispatch.reference("linear_attention.causal_bwd")
 
     def broken(g, phi_q, phi_k, v_aug, s, M, chunk_size):
@@ -192,8 +193,7 @@ def test_gradcheck_catches_wrong_causal_backward(rng, monkeypatch):
 @pytest.mark.parametrize("scale", ["none", "rows", "frames"])
 @pytest.mark.parametrize("chunk_size, L", [(4, 37), (1, 9), (32, 100), (8, 8)])
 def test_kept_states_backward_equals_two_sweep_reference(rng, scale, chunk_size, L):
-    """The default causal backward (one reverse sweep from the states kept by the forward, issue 27) equals
-    the
+    """The default causal backward (one reverse sweep from the states kept by the forward) equals the
     two-sweep reference that recomputes them; the kept states stay within 2 L m elements."""
     phi_q, phi_k = (np.exp(rng.standard_normal((2, L, 5))) for _ in range(2))
     v = rng.standard_normal((2, L, 3))

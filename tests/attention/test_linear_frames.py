@@ -1,12 +1,14 @@
-"""Causal linear attention with per-feature key frames ``k_log_scale: (..., L, m)`` (issue 22): the dense
-reference, both chunk paths (chunk frame and exact), prefix invariance, the recurrent step, gradients."""
+"""Causal linear attention with per-feature key frames ``k_log_scale: (..., L, m)``: the dense reference, both
+chunk paths (chunk frame and exact), prefix invariance, the recurrent step, gradients."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from refattn import linear_attention, linear_attention_bwd, linear_attention_fwd, linear_attention_step
+from refattn import linear_attention, linear_attention_step
+from refattn.attention import linear_attention_bwd, linear_attention_fwd
+from refattn import _dispatch
 from refattn.attention import _causal
 from tests.helpers import asxp, to_numpy
 from validation import check_vjp
@@ -48,7 +50,7 @@ def test_equals_dense_reference(xp, rng, path, chunk_size):
 def test_guarded_path_takes_both_branches_and_agrees(rng):
     """Default SPREAD_LIMIT: a jump of e^60 in one feature sends its chunk to the exact path; same result."""
     phi_q, phi_k, v, s = _inputs(rng, shape=(2, 40), jump=60.0)
-    plan = _causal._chunk_plan(np.asarray(s), 8, xp=np)[1]
+    plan = _causal.chunk_plan(np.asarray(s), 8, xp=np)[1]
     assert not all(plan) and any(plan), plan
     y = linear_attention(phi_q, phi_k, v, causal=True, k_log_scale=s, chunk_size=8)
     np.testing.assert_allclose(y, dense(phi_q, phi_k, v, s), rtol=1e-11, atol=1e-12)
@@ -147,8 +149,8 @@ def test_log_features_cotangents(xp, rng, path, kept):
     v_aug = np.concatenate([v, np.ones(v.shape[:-1] + (1,))], axis=-1)
     g = rng.standard_normal(v_aug.shape)
     a = [asxp(xp, x) for x in (g, phi_q, phi_k, v_aug, s)]
-    fwd = _causal._causal_frames_fwd_reference
-    bwd = _causal._causal_frames_bwd_reference
+    fwd = _dispatch.reference("linear_attention.causal_frames_fwd")
+    bwd = _dispatch.reference("linear_attention.causal_frames_bwd")
     _, states = fwd(*a[1:], 4, 2 if kept else None)
     plain = [to_numpy(x) for x in bwd(*a, 4, states, 2)]
     logf = [to_numpy(x) for x in bwd(*a, 4, states, 2, log_features=True)]
@@ -158,16 +160,16 @@ def test_log_features_cotangents(xp, rng, path, kept):
 
 
 def test_core_log_features_keeps_every_gradient(rng):
-    """``_bwd_core(log_features=True)``: the feature fields are ``dphi * phi``, ``v`` and the frames'
-    cotangent are the plain backward's (the latter formed from the log-feature cotangents)."""
+    """``linear_attention_bwd_core(log_features=True)``: the feature fields are ``dphi * phi``, ``v`` and the
+    frames' cotangent are the plain backward's (the latter formed from the log-feature cotangents)."""
     from refattn._xp import namespace
-    from refattn.attention.linear import _bwd_core
+    from refattn.attention.linear import linear_attention_bwd_core
 
     phi_q, phi_k, v, s = _inputs(rng, shape=(2, 13), jump=3.0)
     dy = rng.standard_normal(v.shape)
     _, cache = linear_attention_fwd(phi_q, phi_k, v, causal=True, k_log_scale=s, chunk_size=4)
     plain = linear_attention_bwd(dy, cache)
-    logf = _bwd_core(dy, cache, xp=namespace(dy), log_features=True)
+    logf = linear_attention_bwd_core(dy, cache, xp=namespace(dy), log_features=True)
     np.testing.assert_allclose(logf.phi_q, plain.phi_q * phi_q, rtol=1e-13, atol=1e-14)
     np.testing.assert_allclose(logf.phi_k, plain.phi_k * phi_k, rtol=1e-13, atol=1e-14)
     np.testing.assert_array_equal(logf.v, plain.v)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from refattn import softmax_attention, softmax_attention_bwd, softmax_attention_fwd
+from refattn import softmax_attention
+from refattn.attention import softmax_attention_bwd, softmax_attention_fwd
 from tests.helpers import asxp, randn, to_numpy
 from validation import assert_close, check_vjp
 

@@ -1,6 +1,5 @@
-"""Validate once, at the public boundary (issue 21): a FAVOR forward checks its inputs' shapes and dtypes,
-runs
-the unchecked cores of the feature maps and of linear attention, and checks only its result -- two host syncs
+"""Validate once, at the public boundary: a FAVOR forward checks its inputs' shapes and dtypes, runs the
+unchecked cores of the feature maps and of linear attention, and checks only its result -- two host syncs
 (normaliser, output) bidirectional, three causal (plus the chunk plan of the guarded frames path). A counting
 wrapper around array_api_strict counts the host syncs (``bool``/``float``/``int`` of an array) and the
 finiteness passes per input array; a non-finite input is still named."""
@@ -12,7 +11,8 @@ import pytest
 
 from tests.helpers import count_host_syncs
 
-from refattn import favor_attention, favor_attention_fwd, linear_attention
+from refattn import favor_attention, linear_attention
+from refattn.attention import favor_attention_fwd
 
 xs = pytest.importorskip("array_api_strict")
 

@@ -10,11 +10,13 @@ import pytest
 import scipy.linalg
 
 from refattn.features.fastfood import (
-    FastFoodParams, fastfood_matrix, fastfood_prf_features, fastfood_prf_features_bwd,
-    fastfood_prf_features_fwd, fastfood_prf_features_stable, fastfood_prf_features_stable_bwd,
-    fastfood_prf_features_stable_fwd, fastfood_prf_kernel, fastfood_projection, fastfood_projection_bwd,
-    fastfood_projection_fwd, fastfood_rks_features, fastfood_rks_features_bwd, fastfood_rks_features_fwd,
-    fastfood_rks_kernel, fwht, fwht_bwd, fwht_fwd, padded_dim)
+    fastfood_prf_features, fastfood_prf_features_bwd, fastfood_prf_features_fwd, fastfood_prf_features_stable,
+    fastfood_prf_features_stable_bwd, fastfood_prf_features_stable_fwd, fastfood_prf_kernel,
+    fastfood_rks_features, fastfood_rks_features_bwd, fastfood_rks_features_fwd, fastfood_rks_kernel)
+from refattn.features.fastfood_transform import (
+    FastFoodParams, fastfood_matrix, fastfood_projection, fastfood_projection_bwd, fastfood_projection_fwd,
+    padded_dim)
+from refattn.features.fwht import fwht, fwht_bwd, fwht_fwd
 from refattn.features.positive import gaussian_positive_features
 from refattn.features.trig import trig_features
 from refattn.random import draw_fastfood, fastfood_as_xp

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from refattn.features.gmm import (
-    GMMParams, gmm_antithetic_params, gmm_frequencies, gmm_frequencies_bwd, gmm_frequencies_fwd,
     gmm_prf_features, gmm_prf_features_bwd, gmm_prf_features_fwd, gmm_prf_features_stable,
     gmm_prf_features_stable_bwd, gmm_prf_features_stable_fwd, gmm_prf_kernel, gmm_prf_mse,
     gmm_rks_antithetic_mse, gmm_rks_features, gmm_rks_features_bwd, gmm_rks_features_fwd, gmm_rks_kernel,
-    gmm_rks_mse, gmm_weights)
+    gmm_rks_mse)
+from refattn.features.gmm_spectrum import (GMMParams, gmm_antithetic_params, gmm_frequencies,
+                                           gmm_frequencies_bwd, gmm_frequencies_fwd, gmm_weights)
 from refattn.features.trig import trig_features
 from refattn.random import draw_gmm_antithetic_noise, draw_gmm_noise, gmm_as_xp, init_gmm
 from tests.helpers import asxp, randn

@@ -1,17 +1,18 @@
-"""Per-feature key frames (issue 22): the keys' map with a column (or prefix) maximum per feature, and the
-query
-map with the key frame folded in. Identities against the raw maps, prefix-only frames, and gradient checks."""
+"""Per-feature key frames: the keys' map with a column (or prefix) maximum per feature, and the query map with
+the key frame folded in. Identities against the raw maps, prefix-only frames, and gradient checks."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from refattn.features.positive import (
+from refattn.features.hyperbolic import (
     hyperbolic_features, hyperbolic_features_stable_bwd, hyperbolic_features_stable_fwd,
-    hyperbolic_key_features_stable_bwd, hyperbolic_key_features_stable_fwd, positive_features,
-    positive_features_stable, positive_features_stable_bwd, positive_features_stable_fwd,
+    hyperbolic_key_features_stable_bwd, hyperbolic_key_features_stable_fwd)
+from refattn.features.key_frames import (
     positive_key_features_stable, positive_key_features_stable_bwd, positive_key_features_stable_fwd)
+from refattn.features.positive import (
+    positive_features, positive_features_stable, positive_features_stable_bwd, positive_features_stable_fwd)
 from tests.helpers import asxp, to_numpy
 from validation import check_vjp
 

@@ -1,18 +1,16 @@
-r"""Positive random features (FAVOR+), the stabiliser, KL Eq. (9) and hyperbolic features: exact formulas, the
-dispatch point, unbiasedness against the kernel each estimates (wrong kernel / wrong offset rejected), the
-derived
-variance formulas, large-norm inputs, gradients, bad input.
+r"""Positive random features (FAVOR+), the stabiliser, KL Eq. (9) and hyperbolic features: exact formulas,
+the dispatch point, unbiasedness against the kernel each estimates (wrong kernel / wrong offset rejected), the
+derived variance formulas, large-norm inputs, gradients, bad input.
 
 Variances derived here (iid omega ~ N(0, I_d), m projections, s = q + k; E exp(omega . a) = exp(|a|^2/2)):
 
 * positive: Y = exp(omega.s - |q|^2/2 - |k|^2/2), E Y^2 = exp(2|s|^2 - |q|^2 - |k|^2) = exp(2 q.k) exp(|s|^2),
   so Var = exp(2 q.k) (exp(|s|^2) - 1) / m;
-* hyperbolic: Y = cosh(omega.s) e^{-(|q|^2+|k|^2)/2}, E cosh^2 = (1 + e^{2|s|^2})/2, Var cosh = (e^{|s|^2} -
-1)^2/2,
-  so Var = e^{-|q|^2-|k|^2} (e^{|s|^2} - 1)^2 / (2m);
-* KL Eq. (9): Y = exp(omega.s - |q|^2 - |k|^2), E Y^2 = exp(2|s|^2 - 2|q|^2 - 2|k|^2) = e^{-|q-k|^2}
-e^{|s|^2},
-  so Var = exp(-|q - k|^2) (exp(|s|^2) - 1) / m, around the mean exp(-|q - k|^2/2) (the Gaussian kernel).
+* hyperbolic: Y = cosh(omega.s) e^{-(|q|^2+|k|^2)/2}, E cosh^2 = (1 + e^{2|s|^2})/2,
+  Var cosh = (e^{|s|^2} - 1)^2/2, so Var = e^{-|q|^2-|k|^2} (e^{|s|^2} - 1)^2 / (2m);
+* KL Eq. (9): Y = exp(omega.s - |q|^2 - |k|^2), E Y^2 = exp(2|s|^2 - 2|q|^2 - 2|k|^2)
+  = e^{-|q-k|^2} e^{|s|^2}, so Var = exp(-|q - k|^2) (exp(|s|^2) - 1) / m, around the mean exp(-|q - k|^2/2)
+  (the Gaussian kernel).
 """
 
 from __future__ import annotations
@@ -23,25 +21,27 @@ import pytest
 from refattn import (
     gaussian_kernel,
     gaussian_positive_features,
+    hyperbolic_features,
+    hyperbolic_features_stable,
+    positive_features,
+    positive_features_stable,
+    softmax_kernel,
+)
+from refattn.features import (
     gaussian_positive_features_bwd,
     gaussian_positive_features_fwd,
-    hyperbolic_features,
     hyperbolic_features_bwd,
     hyperbolic_features_fwd,
-    hyperbolic_features_stable,
     hyperbolic_features_stable_bwd,
     hyperbolic_features_stable_fwd,
-    positive_features,
     positive_features_bwd,
     positive_features_fwd,
-    positive_features_stable,
     positive_features_stable_bwd,
     positive_features_stable_fwd,
-    softmax_kernel,
 )
 from refattn import _dispatch
 from refattn.random import draw_gaussian
-from refattn.random.performer import _orthogonal_draws
+from refattn.random.performer import draw_orthogonal_core
 from tests.features.test_trig import _points, per_draw_kernel
 from tests.helpers import asxp, to_numpy
 from validation import assert_close, assert_mean_within_se, assert_mse_matches, check_vjp, mean_test
@@ -79,8 +79,7 @@ def test_positive_formulas(xp, dtype, case, rng):
 
 def test_dispatch_point_is_used():
     """positive_features_stable_fwd asks refattn._dispatch for "positive_features_stable"; a registered
-    kernel's
-    outputs are returned inside its backend scope only."""
+    kernel's outputs are returned inside its backend scope only."""
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
     calls = []
@@ -107,7 +106,7 @@ def test_positive_unbiased_for_softmax_kernel(draws, seed):
     rng = np.random.default_rng(seed)
     d, m, n = 4, 8, 20000
     q, k = _points(rng, 3, d, 0.7), _points(rng, 3, d, 0.7)
-    W = rng.standard_normal((n, m, d)) if draws == "iid" else _orthogonal_draws(rng, n, m, d)
+    W = rng.standard_normal((n, m, d)) if draws == "iid" else draw_orthogonal_core(rng, n, m, d)
     est = per_draw_kernel(positive_features, q, k, W, 1)
     assert np.all(est > 0)
     assert_mean_within_se(est, softmax_kernel(q, k), label=f"PRF ({draws})", seed=seed)
@@ -121,7 +120,7 @@ def test_kl_eq9_unbiased_for_gaussian_kernel(draws, seed):
     rng = np.random.default_rng(seed)
     d, m, n = 4, 8, 20000
     q, k = _points(rng, 3, d, 0.7), _points(rng, 3, d, 0.7)
-    W = rng.standard_normal((n, m, d)) if draws == "iid" else _orthogonal_draws(rng, n, m, d)
+    W = rng.standard_normal((n, m, d)) if draws == "iid" else draw_orthogonal_core(rng, n, m, d)
     est = per_draw_kernel(gaussian_positive_features, q, k, W, 1)
     assert_mean_within_se(est, gaussian_kernel(q, k), label=f"KL Eq. 9 ({draws})", seed=seed)
     assert not mean_test(est, softmax_kernel(q, k)).passed                        # must fail

@@ -19,17 +19,19 @@ from refattn import (
     gaussian_kernel,
     softmax_kernel,
     softmax_trig_features,
+    softmax_trig_features_stable,
+    trig_features,
+)
+from refattn.features import (
     softmax_trig_features_bwd,
     softmax_trig_features_fwd,
-    softmax_trig_features_stable,
     softmax_trig_features_stable_bwd,
     softmax_trig_features_stable_fwd,
-    trig_features,
     trig_features_bwd,
     trig_features_fwd,
 )
 from refattn.random import draw_gaussian
-from refattn.random.performer import _orthogonal_draws
+from refattn.random.performer import draw_orthogonal_core
 from tests.helpers import asxp, randn, to_numpy
 from validation import assert_close, assert_mean_within_se, assert_mse_matches, check_vjp, mean_test
 
@@ -110,7 +112,7 @@ def test_rks_unbiased_for_gaussian_kernel(draws, seed):
     rng = np.random.default_rng(seed)
     d, m, n = 4, 8, 10000
     q, k = _points(rng, 3, d, 1.0), _points(rng, 3, d, 1.0)
-    W = rng.standard_normal((n, m, d)) if draws == "iid" else _orthogonal_draws(rng, n, m, d)
+    W = rng.standard_normal((n, m, d)) if draws == "iid" else draw_orthogonal_core(rng, n, m, d)
     est = per_draw_kernel(trig_features, q, k, W, 2)
     assert_mean_within_se(est, gaussian_kernel(q, k), label=f"RKS ({draws})", seed=seed)
     # must fail: RKS does not estimate the softmax kernel
@@ -122,7 +124,7 @@ def test_softmax_trig_unbiased_for_softmax_kernel(draws, seed):
     rng = np.random.default_rng(seed)
     d, m, n = 4, 8, 10000
     q, k = _points(rng, 3, d, 0.8), _points(rng, 3, d, 0.8)
-    W = rng.standard_normal((n, m, d)) if draws == "iid" else _orthogonal_draws(rng, n, m, d)
+    W = rng.standard_normal((n, m, d)) if draws == "iid" else draw_orthogonal_core(rng, n, m, d)
     est = per_draw_kernel(softmax_trig_features, q, k, W, 2)
     assert_mean_within_se(est, softmax_kernel(q, k), label=f"softmax-trig ({draws})", seed=seed)
     # must fail: it is not the Gaussian kernel
@@ -190,6 +192,18 @@ def test_gradient_check_must_fail(rng):
 
     with pytest.raises(AssertionError, match="gradient for omega"):
         check_vjp(trig_features_fwd, bad_bwd, {"x": x, "omega": w})
+
+
+def test_softmax_trig_bwd_overflow_raises():
+    # exp(|x|^2/2) dphi overflows while dphi and phi are finite: the backward raises instead of returning inf
+    x = np.full((1, 3, 2), 17.0)                                   # |x|^2 / 2 = 289, exp(289) ~ 3e125
+    omega = np.eye(2)
+    phi, cache = softmax_trig_features_fwd(x, omega)
+    assert np.all(np.isfinite(phi))
+    dphi = np.full(phi.shape, 1e200)
+    with np.errstate(all="ignore"), pytest.raises(ValueError,
+                                                  match=r"dphi \* exp\(\|x\|\^2/2\): expected finite values"):
+        softmax_trig_features_bwd(dphi, cache)
 
 
 # ----------------------------------------------------------------------------------------------------------

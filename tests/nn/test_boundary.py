@@ -1,4 +1,4 @@
-"""The model API's boundary (issue 25): a bad leaf of the parameter or feature tree is named as the user
+"""The model API's boundary: a bad leaf of the parameter or feature tree is named as the user
 indexes it, labels are checked against the inputs, hostile sizes fail before anything is allocated, and an
 empty batch gives the empty result."""
 

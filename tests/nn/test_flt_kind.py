@@ -1,4 +1,4 @@
-"""The ``flt`` attention kind at model level (issue 23 item 1): every spectrum family, fixed or learnable
+"""The ``flt`` attention kind at model level: every spectrum family, fixed or learnable
 proposals, the truncated local RPE with its computed bias bound, and the learnable feature map phi(x) = W x
 (App. B.2) with its ReLU form."""
 

@@ -1,4 +1,4 @@
-"""KL-Transformer variants as model options (issue 23 item 3): FastFood's Appendix D variants (learn S, G and
+"""KL-Transformer variants as model options: FastFood's Appendix D variants (learn S, G and
 B; only S; nothing)."""
 
 from __future__ import annotations

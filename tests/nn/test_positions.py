@@ -1,4 +1,4 @@
-"""Token positions in the model (issue 23 items 1-2): Horn S1 with 2-D positions (this project's extension:
+"""Token positions in the model: Horn S1 with 2-D positions (this project's extension:
 the paper writes S1 for scalar positions), and per-token coordinates of any dimension D through the
 transformer's ``positions`` input (S1 and FLT)."""
 

@@ -1,4 +1,4 @@
-"""Training utilities (issue 23 item 4): learning-rate schedules, dropout in the transformer, gradient
+"""Training utilities: learning-rate schedules, dropout in the transformer, gradient
 accumulation; all deterministic given the seed."""
 
 from __future__ import annotations
@@ -89,11 +89,11 @@ def test_model_grad_with_dropout_must_fail(monkeypatch):
     mha_mod = sys.modules["refattn.nn.mha"]        # (refattn.nn.mha is also the name of the function)
     cfg, params, feats, ids, labels = setup(KINDS["softmax"], "classify", attn_dropout=0.5)
     masks = nninit.draw_dropout_masks(np.random.default_rng(4), cfg, (2,), ids.shape[-1])
-    orig = mha_mod._dropout_bwd                     # the unchecked core the model's backward runs
+    orig = mha_mod.dropout_bwd_core                     # the unchecked core the model's backward runs
     def forgetful(dy, cache, **kw):
         return orig(dy, cache._replace(mask=cache.mask * 0 + 1), **kw)
 
-    monkeypatch.setattr(mha_mod, "_dropout_bwd", forgetful)
+    monkeypatch.setattr(mha_mod, "dropout_bwd_core", forgetful)
     with pytest.raises(AssertionError, match="params"):
         check_vjp(transformer_loss_fwd, transformer_loss_bwd, {"params": params},
                   kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg,

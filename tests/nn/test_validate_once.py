@@ -1,4 +1,4 @@
-"""Validate once, at the public boundary, at the model level (issue 21 item 5).
+"""Validate once, at the public boundary, at the model level.
 
 :func:`refattn.nn.transformer_fwd` (and :func:`~refattn.nn.loss_and_grads`) check the parameter tree, the
 drawn features, the dropout masks and the positions once at the top, and the inputs once where they enter (the
@@ -17,7 +17,7 @@ Host-sync budget of one forward of the ``N_LAYERS = 2`` model below, ``2 + N_LAY
   per leaf, stacked and reduced on the device); the leaves are walked again, to name the culprit, only after
   a failure (``refattn.nn._boundary.check_trees``);
 * 1 for the inputs: the token ids' range, one fused min/max flag
-  (``refattn.layers._check.check_index_range``);
+  (``refattn.layers.checks.check_index_range``);
 * per layer, the attention kind's checks of its *result*, never of its inputs (:data:`PER_LAYER`): linear
   attention's positive normaliser and finite output (2; FAVOR's causal frames add the chunk plan: 3; RKS
   features with ``on_nonpositive="ignore"`` may take the normaliser check's second look: 3); the Toeplitz

@@ -62,7 +62,7 @@ def test_report_links_existing_pngs(tmp_path, monkeypatch):
         plt.close()
         return Result("holds", {"x": 1}, figures=[str(path)], summary="fig")
 
-    from paper_checks._claims import Claim
+    from paper_checks.registry import Claim
 
     monkeypatch.setitem(REGISTRY, "zz.fig", Claim("zz.fig", "P", "S", "st", "holds", "d", with_fig))
     rep = tmp_path / "rep"
@@ -83,7 +83,7 @@ def test_exit_codes(tmp_path, monkeypatch, capsys):
     def boom(ctx):
         raise RuntimeError("planted failure")
 
-    from paper_checks._claims import Claim
+    from paper_checks.registry import Claim
 
     monkeypatch.setitem(REGISTRY, "zz.boom", Claim("zz.boom", "P", "S", "st", "holds", "d", boom))
     assert main(["--only", "zz.boom"]) == 1
@@ -92,7 +92,7 @@ def test_exit_codes(tmp_path, monkeypatch, capsys):
 
 def test_slow_claims_are_skipped_with_command(monkeypatch, capsys):
     load_all()
-    from paper_checks._claims import Claim
+    from paper_checks.registry import Claim
 
     monkeypatch.setitem(REGISTRY, "zz.slow", Claim("zz.slow", "P", "S", "st", "holds", "d",
                                                    lambda ctx: pytest.fail("must not run"), slow=True))

@@ -1,4 +1,4 @@
-"""The paper_checks CLI contract (issue 25 item 4): every argument is validated before anything runs, one line
+"""The paper_checks CLI contract: every argument is validated before anything runs, one line
 per bad argument on stderr, exit 2, and no directory is created that the user did not name."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def nothing_runs(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("a claim ran although an argument was invalid")
 
-    monkeypatch.setattr(cli, "_run_one", boom)
+    monkeypatch.setattr(cli, "run_by_id", boom)
     monkeypatch.setattr(cli, "_power", boom)
     monkeypatch.setattr(cli, "_seeds", boom)
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paper_checks.experiments import _harness as H  # noqa: N812
+from paper_checks.experiments import harness as H  # noqa: N812
 from paper_checks.experiments import data as D  # noqa: N812
 from paper_checks.experiments import eigenvalues as EIG  # noqa: N812
 from paper_checks.experiments import listops as LO  # noqa: N812
+from paper_checks.experiments import measures as MEAS  # noqa: N812
 from paper_checks.experiments import sparse_task as SP  # noqa: N812
 from paper_checks.experiments import variance_metrics as VM  # noqa: N812
 
@@ -115,7 +116,7 @@ def test_listops_generator_value_semantics_differ_from_a_wrong_median():
 # ---- metrics -----------------------------------------------------------------------------------------------
 def test_variance_metrics_by_hand():
     outs = np.array([[1.0, -2.0, 3.0], [1.0, 2.0, 3.0], [-1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])  # (passes 4, N 3)
-    vm = VM.variance_metrics(outs, np.array([1, 1, 0]))
+    vm = MEAS.variance_metrics(outs, np.array([1, 1, 0]))
     np.testing.assert_array_equal(vm["pi"], [1, 1, 0])
     np.testing.assert_allclose(vm["rsd"][2], 0.0)
     np.testing.assert_allclose(vm["rsd"][0], np.std([1, 1, -1, 1], ddof=1) / 0.5)
@@ -128,14 +129,14 @@ def test_multiclass_variance_metrics_reduce_to_the_binary_ones():
     rng = np.random.default_rng(3)
     z = rng.standard_normal((7, 40, 2))                     # (passes, N, K = 2); odd passes: no ties
     y = rng.integers(0, 2, 40)
-    a, b = VM.variance_metrics(z[..., 1] - z[..., 0], y), VM.variance_metrics_multiclass(z, y)
+    a, b = MEAS.variance_metrics(z[..., 1] - z[..., 0], y), MEAS.variance_metrics_multiclass(z, y)
     np.testing.assert_array_equal(a["pi"], b["pi"])
     np.testing.assert_allclose(a["rsd"], b["rsd"], rtol=1e-12)
     for k in ("accuracy", "voting_accuracy", "agv"):
         assert a[k] == pytest.approx(b[k])
     # 3 classes by hand: passes predict 2, 2, 0 for the one example (label 2) -> PI 1, VA 1, accuracy 2/3
     z3 = np.array([[[0.0, 0.0, 1.0]], [[0.0, 0.5, 2.0]], [[1.0, 0.0, 0.5]]])
-    m = VM.variance_metrics_multiclass(z3, np.array([2]))
+    m = MEAS.variance_metrics_multiclass(z3, np.array([2]))
     assert m["pi"].tolist() == [1] and m["voting_accuracy"] == 1.0 and m["accuracy"] == pytest.approx(2 / 3)
     margins = [1.0, 1.5, -0.5]                                           # z_2 - max(others) per pass
     assert m["rsd"][0] == pytest.approx(np.std(margins, ddof=1) / abs(np.mean(margins)))
@@ -198,7 +199,7 @@ def test_failed_passes_count_as_wrong_and_inconsistent():
     logits = np.array([[[0.0, 1.0]], [[np.nan, np.nan]], [[0.0, 2.0]]])      # (passes 3, N 1, K 2)
     assert H.predictions(logits[:, 0]).tolist() == [1, -1, 1]
     assert H.accuracy(logits[:, 0], np.array([1, 1, 1])) == pytest.approx(2 / 3)
-    m = VM.variance_metrics_multiclass(logits, np.array([1]))
+    m = MEAS.variance_metrics_multiclass(logits, np.array([1]))
     assert m["pi"].tolist() == [1] and m["voting_accuracy"] == 1.0
     assert m["rsd"][0] == pytest.approx(np.std([1.0, 2.0], ddof=1) / 1.5)     # over the finite passes
 
@@ -247,10 +248,10 @@ def test_gradient_stats_and_eigenvalues():
     assert st["std"] == pytest.approx(np.mean([np.std([1, -1, 1], ddof=1), np.std([-2, 2, 2], ddof=1)]))
     rng = np.random.default_rng(0)
     S = rng.standard_normal((2, 3, 3))
-    ev = EIG.covariance_eigenvalues(S, 3)
+    ev = MEAS.covariance_eigenvalues(S, 3)
     np.testing.assert_allclose(np.sort(ev, axis=1),
                                np.sort(np.linalg.eigvalsh(S @ S.transpose(0, 2, 1)), axis=1))
-    np.testing.assert_allclose(EIG.covariance_eigenvalues(np.array([[0.5, 2.0]]), 2), [[0.25, 4.0]])
+    np.testing.assert_allclose(MEAS.covariance_eigenvalues(np.array([[0.5, 2.0]]), 2), [[0.25, 4.0]])
 
 
 # ---- pre-registered criteria -------------------------------------------------------------------------------
@@ -499,10 +500,10 @@ def test_extrapolated_steps():
 @pytest.mark.parametrize("real", [True, False], ids=["generated-idx", "stand-in"])
 def test_image_claims_tiny(tmp_path, monkeypatch, real):
     from paper_checks import Context
-    from paper_checks._claims import run_check
+    from paper_checks.runner import run_check
     from paper_checks.horn import experiments as horn_exp  # noqa: F401 (registers the claims)
     from paper_checks.choromanski import experiments as flt_exp  # noqa: F401
-    from paper_checks._claims import REGISTRY
+    from paper_checks.registry import REGISTRY
 
     data = _mnist_dir(tmp_path / "data") if real else tmp_path / "empty"
     monkeypatch.setenv(IDX.DATA_ENV, str(data))
@@ -529,7 +530,8 @@ def test_image_claims_tiny(tmp_path, monkeypatch, real):
 def test_full_without_real_data_is_not_checkable_and_names_the_install(tmp_path, monkeypatch):
     from paper_checks import Context
     from paper_checks.horn import experiments as horn_exp  # noqa: F401
-    from paper_checks._claims import REGISTRY, run_check
+    from paper_checks.registry import REGISTRY
+    from paper_checks.runner import run_check
 
     monkeypatch.setenv(IDX.DATA_ENV, str(tmp_path))
     cid = "horn.table1-ordering"

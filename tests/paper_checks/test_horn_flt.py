@@ -1,6 +1,6 @@
-"""Horn and FLT claims (issue 20): verdicts at tiny from their decision rules, the mutations the issue
-names, and the measured numbers behind the changed verdicts. (Every mutation moving at tiny is tested for all
-claims in test_rules.py::test_power_at_tiny_every_mutation_moves.)"""
+"""Horn and FLT claims: verdicts at tiny from their decision rules, the mutations that must move them, and the
+measured numbers behind the changed verdicts. (Every mutation moving at tiny is tested for all claims in
+test_rules.py::test_power_at_tiny_every_mutation_moves.)"""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import math
 import pytest
 
 from paper_checks import Context, load_all
-from paper_checks._claims import run_check
-from paper_checks.power import MUTATIONS
+from paper_checks.mutations import MUTATIONS
+from paper_checks.runner import run_check
 
 REGISTRY = load_all()
 OWN = sorted((c for c in REGISTRY.values() if c.id.split(".")[0] in ("horn", "flt")
@@ -43,7 +43,7 @@ def test_every_own_claim_has_a_rule():
 @pytest.mark.parametrize("mutation", ["target mask x 0.5", "target mask x 0.9",
                                       "positions x 0.5 (flt_attention)"])
 def test_alg1_wrong_target_fails(mutation):
-    """Issue 20 item 3: Algorithm 1 must converge to the masked softmax itself; a target mask x 0.5 or
+    """Algorithm 1 must converge to the masked softmax itself; a target mask x 0.5 or
     x 0.9, or positions x 0.5 inside flt_attention, leave a bias many null SD above the correct code's
     mean z^2."""
     base = _run("flt.alg1-favor")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paper_checks._claims import load_all
+from paper_checks.catalog import load_all
 
 RECORDS = Path(__file__).resolve().parents[2] / "paper_checks" / "records"
 FILES = sorted(RECORDS.glob("*/results.json"))

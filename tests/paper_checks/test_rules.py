@@ -1,5 +1,4 @@
-"""Every verdict is a function of its evidence, and every statistical claim has power (issue 20 items 1, 2,
-7).
+"""Every verdict is a function of its evidence, and every statistical claim has power.
 
 * each claim's decision rule, re-applied to the evidence its check stored, gives the check's verdict (at tiny,
   claims and companions; ``run_check`` raises otherwise);
@@ -15,11 +14,12 @@ from __future__ import annotations
 import pytest
 
 from paper_checks import Context, load_all
-from paper_checks._claims import run_check
-from paper_checks._rules import (bound_respected, guarded, holds_iff_accepted, printed_vs_corrected, ranked,
-                                 separated)
 from paper_checks.companions import PAPER_DIRECTION, SWAPS, swapped
-from paper_checks.power import MUTATIONS, power_table, run_power
+from paper_checks.mutations import MUTATIONS
+from paper_checks.power import power_table, run_power
+from paper_checks.rules import (bound_respected, guarded, holds_iff_accepted, printed_vs_corrected, ranked,
+                                separated)
+from paper_checks.runner import run_check
 
 REGISTRY = load_all()
 CLAIMS = sorted(REGISTRY.values(), key=lambda c: c.id)

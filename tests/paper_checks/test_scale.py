@@ -1,4 +1,4 @@
-"""paper_checks.scale (issue 26) on a real LocalCluster of worker processes: claims, ctx.map batches inside a
+"""paper_checks.scale on a real LocalCluster of worker processes: claims, ctx.map batches inside a
 claim task and a tiny experiment give the serial run's JSON number for number (wall-clock fields exempt); a
 killed worker's task is rerun elsewhere; a raising check is reported exactly as serially; Ctrl-C cancels the
 outstanding tasks and writes nothing; without dask, --scheduler exits 2 with the install command."""
@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from paper_checks import scale
-from paper_checks.__main__ import _run_one, main
-from paper_checks._claims import Context, load_all
+from paper_checks.__main__ import main
+from paper_checks.catalog import load_all, run_by_id
+from paper_checks.registry import Context
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_dask = pytest.mark.skipif(not scale.available(), reason="dask.distributed not installed (extra scale)")
@@ -169,7 +170,7 @@ def test_ctx_map_results_keep_their_memory_layout(client):
 @needs_dask
 def test_a_raising_check_is_reported_as_serially(client):
     c = load_all()["kl.thm3-prf-mse"]
-    serial = _run_one(c.id, 0, "huge", None, False)           # ctx.pick has no size "huge": the check raises
+    serial = run_by_id(c.id, 0, "huge", None, False)           # ctx.pick has no size "huge": the check raises
     (res, _, err), = scale.run_claims(client, [c], seed=0, size="huge", report_dir=None, run_slow=False)
     assert serial[0] is None and res is None
     assert err == serial[2] and "KeyError: 'huge'" in err and "Traceback" in err

@@ -14,7 +14,7 @@ import scipy.stats
 
 from refattn import positive_features
 from refattn.random import draw_gaussian, draw_orthogonal
-from refattn.random.performer import _haar_blocks, _orthogonal_draws
+from refattn.random.performer import _haar_blocks, draw_orthogonal_core
 from validation import assert_mean_within_se, mean_test
 
 #: false-alarm level of the KS tests (a correct sampler fails one seed in a thousand)
@@ -54,10 +54,10 @@ def test_chi_norms_follow_chi_d():
     """Row norms of the "chi" variant are chi(d)-distributed (KS test at level KS_ALPHA), the sqrt_d ones
     are not."""
     d = 8
-    W = _orthogonal_draws(np.random.default_rng(2), 500, 8, d, norms="chi")
+    W = draw_orthogonal_core(np.random.default_rng(2), 500, 8, d, norms="chi")
     p = scipy.stats.kstest(np.linalg.norm(W, axis=-1).ravel(), scipy.stats.chi(d).cdf).pvalue
     assert p > KS_ALPHA, f"chi(d) row norms rejected by KS, p = {p:.2e}"
-    W = _orthogonal_draws(np.random.default_rng(2), 500, 8, d, norms="sqrt_d")
+    W = draw_orthogonal_core(np.random.default_rng(2), 500, 8, d, norms="sqrt_d")
     p = scipy.stats.kstest(np.linalg.norm(W, axis=-1).ravel(), scipy.stats.chi(d).cdf).pvalue
     assert p < KS_ALPHA, "must fail: constant sqrt(d) norms are not chi(d)"
 
@@ -88,7 +88,7 @@ def test_haar_coordinate_matches_exact_law_and_ortho_group(d, coord):
     assert p_exact > KS_ALPHA and p_two > KS_ALPHA, (
         f"Haar test rejected: p exact {p_exact:.2e}, ortho_group {p_two:.2e}")
     # the draw_orthogonal path: rows normalised are the same Haar blocks
-    om = _orthogonal_draws(np.random.default_rng(20 + d), n, d, d)
+    om = draw_orthogonal_core(np.random.default_rng(20 + d), n, d, d)
     unit = om / np.linalg.norm(om, axis=-1, keepdims=True)
     p_pub = scipy.stats.kstest(unit[:, coord[0], coord[1]], _coordinate_cdf(d)).pvalue
     assert p_pub > KS_ALPHA, f"draw_orthogonal rows rejected by KS, p = {p_pub:.2e}"
@@ -127,7 +127,7 @@ def test_orthogonal_prf_unbiased_every_direction(direction, seed):
     d, m, n, r = 16, 16, 20000, 0.6
     rng = np.random.default_rng(seed)
     x = r * _directions(d, np.random.default_rng(7))[direction]
-    est = _prf_estimates(_orthogonal_draws(rng, n, m, d), x)
+    est = _prf_estimates(draw_orthogonal_core(rng, n, m, d), x)
     assert_mean_within_se(est, np.exp(r * r), label=f"ORF PRF along {direction}", seed=seed)
 
 
@@ -136,7 +136,7 @@ def test_uncorrected_qr_bias_depends_on_direction(seed):
     few percent along e1 and several times larger along the all-ones direction (d = 16)."""
     d, m, n, r = 16, 16, 20000, 0.6
     rng = np.random.default_rng(seed)
-    W = _orthogonal_draws(rng, n, m, d, sign_correction=False)
+    W = draw_orthogonal_core(rng, n, m, d, sign_correction=False)
     dirs = _directions(d, np.random.default_rng(7))
     rel_bias = {}
     for name in ("e1", "all-ones"):
@@ -155,7 +155,7 @@ def test_orthogonal_lower_mse_than_iid(seed):
     rng = np.random.default_rng(seed)
     x = 0.35 * _directions(d, rng)["random"]      # q = k = x, |q + k| = 0.7: moderate tails, ORF gain ~16%
     target = np.exp(x @ x)
-    e_orth = (_prf_estimates(_orthogonal_draws(rng, n, m, d), x) - target) ** 2
+    e_orth = (_prf_estimates(draw_orthogonal_core(rng, n, m, d), x) - target) ** 2
     e_iid = (_prf_estimates(rng.standard_normal((n, m, d)), x) - target) ** 2
     diff = e_iid.mean() - e_orth.mean()
     se = np.sqrt(e_iid.var(ddof=1) / n + e_orth.var(ddof=1) / n)

@@ -17,8 +17,10 @@ from typing import Any, Callable
 import numpy as np
 import scipy.stats
 
+from refattn.random import draw_gaussian
+
 from ..assertions import default_rtol
-from ..crosscheck import Framework, UsageError
+from ..base import Framework, UsageError
 
 __all__ = [
     "ALPHA",
@@ -94,7 +96,6 @@ class Ctx:
         return (scale * rng.standard_normal(shape)).astype(dtype or self.dtype)
 
     def omega(self, rng, m, dtype=None):
-        from refattn.random import draw_gaussian
         return draw_gaussian(rng, m, self.s.d, dtype=dtype or self.dtype)
 
     def call(self, *args, raw=False):
@@ -195,8 +196,7 @@ def probe(ctx: Ctx):
                          f"{text}: {e}") from None
     if not ok:
         raise UsageError(f"{ctx.name}: returned shape {tuple(out.shape)} on the probe call; the {ctx.kind} "
-                         f"contract "
-                         f"{text} expects {want}")
+                         f"contract {text} expects {want}")
 
 
 def kernel_points(d: int, rng: np.random.Generator, r: float) -> dict[str, np.ndarray]:

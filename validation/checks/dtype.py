@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..crosscheck import dtype_name
+from ..base import dtype_name
 from .context import Ctx
 from .report import CheckResult
 

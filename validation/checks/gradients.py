@@ -13,9 +13,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..families.favor import FEATURE_FAMILIES, favor_ref
 from ..gradcheck import check_vjp
 from .context import Ctx, gradfn, tol
+from .favor import FEATURE_FAMILIES, favor_ref
 from .report import CheckResult, skip
 
 __all__ = ["run", "self_consistency", "compare"]
@@ -103,8 +103,7 @@ def run(ctx: Ctx) -> CheckResult:
         if ctx.dtype == np.float64:
             fd_notes.append(self_consistency(ctx, gfn, names, args, extra) + label)
     detail = (f"max |g - g_ref| / |g_ref| over {', '.join(names)} (worst: {where}) against refattn's manual "
-              f"backward"
-              f"{' (' + ctx.family + ')' if ctx.family else ''}")
+              f"backward{' (' + ctx.family + ')' if ctx.family else ''}")
     if fd_notes:
         detail += (
             f"; the candidate's gradient vs central differences of its own forward: {', '.join(fd_notes)}"

@@ -51,7 +51,6 @@ def run(ctx: Ctx) -> CheckResult:
         p = float(scipy.stats.kstest(norms.ravel(), scipy.stats.chi(d).cdf).pvalue)
         law = f"row norms {'consistent with' if p > ALPHA else 'NOT'} chi({d}) (KS p = {p:.2g})"
     return CheckResult("haar", zmax <= zc, zmax, zc,
-                       f"max |z| of mean(sqrt(d) u_ij) over {m}x{d} coordinates (worst ({i}, {j}), mean "
-                       f"u_ij {float(np.mean(U[:, i, j])):+.3f}); {n} draws of ({m}, {d}); {kind}; {law}; "
-                       f"false alarm "
-                       f"{ALPHA:g}")
+                       f"max |z| of mean(sqrt(d) u_ij) over {m}x{d} coordinates (worst ({i}, {j}), mean u_ij "
+                       f"{float(np.mean(U[:, i, j])):+.3f}); {n} draws of ({m}, {d}); {kind}; {law}; false "
+                       f"alarm {ALPHA:g}")

@@ -1,7 +1,7 @@
 """``kernel``: which kernel the candidate estimates, and that it is unbiased for it (design.md trap 1).
 
 features: the mean of ``phi(q) . phi(k)`` over iid Gaussian omegas on 10 pairs of points is tested against
-each kernel of :data:`validation.families.favor.KERNELS` (``validation.montecarlo.mean_test``, Bonferroni
+each kernel of :data:`validation.checks.favor.KERNELS` (``validation.montecarlo.mean_test``, Bonferroni
 critical z at false alarm ``ALPHA``); a family claimed with ``--as`` must be unbiased for its own kernel.
 attention: which attention the candidate's output converges to (softmax with the ``d^{-1/2}`` scale, without
 it, Gaussian-kernel attention, or uniform averaging), and that its error is at most twice refattn's on the
@@ -14,9 +14,11 @@ import math
 
 import numpy as np
 
-from ..families.favor import FEATURE_FAMILIES, KERNELS, favor_ref
+from refattn.attention import softmax_attention
+
 from ..montecarlo import mean_test
 from .context import ALPHA, Ctx, feature_estimates, kernel_points, mc_z, tol, zcrit
+from .favor import FEATURE_FAMILIES, KERNELS, favor_ref
 from .report import CheckResult
 
 __all__ = ["run", "attention_limit"]
@@ -64,8 +66,7 @@ def _features(ctx: Ctx) -> CheckResult:
         passed, fig = bool(consistent), min(zs.values())
     return CheckResult("kernel", passed, fig, zc,
                        f"{head} ({listing}; {ctx.s.n_kernel} iid Gaussian omegas, m = {ctx.s.m_kernel}, "
-                       f"{len(pairs)} "
-                       f"pairs of points with |x| = 0.8, d = {d}; false alarm {ALPHA:g})")
+                       f"{len(pairs)} pairs of points with |x| = 0.8, d = {d}; false alarm {ALPHA:g})")
 
 
 def attention_inputs(ctx: Ctx):
@@ -80,7 +81,6 @@ def attention_limit(ctx: Ctx):
     """Candidate and refattn outputs on the same n omegas (bidirectional), and the candidate targets."""
     if "limit" in ctx.cache:
         return ctx.cache["limit"]
-    from refattn.attention import softmax_attention
     rng, q, k, v = attention_inputs(ctx)
     d = ctx.s.d
     ref_fn = favor_ref(ctx.family or "positive")[0]
@@ -118,6 +118,6 @@ def _attention(ctx: Ctx) -> CheckResult:
     listing = ", ".join(f"{k} {e:.3f}" for k, e in sorted(errs.items(), key=lambda kv: kv[1]))
     return CheckResult("kernel", passed, errs["softmax-scaled"], thr,
                        f"the output averaged over {ctx.s.n_attn} omegas (m = {ctx.s.m_attn}, L = "
-                       f"{ctx.s.L_attn}) is "
-                       f"closest to {best} attention; RMS error / RMS spread of softmax: {listing}; refattn "
-                       f"favor_attention on the same omegas: {e_ref:.3f} (threshold 2x that)")
+                       f"{ctx.s.L_attn}) is closest to {best} attention; RMS error / RMS spread of softmax: "
+                       f"{listing}; refattn favor_attention on the same omegas: {e_ref:.3f} (threshold 2x "
+                       "that)")

@@ -139,5 +139,4 @@ def run_stability(ctx: Ctx) -> CheckResult:
     frac = bad / max(total, 1)
     return CheckResult("stability", bad == 0, frac, 0.0,
                        "fraction of non-finite causal outputs on the prefix probes (large exponents, an "
-                       "underflow "
-                       "gap): " + "; ".join(notes))
+                       "underflow gap): " + "; ".join(notes))

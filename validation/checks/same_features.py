@@ -33,9 +33,7 @@ def run(ctx: Ctx) -> CheckResult:
     beta = float(b.mean())
     se = float(b.std(ddof=1) / math.sqrt(len(b))) if len(b) > 1 else math.nan
     return CheckResult("same_features", beta > 0.5, beta, 0.5,
-                       f"slope of the candidate's output on softmax attention across queries (centred), mean "
-                       f"of "
-                       f"{len(b)} omegas: {beta:.3f} +- {se:.3f} (refattn: {b_ref:.3f}); shared features "
-                       f"give ~1, "
-                       f"keys featurised with a separate draw give ~0 (E phi_1(q).E phi_2(k) = 1: uniform "
-                       f"attention)")
+                       "slope of the candidate's output on softmax attention across queries (centred), mean "
+                       f"of {len(b)} omegas: {beta:.3f} +- {se:.3f} (refattn: {b_ref:.3f}); shared features "
+                       "give ~1, keys featurised with a separate draw give ~0 (E phi_1(q).E phi_2(k) = 1: "
+                       "uniform attention)")

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..families.favor import FEATURE_FAMILIES, KERNELS
+from refattn.features import positive_features
+from refattn.random import draw_orthogonal
+
 from ..montecarlo import mean_test
 from .context import ALPHA, Ctx, feature_estimates, kernel_points, mc_z, zcrit
+from .favor import FEATURE_FAMILIES, KERNELS
 from .haar import candidate_draws
 from .report import CheckResult
 
@@ -24,7 +27,6 @@ def run(ctx: Ctx) -> CheckResult:
 
 
 def _draw(ctx: Ctx) -> CheckResult:
-    from refattn.features import positive_features
     W = candidate_draws(ctx)
     n, m, d = W.shape
     r = 0.6
@@ -40,13 +42,11 @@ def _draw(ctx: Ctx) -> CheckResult:
     worst = max(zs, key=zs.get)
     listing = ", ".join(f"{k} z={zs[k]:.1f} (rel. bias {biases[k]:+.2%})" for k in pts)
     return CheckResult("unbiased", zs[worst] <= zc, zs[worst], zc,
-                       f"refattn positive_features on the candidate's draws, estimate of exp(|x|^2) at |x| = "
-                       f"{r}: "
-                       f"{listing}; {n} draws of ({m}, {d}); false alarm {ALPHA:g}")
+                       "refattn positive_features on the candidate's draws, estimate of exp(|x|^2) at |x| = "
+                       f"{r}: {listing}; {n} draws of ({m}, {d}); false alarm {ALPHA:g}")
 
 
 def _features(ctx: Ctx) -> CheckResult:
-    from refattn.random import draw_orthogonal
     kern = ctx.cache.get("kernel") or (FEATURE_FAMILIES[ctx.family][2] if ctx.family else None)
     if kern is None:
         return CheckResult("unbiased", False, float("inf"), None, "no kernel identified by the kernel check")
@@ -70,7 +70,6 @@ def _features(ctx: Ctx) -> CheckResult:
     fig = mc_z(mt)
     return CheckResult("unbiased", fig <= zc, fig, zc,
                        f"estimate of {kern} [{KERNELS[kern][0]}] under Haar-orthogonal draws (refattn "
-                       f"draw_orthogonal,"
-                       f" m = {ctx.s.m_kernel}), |q| = {r} along e1, all-ones, 2 random directions, k = q "
-                       f"and k = -q/2;"
-                       f" worst {wname}; {ctx.s.n_kernel} draws; false alarm {ALPHA:g}")
+                       f"draw_orthogonal, m = {ctx.s.m_kernel}), |q| = {r} along e1, all-ones, 2 random "
+                       f"directions, k = q and k = -q/2; worst {wname}; {ctx.s.n_kernel} draws; false alarm "
+                       f"{ALPHA:g}")

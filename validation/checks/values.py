@@ -12,9 +12,9 @@ import math
 
 import numpy as np
 
-from ..crosscheck import UsageError
-from ..families.favor import ATTENTION_FAMILIES, FEATURE_FAMILIES, favor_ref
+from ..base import UsageError
 from .context import Ctx, tol
+from .favor import ATTENTION_FAMILIES, FEATURE_FAMILIES, favor_ref
 from .report import CheckResult, skip
 
 __all__ = ["run"]
@@ -39,14 +39,12 @@ def _features(ctx: Ctx) -> CheckResult:
     ref = np.asarray(ref_fn(x.astype(np.float64), om.astype(np.float64)))
     if phi.shape != ref.shape:
         return CheckResult("values", False, None, t, f"feature width {phi.shape[-1]}; refattn's {ctx.family} "
-                                                     f"map "
-                           f"has {ref.shape[-1]} for m = {om.shape[0]}")
+                                                     f"map has {ref.shape[-1]} for m = {om.shape[0]}")
     floor = math.sqrt(np.finfo(ctx.dtype).eps) * np.max(np.abs(ref))
     err = float(np.max(np.abs(phi - ref) / (np.abs(ref) + floor))) if np.all(np.isfinite(phi)) else math.inf
     return CheckResult("values", err <= t, err, t,
                        f"max |phi - ref| / (|ref| + sqrt(eps) max|ref|) against refattn {ctx.family} "
-                       f"features, "
-                       f"x (2, 2, 8, {d}), m = 32")
+                       f"features, x (2, 2, 8, {d}), m = 32")
 
 
 def _attention(ctx: Ctx) -> CheckResult:
@@ -68,5 +66,4 @@ def _attention(ctx: Ctx) -> CheckResult:
     err = max(errs.values())
     return CheckResult("values", err <= t, err, t,
                        f"max |out - ref| / max |ref| against favor_attention(features={fam!r}): "
-                       f"bidirectional "
-                       f"{errs[False]:.2e}, causal {errs[True]:.2e} (L = 16, d = {d}, m = 32)")
+                       f"bidirectional {errs[False]:.2e}, causal {errs[True]:.2e} (L = 16, d = {d}, m = 32)")

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from . import Framework
+from ..base import Framework
 
 __all__ = ["JaxFramework"]
 

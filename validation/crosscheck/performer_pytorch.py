@@ -27,7 +27,9 @@ import math
 
 import numpy as np
 
-from . import Target, UsageError
+from refattn.attention import favor_attention, softmax_attention
+
+from ..base import Target, UsageError
 
 __all__ = ["available", "target", "draw", "features", "attention", "eps_effect"]
 
@@ -81,8 +83,7 @@ def attention(q, k, v, omega, causal):
 def target(kind: str, framework: str | None) -> Target:
     if not available():
         raise UsageError("target performer-pytorch: needs torch and performer-pytorch, which are not "
-                         "installed "
-                         "(pip install 'refattn[crosscheck]')")
+                         "installed (pip install 'refattn[crosscheck]')")
     if framework not in (None, "torch"):
         raise UsageError(f"target performer-pytorch takes torch tensors; got --framework {framework}")
     if kind == "draw":
@@ -101,7 +102,6 @@ def eps_effect(L: int = 1024, d: int = 64, m: int = 256, seed: int = 0, scale: f
     N(0, 1), float64, B = 1, H = 2), for the bidirectional and the causal (non-CUDA) paths; refattn's FAVOR+
     on the same omega for comparison."""
     import torch
-    from refattn.attention import favor_attention, softmax_attention
     pp = _pp()
     rng = np.random.default_rng(seed)
     q, k, v = (rng.standard_normal((1, 2, L, d)) for _ in range(3))

@@ -6,29 +6,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Target, UsageError
+from refattn.attention import favor_attention, favor_attention_bwd, favor_attention_fwd
+from refattn.features import positive_features, positive_features_bwd, positive_features_fwd
+from refattn.random import draw_orthogonal
+
+from ..base import Target, UsageError
+from ..families import FAMILIES
+from .torch import refattn_function
 
 __all__ = ["target"]
 
 
 def _draw(seed, m, d):
-    from refattn.random import draw_orthogonal
     return draw_orthogonal(np.random.default_rng(seed), m, d)
 
 
 def target(kind: str, framework: str | None, family: str | None = None) -> Target:
-    if family is not None:
-        from ..families import FAMILIES
-        if family in FAMILIES:
-            return FAMILIES[family].refattn_target(kind, framework or "numpy")
-    from refattn.attention import favor_attention, favor_attention_bwd, favor_attention_fwd
-    from refattn.features import positive_features, positive_features_bwd, positive_features_fwd
+    if family is not None and family in FAMILIES:
+        return FAMILIES[family].refattn_target(kind, framework or "numpy")
     framework = framework or "numpy"
     if kind == "draw":
         if framework != "numpy":
             raise UsageError(f"target refattn, kind draw: draws are NumPy-only (refattn.random); got "
-                             f"--framework "
-                             f"{framework}")
+                             f"--framework {framework}")
         return Target(_draw, "numpy", None, "refattn.random.draw_orthogonal(default_rng(seed), m, d)")
     if framework == "numpy":
         if kind == "features":
@@ -36,7 +36,6 @@ def target(kind: str, framework: str | None, family: str | None = None) -> Targe
         return Target(lambda q, k, v, omega, causal: favor_attention(q, k, v, omega, causal=causal),
                       "numpy", "positive", "refattn.attention.favor_attention(features='positive')")
     if framework == "torch":
-        from .torch import refattn_function
         if kind == "features":
             f = refattn_function(positive_features_fwd, positive_features_bwd, ("x", "omega"))
             return Target(f, "torch", "positive", "refattn positive_features on tensors, manual backward")

@@ -3,8 +3,7 @@
 ``RBFSampler(gamma, n_components=m)`` draws ``W = sqrt(2 gamma) N(0, 1)^{d x m}`` and a random phase
 ``b ~ U(0, 2 pi)^m`` and maps ``x -> sqrt(2/m) cos(x W + b)``: ``E[phi(q) . phi(k)] = exp(-gamma |q - k|^2)``.
 With ``gamma = 1/2`` this is the unit Gaussian kernel ``exp(-|q - k|^2/2)`` and ``W^T`` has rows ``N(0,
-I_d)``,
-the same law as refattn's omega, so the adapter is honest:
+I_d)``, the same law as refattn's omega, so the adapter is honest:
 
 * ``draw``: ``RBFSampler(gamma=0.5, n_components=m, random_state=seed).fit(zeros((1, d))).random_weights_.T``.
 * ``features``: a sampler fitted on ``x``'s dtype with ``random_weights_ = omega^T`` (the given projections)
@@ -20,7 +19,7 @@ import zlib
 
 import numpy as np
 
-from . import Target, UsageError
+from ..base import Target, UsageError
 
 __all__ = ["draw", "features", "target"]
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import Framework
+from ..base import Framework
 
 __all__ = ["TorchFramework", "refattn_function"]
 

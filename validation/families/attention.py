@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from refattn.attention import linear_attention
+from refattn.attention.linear import linear_attention_bwd, linear_attention_fwd
 from refattn.tree import tree_get, tree_map, tree_paths, tree_replace
 
 from ..checks.context import Ctx, convert, tol
@@ -102,8 +104,7 @@ class RandomAttention:
         err = max(errs.values())
         return CheckResult("values", err <= t, err, t,
                            f"max |out - ref| / max |ref| against refattn {self.family} attention on the same "
-                           f"draws "
-                           f"({', '.join(self.draw_names)}): bidirectional {errs[False]:.2e}, causal "
+                           f"draws ({', '.join(self.draw_names)}): bidirectional {errs[False]:.2e}, causal "
                            f"{errs[True]:.2e}")
 
     def gradients(self, ctx: Ctx) -> CheckResult:
@@ -175,9 +176,8 @@ class RandomAttention:
         thr = 2 * e_ref + 10 * tol(ctx.dtype)
         return CheckResult("kernel", e <= thr, e, thr,
                            f"the output averaged over {len(Y)} draws against exact attention with the "
-                           f"closed-form "
-                           f"kernel (RMS error / RMS spread): {e:.3f}; refattn on the same draws {e_ref:.3f} "
-                           f"(threshold 2x that)")
+                           f"closed-form kernel (RMS error / RMS spread): {e:.3f}; refattn on the same draws "
+                           f"{e_ref:.3f} (threshold 2x that)")
 
     def prefix_probes(self, ctx: Ctx) -> list:
         rng, d = ctx.rng("prefix", self.family), self.d_input(ctx.s.d)
@@ -219,7 +219,6 @@ def feature_attention(fc: Any, pair: tuple[Callable, Callable], *, limit_kernel:
     """The attention contract of a feature family: ``out = phi(q) (phi(k)^T v) / phi(q) (phi(k)^T 1)``
     (causal: prefix sums) with the family's map ``phi`` on q and k *as given* (no d^{-1/4} scaling: the
     attention of the family's own kernel), refattn's linear attention as the reference."""
-    from refattn.attention.linear import linear_attention_bwd, linear_attention_fwd
     fwd, bwd = pair
     draw_names = fc.arg_names[1:]
 
@@ -266,7 +265,6 @@ def feature_attention(fc: Any, pair: tuple[Callable, Callable], *, limit_kernel:
 
 def attend(fq, fk, v, causal):
     """refattn's linear attention on a map's outputs (a stabilised pair ``(phi, log_scale)`` or ``phi``)."""
-    from refattn.attention import linear_attention
     if isinstance(fq, tuple):
         (pq, _), (pk, ls) = fq, fk
         return linear_attention(pq, pk, v, causal=causal, k_log_scale=ls, on_nonpositive="ignore")

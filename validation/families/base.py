@@ -29,6 +29,7 @@ import numpy as np
 
 from refattn.tree import tree_get, tree_map, tree_paths, tree_replace
 
+from ..base import UsageError
 from ..checks.context import ALPHA, Ctx, combine, convert, mc_z, tol, zcrit
 from ..checks.gradients import compare, self_consistency
 from ..checks.report import CheckResult
@@ -85,7 +86,6 @@ class FeatureContract:
         if self.bilinear:
             out = ctx.fn(*(convert(ctx.fw, a) for a in (x, *vals)))
             if not (isinstance(out, tuple) and len(out) == 2 and all(ctx.fw.is_array(o) for o in out)):
-                from ..crosscheck import UsageError
                 raise UsageError(f"{ctx.name}: returned {type(out).__name__}; the {self.family} contract "
                                  f"{self.signature} returns a pair of {ctx.fw.name} arrays")
             return out if raw else tuple(ctx.fw.to_numpy(o) for o in out)
@@ -129,9 +129,8 @@ class FeatureContract:
         err = float(np.max(np.abs(est - ref)) / scale) if np.all(np.isfinite(est)) else math.inf
         return CheckResult("values", err <= t, err, t,
                            f"max |est - ref| / max |ref| of the kernel estimate {self._est_text()} against "
-                           f"refattn "
-                           f"{self.family} on the same draws ({', '.join(self.arg_names[1:])}), x (2, 2, "
-                           f"6|5, {d})")
+                           f"refattn {self.family} on the same draws ({', '.join(self.arg_names[1:])}), x "
+                           f"(2, 2, 6|5, {d})")
 
     def _est_text(self):
         return "A(X) B(Y)^T" if self.bilinear else "phi(X) phi(Y)^T"
@@ -177,24 +176,21 @@ class FeatureContract:
             if missing:
                 return CheckResult("gradients", False, math.inf, t, missing)
             detail = (f"max |g - g_ref| / |g_ref| of <C, {self._est_text()}> over {_names_text(names)} "
-                      f"(worst: "
-                      f"{where}) against refattn's manual backward ({self.family})")
+                      f"(worst: {where}) against refattn's manual backward ({self.family})")
             if ctx.dtype == np.float64:
                 detail += ("; the candidate's gradient vs central differences of its own forward: "
                            + self_consistency(ctx, g, names, diff_args, extra))
             return CheckResult("gradients", worst <= t, worst, t, detail)
         if ctx.dtype != np.float64:
             return CheckResult("gradients", None, None, None, "skipped: the central-difference comparison "
-                                                              "runs in "
-                               "float64 (--dtype float64)")
+                                                              "runs in float64 (--dtype float64)")
         note = self_consistency(ctx, g, names, diff_args, extra)
         ok = not note.startswith("DISAGREES")
         return CheckResult("gradients", ok, 0.0 if ok else math.inf, 1e-6,
                            f"the candidate's gradient of <C, {self._est_text()}> for {_names_text(names)} vs "
-                           f"central "
-                           f"differences of its own forward (validation.gradcheck.check_vjp, rtol 1e-6): "
-                           f"{note}; with "
-                           f"values passing this is the derivative of refattn's {self.family} map")
+                           "central differences of its own forward (validation.gradcheck.check_vjp, rtol "
+                           f"1e-6): {note}; with values passing this is the derivative of refattn's "
+                           f"{self.family} map")
 
     def kernel(self, ctx: Ctx) -> CheckResult:
         rng = ctx.rng("kernel", self.family)
@@ -256,7 +252,7 @@ class Family:
 
     name: str
     contracts: dict[str, Any]            # kind -> FeatureContract / attention contract
-    targets: dict[str, Callable[[str], Any]]   # kind -> target(framework) -> validation.crosscheck.Target
+    targets: dict[str, Callable[[str], Any]]   # kind -> target(framework) -> validation.base.Target
     checks: dict[str, tuple[str, ...]]   # kind -> the named checks that apply
 
     @property
@@ -264,13 +260,11 @@ class Family:
         return tuple(self.contracts)
 
     def contract(self, kind: str):
-        from ..crosscheck import UsageError
         if kind not in self.contracts:
             raise UsageError(f"--as {self.name}: no {kind} contract (kinds: {', '.join(self.contracts)})")
         return self.contracts[kind]
 
     def refattn_target(self, kind: str, framework: str):
-        from ..crosscheck import UsageError
         if kind not in self.targets:
             raise UsageError(
                 f"target refattn --as {self.name}: no {kind} contract (kinds: {', '.join(self.targets)})"

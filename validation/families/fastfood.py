@@ -23,9 +23,13 @@ import math
 
 import numpy as np
 
-from ..crosscheck import Target, UsageError
+from refattn.features import fastfood as fastfood_mod
+from refattn.features.fastfood_transform import FastFoodParams, fastfood_matrix
+from refattn.random import draw_fastfood
+
+from ..base import Target, UsageError
 from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows, torch_target
-from .base import FEATURE_CHECKS, FeatureContract, Family, symmetric_vjp
+from .base import FEATURE_CHECKS, Family, FeatureContract, symmetric_vjp
 
 __all__ = ["FAMILIES"]
 
@@ -40,20 +44,17 @@ def _d(d):
 
 
 def _draw(rng, d, dtype):
-    from refattn.random import draw_fastfood
     p = draw_fastfood(rng, M, _d(d), dtype=dtype)
     return {"S": p.S, "G": p.G, "B": p.B, "perm": p.perm}
 
 
 def _redraw(rng, args, dtype):
-    from refattn.random import draw_fastfood
     D = args["S"].shape[1]
     p = draw_fastfood(rng, args["S"].shape[0] * D, D, dtype=dtype)
     return {"S": p.S, "G": p.G, "B": p.B, "perm": p.perm}
 
 
 def _params(args):
-    from refattn.features.fastfood import FastFoodParams
     return FastFoodParams(args["S"], args["G"], args["B"], args["perm"])
 
 
@@ -64,7 +65,6 @@ def _inputs(scale):
 
 
 def _contract(which):
-    from refattn.features import fastfood as fastfood_mod
 
     fwd, bwd = (
         getattr(fastfood_mod, f"fastfood_{which}_features_fwd"),
@@ -90,21 +90,18 @@ def _contract(which):
 
 def _target(which):
     def target(framework):
-        from refattn.features import fastfood as fastfood_mod
         if framework not in ("numpy", "torch"):
             raise UsageError(f"target refattn --as fastfood-{which}: the built-in family targets take NumPy "
-                             f"arrays; "
-                             f"got --framework {framework}")
+                             f"arrays; got --framework {framework}")
         f = getattr(fastfood_mod, f"fastfood_{which}_features")
 
         def fn(x, S, G, B, perm):
-            return f(x, fastfood_mod.FastFoodParams(S, G, B, perm))
+            return f(x, FastFoodParams(S, G, B, perm))
         return Target(fn, framework, f"fastfood-{which}", f"refattn.features.fastfood_{which}_features")
     return target
 
 
 def _omega(args):
-    from refattn.features.fastfood import fastfood_matrix
     D = args["S"].shape[1]
     return fastfood_matrix(_params(args), D)                                # (M, D): rows on the padded width
 
@@ -118,7 +115,6 @@ def _attention(which):
 
 def _att_target(which):
     def target(framework):
-        from refattn.features import fastfood as fastfood_mod
         if framework not in ("numpy", "torch"):
             raise UsageError(f"target refattn --as fastfood-{which} --kind attention: NumPy or torch; got "
                              f"--framework {framework}")
@@ -126,7 +122,7 @@ def _att_target(which):
              else fastfood_mod.fastfood_rks_features)
 
         def fn(q, k, v, S, G, B, perm, causal):
-            p = fastfood_mod.FastFoodParams(S, G, B, perm)
+            p = FastFoodParams(S, G, B, perm)
             return attend(f(q, p), f(k, p), v, causal)
         note = f"linear attention on refattn fastfood_{which} features"
         if framework == "torch":

@@ -19,9 +19,24 @@ from __future__ import annotations
 import array_api_compat
 import numpy as np
 
-from ..crosscheck import Target, UsageError
+from refattn.attention import linear_attention, softmax_attention
+from refattn.features import positive_features_stable
+from refattn.random import draw_gaussian
+from refattn.rpe import (
+    GaussianKernel,
+    Proposal,
+    flt_attention,
+    flt_attention_bwd,
+    flt_attention_fwd,
+    flt_features,
+    flt_frequencies,
+    flt_importance_weights,
+    rpe_mask,
+)
+
+from ..base import Target, UsageError
 from .attention import ATTENTION_CHECKS, RandomAttention
-from .base import FEATURE_CHECKS, FeatureContract, Family
+from .base import FEATURE_CHECKS, Family, FeatureContract
 
 __all__ = ["FAMILIES"]
 
@@ -29,7 +44,6 @@ R, D, C, LENGTH, WIDEN = 32, 1, 1.5, 2.0, 1.3
 
 
 def _spectrum(dtype):
-    from refattn.rpe import GaussianKernel, Proposal
     spec = GaussianKernel(C=np.asarray(C, dtype=dtype), length=np.asarray(LENGTH, dtype=dtype))
     sd = 1.0 / (2 * np.pi * LENGTH)                                             # std of the spectral density
     prop = Proposal("gaussian", np.zeros(D, dtype=dtype), np.asarray(WIDEN * sd, dtype=dtype))
@@ -37,7 +51,6 @@ def _spectrum(dtype):
 
 
 def _from_eps(eps, dtype):
-    from refattn.rpe import flt_frequencies, flt_importance_weights
     spec, prop = _spectrum(np.float64)
     e64 = eps.astype(np.float64)
     xi, _ = flt_frequencies(e64, prop)
@@ -54,14 +67,12 @@ def _redraw(rng, args, dtype):
 
 
 def _ref(pos, args):
-    from refattn.rpe import flt_features
     spec, prop = _spectrum(np.float64)
     N1, N2 = flt_features(pos.astype(np.float64), args["eps"].astype(np.float64), spec, prop)
     return np.asarray(N1), np.asarray(N2)
 
 
 def _kernel(X, Y, args):
-    from refattn.rpe import rpe_mask
     spec, _ = _spectrum(np.float64)
     return np.asarray(rpe_mask(X, spec))
 
@@ -109,28 +120,24 @@ M_ATT = 64
 
 
 def _att_draw(rng, d, dtype):
-    from refattn.random import draw_gaussian
     args = _draw(rng, d, dtype)
     args["omega"] = draw_gaussian(rng, M_ATT, 2 * R + d, dtype=dtype)
     return args
 
 
 def _att_redraw(rng, args, dtype):
-    from refattn.random import draw_gaussian
     out = _redraw(rng, args, dtype)
     out["omega"] = draw_gaussian(rng, 4 * M_ATT, args["omega"].shape[1], dtype=dtype)
     return out
 
 
 def _att_ref(q, k, v, args, causal):
-    from refattn.rpe import flt_attention
     spec, prop = _spectrum(np.float64)
     return flt_attention(q, k, v, args["pos"], args["eps"].astype(np.float64), spec, prop, args["omega"],
                          causal=causal)
 
 
 def _att_vjp(q, k, v, args, causal, dy):
-    from refattn.rpe import flt_attention_bwd, flt_attention_fwd
     spec, prop = _spectrum(np.float64)
     _, cache = flt_attention_fwd(
         q, k, v, args["pos"], args["eps"].astype(np.float64), spec, prop, args["omega"], causal=causal
@@ -140,8 +147,6 @@ def _att_vjp(q, k, v, args, causal, dy):
 
 
 def _att_limit(q, k, v, args):
-    from refattn.attention import softmax_attention
-    from refattn.rpe import rpe_mask
     spec, _ = _spectrum(np.float64)
     return softmax_attention(q, k, v, mask_add=np.asarray(rpe_mask(args["pos"], spec)))
 
@@ -170,8 +175,6 @@ def _att_target(framework):
                          f"taken with respect to the spectrum and proposal, not the contract's xi and w, and "
                          f"torch autograd cannot differentiate the causal path, which writes in place); "
                          f"got --framework {framework}")
-    from refattn.attention import linear_attention
-    from refattn.features import positive_features_stable
     feats = _target(framework).fn
 
     def fn(q, k, v, pos, xi, w, omega, causal):

@@ -24,9 +24,14 @@ import math
 
 import numpy as np
 
-from ..crosscheck import Target, UsageError
+from refattn.features import generative as generative_mod
+from refattn.features.generative import GeneratorParams, GeneratorState, generator
+from refattn.random import init_generator
+from refattn.tree import tree_map
+
+from ..base import Target, UsageError
 from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows, torch_target
-from .base import FEATURE_CHECKS, FeatureContract, Family, symmetric_vjp
+from .base import FEATURE_CHECKS, Family, FeatureContract, symmetric_vjp
 
 __all__ = ["FAMILIES"]
 
@@ -35,7 +40,6 @@ _PAIRS: dict = {}
 
 
 def _draw(rng, d, dtype):
-    from refattn.random import init_generator
     p, _ = init_generator(rng, d)
     n = len(p.norms)
     params = {
@@ -52,7 +56,6 @@ def _draw(rng, d, dtype):
 
 
 def _cast(tree, dtype):
-    from refattn.tree import tree_map
     return tree_map(lambda a: np.asarray(a, dtype=dtype), tree)
 
 
@@ -62,8 +65,6 @@ def _redraw(rng, args, dtype):
 
 def _refattn_params(params, state):
     """refattn's GeneratorParams / GeneratorState from the contract's dicts."""
-    from refattn.features.generative import GeneratorParams, GeneratorState
-    from refattn.random import init_generator
     tmpl, st = init_generator(np.random.default_rng(0), 1)                     # for the NamedTuple types only
     Dense, BN, BNS = type(tmpl.out), type(tmpl.norms[0]), type(st.norms[0])
     n = len(params["gamma"])
@@ -85,7 +86,6 @@ def _grads_dict(gp):
 
 
 def _contract(which):
-    from refattn.features import generative as generative_mod
 
     fwd, bwd = (
         getattr(generative_mod, f"generative_{which}_features_fwd"),
@@ -126,11 +126,9 @@ def _contract(which):
 
 def _target(which):
     def target(framework):
-        from refattn.features import generative as generative_mod
         if framework not in ("numpy", "torch"):
             raise UsageError(f"target refattn --as generative-{which}: the built-in family targets take "
-                             f"NumPy "
-                             f"arrays; got --framework {framework}")
+                             f"NumPy arrays; got --framework {framework}")
         f = getattr(generative_mod, f"generative_{which}_features")
 
         def fn(x, noise, params, state):
@@ -142,7 +140,6 @@ def _target(which):
 
 
 def _omega(args):
-    from refattn.features.generative import generator
     gp, gs = _refattn_params(args["params"], args["state"])
     return generator(args["noise"], gp, gs, train=False).omega
 
@@ -156,7 +153,6 @@ def _attention(which):
 
 def _att_target(which):
     def target(framework):
-        from refattn.features import generative as generative_mod
         if framework not in ("numpy", "torch"):
             raise UsageError(f"target refattn --as generative-{which} --kind attention: NumPy or torch; got "
                              f"--framework {framework}")

@@ -20,9 +20,12 @@ import math
 
 import numpy as np
 
-from ..crosscheck import Target, UsageError
+from refattn.features import gmm as gmm_mod
+from refattn.features.gmm_spectrum import GMMParams, gmm_frequencies
+
+from ..base import Target, UsageError
 from .attention import ATTENTION_CHECKS, attend, feature_attention, half_rows, torch_target
-from .base import FEATURE_CHECKS, FeatureContract, Family, symmetric_vjp
+from .base import FEATURE_CHECKS, Family, FeatureContract, symmetric_vjp
 
 __all__ = ["FAMILIES"]
 
@@ -50,7 +53,6 @@ def _redraw(rng, args, dtype):
 
 
 def _params(args):
-    from refattn.features.gmm import GMMParams
     return GMMParams(args["logits"], args["mu"], args["S"])
 
 
@@ -61,7 +63,6 @@ def _inputs(scale):
 
 
 def _contract(which):
-    from refattn.features import gmm as gmm_mod
     fwd, bwd = getattr(gmm_mod, f"gmm_{which}_features_fwd"), getattr(gmm_mod, f"gmm_{which}_features_bwd")
     kern = getattr(gmm_mod, f"gmm_{which}_kernel")
 
@@ -89,7 +90,6 @@ def _contract(which):
 
 def _target(which):
     def target(framework):
-        from refattn.features import gmm as gmm_mod
         if framework not in ("numpy", "torch"):
             raise UsageError(f"target refattn --as gmm-{which}: the built-in family targets run refattn's "
                              f"array-API core on NumPy or torch arrays; got "
@@ -103,7 +103,6 @@ def _target(which):
 
 
 def _omega(args):
-    from refattn.features.gmm import gmm_frequencies
     return gmm_frequencies(args["noise"], _params(args))[0]
 
 
@@ -116,7 +115,6 @@ def _attention(which):
 
 def _att_target(which):
     def target(framework):
-        from refattn.features import gmm as gmm_mod
         if framework not in ("numpy", "torch"):
             raise UsageError(f"target refattn --as gmm-{which} --kind attention: NumPy or torch; got "
                              f"--framework {framework}")

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..crosscheck import Target, UsageError
+from refattn.random import draw_gaussian
+from refattn.rpe import S1Params, s1_attention, s1_attention_bwd, s1_attention_fwd
+
+from ..base import Target, UsageError
 from .attention import ATTENTION_CHECKS, RandomAttention, torch_target
 from .base import Family
 
@@ -30,12 +33,10 @@ S, M = 3, 64
 
 
 def _params(args):
-    from refattn.rpe import S1Params
     return S1Params(args["freqs"], args["alpha"], args["beta"])
 
 
 def _draw(rng, d, dtype):
-    from refattn.random import draw_gaussian
     args = {"freqs": np.exp(-rng.uniform(0.0, 2.5, (1, S))), "alpha": 1.0 + 0.3 * rng.standard_normal((1, S)),
             "beta": 0.5 * rng.standard_normal((1, S))}
     args = {n: a.astype(dtype) for n, a in args.items()}
@@ -44,17 +45,14 @@ def _draw(rng, d, dtype):
 
 
 def _redraw(rng, args, dtype):
-    from refattn.random import draw_gaussian
     return dict(args, omega=draw_gaussian(rng, 4 * M, args["omega"].shape[1], dtype=dtype))
 
 
 def _ref(q, k, v, args, causal):
-    from refattn.rpe import s1_attention
     return s1_attention(q, k, v, args["positions"], _params(args), omega=args["omega"], causal=causal)
 
 
 def _ref_vjp(q, k, v, args, causal, dy):
-    from refattn.rpe import s1_attention_bwd, s1_attention_fwd
     _, cache = s1_attention_fwd(q, k, v, args["positions"], _params(args), omega=args["omega"], causal=causal)
     g = s1_attention_bwd(dy, cache)
     return {
@@ -68,7 +66,6 @@ def _ref_vjp(q, k, v, args, causal, dy):
 
 
 def _limit(q, k, v, args):
-    from refattn.rpe import s1_attention
     return s1_attention(q, k, v, args["positions"], _params(args), omega=None)
 
 
@@ -98,7 +95,6 @@ CONTRACT = RandomAttention(
 def _target(framework):
     if framework not in ("numpy", "torch"):
         raise UsageError(f"target refattn --as s1: NumPy or torch; got --framework {framework}")
-    from refattn.rpe import S1Params, s1_attention
 
     def fn(q, k, v, positions, freqs, alpha, beta, omega, causal):
         return s1_attention(q, k, v, positions, S1Params(freqs, alpha, beta), omega=omega, causal=causal)

@@ -19,10 +19,12 @@ from typing import Callable
 
 import numpy as np
 
+from refattn.rpe import s2_attention, s2_attention_bwd, s2_attention_fwd
+
+from ..base import Target, UsageError
 from ..checks.context import Ctx, convert, tol
 from ..checks.gradients import compare, self_consistency
 from ..checks.report import CheckResult
-from ..crosscheck import Target, UsageError
 from .base import Family
 
 __all__ = ["FAMILIES", "AttentionContract"]
@@ -61,9 +63,9 @@ class AttentionContract:
         y = self._call(ctx, args).astype(np.float64)
         ref = self.ref(_f64(args))
         err = float(np.max(np.abs(y - ref)) / np.max(np.abs(ref))) if np.all(np.isfinite(y)) else math.inf
-        return CheckResult("values", err <= t, err, t, f"max |out - ref| / max |ref| against refattn "
-                                                       f"{self.family} on "
-                           f"the same inputs ({', '.join(self.arg_names)})")
+        return CheckResult("values", err <= t, err, t, "max |out - ref| / max |ref| against refattn "
+                                                       f"{self.family} on the same inputs "
+                                                       f"({', '.join(self.arg_names)})")
 
     def kernel(self, ctx: Ctx) -> CheckResult:                    # exact: nothing to estimate
         return CheckResult("kernel", None, None, None, f"skipped: {self.family} is exact (see values)")
@@ -111,12 +113,10 @@ def _draw(rng, d, dtype):
 
 
 def _ref(args):
-    from refattn.rpe import s2_attention
     return np.asarray(s2_attention(args["q"], args["v"], args["w"], k=args["k"]))
 
 
 def _ref_vjp(args, dy):
-    from refattn.rpe import s2_attention_bwd, s2_attention_fwd
     _, cache = s2_attention_fwd(args["q"], args["v"], args["w"], k=args["k"])
     g = s2_attention_bwd(dy, cache)
     return {"q": g.q, "v": g.v, "w": g.w}
@@ -132,7 +132,6 @@ def _target(framework):
         raise UsageError(f"target refattn --as s2: the built-in family targets run refattn's array-API core "
                          f"on NumPy or torch arrays; got --framework "
                          f"{framework}")
-    from refattn.rpe import s2_attention
     return Target(lambda q, v, w, k: s2_attention(q, v, w, k=k), framework, "s2", "refattn.rpe.s2_attention")
 
 

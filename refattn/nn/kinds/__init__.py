@@ -4,4 +4,4 @@ it needs drawn and what happens to its omega gradient), collected in :data:`ATTE
 from .base import COMMON_OPTIONS, AttentionKind, Draw
 from .registry import ATTENTION_KINDS
 
-__all__ = ["AttentionKind", "Draw", "ATTENTION_KINDS", "COMMON_OPTIONS"]
+__all__ = [n for n in dir() if not n.startswith("_")]

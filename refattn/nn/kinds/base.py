@@ -21,15 +21,11 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple
 
 from ..._xp import check_shape, device_of, namespace
-from ...attention.linear import DEFAULT_CHUNK_SIZE
-from ...attention.linear import _bwd_core as _linear_bwd_core
-from ...attention.linear import _fwd_core as _linear_fwd_core
+from ...attention.linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd_core, linear_attention_fwd_core
 from ...tree import tree_map
 
-__all__ = ["AttentionKind", "Draw", "no_draws", "projection", "linear_kind", "linear_core", "check_omega",
-           "spectral_kind",
-           "grid_positions", "pos_dim", "token_positions",
-           "COMMON_OPTIONS"]
+__all__ = ["AttentionKind", "Draw", "no_draws", "projection", "linear_kind", "check_omega", "spectral_kind",
+           "grid_positions", "pos_dim", "token_positions", "COMMON_OPTIONS"]
 
 
 class Draw(NamedTuple):
@@ -84,23 +80,24 @@ def linear_kind(feat_fwd, feat_bwd):
         xp = namespace(q)
         phi_q, cq = feat_fwd(q, xp=xp)                                              # (..., H, L, d)
         phi_k, ck = feat_fwd(k, xp=xp)                                              # (..., H, L, d)
-        o, ca = linear_core(phi_q, phi_k, v, causal=causal, xp=xp)                  # (..., H, L, d)
+        o, ca = _linear_fwd(phi_q, phi_k, v, causal=causal, xp=xp)                 # (..., H, L, d)
         return o, (cq, ck, ca)
 
     def bwd(do, cache):
         cq, ck, ca = cache
         xp = namespace(do)
-        g = _linear_bwd_core(do, ca, xp=xp)
+        g = linear_attention_bwd_core(do, ca, xp=xp)
         return feat_bwd(g.phi_q, cq, xp=xp).x, feat_bwd(g.phi_k, ck, xp=xp).x, g.v, {}
 
     return fwd, bwd
 
 
-def linear_core(phi_q, phi_k, v, *, causal, k_log_scale=None, on_nonpositive="raise", xp):
-    """:func:`refattn.attention.linear_attention_fwd` on features the model derived from checked arrays: its
-    unchecked core (the result checks stay: normaliser and output, one reduction each)."""
-    return _linear_fwd_core(phi_q, phi_k, v, causal, k_log_scale, DEFAULT_CHUNK_SIZE, on_nonpositive, xp=xp,
-                            inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": k_log_scale})
+def _linear_fwd(phi_q, phi_k, v, *, causal, k_log_scale=None, on_nonpositive="raise", xp):
+    """:func:`refattn.attention.linear_attention_fwd`'s unchecked core on features the model derived from
+    checked arrays (the result checks stay: normaliser and output, one reduction each)."""
+    return linear_attention_fwd_core(phi_q, phi_k, v, causal, k_log_scale, DEFAULT_CHUNK_SIZE, on_nonpositive,
+                                     xp=xp, inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v,
+                                                    "k_log_scale": k_log_scale})
 
 
 def check_omega(x, omega):
@@ -145,19 +142,19 @@ def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key, check=
             outk, ck = stable_fwd(k * scale, *args, **kw)
             phi_q, phi_k, k_ls = outq[0], outk[0], outk[1]                       # (..., H, L, M), (..., H, L)
             state = outk[2] if len(outk) > 2 else None                           # same noise: same new state
-            o, ca = linear_core(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls, xp=namespace(v))
+            o, ca = _linear_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls, xp=namespace(v))
         else:
             outq, cq = rks_fwd(q * scale, *args, **kw)                              # (..., H, L, 2M)
             outk, ck = rks_fwd(k * scale, *args, **kw)
             phi_q, phi_k = _first(outq), _first(outk)
             state = outk[1] if isinstance(outk, tuple) else None
-            o, ca = linear_core(phi_q, phi_k, v, causal=causal, on_nonpositive=options["on_nonpositive"],
+            o, ca = _linear_fwd(phi_q, phi_k, v, causal=causal, on_nonpositive=options["on_nonpositive"],
                                 xp=namespace(v))
         return o, (cq, ck, ca, scale, options["features"], state)
 
     def bwd(do, cache):
         cq, ck, ca, scale, feats, _ = cache
-        g = _linear_bwd_core(do, ca, xp=namespace(do))
+        g = linear_attention_bwd_core(do, ca, xp=namespace(do))
         if feats == "prf":
             gq = stable_bwd((g.phi_q, None), cq)                                    # query log-scale dropped
             gk = stable_bwd((g.phi_k, g.k_log_scale), ck)
@@ -200,7 +197,6 @@ def grid_positions(L, grid, like, *, xp, kind=""):
     H, W = grid
     if H * W != L:
         raise ValueError(f"attention kind {kind!r}: grid {tuple(grid)} has H * W = {H * W} positions; "
-                         f"the sequence "
-                         f"has L = {L}")
+                         f"the sequence has L = {L}")
     row = xp.floor(idx / W)
     return xp.stack([row, idx - W * row], axis=-1)                                  # (L, 2)

@@ -5,12 +5,12 @@ No options, nothing drawn, no learnable parameters; omega: none.
 
 from __future__ import annotations
 
-from ...features.deterministic import _elu_bwd, _elu_fwd
+from ...features.deterministic import elu_features_bwd_core, elu_features_fwd_core
 from .base import AttentionKind, linear_kind, no_draws
 
 __all__ = ["KIND"]
 
-_fwd, _bwd = linear_kind(_elu_fwd, _elu_bwd)                # unchecked cores
+_fwd, _bwd = linear_kind(elu_features_fwd_core, elu_features_bwd_core)
 
 KIND = AttentionKind("elu", _fwd, _bwd, options={}, choices={}, params=no_draws, features=no_draws,
                      omega="none")

@@ -14,8 +14,11 @@ omega: **none** (the structured projection ``S H G Pi H B`` is built from the le
 from __future__ import annotations
 
 from ..._xp import namespace
-from ...features.fastfood import (FASTFOOD_VARIANTS, _check_params_struct, _check_perm, _prf_stable_bwd_core,
-                                  _prf_stable_core, _rks_bwd_core, _rks_core, padded_dim)
+from ...features.fastfood import (fastfood_prf_features_stable_bwd_core,
+                                  fastfood_prf_features_stable_fwd_core, fastfood_rks_features_bwd_core,
+                                  fastfood_rks_features_fwd_core)
+from ...features.fastfood_transform import (FASTFOOD_VARIANTS, check_fastfood_params_struct,
+                                            check_fastfood_perm, padded_dim)
 from .base import AttentionKind, Draw, no_draws, spectral_kind
 
 __all__ = ["KIND"]
@@ -24,12 +27,14 @@ __all__ = ["KIND"]
 def _check(attn_params, features, options, q):
     """The permutation's values (an integer leaf: not covered by the model's finiteness check), once."""
     p, xp = attn_params["fastfood"], namespace(q)
-    _check_params_struct(p, q.shape[-1], q, xp)                                     # its shapes first
-    _check_perm(p, padded_dim(q.shape[-1]), xp)
+    check_fastfood_params_struct(p, q.shape[-1], q, xp)                                     # its shapes first
+    check_fastfood_perm(p, padded_dim(q.shape[-1]), xp)
 
 
-# the unchecked cores of fastfood_prf_features_stable_fwd/_bwd and fastfood_rks_features_fwd/_bwd (issue 21)
-_fwd, _bwd = spectral_kind(_prf_stable_core, _prf_stable_bwd_core, _rks_core, _rks_bwd_core,
+# the unchecked cores of fastfood_prf_features_stable_fwd/_bwd and fastfood_rks_features_fwd/_bwd (the model
+# checked its parameters, features and inputs once)
+_fwd, _bwd = spectral_kind(fastfood_prf_features_stable_fwd_core, fastfood_prf_features_stable_bwd_core,
+                           fastfood_rks_features_fwd_core, fastfood_rks_features_bwd_core,
                            lambda p, f, o, t: ((p["fastfood"],), {"variant": o["variant"]}), "fastfood",
                            check=_check)
 

@@ -10,7 +10,8 @@ omega: **redrawn** (drawn once or per the redraw policy, never learned), so its 
 
 from __future__ import annotations
 
-from ...attention.favor import FAVOR_FEATURES, _bwd_unchecked, favor_attention_fwd
+from ..._xp import namespace
+from ...attention.favor import FAVOR_FEATURES, favor_attention_bwd_core, favor_attention_fwd
 from .base import AttentionKind, no_draws, projection
 
 __all__ = ["KIND"]
@@ -22,7 +23,7 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
 
 
 def _bwd(do, cache):
-    g = _bwd_unchecked(do, cache, omega_grad=False)   # do: derived from mha's checked cotangent; omega drawn
+    g = favor_attention_bwd_core(do, cache, omega_grad=False, xp=namespace(do))   # omega drawn, not learned
     return g.q, g.k, g.v, {}
 
 

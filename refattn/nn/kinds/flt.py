@@ -49,14 +49,9 @@ import math
 from typing import NamedTuple
 
 from ..._xp import namespace, sum_to_shape
-from ...attention.linear import DEFAULT_CHUNK_SIZE
-from ...attention.linear import _bwd_core as _linear_bwd_core
-from ...attention.linear import _fwd_core as _linear_fwd_core
-from ...rpe.flt import _attention_bwd_core as _flt_attention_bwd_core
-from ...rpe.flt import _attention_fwd_core as _flt_attention_fwd_core
-from ...rpe.flt import _features_bwd_core as _flt_features_bwd_core
-from ...rpe.flt import _features_core as _flt_features_core
-from ...rpe.flt import _validate as _flt_validate
+from ...attention.linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd_core, linear_attention_fwd_core
+from ...rpe.flt import (check_flt_inputs, flt_attention_bwd_core, flt_attention_fwd_core,
+                        flt_features_bwd_core, flt_features_fwd_core)
 from ...rpe.spectra import PROPOSAL_KINDS, Box, Proposal
 from ...tree import tree_leaves, tree_map
 from .base import AttentionKind, Draw, pos_dim, projection, token_positions
@@ -186,7 +181,7 @@ def _one_fwd(q, k, v, pos, spectrum, proposal, attn_params, features, *, causal,
     if truncated and isinstance(spectrum, Box):
         bound = box_truncation_bias_bound(spectrum, options["truncation"], pos, xp=xp)
     if options["feature_map"] == "favor":
-        y, c = _flt_attention_fwd_core(q, k, v, pos, features["eps"], spectrum, proposal, features["omega"],
+        y, c = flt_attention_fwd_core(q, k, v, pos, features["eps"], spectrum, proposal, features["omega"],
                                        causal=causal, allow_truncation=truncated, xp=xp)
     else:
         y, c = _learned_fwd(q, k, v, pos, features["eps"], spectrum, proposal, attn_params["W"],
@@ -197,7 +192,7 @@ def _one_fwd(q, k, v, pos, spectrum, proposal, attn_params, features, *, causal,
 def _one_bwd(do, inner, feature_map):
     """``(dq, dk, dv, dspectrum, dproposal, dW or None)`` of :func:`_one_fwd`."""
     if feature_map == "favor":
-        g = _flt_attention_bwd_core(do, inner, omega_grad=False, xp=namespace(do))   # omega drawn; pos: none
+        g = flt_attention_bwd_core(do, inner, omega_grad=False, xp=namespace(do))  # omega drawn; pos: none
         return g.q, g.k, g.v, g.spectrum, g.proposal, None
     return _learned_bwd(do, inner)
 
@@ -258,8 +253,8 @@ def _learned_fwd(q, k, v, pos, eps, spectrum, proposal, W, *, causal, options, x
     """App. B.2: ``phi(x) = x W^T`` (or ``relu(x W^T) + 1e-3``) on ``[N1 | d^{-1/4} q]``, then linear
     attention."""
     truncated = options["truncation"] is not None
-    _flt_validate(pos, eps, spectrum, proposal, truncated, finite=False)          # signs, proposal vs g
-    (N1, N2), fc = _flt_features_core(pos, eps, spectrum, proposal, xp=xp)
+    check_flt_inputs(pos, eps, spectrum, proposal, truncated, finite=False)       # signs, proposal vs g
+    (N1, N2), fc = flt_features_fwd_core(pos, eps, spectrum, proposal, xp=xp)
     two_r, d = N1.shape[-1], q.shape[-1]
     batch = tuple(q.shape[:-1])                                                   # (..., L)
     ds = d ** -0.25
@@ -270,15 +265,16 @@ def _learned_fwd(q, k, v, pos, eps, spectrum, proposal, W, *, causal, options, x
         phi_q, phi_k = xp.where(u_q > 0, u_q, 0.0) + 1e-3, xp.where(u_k > 0, u_k, 0.0) + 1e-3
     else:
         phi_q, phi_k = u_q, u_k
-    y, lc = _linear_fwd_core(phi_q, phi_k, v, causal, None, DEFAULT_CHUNK_SIZE, options["on_nonpositive"],
-                             xp=xp, inputs={"q": q, "k": k, "v": v, "W": W})
+    y, lc = linear_attention_fwd_core(phi_q, phi_k, v, causal, None, DEFAULT_CHUNK_SIZE,
+                                      options["on_nonpositive"], xp=xp,
+                                      inputs={"q": q, "k": k, "v": v, "W": W})
     return y, (fc, lc, q_hat, k_hat, u_q, u_k, W, tuple(N1.shape), two_r, ds, options["feature_map"])
 
 
 def _learned_bwd(do, cache):
     fc, lc, q_hat, k_hat, u_q, u_k, W, n1_shape, two_r, ds, fmap = cache
     xp = namespace(do)
-    g = _linear_bwd_core(do, lc, xp=xp)
+    g = linear_attention_bwd_core(do, lc, xp=xp)
     du_q, du_k = g.phi_q, g.phi_k                                                 # (..., L, m)
     if fmap == "relu":
         du_q, du_k = xp.where(u_q > 0, du_q, 0.0), xp.where(u_k > 0, du_k, 0.0)
@@ -288,7 +284,7 @@ def _learned_bwd(do, cache):
     dq_hat, dk_hat = du_q @ W, du_k @ W                                           # (..., L, 2r + d)
     dN1 = sum_to_shape(dq_hat[..., :two_r], n1_shape, xp=xp)                      # back to pos's axes
     dN2 = sum_to_shape(dk_hat[..., :two_r], n1_shape, xp=xp)
-    fg = _flt_features_bwd_core(dN1, dN2, fc, xp=xp)
+    fg = flt_features_bwd_core(dN1, dN2, fc, xp=xp)
     return dq_hat[..., two_r:] * ds, dk_hat[..., two_r:] * ds, g.v, fg.spectrum, fg.proposal, dW
 
 

@@ -4,9 +4,9 @@
 Options: ``features`` in {"prf", "rks"}, ``m`` features, ``on_nonpositive`` (RKS), and ``bn``, the batch-norm
 mode of the generator:
 
-* ``"batch"`` (default, the previous behaviour): the generator always runs in training mode, normalising with
-  the batch statistics of its M noise rows, at training and at evaluation; its state is the initial one,
-  drawn with the features (``features["state"]``);
+* ``"batch"`` (default): the generator always runs in training mode, normalising with the batch statistics of
+  its M noise rows, at training and at evaluation; its state is the initial one, drawn with the features
+  (``features["state"]``);
 * ``"running"``: training forwards (``train=True``) use the batch statistics and return updated running
   statistics (momentum 0.1, as torch), kept in the model as the non-learnable ``attn["bn_state"]`` (its
   gradient is ``None``: the optimisers leave it; ``refattn.nn.train`` writes each step's updated statistics
@@ -22,8 +22,9 @@ omega: **none** (the frequencies are the generator's output: their gradient flow
 from __future__ import annotations
 
 from ..._xp import namespace
-from ...features.generative import (_check_generator_state, _prf_stable_bwd_core, _prf_stable_core,
-                                    _rks_bwd_core, _rks_core)
+from ...features.generative import (check_generator_state, generative_prf_features_stable_bwd_core,
+                                    generative_prf_features_stable_fwd_core, generative_rks_features_bwd_core,
+                                    generative_rks_features_fwd_core)
 from .base import AttentionKind, Draw, spectral_kind
 
 __all__ = ["KIND", "running_updates"]
@@ -38,13 +39,14 @@ def _args(p, f, o, train):
 def _check(attn_params, features, options, q):
     """The running variances' sign (beyond the model's finiteness check), once per forward."""
     state = attn_params["bn_state"] if options["bn"] == "running" else features["state"]
-    _check_generator_state(state, xp=namespace(q))
+    check_generator_state(state, xp=namespace(q))
 
 
 # the unchecked cores of generative_prf_features_stable_fwd/_bwd and generative_rks_features_fwd/_bwd
-# (issue 21: the model checked its parameters, features and inputs once)
+# (the model checked its parameters, features and inputs once)
 _spectral_fwd, _spectral_bwd = spectral_kind(
-    _prf_stable_core, _prf_stable_bwd_core, _rks_core, _rks_bwd_core, _args, "generator",
+    generative_prf_features_stable_fwd_core, generative_prf_features_stable_bwd_core,
+    generative_rks_features_fwd_core, generative_rks_features_bwd_core, _args, "generator",
     check=_check)
 
 

@@ -4,22 +4,23 @@ Options: ``features`` in {"prf", "rks"}, ``m`` features, ``components`` C, ``cov
 "full"}, ``on_nonpositive`` (RKS), ``s_init`` (the covariance factors' initial scale: ``S_c = s_init I``, so
 the kernel starts as ``exp(-s_init^2 |q - k|^2 / (2 sqrt(d)))`` of the scaled inputs; 1 by default, the
 paper does not state its initialisation). Learnable: ``attn["gmm"]`` (mixture weights, means, covariance
-factors).
-Drawn: the base noise ``features["noise"]: (C, M/C, d)``.
+factors). Drawn: the base noise ``features["noise"]: (C, M/C, d)``.
 
 omega: **none** (the frequencies are ``mu + S noise``: their gradient flows to the learnable ``gmm``).
 """
 
 from __future__ import annotations
 
-from ...features.gmm import _prf_stable_bwd_core, _prf_stable_core, _rks_bwd_core, _rks_core
+from ...features.gmm import (gmm_prf_features_stable_bwd_core, gmm_prf_features_stable_fwd_core,
+                             gmm_rks_features_bwd_core, gmm_rks_features_fwd_core)
 from .base import AttentionKind, Draw, spectral_kind
 
 __all__ = ["KIND"]
 
 # the unchecked cores of gmm_prf_features_stable_fwd/_bwd and gmm_rks_features_fwd/_bwd: the model checked its
-# parameters, features and inputs once (issue 21)
-_fwd, _bwd = spectral_kind(_prf_stable_core, _prf_stable_bwd_core, _rks_core, _rks_bwd_core,
+# parameters, features and inputs once
+_fwd, _bwd = spectral_kind(gmm_prf_features_stable_fwd_core, gmm_prf_features_stable_bwd_core,
+                           gmm_rks_features_fwd_core, gmm_rks_features_bwd_core,
                            lambda p, f, o, t: ((f["noise"], p["gmm"]), {}), "gmm")
 
 

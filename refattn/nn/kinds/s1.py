@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from ..._xp import namespace
 from ...attention.favor import FAVOR_FEATURES
-from ...rpe.s1_rotation import _attention_bwd_core, _attention_core, _check_params, _positions_core
+from ...rpe.s1_rotation import (check_s1_params, check_s1_positions, s1_attention_bwd_core,
+                                s1_attention_fwd_core)
 from .base import AttentionKind, Draw, pos_dim, projection, token_positions
 
 __all__ = ["KIND"]
@@ -31,15 +32,15 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
     omega = None if options["features"] is None else features["omega"]
     pos = token_positions(positions, q.shape[-2], options, q, xp=xp, kind="s1")       # (L, A)
     params = attn_params["s1"]
-    _check_params(params)
-    pos = _positions_core(pos, params.freqs.shape[-2], params.freqs, xp=xp)         # (L, A), no data read
+    check_s1_params(params)
+    pos = check_s1_positions(pos, params.freqs.shape[-2], params.freqs, xp=xp)        # (L, A), no data read
     # the unchecked core: q, k, v, the parameters and the positions were checked once by the model
-    return _attention_core(q, k, v, pos, params, omega=omega, causal=causal,
-                           features=options["features"] or "positive", xp=xp)
+    return s1_attention_fwd_core(q, k, v, pos, params, omega=omega, causal=causal,
+                                 features=options["features"] or "positive", xp=xp)
 
 
 def _bwd(do, cache):
-    g = _attention_bwd_core(do, cache, omega_grad=False)                           # omega drawn: not computed
+    g = s1_attention_bwd_core(do, cache, omega_grad=False, xp=namespace(do))       # omega drawn: not computed
     return g.q, g.k, g.v, {"s1": g.params}
 
 

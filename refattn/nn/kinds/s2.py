@@ -19,14 +19,10 @@ from __future__ import annotations
 import math
 
 from ..._xp import namespace
-from ...attention.favor import _bwd_unchecked as _favor_bwd_unchecked
-from ...attention.favor import favor_attention_fwd
-from ...attention.softmax import DEFAULT_BLOCK_ELEMENTS, SoftmaxAttentionCache
-from ...attention.softmax import _bwd_core as _softmax_bwd_core
-from ...attention.softmax import _fwd_core as _softmax_fwd_core
-from ...rpe.s2_clipped import _bwd_core as _s2_bwd_core
-from ...rpe.s2_clipped import _check as _s2_check
-from ...rpe.s2_clipped import _fwd_core as _s2_fwd_core
+from ...attention.favor import favor_attention_bwd_core, favor_attention_fwd
+from ...attention.softmax import (DEFAULT_BLOCK_ELEMENTS, SoftmaxAttentionCache, softmax_attention_bwd_core,
+                                  softmax_attention_fwd_core)
+from ...rpe.s2_clipped import check_s2_inputs, s2_attention_bwd_core, s2_attention_fwd_core
 from .base import AttentionKind, Draw, projection
 
 __all__ = ["KIND", "content_heads"]
@@ -48,8 +44,7 @@ def _check(att, *, d_head, n_heads):
     if nc is not None:
         if isinstance(nc, bool) or not isinstance(nc, int) or nc < 0:
             raise ValueError(f"attention.content_heads: expected a non-negative integer (the number of "
-                             f"content "
-                             f"heads) or None (n_heads // 2); got {nc!r}")
+                             f"content heads) or None (n_heads // 2); got {nc!r}")
     if n_heads is not None:
         att["content_heads"] = content_heads(att, int(n_heads))
     return att
@@ -69,13 +64,13 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
     omega = None if options["features"] is None else features["omega"]
     grid = None if options["grid"] is None else tuple(options["grid"])
     qp, vp = q[..., nc:, :, :], v[..., nc:, :, :]                                   # positional heads
-    _, clip, grid = _s2_check(qp, vp, w, omega, options["clip"], grid)              # no data read
-    yp, cp = _s2_fwd_core(qp, vp, w, clip, grid, omega, xp=xp)                      # (..., H - C, L, d)
+    _, clip, grid = check_s2_inputs(qp, vp, w, omega, options["clip"], grid)        # no data read
+    yp, cp = s2_attention_fwd_core(qp, vp, w, omega, k=clip, grid=grid, xp=xp)      # (..., H - C, L, d)
     if nc == 0:
         return yp, (cp, None, k, nc)
     qc, kc, vc = q[..., :nc, :, :], k[..., :nc, :, :], v[..., :nc, :, :]            # (..., C, L, d)
     if omega is None:
-        yc, cc = _softmax_fwd_core(qc, kc, vc, None, False, float(qc.shape[-1] ** -0.5), False,
+        yc, cc = softmax_attention_fwd_core(qc, kc, vc, None, False, float(qc.shape[-1] ** -0.5), False,
                                    DEFAULT_BLOCK_ELEMENTS, xp=xp)
     else:
         yc, cc = favor_attention_fwd(qc, kc, vc, omega, features="positive")          # checks its result only
@@ -85,15 +80,15 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
 def _bwd(do, cache):
     cp, cc, k, nc = cache
     xp = namespace(do)
-    gp = _s2_bwd_core(do[..., nc:, :, :], cp, omega_grad=False, xp=xp)            # omega drawn: not computed
+    gp = s2_attention_bwd_core(do[..., nc:, :, :], cp, omega_grad=False, xp=xp)    # omega drawn: not computed
     dk_pos = xp.zeros_like(k[..., nc:, :, :])                                      # positional heads: no keys
     if cc is None:
         return gp.q, dk_pos, gp.v, {"w": gp.w}
     do_c = do[..., :nc, :, :]
     if isinstance(cc, SoftmaxAttentionCache):
-        gc = _softmax_bwd_core(do_c, cc, xp=xp)
+        gc = softmax_attention_bwd_core(do_c, cc, xp=xp)
     else:
-        gc = _favor_bwd_unchecked(do_c, cc, omega_grad=False)                      # omega drawn: not computed
+        gc = favor_attention_bwd_core(do_c, cc, omega_grad=False, xp=xp)           # omega drawn: not computed
 
     def cat(a, b):
         return xp.concat([a, b], axis=-3)                                           # (..., H, L, d)

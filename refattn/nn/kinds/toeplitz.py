@@ -14,11 +14,9 @@ attention's unchecked cores.
 from __future__ import annotations
 
 from ..._xp import device_of, namespace
-from ...features.deterministic import _elu_bwd, _elu_fwd
-from ...features.positive import _raw_bwd_core, _raw_core
-from ...rpe.toeplitz import DEFAULT_CHUNK_ELEMENTS
-from ...rpe.toeplitz import _bwd_core as _toeplitz_bwd_core
-from ...rpe.toeplitz import _fwd_core as _toeplitz_fwd_core
+from ...features.deterministic import elu_features_bwd_core, elu_features_fwd_core
+from ...features.positive import positive_features_bwd_core, positive_features_fwd_core
+from ...rpe.toeplitz import DEFAULT_CHUNK_ELEMENTS, toeplitz_attention_bwd_core, toeplitz_attention_fwd_core
 from .base import AttentionKind, Draw, check_omega, projection
 
 __all__ = ["KIND"]
@@ -29,15 +27,14 @@ def _window(log_coeffs, L, *, xp):
     L_max = (log_coeffs.shape[-1] + 1) // 2
     if L > L_max:
         raise ValueError(f"attention kind 'toeplitz': sequence length L = {L} exceeds the coefficient "
-                         f"table's "
-                         f"max_len = {L_max}")
+                         f"table's max_len = {L_max}")
     return log_coeffs[..., L_max - L:L_max + L - 1]
 
 
 def _feature(x, features, options, *, xp):
     if options["feature_map"] == "elu":
-        return _elu_fwd(x, xp=xp)
-    return _raw_core(x * float(x.shape[-1]) ** -0.25, features["omega"], 0.5, xp=xp)   # positive_features_fwd
+        return elu_features_fwd_core(x, xp=xp)
+    return positive_features_fwd_core(x * float(x.shape[-1]) ** -0.25, features["omega"], xp=xp)
 
 
 def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
@@ -52,32 +49,32 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
         check_omega(q, features["omega"])                                            # its shape: no data read
     phi_q, cq = _feature(q, features, options, xp=xp)                                # (..., H, L, m)
     phi_k, ck = _feature(k, features, options, xp=xp)
-    y, ca = _toeplitz_fwd_core(phi_q, phi_k, v, coeffs, causal, DEFAULT_CHUNK_ELEMENTS, "raise", None,
-                               xp=xp)                                               # unchecked core
+    y, ca = toeplitz_attention_fwd_core(phi_q, phi_k, v, coeffs, causal=causal,
+                                        chunk_elements=DEFAULT_CHUNK_ELEMENTS, on_nonpositive="raise",
+                                        workers=None, xp=xp)                         # unchecked core
     return y, (cq, ck, ca, coeffs, tuple(b.shape), options["feature_map"], float(q.shape[-1]) ** -0.25)
 
 
 def _bwd(do, cache):
     cq, ck, ca, coeffs, b_shape, fmap, scale = cache
     xp = namespace(do)
-    g = _toeplitz_bwd_core(do, ca, xp=xp)
+    g = toeplitz_attention_bwd_core(do, ca, xp=xp)
     dwin = g.coeffs * coeffs                                                         # d exp(b) = exp(b) db
     L_max, L = (b_shape[-1] + 1) // 2, (coeffs.shape[-1] + 1) // 2
     if L < L_max:
         pad = xp.zeros(b_shape[:-1] + (L_max - L,), dtype=do.dtype, device=device_of(do))
         dwin = xp.concat([pad, dwin, pad], axis=-1)                                  # (H, 2 L_max - 1)
     if fmap == "elu":
-        dq, dk = _elu_bwd(g.phi_q, cq, xp=xp).x, _elu_bwd(g.phi_k, ck, xp=xp).x
-    else:
-        dq = _raw_bwd_core(g.phi_q, cq, False, xp=xp).x * scale                     # omega drawn: no gradient
-        dk = _raw_bwd_core(g.phi_k, ck, False, xp=xp).x * scale
+        dq, dk = elu_features_bwd_core(g.phi_q, cq, xp=xp).x, elu_features_bwd_core(g.phi_k, ck, xp=xp).x
+    else:                                                                           # omega drawn: no gradient
+        dq = positive_features_bwd_core(g.phi_q, cq, omega_grad=False, xp=xp).x * scale
+        dk = positive_features_bwd_core(g.phi_k, ck, omega_grad=False, xp=xp).x * scale
     return dq, dk, g.v, {"log_coeffs": dwin}
 
 
 def _params(att, *, d_head, n_heads):
     if att["max_len"] is None:
-        raise ValueError("attention.max_len: required for kind 'toeplitz' (the coefficient table covers "
-                         "offsets "
+        raise ValueError("attention.max_len: required for kind 'toeplitz' (its table covers the offsets "
                          "-(max_len-1)..(max_len-1)); the transformer fills it from config['max_len']")
     return {"log_coeffs": Draw("zeros", {"shape": (n_heads, 2 * att["max_len"] - 1)})}
 

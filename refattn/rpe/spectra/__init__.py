@@ -9,17 +9,12 @@ A *spectrum* is a NamedTuple of parameter arrays (the learnable ones) plus stati
 which family it is. Each family lives in its own module (its container, g, the gradient of g, f, its tail
 class and so its proposal facts, side by side) and implements one protocol,
 ``refattn.rpe.spectra._common.Family``; the generic functions in ``core`` look the family up once in
-``core.FAMILIES``. For every family the package gives
-
-* ``spectrum_g(spectrum, xi)``: g at frequencies ``xi: (r, D)`` as ``(g_re, g_im)`` (``g_im`` is ``None`` for
-  a real g) and its backward (to the parameters and to ``xi``);
-* ``spectrum_f(spectrum, delta)``: the RPE function itself at offsets ``delta: (..., D)`` (the exact mask
-  ``N = [f(r_i - r_j)]`` of Definition 3.1 is :func:`rpe_mask`); for a real g that is not even, f is complex
-  and refattn's real features estimate ``Re f``, which is what ``spectrum_f`` returns (see
-  ``GaussianMixture``);
-* a tail class used by :func:`check_proposal` (``proposals``), which rejects a proposal that does not cover
-  the support of g (a truncated proposal is silently *biased*) or whose importance weights have infinite
-  variance (``int |g|^2 / p = inf``), with a message that says why.
+``core.FAMILIES``: ``spectrum_g(spectrum, xi)`` (g at ``xi: (r, D)`` as ``(g_re, g_im)``, ``g_im``
+``None`` for a real g) and its backward (to the parameters and ``xi``); ``spectrum_f(spectrum, delta)``, the
+RPE function at offsets ``delta: (..., D)`` (``Re f`` where f is complex, which refattn's real features
+estimate; the exact mask ``N = [f(r_i - r_j)]`` of Definition 3.1 is :func:`rpe_mask`); and the tail class
+that :func:`check_proposal` uses to reject a proposal that does not cover the support of g (a truncated
+proposal is silently *biased*) or whose importance weights have infinite variance (``int |g|^2 / p = inf``).
 
 Families (``T`` mixture components, ``D`` position dimension; module in brackets):
 
@@ -49,19 +44,10 @@ Shifted(base, s)       exp(-2 pi i s . xi) g_base(xi)  (Hermitian)     f_base(D 
 density (Bochner), and :func:`kernel_proposal` returns that density as the proposal, for which the importance
 weight ``g/p`` is the constant C (the optimal proposal of App. A.4).
 
-**Boxes have no Monte Carlo estimator.** The local RPE's spectrum C sin(2 pi v xi)/(pi xi) is not absolutely
-integrable, so ``E|g(xi)/p(xi)| = int |g| = inf`` under *every* proposal p: the estimator of Theorem 4.1 has
-no mean, and by Cauchy-Schwarz ``(int |g|)^2 <= int |g|^2/p`` it has no variance either. The same holds for
-the printed sin^k form and for ``BSpline`` with k = 1. :func:`check_proposal` rejects these unless the caller
-opts into a truncated (uniform) proposal with ``allow_truncation=True``, which estimates the truncated Fourier
-integral (biased, finite variance). Fourier inversion at the jump |Delta| = v gives the midpoint C/2, not the
-C of Eq. (4): ``spectrum_f`` returns C/2 there (which integer positions hit when v is an integer).
-
-**The printed sin^k form** g = C prod sin^k(2 pi v xi)/(pi xi) is odd in each xi_j for even k, so its f is
-purely imaginary and odd (not an RPE mask: rejected); for odd k its f is piecewise *constant* and
-discontinuous (sin^k expands into sines of multiples of the angle, i.e. a signed sum of boxes). The claims
-(a)-(d) of Sec. 4.3 (continuous, symmetric, compact support, piecewise polynomial of degree k - 1) hold for
-the B-spline form.
+**Boxes, the printed sin^k form and** ``BSpline`` **with k = 1 have no Monte Carlo estimator** (``int |g| =
+inf``): :func:`check_proposal` rejects them unless ``allow_truncation=True``; at the jump ``|Delta| = v``
+``spectrum_f`` returns the midpoint C/2. The argument, and why the printed sin^k form is no RPE mask for even
+k: ``docs/guide/flt.md``.
 """
 
 from .box import Box

@@ -53,7 +53,7 @@ def _dim(spectrum) -> int:
 
 
 def _g(spectrum, xi, *, xp):
-    # (r,T,D)
+    # h, dh_dv, dh_dx: (r, T, D), one sinc factor per frequency, box and axis
     h, dh_dv, dh_dx = sinc_factor(xp.expand_dims(xi, axis=1), xp.expand_dims(spectrum.v, axis=0), xp=xp)
     P = xp.prod(h, axis=-1)                                                           # (r, T)
     return P @ spectrum.w, None, (h, dh_dv, dh_dx, P)                                 # (r,)

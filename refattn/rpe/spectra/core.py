@@ -12,6 +12,7 @@ import math
 from typing import Any, NamedTuple
 
 from ... import limits
+from ..._docs import fill_doc
 from ..._xp import check_finite, check_shape, namespace
 from . import bspline, box, cauchy_kernel, gaussian_basis, gaussian_kernel, gaussian_mixture, laplace_kernel
 from . import sin_power
@@ -31,8 +32,6 @@ __all__ = [
     "spectrum_g_bwd",
     "spectrum_f",
     "rpe_mask",
-    "g_fwd_trusted",
-    "g_bwd_trusted",
 ]
 
 Array = Any
@@ -74,6 +73,17 @@ def family_of(spectrum, name: str = "spectrum") -> Family:
     return fam
 
 
+_SPECTRUM = """
+spectrum : spectrum NamedTuple
+    Any family of :mod:`refattn.rpe.spectra`.
+"""
+_UNKNOWN = """
+TypeError
+    `spectrum` is not a known family.
+"""
+
+
+@fill_doc(unknown=_UNKNOWN)
 def spectrum_arrays(spectrum) -> list:
     r"""The ``(name, array)`` pairs of a spectrum's parameter arrays.
 
@@ -90,8 +100,7 @@ def spectrum_arrays(spectrum) -> list:
 
     Raises
     ------
-    TypeError
-        `spectrum` is not a known family.
+    {unknown}
     """
     fam = family_of(spectrum)
     if fam.arrays is not None:
@@ -105,13 +114,13 @@ def family_label(spectrum) -> str:
     return fam.label(spectrum) if fam.label is not None else type(spectrum).__name__
 
 
+@fill_doc(spectrum=_SPECTRUM, unknown=_UNKNOWN)
 def spectrum_dim(spectrum) -> int | None:
     r"""The position dimension D fixed by a spectrum's parameter shapes.
 
     Parameters
     ----------
-    spectrum : spectrum NamedTuple
-        Any family of :mod:`refattn.rpe.spectra`.
+    {spectrum}
 
     Returns
     -------
@@ -120,21 +129,20 @@ def spectrum_dim(spectrum) -> int | None:
 
     Raises
     ------
-    TypeError
-        `spectrum` is not a known family.
+    {unknown}
     """
     check_spectrum(spectrum)                                          # a malformed spectrum fixes no D
     return family_of(spectrum).dim(spectrum)
 
 
+@fill_doc(spectrum=_SPECTRUM)
 def check_spectrum(spectrum, sizes: dict | None = None, name: str = "spectrum", *,
                    finite: bool = True) -> dict:
     r"""Validate a spectrum: type, parameter shapes, finiteness and signs.
 
     Parameters
     ----------
-    spectrum : spectrum NamedTuple
-        Any family of :mod:`refattn.rpe.spectra`.
+    {spectrum}
     sizes : dict, optional
         Axis sizes already bound (``{"D": 2}``); ``D`` and ``T`` are bound in it (and it is returned).
     name : str
@@ -185,50 +193,62 @@ class SpectrumGGrads(NamedTuple):
     xi: Array       # (r, D)
 
 
-def spectrum_g_fwd(spectrum, xi):
-    r"""g(xi) of a spectrum, real and imaginary parts, with a cache for :func:`spectrum_g_bwd`.
+_G_ARGS = """
+spectrum : spectrum NamedTuple
+    A spectrum of :mod:`refattn.rpe.spectra` (its parameters fix dtype and namespace).
+xi : (r, D) array
+    Frequencies, real floating, finite, same namespace and dtype as the spectrum's parameters.
+"""
+_G_RETURNS = """
+(g_re, g_im) : tuple of (r,) arrays
+    ``g_im`` is None for the real families (only :class:`Shifted` has a complex g).
+"""
+_G_RAISES = """
+ValueError
+    Bad spectrum parameters, `xi` not ``(r, D)`` or not finite.
+TypeError
+    Unknown family, or mixed dtypes/namespaces.
+"""
 
-    The Fourier convention is FLT's, ``g(xi) = int f(x) exp(-2 pi i x . xi) dx`` (Theorem 4.1).
+
+@fill_doc(args=_G_ARGS, returns=_G_RETURNS, raises=_G_RAISES)
+def spectrum_g_fwd(spectrum, xi):
+    r"""Forward of :func:`spectrum_g` with the cache for :func:`spectrum_g_bwd`.
+
+    See :func:`spectrum_g` for the convention and shapes.
 
     Parameters
     ----------
-    spectrum : spectrum NamedTuple
-        A spectrum of the package table (its parameters fix dtype and namespace).
-    xi : (r, D) array
-        Frequencies, real floating, same namespace and dtype as the spectrum's parameters.
+    {args}
 
     Returns
     -------
-    (g_re, g_im) : tuple of (r,) arrays
-        ``g_im`` is None for the real families (only :class:`Shifted` has a complex g).
+    {returns}
     cache : SpectrumGCache
         For :func:`spectrum_g_bwd`.
 
     Raises
     ------
-    ValueError
-        Bad spectrum parameters, `xi` not ``(r, D)`` or not finite.
-    TypeError
-        Unknown family, or mixed dtypes/namespaces.
+    {raises}
     """
     arrays = spectrum_arrays(spectrum)
     xp = namespace(xi, *[a for _, a in arrays], names=("xi",) + tuple(f"spectrum.{n}" for n, _ in arrays))
     sizes = check_spectrum(spectrum)
     check_shape("xi", xi, "r, D", sizes)
     check_finite("xi", xi, xp=xp)
-    return g_fwd_trusted(spectrum, xi, xp=xp)
+    return spectrum_g_fwd_core(spectrum, xi, xp=xp)
 
 
-def g_fwd_trusted(spectrum, xi, *, xp):
-    """:func:`spectrum_g_fwd` without the checks, for callers that validated `spectrum` and `xi` themselves
-    (``refattn.rpe.flt``: each input is checked once per public call)."""
+# g(xi) = int f(x) exp(-2 pi i x . xi) dx, evaluated by the spectrum's family record
+# dspectrum, dxi from (dg_re, dg_im) by the family's g_bwd
+def spectrum_g_fwd_core(spectrum, xi, *, xp):
+    """Unchecked core of :func:`spectrum_g_fwd` (`spectrum` and `xi` validated by the caller)."""
     g_re, g_im, parts = family_of(spectrum).g(spectrum, xi, xp=xp)                   # (r,), (r,) or None
     return (g_re, g_im), SpectrumGCache(spectrum, xi, parts, g_re)
 
 
-def g_bwd_trusted(dg_re, dg_im, cache, *, xp):
-    """:func:`spectrum_g_bwd` without the checks of its cotangent (derived from a checked one by the
-    caller: ``refattn.rpe.flt``)."""
+def spectrum_g_bwd_core(dg_re, dg_im, cache, *, xp):
+    """Unchecked core of :func:`spectrum_g_bwd` (the cotangent validated by the caller)."""
     dspec, dxi = family_of(cache.spectrum).g_bwd(dg_re, dg_im, cache.spectrum, cache.xi, cache.parts,
                                                  cache.g_re, xp=xp)
     return SpectrumGGrads(dspec, dxi)
@@ -236,6 +256,8 @@ def g_bwd_trusted(dg_re, dg_im, cache, *, xp):
 
 def spectrum_g_bwd(dg, cache: SpectrumGCache) -> SpectrumGGrads:
     r"""Backward of :func:`spectrum_g_fwd`: gradients of the spectrum's parameters and of ``xi``.
+
+    See :func:`spectrum_g` for the convention and shapes.
 
     Parameters
     ----------
@@ -262,25 +284,27 @@ def spectrum_g_bwd(dg, cache: SpectrumGCache) -> SpectrumGGrads:
         if a is not None:
             check_shape(name, a, f"{r}")
             check_finite(name, a, xp=xp)
-    return g_bwd_trusted(dg_re, dg_im, cache, xp=xp)
+    return spectrum_g_bwd_core(dg_re, dg_im, cache, xp=xp)
 
 
+@fill_doc(args=_G_ARGS, returns=_G_RETURNS, raises=_G_RAISES)
 def spectrum_g(spectrum, xi):
-    r"""The spectrum g at frequencies ``xi`` as ``(g_re, g_im)`` (FLT Fourier convention).
+    r"""The spectrum g at frequencies ``xi`` as ``(g_re, g_im)``.
 
-    See :func:`spectrum_g_fwd` (this is its forward without the cache).
+    The Fourier convention is FLT's, ``g(xi) = int f(x) exp(-2 pi i x . xi) dx`` (Theorem 4.1); each family's
+    module gives its closed form and derivative.
 
     Parameters
     ----------
-    spectrum : spectrum NamedTuple
-        A spectrum of :mod:`refattn.rpe.spectra`.
-    xi : (r, D) array
-        Frequencies, real floating, dtype and namespace of the spectrum.
+    {args}
 
     Returns
     -------
-    (g_re, g_im) : tuple of (r,) arrays
-        ``g_im`` is None for a real g.
+    {returns}
+
+    Raises
+    ------
+    {raises}
 
     Examples
     --------

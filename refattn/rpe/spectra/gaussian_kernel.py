@@ -27,7 +27,7 @@ class GaussianKernel(NamedTuple):
 def _g(spectrum, xi, *, xp):
     D = xi.shape[-1]
     l2 = spectrum.length ** 2
-    # (r,)
+    # (r,) g(xi) = C (2 pi l^2)^(D/2) exp(-2 pi^2 l^2 |xi|^2)
     g = spectrum.C * (TWO_PI * l2) ** (D / 2.0) * xp.exp(-2.0 * math.pi ** 2 * l2 * sq_norm(xi, xp=xp))
     return g, None, ()
 

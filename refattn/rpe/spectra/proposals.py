@@ -36,7 +36,6 @@ __all__ = [
     "check_proposal_shape",
     "check_proposal",
     "kernel_proposal",
-    "log_density_trusted",
 ]
 
 Array = Any
@@ -45,14 +44,9 @@ Array = Any
 class Proposal(NamedTuple):
     r"""A location-scale proposal density for the FLT frequencies, ``xi = loc + scale * eps``.
 
-    ``eps`` is drawn from the standard density of `kind` (``refattn.random.draw_flt_noise``), so
-    ``p(xi) = p_0(eps) / prod_j scale_j``.
-
-    ``kind``: ``"gaussian"`` (N(0, I)), ``"laplace"`` (product of standard Laplace), ``"cauchy"`` (product of
-    standard Cauchy), ``"mv_cauchy"`` (isotropic multivariate Cauchy, Student t with 1 degree of freedom),
-    ``"uniform"`` (the cube [-1, 1]^D: a *truncated* proposal, accepted only with ``allow_truncation=True``).
-    ``loc: (D,)`` and ``scale: ()`` or ``(D,)`` are learnable (App. A.4, B.3: "Gaussian with learnable means
-    and variances").
+    ``eps`` is drawn from the standard density of `kind` (``PROPOSAL_KINDS``, described in
+    ``refattn.random.draw_flt_noise``; ``"uniform"`` is a *truncated* proposal). ``loc: (D,)`` and ``scale:
+    ()`` or ``(D,)`` are learnable (App. A.4, B.3: "Gaussian with learnable means and variances").
     """
 
     kind: str
@@ -98,11 +92,13 @@ def proposal_log_density(kind: str, eps, *, xp=None):
     xp = namespace(eps, names=("eps",))
     check_shape("eps", eps, "..., D")
     check_finite("eps", eps, xp=xp)
-    return log_density_trusted(kind, eps, xp=xp)
+    return proposal_log_density_core(kind, eps, xp=xp)
 
 
-def log_density_trusted(kind: str, eps, *, xp):
-    """:func:`proposal_log_density` without the checks (for callers that validated `kind` and `eps`)."""
+# log p_0(eps): gaussian -|eps|^2/2 - D log(2 pi)/2;  laplace -sum |eps_j| - D log 2;  uniform -D log 2
+# cauchy -sum log(1 + eps_j^2) - D log pi;  mv_cauchy log c_D - (D + 1)/2 log(1 + |eps|^2)
+def proposal_log_density_core(kind: str, eps, *, xp):
+    """Unchecked core of :func:`proposal_log_density` (`kind` and `eps` validated by the caller)."""
     D = eps.shape[-1]
     if kind == "gaussian":
         return -0.5 * sq_norm(eps, xp=xp) - 0.5 * D * math.log(TWO_PI)
@@ -130,8 +126,8 @@ def check_proposal_shape(proposal, sizes: dict, name: str = "proposal", *, finit
     name : str
         The argument's name in error messages.
     finite : bool, default True
-        ``False`` skips the finiteness passes (arrays checked by the caller); the scale's sign is still
-        checked.
+        ``False`` skips the finiteness passes (arrays checked by the caller); the sign of the scale is
+        still checked.
 
     Returns
     -------
@@ -173,8 +169,7 @@ def _variance_problem(tail, kind, s_min, D):
         b = tail[1]
         if kind == "gaussian":
             return (f"|g| decays like exp(-{b:.6g}|xi_j|) but 1/p grows like exp(|xi|^2/(2 s^2)) for the "
-                    "Gaussian "
-                    "proposal: use 'laplace' (scale > 1/(2 b)), 'cauchy' or 'mv_cauchy'")
+                    "Gaussian proposal: use 'laplace' (scale > 1/(2 b)), 'cauchy' or 'mv_cauchy'")
         if kind == "laplace" and not s_min > 1.0 / (2.0 * b):
             return (f"|g|^2 ~ exp(-2 b |xi_j|) with b = {b:.6g} and 1/p ~ exp(|xi_j|/s): needs every scale "
                     f"s > 1/(2 b) = {1.0 / (2.0 * b):.6g}; got min scale {s_min:.6g}")
@@ -192,22 +187,18 @@ def _variance_problem(tail, kind, s_min, D):
                     "proposal: use 'cauchy' (finite variance for k >= 2)")
         if kind == "mv_cauchy" and not 2 * k > D + 2:
             return (f"along an axis |g|^2/p ~ |xi_1|^(D + 1 - 2k) = |xi_1|^{D + 1 - 2 * k}: not integrable "
-                    "unless "
-                    f"2k > D + 2 (k = {k}, D = {D}): use 'cauchy' (product)")
+                    f"unless 2k > D + 2 (k = {k}, D = {D}): use 'cauchy' (product)")
     return None
 
 
 def check_proposal(spectrum, proposal, *, allow_truncation: bool = False, finite: bool = True) -> None:
     r"""Reject a spectrum/proposal pair whose estimator is silently biased or has infinite variance.
 
-    Two conditions (FLT Theorem 4.1 needs the first, Lemma A.2 / Theorem A.3 the second):
-
-    * **support**: p > 0 wherever g != 0. Every family here has g != 0 on an unbounded set, so the bounded
-      ``"uniform"`` proposal truncates the Fourier integral: the estimator then converges to the truncated
-      integral, not to f. Accepted only with ``allow_truncation=True`` (to measure that bias).
-    * **finite variance**: ``int |g|^2 / p < inf``, decided from the tails of g and p (documented per case in
-      the message). Boxes (and the printed sin^k form, and BSpline with k = 1) fail under every proposal
-      on R^D.
+    Two conditions (FLT Theorem 4.1 needs the first, Lemma A.2 / Theorem A.3 the second): **support**, p > 0
+    wherever g != 0 (the bounded ``"uniform"`` proposal truncates the Fourier integral, so the estimator
+    converges to the truncated integral, not to f: accepted only with ``allow_truncation=True``, to measure
+    that bias); **finite variance**, ``int |g|^2 / p < inf``, decided from the tails of g and p (the module
+    docstring's table; the message explains each case): boxes fail it under every proposal on R^D.
 
     Parameters
     ----------
@@ -233,10 +224,11 @@ def check_proposal(spectrum, proposal, *, allow_truncation: bool = False, finite
         Unknown spectrum family or not a :class:`Proposal`.
     """
     sizes = check_spectrum(spectrum, finite=finite)
-    _check_pair(spectrum, proposal, sizes, allow_truncation=allow_truncation, finite=finite)
+    check_proposal_pair(spectrum, proposal, sizes, allow_truncation=allow_truncation, finite=finite)
 
 
-def _check_pair(spectrum, proposal, sizes: dict, *, allow_truncation: bool = False, finite: bool = True):
+def check_proposal_pair(spectrum, proposal, sizes: dict, *, allow_truncation: bool = False,
+                        finite: bool = True) -> None:
     """:func:`check_proposal` for a spectrum its caller has checked already (`sizes` from
     :func:`check_spectrum`): the proposal's own checks, then support and finite variance."""
     check_proposal_shape(proposal, sizes, finite=finite)
@@ -249,26 +241,21 @@ def _check_pair(spectrum, proposal, sizes: dict, *, allow_truncation: bool = Fal
         if not allow_truncation:
             raise ValueError(
                 f"proposal: the 'uniform' proposal has bounded support (loc +- scale) but g of {fam} is "
-                "nonzero "
-                "outside it: p must be positive wherever g != 0, otherwise the estimator is silently biased "
-                "(it "
-                "estimates the truncated Fourier integral, not f). Pass allow_truncation=True to measure "
-                "that bias")
+                "nonzero outside it: p must be positive wherever g != 0, otherwise the estimator is silently "
+                "biased (it estimates the truncated Fourier integral, not f). Pass allow_truncation=True to "
+                "measure that bias")
         return
     if tail[0] == "not_integrable":
         raise ValueError(
             f"proposal: {fam} has int |g| = inf (its g decays like 1/|xi|), so the importance weight g/p has "
             f"E|g/p| = int |g| = inf under every proposal ('{kind}' included): the estimator of Theorem 4.1 "
-            "has no "
-            "mean, and by Cauchy-Schwarz (int |g|)^2 <= int |g|^2/p its variance is infinite too. Use a "
-            "truncated "
-            "proposal (kind='uniform', allow_truncation=True: biased, finite variance) or BSpline with k >= "
-            "2")
+            "has no mean, and by Cauchy-Schwarz (int |g|)^2 <= int |g|^2/p its variance is infinite too. "
+            "Use a truncated proposal (kind='uniform', allow_truncation=True: biased, finite variance) or "
+            "BSpline with k >= 2")
     bad = _variance_problem(tail, kind, s_min, D)
     if bad is not None:
         raise ValueError(f"proposal: the importance weights of {fam} under the '{kind}' proposal have "
-                         "infinite "
-                         f"variance (int |g|^2/p = inf): {bad}")
+                         f"infinite variance (int |g|^2/p = inf): {bad}")
 
 
 def kernel_proposal(spectrum, D: int) -> Proposal:

@@ -41,8 +41,7 @@ def _check(spectrum, sizes, name, *, xp):
     if k % 2 == 0:
         raise ValueError(
             f"{name}.k: the printed form sin^k(2 pi v xi)/(pi xi) with even k = {k} is odd in xi, so its f "
-            "is "
-            "purely imaginary and odd: not a real RPE mask (use BSpline for the properties of Sec. 4.3)")
+            "is purely imaginary and odd: not a real RPE mask (use BSpline for the properties of Sec. 4.3)")
 
 
 def _sinpow(x, v, k, *, xp):

@@ -4,10 +4,8 @@ Both compute ``numer_aug = A [v, 1]`` (one GEMM gives the numerator and the norm
 ``z``: non-finite values are traced to the input that caused them, and a non-positive normaliser raises a
 ``ValueError`` that says what happened -- an underflow to 0 in the dtype at hand (positive features of large
 inputs), or negative estimates (trig features, design.md trap 4) -- and the remedy;
-``on_nonpositive="ignore"``
-returns the output as computed. Each check is one reduction (a host sync on a GPU); the slow diagnosis runs
-only
-after a failure.
+``on_nonpositive="ignore"`` returns the output as computed. Each check is one reduction (a host sync on a
+GPU); the slow diagnosis runs only after a failure.
 """
 
 from __future__ import annotations
@@ -30,13 +28,11 @@ def name_nonfinite(xp, *, where="linear_attention", **arrays):
             check_finite(name, a, xp=xp)
     raise ValueError(
         f"{where}: the normaliser or output is not finite although every input is: the features overflow in "
-        "the "
-        "products; pass stabilised features with k_log_scale (design.md trap 3)")
+        "the products; pass stabilised features with k_log_scale (design.md trap 3)")
 
 
 def check_normaliser(z, on_nonpositive, *, xp, inputs, where="linear_attention"):
-    """Raise unless every entry of the normaliser `z` is finite and (with ``on_nonpositive="raise"``)
-    positive.
+    """Raise unless the normaliser `z` is finite and, with ``on_nonpositive="raise"``, positive.
 
     One reduction in the common case (``min(z) > 0`` and finite); the counts and the message are computed
     only after a failure.
@@ -58,12 +54,10 @@ def check_normaliser(z, on_nonpositive, *, xp, inputs, where="linear_attention")
         raise ValueError(
             f"{where}: {negative + zero} non-positive normaliser(s) phi_q . sum_j phi_k_j "
             f"(minimum {zmin:.3e}, {negative} negative); trig features can give these (design.md trap 4). "
-            "Pass on_nonpositive='ignore' "
-            "to get the output as computed")
+            "Pass on_nonpositive='ignore' to get the output as computed")
     raise ValueError(
         f"{where}: {zero} normaliser(s) underflowed to 0 in {z.dtype} although every input is finite: for "
-        "those "
-        f"queries every product phi_q . phi_k is below the smallest positive {z.dtype} number. Remedy: "
+        f"those queries every product phi_q . phi_k is below the smallest positive {z.dtype} number. Remedy: "
         "compute in float64, or use inputs of smaller norm, or give the keys per-feature frames "
         "(positive_key_features_stable with k_log_scale, as favor_attention does for positive and hyperbolic "
         "features); on_nonpositive='ignore' returns the output as computed")

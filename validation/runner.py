@@ -10,53 +10,15 @@ import sys
 import time
 from typing import Any, Callable
 
-from ..crosscheck import BUILTIN_TARGETS, UsageError, builtin_target, get_framework
-from ..families import FAMILIES
-from ..families.favor import ATTENTION_FAMILIES, FEATURE_FAMILIES
-from . import dtype, gradients, haar, kernel, prefix_invariance, same_features, unbiased, values
-from .context import QUICK, SIZES, Ctx, check_signature, probe
-from .report import CheckResult, Report
+from .base import UsageError
+from .checks.catalog import CHECKS, KIND_CHECKS, KINDS, RUNNERS
+from .checks.context import QUICK, SIZES, Ctx, check_signature, probe
+from .checks.favor import ATTENTION_FAMILIES, FEATURE_FAMILIES
+from .checks.report import CheckResult, Report
+from .crosscheck.registry import BUILTIN_TARGETS, builtin_target, get_framework
+from .families.catalog import FAMILIES
 
-__all__ = ["check", "resolve_target", "KINDS", "CHECKS", "KIND_CHECKS", "RUNNERS"]
-
-KINDS = ("draw", "features", "attention")
-CHECKS = (
-    "values",
-    "gradients",
-    "kernel",
-    "unbiased",
-    "haar",
-    "prefix_invariance",
-    "stability",
-    "same_features",
-    "dtype",
-)
-#: which checks apply to which kind (omega contract; a family spec lists its own)
-KIND_CHECKS = {
-    "draw": ("haar", "unbiased"),
-    "features": ("values", "gradients", "kernel", "unbiased", "dtype"),
-    "attention": (
-        "values",
-        "gradients",
-        "kernel",
-        "same_features",
-        "prefix_invariance",
-        "stability",
-        "dtype",
-    ),
-}
-#: check name -> its function (one module per named check)
-RUNNERS: dict[str, Callable[[Ctx], CheckResult]] = {
-    "values": values.run,
-    "gradients": gradients.run,
-    "kernel": kernel.run,
-    "unbiased": unbiased.run,
-    "haar": haar.run,
-    "prefix_invariance": prefix_invariance.run,
-    "stability": prefix_invariance.run_stability,
-    "same_features": same_features.run,
-    "dtype": dtype.run,
-}
+__all__ = ["check", "resolve_target", "known_families", "validate_options"]
 
 
 def resolve_target(spec: str, kind: str, framework: str | None = None,
@@ -71,8 +33,7 @@ def resolve_target(spec: str, kind: str, framework: str | None = None,
         return t.fn, t.framework, t.family, t.note
     if ":" not in spec:
         raise UsageError(f"TARGET {spec!r}: expected module:callable, path/to/file.py:callable or a built-in "
-                         f"target "
-                         f"({', '.join(BUILTIN_TARGETS)})")
+                         f"target ({', '.join(BUILTIN_TARGETS)})")
     mod_name, _, attr = spec.rpartition(":")
     try:
         if mod_name.endswith(".py") or os.sep in mod_name:
@@ -99,8 +60,8 @@ def resolve_target(spec: str, kind: str, framework: str | None = None,
 
 def known_families(kind: str) -> list[str]:
     """Family names accepted by ``--as`` for `kind` (omega-contract families and the papers' families)."""
-    legacy = FEATURE_FAMILIES if kind == "features" else ATTENTION_FAMILIES if kind == "attention" else ()
-    return sorted(legacy) + sorted(n for n, s in FAMILIES.items() if kind in s.kinds)
+    omega = FEATURE_FAMILIES if kind == "features" else ATTENTION_FAMILIES if kind == "attention" else ()
+    return sorted(omega) + sorted(n for n, s in FAMILIES.items() if kind in s.kinds)
 
 
 def validate_options(kind: str, dtype: str, family: str | None, checks: tuple[str, ...] | None) -> list[str]:
@@ -122,7 +83,7 @@ def validate_options(kind: str, dtype: str, family: str | None, checks: tuple[st
 def check(fn: Callable[..., Any] | str, *, kind: str, framework: str | None = None, family: str | None = None,
           dtype: str = "float64", seed: int = 0, quick: bool = False, checks: tuple[str, ...] | None = None,
           name: str | None = None) -> Report:
-    """Cross-check a candidate against refattn; see :mod:`validation.checks` for the contracts and the checks.
+    """Cross-check a candidate against refattn (contracts and checks: :mod:`validation.checks.catalog`).
 
     Parameters
     ----------

@@ -11,7 +11,9 @@ import importlib.metadata
 import sys
 from typing import TextIO
 
-from . import UsageError
+from .base import UsageError
+from .crosscheck.performer_pytorch import available, eps_effect
+from .runner import check
 
 __all__ = ["write_report", "RUNS"]
 
@@ -78,8 +80,6 @@ def _cell(s: str) -> str:
 
 
 def write_report(*, quick: bool = False, seed: int = 0, progress: TextIO | None = None) -> str:
-    from ..checks import check
-    from .performer_pytorch import available, eps_effect
     reports, missing = {}, []
     for target, kind, fw in RUNS:
         label = f"{target} ({kind}{', ' + fw if fw else ''})"
@@ -124,10 +124,8 @@ def write_report(*, quick: bool = False, seed: int = 0, progress: TextIO | None 
         L, d, m = (256, 32, 64) if quick else (1024, 64, 256)
         out += [
             "",
-            f"**What performer-pytorch's default eps does to accuracy** (L = {L}, d = {d}, m = {m}, "
-            f"one "
-            "draw of its own `gaussian_orthogonal_random_matrix`, q and k entries N(0, s^2), v entries "
-            "N(0, 1), "
+            f"**What performer-pytorch's default eps does to accuracy** (L = {L}, d = {d}, m = {m}, one draw "
+            "of its own `gaussian_orthogonal_random_matrix`, q and k entries N(0, s^2), v entries N(0, 1), "
             "float64; relative RMS error |y - y_exact| / |y_exact| against exact softmax attention):",
             "",
             "| s | mode | default (eps = 1e-4 in the features, 1e-6 in the causal normaliser) | same "

@@ -1,23 +1,15 @@
 """The claim registry: every checkable statement of the three papers, with its check and its expected verdict.
 
-A claim module registers its checks with the :func:`claim` decorator::
-
-    @claim("kl.eq1-softmax", paper=CHOWDHURY, section="Sec. 2.1, Eq. (1)",
-           statement="Generalized attention with K(q, k) = exp(q.k/sqrt(d)) is softmax attention.",
-           expected="holds", derivation="exp(q.k/sqrt d) / sum_j exp(q.k_j/sqrt d) is the softmax row ...")
-    def eq1_softmax(ctx: Context) -> Result:
-        ...
-        return Result("holds", evidence={...})
-
-and may attach a must-fail companion (the same check run against a deliberately wrong formula, which must
-return ``"fails"``) with :func:`must_fail`.
+A claim module registers its checks with the :func:`claim` decorator (its Examples show one) and may attach a
+must-fail companion (the same check run against a deliberately wrong formula, which must return ``"fails"``)
+with :func:`must_fail`.
 
 **The verdict is a function of the evidence.** A claim states its decision rule in one sentence
 (``rule=``) and gives it as a function (``decide=``, ``decide(evidence: dict) -> verdict``; reusable builders
-are in :mod:`paper_checks._rules`). The check puts the numbers in its evidence and returns
-``Result(ctx.decide(evidence), evidence, ...)``; :func:`run_check` (what the CLI, the tests and ``--power``
-call) re-applies ``decide`` to the returned evidence and raises :class:`RuleMismatchError` if the
-verdicts differ, so no branch of a check can return a verdict that no measured number decided. Verdicts:
+are in :mod:`paper_checks.rules`). The check puts the numbers in its evidence and returns
+``Result(ctx.decide(evidence), evidence, ...)``; :func:`paper_checks.runner.run_check` (what the CLI, the
+tests and ``--power`` call) re-applies ``decide`` to the returned evidence and raises ``RuleMismatchError`` if
+the verdicts differ, so no branch of a check can return a verdict that no measured number decided. Verdicts:
 
 ``holds``          the statement holds as printed (within the stated statistical tolerance);
 ``erratum``        it fails as printed but holds after a correction, which the result states and verifies;
@@ -39,16 +31,13 @@ quadrature, an exact computation, a count -- with a formula. Such a check must
 Turing completeness): the check returns ``not-checkable`` with the reason.
 
 The paper modules live in the packages ``paper_checks.horn``, ``paper_checks.chowdhury`` and
-``paper_checks.choromanski``; every submodule of those packages is imported by :func:`load_all`, so a new
-claim file only has to exist.
+``paper_checks.choromanski``, each of which imports its claim modules; :func:`paper_checks.catalog.load_all`
+imports the three packages and returns :data:`REGISTRY`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
-import importlib
-import pkgutil
 import zlib
 from concurrent.futures import Executor
 from pathlib import Path
@@ -56,9 +45,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-__all__ = ["VERDICTS", "EVIDENCE_KEYS", "HORN", "CHOWDHURY", "CHOROMANSKI", "Result", "Context", "Claim",
-           "REGISTRY", "RuleMismatchError", "claim", "must_fail", "refine", "load_all", "select",
-           "stat_evidence", "run_check"]
+__all__ = ["VERDICTS", "SIZES", "EVIDENCE_KEYS", "HORN", "CHOWDHURY", "CHOROMANSKI", "Result", "Context",
+           "Claim", "REGISTRY", "claim", "must_fail", "stat_evidence"]
 
 VERDICTS = ("holds", "erratum", "fails", "not-checkable", "skipped")
 SIZES = ("tiny", "small", "full")
@@ -67,8 +55,6 @@ EVIDENCE_KEYS = ("n", "seed", "detectable")   # every statistical check reports 
 HORN = "Horn et al., Translational Equivariance in Kernelizable Attention"
 CHOWDHURY = "Chowdhury et al., Learning the Transformer Kernel"
 CHOROMANSKI = "Choromanski et al., FourierLearner-Transformers"
-
-PAPER_PACKAGES = ("paper_checks.horn", "paper_checks.chowdhury", "paper_checks.choromanski")
 
 
 @dataclasses.dataclass
@@ -181,15 +167,9 @@ def claim(id: str, *, paper: str, section: str, statement: str, expected: str | 
           ) -> Callable[[Callable[[Context], Result]], Callable[[Context], Result]]:
     """Register the decorated function as the check of claim `id`.
 
-    `statistical` (default True): the check compares a measurement with a formula, so it needs a must-fail
-    companion (:func:`must_fail`) and reports ``n``, ``seed`` and ``detectable`` in its evidence. Pass False
-    only for a statement no measurement can decide (expected verdict ``not-checkable``).
-
-    `rule` is the decision rule in one sentence and `decide(evidence) -> verdict` the same rule as a function
-    (builders in :mod:`paper_checks._rules` carry their sentence as ``.rule``, used when `rule` is omitted).
-    `expected` is a verdict, or ``{size: verdict}`` with a ``"full"`` entry (the pre-registered expectation:
-    the paper's statement); a per-size entry must cite the derivation that predicts it, never a measured
-    verdict.
+    A statistical check (the default) needs a must-fail companion (:func:`must_fail`) and reports ``n``,
+    ``seed`` and ``detectable`` in its evidence. A per-size `expected` entry must cite the derivation that
+    predicts it, never a measured verdict.
 
     Parameters
     ----------
@@ -208,9 +188,11 @@ def claim(id: str, *, paper: str, section: str, statement: str, expected: str | 
     slow : bool, default False
         Skipped unless selected (``--all`` or ``--only``); the result then gives the command that runs it.
     statistical : bool, default True
-        Whether the check compares a measurement with a formula (see above).
+        Whether the check compares a measurement with a formula; False only for a statement no measurement
+        can decide (expected verdict ``not-checkable``).
     rule : str, optional
-        The decision rule in one sentence (default: ``decide.rule``).
+        The decision rule in one sentence (default: ``decide.rule``, which the builders of
+        :mod:`paper_checks.rules` set).
     decide : callable, optional
         ``decide(evidence: dict) -> verdict``, the rule as a function of the evidence.
 
@@ -229,7 +211,7 @@ def claim(id: str, *, paper: str, section: str, statement: str, expected: str | 
     Examples
     --------
     >>> from paper_checks import REGISTRY, Result, claim
-    >>> from paper_checks._claims import CHOWDHURY
+    >>> from paper_checks.registry import CHOWDHURY
     >>> @claim("kl.doc-example", paper=CHOWDHURY, section="Eq. (1)", statement="1 + 1 = 2",
     ...        expected="holds", derivation="arithmetic", statistical=False,
     ...        rule="holds when the sum is 2", decide=lambda ev: "holds" if ev["sum"] == 2 else "fails")
@@ -264,28 +246,6 @@ def claim(id: str, *, paper: str, section: str, statement: str, expected: str | 
     return deco
 
 
-class RuleMismatchError(RuntimeError):
-    """A check returned a verdict its own decision rule does not give on its evidence."""
-
-
-def run_check(c: Claim, ctx: Context, *, companion: bool = False) -> Result:
-    """Run claim `c`'s check (or its must-fail companion) and re-apply its decision rule to the evidence.
-
-    Raises :class:`RuleMismatchError` when the claim has a rule and the returned verdict differs from
-    ``c.decide(result.evidence)``. Claims without a rule yet run unchanged (``tests/paper_checks`` lists
-    them)."""
-    fn = c.must_fail if companion else c.check
-    if fn is None:
-        raise ValueError(f"claim {c.id!r} has no must-fail companion")
-    res = fn(ctx)
-    if c.decide is not None and res.verdict != "skipped":
-        again = c.decide(res.evidence)
-        if again != res.verdict:
-            raise RuleMismatchError(f"claim {c.id}{' (companion)' if companion else ''}: the check returned "
-                               f"{res.verdict!r} but its rule gives {again!r} on its evidence ({c.rule})")
-    return res
-
-
 def must_fail(id: str) -> Callable[[Callable[[Context], Result]], Callable[[Context], Result]]:
     """Register the decorated function as claim `id`'s must-fail companion.
 
@@ -318,102 +278,6 @@ def must_fail(id: str) -> Callable[[Callable[[Context], Result]], Callable[[Cont
     return deco
 
 
-def refine(id: str, *, decide: Callable[[dict], str], rule: str | None = None,
-           expected: dict | None = None) -> None:
-    """Give claim `id`, registered without a decision rule, its rule (and a per-size expectation
-    ``{size: verdict}`` with a ``"full"`` entry equal to the registered one: the pre-registered expectation
-    never changes). A claim that already has a rule keeps it (its own module is the authority)."""
-    c = REGISTRY.get(id)
-    if c is None:
-        raise ValueError(f"refine: claim {id!r} is not registered (import its module first)")
-    if c.decide is not None:
-        return
-    rule = rule or getattr(decide, "rule", None)
-    if not rule:
-        raise ValueError(f"refine: claim {id!r}: decide given without its one-sentence rule")
-    by_size = c.expected_by_size
-    if expected is not None:
-        if expected.get("full") != c.expected or set(expected) - set(SIZES):
-            raise ValueError(f"refine: claim {id!r}: expected needs 'full': {c.expected!r} (pre-registered) "
-                             f"and keys among {SIZES}; got {expected}")
-        by_size = dict(expected)
-    REGISTRY[id] = dataclasses.replace(c, decide=decide, rule=rule, expected_by_size=by_size)
-
-
-def load_all() -> dict[str, Claim]:
-    """Import every claim module of the three papers and return the registry.
-
-    Imports every submodule of ``paper_checks.horn``, ``paper_checks.chowdhury`` and
-    ``paper_checks.choromanski``, then :mod:`paper_checks.companions` (rules and must-fail companions it adds
-    to claims registered elsewhere). Importing twice registers nothing twice (modules are imported once).
-
-    Returns
-    -------
-    dict of str to Claim
-        :data:`REGISTRY`: claim id -> :class:`Claim`.
-
-    Examples
-    --------
-    >>> from paper_checks import load_all
-    >>> claims = load_all()
-    >>> claims["kl.eq1-softmax"].paper
-    'Chowdhury et al., Learning the Transformer Kernel'
-    """
-    import_paper_modules()
-    importlib.import_module("paper_checks.companions")
-    return REGISTRY
-
-
-def import_paper_modules() -> None:
-    """Import every claim module of the three paper packages (registering their claims)."""
-    for pkg_name in PAPER_PACKAGES:
-        pkg = importlib.import_module(pkg_name)
-        for info in pkgutil.iter_modules(pkg.__path__):
-            if not info.name.startswith("_"):
-                importlib.import_module(f"{pkg_name}.{info.name}")
-
-
-def select(patterns: list[str] | None) -> list[Claim]:
-    """Claims whose id matches any glob in `patterns` (all when None), ordered by paper then id.
-
-    Loads every claim first (:func:`load_all`).
-
-    Parameters
-    ----------
-    patterns : list of str or None
-        ``fnmatch`` globs on claim ids (``"horn.*"``, ``"kl.eq1-softmax"``), as ``--only`` takes them;
-        ``None`` or empty selects every claim.
-
-    Returns
-    -------
-    list of Claim
-        Horn, then Chowdhury (``kl.``), then FLT claims, each by id; a claim matched by several patterns
-        appears once.
-
-    Raises
-    ------
-    ValueError
-        Naming a pattern that matches no claim.
-
-    Examples
-    --------
-    >>> from paper_checks import select
-    >>> [c.id for c in select(["kl.eq1-*"])]
-    ['kl.eq1-softmax']
-    """
-    claims = sorted(load_all().values(), key=lambda c: (PAPER_ORDER.get(c.id.split(".")[0], 9), c.id))
-    if not patterns:
-        return claims
-    out = []
-    for p in patterns:
-        hit = [c for c in claims if fnmatch.fnmatchcase(c.id, p)]
-        if not hit:
-            raise ValueError(f"--only {p!r} matches no claim; see python -m paper_checks --list")
-        out.extend(c for c in hit if c not in out)
-    return out
-
-
-PAPER_ORDER = {"horn": 0, "kl": 1, "flt": 2}
 
 
 def stat_evidence(*, n: int, seed: int, detectable: float, **more: Any) -> dict:

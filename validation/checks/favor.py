@@ -7,38 +7,38 @@ manual backward, and the kernel ``E[phi(q) . phi(k)]`` it estimates under iid Ga
 
 from __future__ import annotations
 
-import importlib
 import math
 from typing import Callable
 
 import numpy as np
 
+from refattn import features
+from refattn.attention import favor_attention, favor_attention_bwd, favor_attention_fwd
+
 __all__ = ["FEATURE_FAMILIES", "ATTENTION_FAMILIES", "KERNELS", "favor_ref"]
 
 
-def _fam(fn_name: str, module: str, scaled: bool = False):
+def _fam(fn_name: str, scaled: bool = False):
     def ref(x, omega):
-        mod = importlib.import_module(module)
         s = float(x.shape[-1]) ** -0.25 if scaled else 1.0
-        return getattr(mod, fn_name)(x * s, omega)
+        return getattr(features, fn_name)(x * s, omega)
 
     def grads(x, omega, c):
-        mod = importlib.import_module(module)
         s = float(x.shape[-1]) ** -0.25 if scaled else 1.0
-        y, cache = getattr(mod, fn_name + "_fwd")(x * s, omega)
-        g = getattr(mod, fn_name + "_bwd")(c, cache)
+        y, cache = getattr(features, fn_name + "_fwd")(x * s, omega)
+        g = getattr(features, fn_name + "_bwd")(c, cache)
         return [g.x * s, g.omega]
     return ref, grads
 
 
 #: family name -> (reference map, reference gradients, the kernel it estimates)
 FEATURE_FAMILIES: dict[str, tuple[Callable, Callable, str]] = {
-    "positive": (*_fam("positive_features", "refattn.features.positive"), "softmax"),
-    "positive-scaled": (*_fam("positive_features", "refattn.features.positive", True), "softmax-scaled"),
-    "hyperbolic": (*_fam("hyperbolic_features", "refattn.features.positive"), "softmax"),
-    "gaussian-positive": (*_fam("gaussian_positive_features", "refattn.features.positive"), "gaussian"),
-    "trig": (*_fam("trig_features", "refattn.features.trig"), "gaussian"),
-    "softmax-trig": (*_fam("softmax_trig_features", "refattn.features.trig"), "softmax"),
+    "positive": (*_fam("positive_features"), "softmax"),
+    "positive-scaled": (*_fam("positive_features", True), "softmax-scaled"),
+    "hyperbolic": (*_fam("hyperbolic_features"), "softmax"),
+    "gaussian-positive": (*_fam("gaussian_positive_features"), "gaussian"),
+    "trig": (*_fam("trig_features"), "gaussian"),
+    "softmax-trig": (*_fam("softmax_trig_features"), "softmax"),
 }
 #: attention family -> favor_attention(features=...)
 ATTENTION_FAMILIES = ("positive", "hyperbolic", "trig")
@@ -61,7 +61,6 @@ KERNELS: dict[str, tuple[str, Callable[[np.ndarray, np.ndarray], np.ndarray]]] =
 
 def favor_ref(family):
     """``(ref(q, k, v, omega, causal), grads(q, k, v, omega, causal, dy) -> [dq, dk, dv, domega])``."""
-    from refattn.attention import favor_attention, favor_attention_bwd, favor_attention_fwd
 
     def ref(q, k, v, omega, causal):
         return favor_attention(q, k, v, omega, causal=causal, features=family, on_nonpositive="ignore")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from .._xp import check_finite, namespace
 
+__all__ = ["check_dy", "check_dy_spec", "check_finite_all", "check_scalar_dloss", "check_index_range"]
+
 
 def check_dy(dy, like, shape=None, *, name="dy"):
     """Check `dy` (the gradient of the forward's output) against the cached array `like`: same namespace and

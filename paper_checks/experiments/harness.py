@@ -31,13 +31,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from ..report import _plain
+
+from ..registry import Result
+from ..report import json_safe
+from ..rules import with_rule
 
 __all__ = ["MissingPiece", "require_kinds", "ensure_dir", "available", "attention_config", "METHODS",
            "out_dir_for", "save_json",
            "new_figure", "save_figure", "single_thread", "train_loop", "predict_logits", "accuracy",
            "draw_features", "claim_result", "warmup_cosine", "Curve", "run_grid", "extrapolated_steps",
-           "budget_note", "guard_note", "grid_if_done", "decay_only_factor"]
+           "budget_note", "guard_note", "grid_if_done", "decay_only_factor", "experiment_rule"]
 
 
 class MissingPiece(RuntimeError):  # noqa: N818 (a missing piece, not an error of the caller)
@@ -120,7 +123,7 @@ def ensure_dir(out_dir, name: str) -> Path:
 
 def save_json(path: Path, record: dict) -> Path:
     path = Path(path)
-    path.write_text(json.dumps(_plain(record), indent=1))                          # report._plain: JSON-safe
+    path.write_text(json.dumps(json_safe(record), indent=1))
     return path
 
 
@@ -409,8 +412,6 @@ def budget_note(steps_needed: float | None, cpu_per_step: float, runs: int = 1) 
 # ---- the claim side ----------------------------------------------------------------------------------------
 def claim_result(ctx, name: str, run: Callable, decide: Callable, *, scale_note: str):
     """Run experiment `name` at ``ctx.size`` and turn its record into a claim Result (module docstring)."""
-    from paper_checks._claims import Result
-
     out = out_dir_for(ctx.report_dir, name)
     t0 = time.perf_counter()
     try:
@@ -440,3 +441,15 @@ def claim_result(ctx, name: str, run: Callable, decide: Callable, *, scale_note:
                       summary=f"tiny smoke run ({scale_note}); criterion needs size small or full "
                               f"[would read: {verdict}: {summary}]")
     return Result(verdict, evidence, figures=figures, summary=f"[{ctx.size}: {scale_note}] {summary}")
+
+
+def experiment_rule(exp_decide: Callable[[dict], tuple], criterion: str) -> Callable[[dict], str]:
+    """An experiment's ``decide(record) -> (verdict, summary)`` as a claim's decision rule on the evidence of
+    :func:`claim_result`: not-checkable at size tiny or without criterion values, else the criterion."""
+    def decide(ev: dict) -> str:
+        if "criterion_values" not in ev or ev.get("size") == "tiny":
+            return "not-checkable"
+        return exp_decide({"criterion_values": ev["criterion_values"], "scale": ev.get("scale")})[0]
+
+    return with_rule(decide, "not-checkable at size tiny (a smoke run) or when a model piece is missing; "
+                             "otherwise the pre-registered criterion: " + criterion)

@@ -1,10 +1,9 @@
-"""Shared core of the random feature maps: argument checks and the projection ``x omega^T`` as one 2-D GEMM.
+"""Shared core of the random feature maps: argument checks, the projection ``x omega^T`` as one 2-D GEMM,
+and the docstring blocks the maps share.
 
-``x: (..., L, d)`` is flattened to ``(N, d)`` before the product with ``omega^T: (d, m)``: a broadcast matmul
-of
-a 4-D ``(B, H, L, d)`` array against a 2-D one was measured 5.6x slower than the same product as one GEMM
-(design.md section 6). The backward splits the same way: ``dx = du omega`` and ``domega = du^T x`` are 2-D
-GEMMs.
+``x: (..., L, d)`` is flattened to ``(N, d)`` before the product with ``omega^T: (d, m)``: one GEMM instead of
+a broadcast matmul of a 4-D ``(B, H, L, d)`` array against a 2-D one (design.md section 6). The backward
+splits the same way: ``dx = du omega`` and ``domega = du^T x`` are 2-D GEMMs.
 """
 
 from __future__ import annotations
@@ -14,6 +13,39 @@ from typing import Any
 from .._xp import check_finite, check_shape, contract_rows, namespace
 
 Array = Any
+
+# Docstring sections shared by the feature maps (filled in with refattn._docs.fill_doc): a block that starts
+# with a section header replaces the whole section, header included.
+X_OMEGA_PARAMETERS = """
+Parameters
+----------
+x : (..., L, d) array
+    Queries or keys (already scaled, e.g. by d^{-1/4} for softmax attention). Real floating (float32 or
+    float64), finite.
+omega : (m, d) array
+    Projections (``refattn.random.draw_gaussian`` / ``draw_orthogonal``), m >= 1; same namespace and dtype as
+    `x`.
+"""
+X_OMEGA_RAISES = """
+Raises
+------
+ValueError
+    If ``omega.shape[-1] != x.shape[-1]``, m = 0, `x` has fewer than 2 axes, or an input is not finite.
+TypeError
+    If `x` and `omega` differ in namespace or dtype, or are not real floating.
+"""
+OMEGA_GRAD_PARAMETER = """
+omega_grad : bool, default True
+    ``False``: ``domega`` is not computed and is ``None`` (a drawn, non-learnable omega).
+"""
+BWD_RAISES = """
+Raises
+------
+ValueError
+    If a cotangent's shape differs from its output's or a cotangent is not finite.
+TypeError
+    If the cotangents and the cache differ in namespace or dtype.
+"""
 
 
 def check_x_omega(x, omega, *, x_name: str = "x"):
@@ -58,6 +90,13 @@ def project_bwd(du, x, omega, *, xp, omega_grad=True):
     dx = xp.reshape(du2 @ omega, tuple(x.shape))                                  # (..., L, d)
     domega = contract_rows(du2, x2) if omega_grad else None                      # (m, d)
     return dx, domega
+
+
+def check_cotangent(name, a, shape, *, xp):
+    """A backward's incoming gradient: exactly the forward output's `shape` (never broadcast), finite."""
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"{name}: expected the forward output's shape {tuple(shape)}; got {tuple(a.shape)}")
+    check_finite(name, a, xp=xp)
 
 
 def sq_norm_half(x, *, xp):
