@@ -1,7 +1,8 @@
 """Benchmark: exact vs linear (bidirectional, causal) attention, forward and backward, against same-run GEMMs.
 
     python benchmarks/attention.py [--quick] [--threads N] [--dtypes float32,float64] [--L 1024,4096,16384]
-                                   [--chunks 32,64,128,256] [--only main,chunks,frames]
+                                   [--chunks 32,64,128,256] [--only main,chunks,frames,inference]
+                                   [--rounds 7]
 
 Prints, for H = 8 heads, d = 64, m' = 256 features, d_v = 64: the time of each pass (median of repeats), the
 ratios causal/bidirectional, backward/forward, the L-scaling time(4L)/time(L), and the achieved fraction of
@@ -10,6 +11,12 @@ attention alone. Also sweeps the causal chunk size (the default's justification)
 the cost of the causal key scalings in one run: none, row log-scales ``(..., L)`` (row-stabilised FAVOR+) and
 per-feature frames ``(..., L, m)`` (FAVOR+'s causal key frames), the latter on realistic frames (prefix maxima
 of FAVOR+ keys, every chunk within the spread limit) and with every chunk forced onto the exact path.
+
+``inference`` (interleaved rounds in one process, minimum and median of each): the plain forwards
+(``linear_attention``, which keep nothing for a backward) against the two GEMMs of bidirectional attention,
+timed alone as plain matmuls and as the same products with ``phi_k^T [v, 1]`` summed over 256-row blocks (the
+reference's ``contract_rows``); causal over bidirectional with no key scale and with FAVOR+'s per-feature key
+frames (features given); the differentiable forwards (``*_fwd``, states kept) and backward / forward.
 """
 # ruff: noqa: B023 -- every timed lambda runs inside the loop iteration that defines it
 
@@ -49,6 +56,7 @@ def main():
     ap.add_argument("--chunks", default="32,64,128,256")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--only", default="main,chunks,frames")
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds of the inference section")
     args = ap.parse_args()
     only = set(args.only.split(","))
     from threadpoolctl import threadpool_info, threadpool_limits
@@ -106,6 +114,8 @@ def main():
                   f"causal {rb['ca'] / ra['ca']:.2f}, "
                   f"bidir bwd {rb['bi_b'] / ra['bi_b']:.2f}, causal bwd {rb['ca_b'] / ra['ca_b']:.2f}")
 
+    if "inference" in only:
+        inference_section(args, H, d, m, d_v, Ls)
     if "frames" in only:
         frames_section(args, H, d, m, d_v, repeat)
     if "chunks" not in only:
@@ -144,6 +154,96 @@ def interleaved_min(fns, *, repeat):
             fn()
             best[i] = min(best[i], time.perf_counter() - t0)
     return best
+
+
+def interleaved_stats(fns, *, rounds):
+    """``{name: (min, median)}`` of the process CPU time over `rounds` rounds calling the functions of
+    ``{name: fn}`` in turn. With one BLAS thread the CPU time is the work done; unlike wall time it is not
+    inflated when other processes of a shared machine take the core (cache and memory contention remain)."""
+    for fn in fns.values():
+        fn()                                                                  # warm-up
+    ts = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.process_time()
+            fn()
+            ts[name].append(time.process_time() - t0)
+    return {name: (min(t), float(np.median(t))) for name, t in ts.items()}
+
+
+def blocked_gemm_baseline(phi_q, phi_k, v_aug, rows=256):
+    """The two GEMMs with ``phi_k^T v_aug`` summed over `rows`-row blocks (as the reference contracts)."""
+    L = phi_k.shape[-2]
+
+    def run():
+        kv = None
+        for a in range(0, L, rows):
+            part = np.swapaxes(phi_k[..., a:a + rows, :], -1, -2) @ v_aug[..., a:a + rows, :]
+            kv = part if kv is None else kv + part
+        return phi_q @ kv
+
+    return run
+
+
+def inference_section(args, H, d, m, d_v, Ls):
+    """Plain (inference) forwards against the GEMMs and against each other, interleaved in one process."""
+    import os
+
+    from refattn.attention import linear_attention
+    from refattn.features.key_frames import positive_key_features_stable
+    from refattn.features.positive import positive_features_stable
+    from refattn.random import draw_orthogonal
+
+    rounds = 2 if args.quick else args.rounds
+    print(f"\n## inference: plain forwards (nothing kept) vs GEMMs and vs the differentiable forwards "
+          f"(H={H}, m'={m}, d_v={d_v}; process CPU time, min / median of {rounds} interleaved rounds, ms; "
+          f"load {' '.join(f'{x:.2f}' for x in os.getloadavg())})")
+    rng = np.random.default_rng(2)
+    for dt_name in args.dtypes.split(","):
+        dt = np.dtype(dt_name)
+        for L in Ls:
+            phi_q = np.exp(rng.standard_normal((1, H, L, m)) * 0.3).astype(dt)
+            phi_k = np.exp(rng.standard_normal((1, H, L, m)) * 0.3).astype(dt)
+            v = rng.standard_normal((1, H, L, d_v)).astype(dt)
+            dy = rng.standard_normal((1, H, L, d_v)).astype(dt)
+            v_aug = np.concatenate([v, np.ones_like(v[..., :1])], -1)
+            omega = draw_orthogonal(rng, m, d, dtype=dt)
+            k = (0.5 * d ** -0.25 * rng.standard_normal((1, H, L, d))).astype(dt)
+            q = (0.5 * d ** -0.25 * rng.standard_normal((1, H, L, d))).astype(dt)
+            fk_b, frame_b = positive_key_features_stable(k, omega)                 # FAVOR+ features
+            fq_b, _ = positive_features_stable(q, omega, k_log_scale=frame_b)
+            fk_c, frame_c = positive_key_features_stable(k, omega, causal=True)
+            fq_c, _ = positive_features_stable(q, omega, k_log_scale=frame_c)
+            _, cb = linear_attention_fwd(phi_q, phi_k, v)
+            _, cc = linear_attention_fwd(phi_q, phi_k, v, causal=True)
+            _, cf = linear_attention_fwd(fq_c, fk_c, v, causal=True, k_log_scale=frame_c)
+            t = interleaved_stats({
+                "gemm": gemm_baseline(phi_q, phi_k, v_aug),
+                "gemm_blocked": blocked_gemm_baseline(phi_q, phi_k, v_aug),
+                "bidir": lambda: linear_attention(phi_q, phi_k, v),
+                "causal": lambda: linear_attention(phi_q, phi_k, v, causal=True),
+                "favor_bidir": lambda: linear_attention(fq_b, fk_b, v),
+                "favor_causal": lambda: linear_attention(fq_c, fk_c, v, causal=True, k_log_scale=frame_c),
+                "bidir_fwd": lambda: linear_attention_fwd(phi_q, phi_k, v),
+                "causal_fwd": lambda: linear_attention_fwd(phi_q, phi_k, v, causal=True),
+                "favor_causal_fwd": lambda: linear_attention_fwd(fq_c, fk_c, v, causal=True,
+                                                                 k_log_scale=frame_c),
+                "bidir_bwd": lambda: linear_attention_bwd(dy, cb),
+                "causal_bwd": lambda: linear_attention_bwd(dy, cc),
+                "favor_causal_bwd": lambda: linear_attention_bwd(dy, cf),
+            }, rounds=rounds)
+            print(f"{dt_name} L={L}: "
+                  + ", ".join(f"{n} {1e3 * a:.1f}/{1e3 * b:.1f}" for n, (a, b) in t.items()))
+
+            def r(a, b):
+                return f"{t[a][0] / t[b][0]:.2f} (medians {t[a][1] / t[b][1]:.2f})"
+
+            print(f"  bidir / GEMMs {r('bidir', 'gemm')}, / blocked GEMMs {r('bidir', 'gemm_blocked')}")
+            print(f"  causal / bidir: no scale {r('causal', 'bidir')}, FAVOR+ key frames "
+                  f"{r('favor_causal', 'favor_bidir')}; kept-state fwd / plain: no scale "
+                  f"{r('causal_fwd', 'causal')}, frames {r('favor_causal_fwd', 'favor_causal')}")
+            print(f"  bwd / fwd (the pair): bidir {r('bidir_bwd', 'bidir_fwd')}, causal "
+                  f"{r('causal_bwd', 'causal_fwd')}, frames {r('favor_causal_bwd', 'favor_causal_fwd')}")
 
 
 def frames_section(args, H, d, m, d_v, repeat):

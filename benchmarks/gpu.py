@@ -3,25 +3,40 @@
     python benchmarks/gpu.py [--quick] [--L 4096,16384,65536] [--dtypes float32,float64] [--repeat 10]
 
 Needs CuPy and a CUDA device (``refattn[gpu]``); the performer-pytorch rows also need torch with CUDA and
-``performer_pytorch`` (skipped cleanly otherwise). Prints, for H = 8 heads, d = 64, m = 256 features, d_v =
-64:
+``performer_pytorch`` (skipped cleanly otherwise). Prints, for H = 8 heads, d = 64, m = 256 features,
+d_v = 64:
 
 1. the device's ceilings measured in this run: the GEMM rate of a square CuPy matmul (8192, per dtype; TF32
-off,
-   CuPy's default) and the memory bandwidth of a device-to-device copy of 1 GiB (bytes read + written);
+   off, CuPy's default) and the memory bandwidth of a device-to-device copy of 1 GiB (bytes read + written);
 2. FAVOR+ (``favor_attention_fwd``/``_bwd``, positive features) on CuPy arrays, bidirectional and causal,
    forward and backward: the array-API reference as it runs on CuPy (``accel`` off), and inside
    ``accel.use("cupy")`` (the kernels of ``accel/cupy/`` at the hot primitives, where they exist);
 3. the fraction of the roofline reached: roofline time = max(flops / GEMM rate, bytes / bandwidth) with the
-flop
-   count of the unavoidable GEMMs (forward, per head: ``4 L d m`` projections + ``4 L m (d_v + 1)`` attention)
-   and the bytes of a fully fused pass (read q, k, v, write y);
+   flop count of the unavoidable GEMMs (forward, per head: ``4 L d m`` projections + ``4 L m (d_v + 1)``
+   attention) and the bytes of a fully fused pass (read q, k, v, write y);
 4. performer-pytorch ``FastAttention`` on torch CUDA with the same omega copied into its projection buffer,
    forward, both modes, and refattn's time over its time;
-5. a breakdown of the causal forward: the feature maps alone, the causal scan alone (features given).
+5. a breakdown of the causal forward: the feature maps alone, the causal scan alone (features given);
+6. ``roofline``: the bidirectional and causal FAVOR+ forward (``accel.use("cupy")``, float32 by default)
+   against two rooflines: the measured one (the same GEMMs and exp passes timed alone in the same process: two
+   projection GEMMs, one exp pass per feature matrix, and the attention GEMMs: ``phi_k^T [v, 1]`` and ``phi_q
+   kv`` bidirectional, the chunk-parallel scan's batched GEMMs at ``GPU_CHUNK_SIZE`` causal) and the
+   theoretical one of item 3 (causal: plus the intra-chunk flops ``2 L C (m + d_v + 1)`` per head);
+7. ``fla``: the causal scan against flash-linear-attention's Triton chunk kernel
+   (``fla.ops.linear_attn.chunk_linear_attn(q, k, v, scale=1.0, normalize=False)``, layout (B, L, H, m)) on
+   the same positive features, m = 64 and 128, d_v = 64, forward and forward + backward: the unnormalised
+   numerator on both sides (refattn's ``accel.cupy.causal.causal_fwd``/``_bwd`` with ``v`` as the value
+   operand), the error of each against the same scan in float64, and refattn's extra costs apart: the
+   normaliser column (``[v, 1]``), row log-scales, the per-feature frames (the primitive
+   ``linear_attention.causal_frames_fwd``/``_bwd`` as ``accel.use("cupy")`` dispatches it) and the checked
+   public ``linear_attention_fwd``/``_bwd`` with frames. float32 on both sides with no TF32: torch's
+   ``allow_tf32`` off, Triton's ``tl.dot`` in IEEE float32 (``TRITON_F32_DEFAULT=ieee``, set before Triton is
+   imported) and CuPy's default. fla's autotuning runs in its warm-ups, outside the timing.
 
-Times are medians over ``--repeat`` runs timed with CUDA events after two warm-ups; every ratio compares
-numbers measured in this one run.
+Times are medians over ``--repeat`` runs timed with CUDA events after two warm-ups (a call whose first run
+takes over ``SLOW_S`` seconds is warmed once and timed once); every ratio compares numbers measured in this
+one run. ``--out FILE`` writes the tables as markdown, then the whole log, rewritten after every section (a
+run cut short keeps what it measured).
 """
 # ruff: noqa: B023 -- every timed lambda runs inside the loop iteration that defines it
 
@@ -36,16 +51,61 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 sys.path.insert(0, os.path.dirname(_HERE))
 
+os.environ.setdefault("TRITON_F32_DEFAULT", "ieee")                # before anything imports Triton
+
 import numpy as np  # noqa: E402
 
 H, D, M, DV = 8, 64, 256, 64
+#: A call whose first run takes longer than this (seconds) is warmed once and timed once.
+SLOW_S = 0.25
+#: Markdown tables of this run, {title: [header, rows...]}, written by --out.
+TABLES: dict = {}
+
+
+def table_row(title, header, row):
+    TABLES.setdefault(title, ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)])
+    TABLES[title].append("| " + " | ".join(str(x) for x in row) + " |")
+
+
+class Tee:
+    """stdout that also keeps what it printed (for --out)."""
+
+    def __init__(self, stream):
+        self.stream, self.lines = stream, []
+
+    def write(self, text):
+        self.lines.append(text)
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+
+def write_markdown(path, head, tee):
+    if not path:
+        return
+    parts = [f"# benchmarks/gpu.py\n\n{head}\n"]
+    for title, rows in TABLES.items():
+        parts.append(f"## {title}\n\n" + "\n".join(rows) + "\n")
+    parts.append("## log\n\n```\n" + "".join(tee.lines).rstrip("\n") + "\n```\n")
+    with open(path, "w") as f:
+        f.write("\n".join(parts))
 
 
 def gpu_time(fn, *, repeat):
-    """Median seconds of `fn()` over `repeat` runs, timed with CUDA events (two warm-ups first)."""
+    """Median seconds of `fn()` over `repeat` runs, timed with CUDA events (two warm-ups first; one warm-up
+    and one timed run when the first takes over ``SLOW_S`` seconds)."""
+    import time
+
     import cupy
 
-    for _ in range(2):
+    cupy.cuda.runtime.deviceSynchronize()
+    t0 = time.perf_counter()
+    fn()
+    cupy.cuda.runtime.deviceSynchronize()
+    if time.perf_counter() - t0 > SLOW_S:
+        repeat = 1
+    else:
         fn()
     cupy.cuda.runtime.deviceSynchronize()
     ts = []
@@ -59,10 +119,11 @@ def gpu_time(fn, *, repeat):
     return float(np.median(ts))
 
 
-def torch_time(fn, *, repeat):
+def torch_time(fn, *, repeat, warmup=2):
+    """`gpu_time` for torch work (torch's CUDA events; `warmup` runs first, Triton's autotuning in them)."""
     import torch
 
-    for _ in range(2):
+    for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     ts = []
@@ -166,6 +227,12 @@ def favor_rows(L, dt, ceil, repeat, backends):
             print(f"favor+ {dt:7s} L={L:6d} {mode:6s} {backend:9s} fwd {tf * 1e3:8.3f} ms "
                   f"({roof_f / tf * 100:5.1f}% of roofline {roof_f * 1e3:7.3f} ms)   bwd {tb * 1e3:8.3f} ms "
                   f"({roof_b / tb * 100:5.1f}% of {roof_b * 1e3:7.3f} ms)  bwd/fwd {tb / tf:5.2f}")
+            table_row("FAVOR+ favor_attention_fwd / _bwd (theoretical roofline = max(flops / GEMM rate, "
+                      "fused bytes / bandwidth))",
+                      ["dtype", "L", "mode", "backend", "fwd ms", "fwd % of roofline", "bwd ms",
+                       "bwd % of roofline"],
+                      [dt, L, mode, backend, f"{tf * 1e3:.3f}", f"{roof_f / tf * 100:.1f}%",
+                       f"{tb * 1e3:.3f}", f"{roof_b / tb * 100:.1f}%"])
     for backend in backends:
         if (backend, True) not in res:
             continue
@@ -336,14 +403,276 @@ def performer_rows(L, dt, repeat, refattn_times):
         print(line)
 
 
+def rel_err(x, ref):
+    """max |x - ref| / max |ref| (host float64)."""
+    import cupy
+
+    x, ref = (cupy.asnumpy(a).astype(np.float64) for a in (x, ref))
+    return float(np.max(np.abs(x - ref)) / max(np.max(np.abs(ref)), np.finfo(np.float64).tiny))
+
+
+def roofline_rows(L, dt, ceil, repeat):
+    """FAVOR+ forward (``accel.use("cupy")``) against the measured and the theoretical roofline."""
+    import cupy
+
+    from accel.cupy import causal as cupy_causal
+    from accel.cupy import contract
+    from refattn.attention import favor_attention_fwd
+
+    q, k, v, omega, _ = make_inputs(L, dt)
+    N, C = H * L, cupy_causal.GPU_CHUNK_SIZE
+    n = -(-L // C)
+    scale = float(D) ** -0.25
+    q2, k2, wT = (q * scale).reshape(N, D), (k * scale).reshape(N, D), cupy.ascontiguousarray(omega.T)
+    uq, uk = q2 @ wT, k2 @ wT
+    phq, phk = cupy.exp(uq).reshape(H, L, M), cupy.exp(uk).reshape(H, L, M)
+    ua = cupy.concatenate([v.reshape(H, L, DV), cupy.ones((H, L, 1), dtype=v.dtype)], axis=-1)
+    kv = cupy.swapaxes(phk, -1, -2) @ ua
+    pad = n * C - L
+    qc, kc, uc = (cupy.pad(a, ((0, 0), (0, pad), (0, 0))).reshape(H, n, C, -1) for a in (phq, phk, ua))
+    kcT = cupy.swapaxes(kc, -1, -2)
+    A = qc @ kcT
+    S = cupy.cumsum(kcT @ uc, axis=1)
+    parts = {
+        "projection GEMM q": lambda: q2 @ wT,
+        "projection GEMM k": lambda: k2 @ wT,
+        "exp pass q": lambda: cupy.exp(uq, out=uq),
+        "exp pass k": lambda: cupy.exp(uk, out=uk),
+    }
+    bidir = {
+        "phi_k^T [v, 1]": lambda: min(gpu_time(lambda: cupy.swapaxes(phk, -1, -2) @ ua, repeat=repeat),
+                                      gpu_time(lambda: contract.contract_rows(phk, ua), repeat=repeat)),
+        "phi_q kv": lambda: gpu_time(lambda: phq @ kv, repeat=repeat),
+    }
+    causal = {
+        "chunks Q K^T": lambda: gpu_time(lambda: qc @ kcT, repeat=repeat),
+        "chunks K^T U": lambda: gpu_time(lambda: kcT @ uc, repeat=repeat),
+        "chunks A U": lambda: gpu_time(lambda: A @ uc, repeat=repeat),
+        "chunks Q S": lambda: gpu_time(lambda: qc @ S, repeat=repeat),
+    }
+    t_parts = {name: gpu_time(fn, repeat=repeat) for name, fn in parts.items()}
+    t_bidir = {name: f() for name, f in bidir.items()}
+    t_causal = {name: f() for name, f in causal.items()}
+    common = sum(t_parts.values())
+    meas = {False: common + sum(t_bidir.values()), True: common + sum(t_causal.values())}
+    for name, t in {**t_parts, **t_bidir, **t_causal}.items():
+        print(f"roofline {dt} L={L} alone: {name:20s} {t * 1e3:8.3f} ms")
+    itemsize = np.dtype(dt).itemsize
+    bw = bytes_fused(L, itemsize, backward=False) / ceil["bw"]
+    for is_causal in (False, True):
+        flops = flops_favor(L, backward=False)
+        if is_causal:
+            flops += H * 2.0 * L * C * (M + DV + 1)
+        theo = max(flops / ceil[("gemm", dt)], bw)
+
+        def fwd():
+            with scope("cupy"):
+                return favor_attention_fwd(q, k, v, omega, causal=is_causal)
+
+        t = gpu_time(fwd, repeat=repeat)
+        mode = "causal" if is_causal else "bidir"
+        mr = meas[is_causal]
+        print(f"roofline {dt} L={L} {mode:6s} favor+ fwd (cupy) {t * 1e3:8.3f} ms | measured roofline "
+              f"{mr * 1e3:7.3f} ms (x{t / mr:.2f}) | theoretical {theo * 1e3:7.3f} ms "
+              f"({theo / t * 100:.1f}%; {'flop' if flops / ceil[('gemm', dt)] >= bw else 'byte'}-bound)")
+        table_row("FAVOR+ forward against its rooflines (accel.use(\"cupy\"))",
+                  ["dtype", "L", "mode", "favor+ fwd ms", "measured roofline ms", "fwd / measured",
+                   "theoretical ms", "% of theoretical"],
+                  [dt, L, mode, f"{t * 1e3:.3f}", f"{mr * 1e3:.3f}", f"{t / mr:.2f}",
+                   f"{theo * 1e3:.3f}", f"{theo / t * 100:.1f}%"])
+
+
+def fla_inputs(L, m, seed=0):
+    """float32 CuPy inputs (1, H, L, .) of the fla comparison: positive features with row log-scales
+    (``pq, pk, s``), FAVOR+'s framed features (``fq, fk, frame``), ``v`` and ``dy``."""
+    import cupy
+
+    from refattn.features.key_frames import positive_key_features_stable_fwd
+    from refattn.features.positive import positive_features_stable_fwd
+    from refattn.random import draw_orthogonal
+
+    rng = np.random.default_rng(seed)
+    dt = "float32"
+    q = cupy.asarray(rng.standard_normal((1, H, L, D)) * 0.5, dtype=dt) * float(D) ** -0.25
+    k = cupy.asarray(rng.standard_normal((1, H, L, D)) * 0.5, dtype=dt) * float(D) ** -0.25
+    v = cupy.asarray(rng.standard_normal((1, H, L, DV)), dtype=dt)
+    dy = cupy.asarray(rng.standard_normal((1, H, L, DV)), dtype=dt)
+    omega = cupy.asarray(draw_orthogonal(rng, m, D), dtype=dt)
+    (pq, _), _ = positive_features_stable_fwd(q, omega)
+    (pk, s), _ = positive_features_stable_fwd(k, omega)
+    (fk, frame), _ = positive_key_features_stable_fwd(k, omega, causal=True)
+    (fq, _), _ = positive_features_stable_fwd(q, omega, k_log_scale=frame)
+    return pq, pk, s, fq, fk, frame, v, dy
+
+
+def fla_rows(L, repeat, ms, frames_max_L):
+    """The causal scan against flash-linear-attention's chunk kernel (module docstring, item 7)."""
+    import cupy
+
+    try:
+        import torch
+        from fla.ops.linear_attn import chunk_linear_attn
+    except ImportError as exc:
+        print(f"fla: skipped ({type(exc).__name__}: {exc})")
+        return
+    if not torch.cuda.is_available():
+        print("fla: skipped (torch sees no CUDA device)")
+        return
+    import accel
+    from accel.cupy import causal as cupy_causal
+    from refattn import _dispatch
+    from refattn.attention import linear_attention_bwd, linear_attention_fwd
+    from refattn.attention.linear import DEFAULT_CHUNK_SIZE
+    from refattn.attention._causal import state_stride
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    fwd, bwd = cupy_causal.causal_fwd, cupy_causal.causal_bwd
+    C = cupy_causal.GPU_CHUNK_SIZE
+    for m in ms:
+        pq, pk, s, fq, fk, frame, v, dy = fla_inputs(L, m)
+        ones = cupy.ones((1, H, L, 1), dtype=v.dtype)
+        ua = cupy.concatenate([v, ones], axis=-1)
+        g = cupy.concatenate([dy, cupy.asarray(np.random.default_rng(1).standard_normal((1, H, L, 1)),
+                                               dtype=v.dtype)], axis=-1)
+
+        def to_torch(a, grad=False):                                  # (1, H, L, .) -> (1, L, H, .)
+            t = torch.from_dlpack(a).transpose(1, 2).contiguous()
+            return t.requires_grad_(grad)
+
+        def to_cupy(t):                                               # (1, L, H, .) -> (1, H, L, .)
+            return cupy.from_dlpack(t.detach().transpose(1, 2).contiguous())
+
+        tq, tk, tv, tdo = (to_torch(a) for a in (pq, pk, v, dy))
+        gq, gk, gv = (to_torch(a, grad=True) for a in (pq, pk, v))
+
+        def fla_fwd():
+            with torch.no_grad():
+                return chunk_linear_attn(tq, tk, tv, scale=1.0, normalize=False)[0]
+
+        def fla_fwd_bwd():
+            for t in (gq, gk, gv):
+                t.grad = None
+            o, _ = chunk_linear_attn(gq, gk, gv, scale=1.0, normalize=False)
+            o.backward(tdo)
+            return o
+
+        label = f"fla L={L:6d} m={m:3d}"
+        try:
+            t_fla_f = torch_time(fla_fwd, repeat=repeat, warmup=3)
+            t_fla_fb = torch_time(fla_fwd_bwd, repeat=repeat, warmup=3)
+        except Exception as exc:  # noqa: BLE001 - report and go on with refattn's rows
+            print(f"{label}: fla failed ({type(exc).__name__}: {exc})")
+            traceback.print_exc(file=sys.stdout)
+            t_fla_f = t_fla_fb = float("nan")
+        # correctness: each side against the same scan in float64
+        t64 = [a.astype(cupy.float64) for a in (pq, pk, v, dy)]
+        num64 = fwd(t64[0], t64[1], t64[2], None, C)[0]
+        d64 = bwd(t64[3], t64[0], t64[1], t64[2], None, None, C)
+        num = fwd(pq, pk, v, None, C)[0]
+        d32 = bwd(dy, pq, pk, v, None, None, C)
+        errs = {"refattn": [rel_err(num, num64)] + [rel_err(a, b) for a, b in zip(d32, d64, strict=True)]}
+        if t_fla_f == t_fla_f:
+            o = fla_fwd_bwd()
+            torch.cuda.synchronize()
+            grads = [to_cupy(t.grad) for t in (gq, gk, gv)]
+            errs["fla"] = [rel_err(to_cupy(o), num64)] + [rel_err(a, b)
+                                                          for a, b in zip(grads, d64, strict=True)]
+            errs["fla vs refattn"] = [rel_err(to_cupy(o), num)] + [rel_err(a, b)
+                                                                   for a, b in zip(grads, d32, strict=True)]
+        for who, e in errs.items():
+            print(f"{label} max rel err {who:15s} numerator {e[0]:.2e}  dq {e[1]:.2e}  dk {e[2]:.2e}  "
+                  f"dv {e[3]:.2e}  (against the float64 scan unless named)")
+        del t64, num64, d64, num, d32
+        # refattn: numerator alone, with the normaliser column, with row log-scales
+        rows = {
+            "numerator": (lambda: fwd(pq, pk, v, None, C),
+                          lambda: (fwd(pq, pk, v, None, C), bwd(dy, pq, pk, v, None, None, C))),
+            "+ normaliser": (lambda: fwd(pq, pk, ua, None, C),
+                             lambda: (fwd(pq, pk, ua, None, C), bwd(g, pq, pk, ua, None, None, C))),
+            "+ row log-scales": (lambda: fwd(pq, pk, ua, s, C),
+                                 lambda: (fwd(pq, pk, ua, s, C), bwd(g, pq, pk, ua, s, None, C))),
+        }
+        if L <= frames_max_L:
+            Cf = DEFAULT_CHUNK_SIZE
+            stride = state_stride(Cf, DV + 1)
+
+            def frames_fwd():
+                with accel.use("cupy"):
+                    return _dispatch.implementation("linear_attention.causal_frames_fwd")(
+                        fq, fk, ua, frame, Cf, stride)
+
+            def frames_fwd_bwd():
+                with accel.use("cupy"):
+                    _, kept = frames_fwd()
+                    return _dispatch.implementation("linear_attention.causal_frames_bwd")(
+                        g, fq, fk, ua, frame, Cf, kept, stride)
+
+            def public_fwd():
+                with accel.use("cupy"):
+                    return linear_attention_fwd(fq, fk, v, causal=True, k_log_scale=frame)
+
+            def public_fwd_bwd():
+                with accel.use("cupy"):
+                    _, cache = linear_attention_fwd(fq, fk, v, causal=True, k_log_scale=frame)
+                    return linear_attention_bwd(dy, cache)
+
+            with accel.use("cupy"):
+                kernel = _dispatch.kernel_for("linear_attention.causal_frames_fwd")
+            which = "kernel" if kernel else "reference"
+            rows[f"+ frames ({which}, C={Cf})"] = (frames_fwd, frames_fwd_bwd)
+            rows["linear_attention_fwd/_bwd, frames, checked"] = (public_fwd, public_fwd_bwd)
+        else:
+            print(f"{label}: frames rows not timed at L > --fla-frames-max-L = {frames_max_L}")
+        times = {}
+        for name, (f, fb) in rows.items():
+            try:
+                times[name] = (gpu_time(f, repeat=repeat), gpu_time(fb, repeat=repeat))
+            except Exception as exc:  # noqa: BLE001 - report and go on
+                print(f"{label} refattn {name}: failed ({type(exc).__name__}: {exc})")
+                traceback.print_exc(file=sys.stdout)
+        base = times.get("numerator", (float("nan"), float("nan")))
+        print(f"{label} fla chunk_linear_attn (normalize=False, scale=1) fwd {t_fla_f * 1e3:8.3f} ms  "
+              f"fwd+bwd {t_fla_fb * 1e3:8.3f} ms")
+        title = ("causal scan vs flash-linear-attention chunk_linear_attn (float32, no TF32; "
+                 "refattn / fla > 1: refattn slower)")
+        header = ["L", "m", "what", "fwd ms", "fwd+bwd ms", "fwd / fla", "fwd+bwd / fla",
+                  "fwd - numerator ms", "fwd+bwd - numerator ms"]
+        table_row(title, header, [L, m, "fla chunk_linear_attn", f"{t_fla_f * 1e3:.3f}",
+                                  f"{t_fla_fb * 1e3:.3f}", "1", "1", "", ""])
+        for name, (tf, tfb) in times.items():
+            print(f"{label} refattn {name:42s} fwd {tf * 1e3:8.3f} ms (x{tf / t_fla_f:5.2f} fla)  fwd+bwd "
+                  f"{tfb * 1e3:8.3f} ms (x{tfb / t_fla_fb:5.2f} fla)")
+            table_row(title, header, [L, m, f"refattn {name}", f"{tf * 1e3:.3f}", f"{tfb * 1e3:.3f}",
+                                      f"{tf / t_fla_f:.2f}", f"{tfb / t_fla_fb:.2f}",
+                                      "" if name == "numerator" else f"{(tf - base[0]) * 1e3:.3f}",
+                                      "" if name == "numerator" else f"{(tfb - base[1]) * 1e3:.3f}"])
+        e = errs.get("fla", [float("nan")] * 4)
+        r = errs["refattn"]
+        table_row("max relative error against the float64 scan (max |x - x64| / max |x64|)",
+                  ["L", "m", "refattn numerator", "fla numerator", "refattn dq/dk/dv", "fla dq/dk/dv"],
+                  [L, m, f"{r[0]:.1e}", f"{e[0]:.1e}", "/".join(f"{x:.1e}" for x in r[1:]),
+                   "/".join(f"{x:.1e}" for x in e[1:])])
+        torch.cuda.empty_cache()
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--L", default="4096,16384,65536")
-    ap.add_argument("--dtypes", default="float32,float64")
-    ap.add_argument("--repeat", type=int, default=10)
-    ap.add_argument("--sections", default="ceilings,favor,breakdown,sweep,gpusweep,profile,performer")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="L = 256, 1024 and 3 repeats (a smoke run)")
+    ap.add_argument("--L", default="4096,16384,65536", help="sequence lengths, comma-separated")
+    ap.add_argument("--dtypes", default="float32,float64", help="dtypes of FAVOR+ sections (fla: float32)")
+    ap.add_argument("--repeat", type=int, default=10, help="timed runs per call (the median is reported)")
+    ap.add_argument("--sections", default="ceilings,favor,breakdown,sweep,gpusweep,profile,performer",
+                    help="comma-separated among ceilings,favor,breakdown,sweep,gpusweep,profile,performer,"
+                         "roofline,fla (the ceilings are measured whenever favor or roofline runs)")
+    ap.add_argument("--fla-m", default="64,128", help="feature widths m of the fla section")
+    ap.add_argument("--fla-frames-max-L", type=int, default=16384,
+                    help="time the per-feature frames rows of the fla section only up to this L")
+    ap.add_argument("--out", default=None, help="write the tables and the log as markdown to this file")
     args = ap.parse_args()
+    tee = Tee(sys.stdout)
+    sys.stdout = tee
     import cupy
 
     import accel
@@ -354,22 +683,28 @@ def main():
     repeat = 3 if args.quick else args.repeat
     props = cupy.cuda.runtime.getDeviceProperties(0)
     name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
-    print(f"device: {name}, cupy {cupy.__version__}, CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}, "
-          f"numpy {np.__version__}, refattn from {os.path.dirname(refattn.__file__)}")
+    head = (f"device: {name}, cupy {cupy.__version__}, CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}, "
+            f"numpy {np.__version__}, refattn from {os.path.dirname(refattn.__file__)}; command: "
+            f"`python {' '.join(sys.argv)}`")
+    print(head)
     print(f"accel.available(): {accel.available()}; H={H} d={D} m={M} d_v={DV}; CUPY_TF32="
-          f"{os.environ.get('CUPY_TF32', '0')}")
+          f"{os.environ.get('CUPY_TF32', '0')}; TRITON_F32_DEFAULT={os.environ.get('TRITON_F32_DEFAULT')}")
     backends = ["reference", "cupy"]
     sections = set(args.sections.split(","))
-    ceil = ceilings(dtypes, repeat)
+    ceil = ceilings(dtypes, repeat) if sections & {"ceilings", "favor", "roofline"} else None
+    write_markdown(args.out, head, tee)
     for dt in dtypes:
         for L in Ls:
             times = {}
-            for section in ("favor", "breakdown", "sweep", "gpusweep", "profile", "performer"):
+            for section in ("favor", "roofline", "breakdown", "sweep", "gpusweep", "profile", "performer",
+                            "fla"):
                 if section not in sections:
                     continue
                 try:
                     if section == "favor":
                         times = favor_rows(L, dt, ceil, repeat, backends)
+                    elif section == "roofline":
+                        roofline_rows(L, dt, ceil, repeat)
                     elif section == "breakdown":
                         breakdown(L, dt, repeat, backends)
                     elif section == "sweep" and L == Ls[len(Ls) // 2]:
@@ -380,11 +715,14 @@ def main():
                         micro_profile(L, dt, repeat)
                     elif section == "performer":
                         performer_rows(L, dt, repeat, times)
+                    elif section == "fla" and dt == dtypes[0]:
+                        fla_rows(L, repeat, [int(x) for x in args.fla_m.split(",")], args.fla_frames_max_L)
                 except Exception:  # noqa: BLE001 - one failing section must not hide the others' numbers
                     print(f"section {section} {dt} L={L} failed:")
                     traceback.print_exc(file=sys.stdout)
                 cupy.get_default_memory_pool().free_all_blocks()
-            sys.stdout.flush()
+                sys.stdout.flush()
+                write_markdown(args.out, head, tee)
 
 
 if __name__ == "__main__":

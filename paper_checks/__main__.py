@@ -9,7 +9,10 @@
 Without ``--all`` the slow experiment claims are reported as ``skipped`` with the command that runs them.
 Every verdict is re-derived from its evidence by the claim's decision rule (``runner.run_check``); the JSON
 records and the report carry the provenance (versions, commit, BLAS threads, command line, seed, size).
-Exit status: 0 when every selected check ran, 1 naming the claim when one raised, 2 for bad arguments.
+Exit status (docs/guide/reliability.md, "Exit statuses"; the constants below): 0 when every claim's verdict
+equals its expected one, 1 when a verdict differs or a claim raised (named), 2 for bad or incompatible
+arguments, a bad data directory or IDX file and an unreachable scheduler (before any claim runs), 130 on
+Ctrl-C (the claims that finished are printed, and with ``--json`` written, marked incomplete).
 """
 
 from __future__ import annotations
@@ -23,13 +26,33 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from refattn.files import write_text_atomic
+
 from . import scale
 from .catalog import run_by_id, select
-from .experiments.idx import DATA_ENV, mnist_files
+from .experiments.idx import DATA_ENV, load_mnist_format, mnist_files
 from .power import power_table, run_power
 from .registry import SIZES
-from .report import provenance, write_json, write_report
+from .report import provenance, totals_line, write_json, write_report
 from .runner import pin_blas
+
+# ---- exit statuses: the table of docs/guide/reliability.md, "Exit statuses" (shared with validation) -------
+EXIT_OK = 0              # every claim's verdict equals its expected
+EXIT_DIFFERS = 1         # a verdict differs from expected, or a claim raised
+EXIT_USAGE = 2           # bad/incompatible arguments, bad data directory / IDX files, unreachable scheduler
+EXIT_INTERRUPTED = 130   # Ctrl-C; results written so far are marked incomplete
+
+# ---- bounds of the integer arguments (checked from the text, before anything is built) --------------------
+MAX_SEED = 2**32 - 1     # --seed and every seed of --seeds
+MAX_SEEDS = 1000         # seeds in one --seeds run
+MAX_WORKERS = 256        # --workers (and local:N of --scheduler, paper_checks/scale.py)
+
+#: Options each mode does not use: given together, they are refused (exit 2) rather than dropped.
+_UNUSED = {
+    "--list": ("--json", "--report", "--seed", "--workers", "--scheduler", "--data", "--all"),
+    "--power": ("--report",),
+    "--seeds": ("--json", "--report", "--seed", "--workers", "--all"),
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the claims and exit")
     p.add_argument("--json", metavar="PATH", help="write the results as JSON")
     p.add_argument("--report", metavar="DIR", help="write report.md and PNG figures to DIR")
-    p.add_argument("--seed", type=int, default=0, help="root seed (default 0)")
+    p.add_argument("--seed", type=int, default=None, help=f"root seed in 0..{MAX_SEED} (default 0)")
     p.add_argument("--size", choices=SIZES, default=None,
                    help="size knob of the checks (default small; --power: tiny unless a mutation asks for "
                         "more)")
@@ -49,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--power", action="store_true",
                    help="run every registered mutation (paper_checks/power.py) and print claim -> "
                         "mutation -> verdict -> moved?")
-    p.add_argument("--workers", type=int, default=0,
+    p.add_argument("--workers", type=int, default=None,
                    help="run claims in N parallel processes (0: serial; results are identical either way: "
                         "every claim seeds its own generators from --seed and its id)")
     p.add_argument("--scheduler", metavar="local[:N]|ADDRESS",
@@ -114,33 +137,46 @@ def _power(claims: list, args: argparse.Namespace, argv: list[str] | None) -> in
     print(f"({time.perf_counter() - t0:.1f} s)")
     if args.json:
         prov = provenance(seed=args.seed, size=args.size or "tiny (per mutation)", argv=argv)
-        Path(args.json).write_text(json.dumps([{**r, "provenance": prov} for r in rows], indent=2))
-    return 0
+        write_text_atomic(Path(args.json), json.dumps([{**r, "provenance": prov} for r in rows], indent=2))
+    return EXIT_OK
 
 
 def _parse_seeds(text: str) -> list[int]:
-    """'0-4' -> [0, 1, 2, 3, 4]; '0,3,7' -> [0, 3, 7]; ValueError naming the option otherwise."""
-    try:
-        if "-" in text:
-            a, b = (int(t) for t in text.split("-", 1))
-            seeds = list(range(a, b + 1))
-        else:
-            seeds = [int(t) for t in text.split(",")]
-    except ValueError:
-        seeds = []
-    if not seeds or min(seeds) < 0:
-        raise ValueError(f"--seeds: expected A-B or A,B,... with non-negative integers; got {text!r}")
-    return seeds
+    """'0-4' -> [0, 1, 2, 3, 4]; '0,3,7' -> [0, 3, 7]; ValueError naming the option otherwise.
+
+    Bounded from the text before any list is built: at most :data:`MAX_SEEDS` seeds, each in
+    ``0..MAX_SEED``, each once."""
+    shown = repr(text if len(text) <= 60 else text[:57] + "...")
+    parts = text.split("-", 1) if "-" in text else text.split(",")
+    if not all(t.strip().isdigit() and t.strip().isascii() for t in parts):
+        raise ValueError(f"--seeds: expected A-B or A,B,... with non-negative integers; got {shown}")
+    too_many = ValueError(f"--seeds: at most {MAX_SEEDS} seeds, each in 0..{MAX_SEED}; got {shown}")
+    if len(parts) > MAX_SEEDS or any(len(t.strip()) > len(str(MAX_SEED)) for t in parts):
+        raise too_many                                   # before int() of a long digit string
+    nums = [int(t) for t in parts]
+    if max(nums) > MAX_SEED:
+        raise too_many
+    if "-" in text:
+        a, b = nums
+        if a > b:
+            raise ValueError(f"--seeds: expected A-B with A <= B; got {shown}")
+        if b - a + 1 > MAX_SEEDS:
+            raise too_many
+        return list(range(a, b + 1))
+    if len(set(nums)) != len(nums):
+        raise ValueError(f"--seeds: each seed once; got {shown}")
+    return nums
 
 
 def _seeds(claims: list, args: argparse.Namespace) -> int:
     """``--seeds A-B``: the verdict of every selected non-slow claim at each seed (size small unless --size);
-    a claim whose verdict differs between seeds is marked. Exit 0 (a flip is a finding, not an error)."""
+    a claim whose verdict differs between seeds is marked. Exit 1 when a verdict (at any seed) differs from
+    the claim's expected one or a claim raised, else 0; 130 on Ctrl-C."""
     try:
         seeds = _parse_seeds(args.seeds)
     except ValueError as exc:
         print(f"paper_checks: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     pin_blas()
     size = args.size or "small"
     chosen = [c for c in claims if not c.slow]
@@ -154,11 +190,20 @@ def _seeds(claims: list, args: argparse.Namespace) -> int:
             table = scale.run_seeds(args.scheduler, chosen, seeds, size=size, progress=sys.stderr.isatty())
         except scale.SchedulerError as exc:
             print(f"paper_checks: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print("paper_checks: interrupted: outstanding tasks cancelled", file=sys.stderr)
+            return EXIT_INTERRUPTED
+    differs = False
     for i, c in enumerate(chosen):
-        results = ([o[0] for o in table[i]] if table is not None
-                   else [run_by_id(c.id, s, size, None, False)[0] for s in seeds])
+        try:
+            results = ([o[0] for o in table[i]] if table is not None
+                       else [run_by_id(c.id, s, size, None, False)[0] for s in seeds])
+        except KeyboardInterrupt:
+            print(f"paper_checks: interrupted at claim {c.id}; the rows above are complete", file=sys.stderr)
+            return EXIT_INTERRUPTED
         verdicts = ["ERROR" if r is None else r.verdict for r in results]
+        differs |= any(v != c.expected_at(size) for v in verdicts)
         stable = len(set(verdicts)) == 1
         if not stable:
             flips.append(c.id)
@@ -166,7 +211,25 @@ def _seeds(claims: list, args: argparse.Namespace) -> int:
         print(f"{c.id:{width}s}  {cells}  {'yes' if stable else 'FLIPS'}")
     print(f"{len(chosen) - len(flips)}/{len(chosen)} claims give the same verdict at every seed"
           + (f"; flips: {', '.join(flips)}" if flips else ""))
-    return 0
+    return EXIT_DIFFERS if differs else EXIT_OK
+
+
+def _incompatible(args: argparse.Namespace) -> list[str]:
+    """One line per option given with a mode that would not use it, and per pair of modes."""
+    given = {"--json": args.json is not None, "--report": args.report is not None,
+             "--seed": args.seed is not None, "--workers": args.workers is not None,
+             "--scheduler": args.scheduler is not None, "--data": args.data is not None, "--all": args.all}
+    modes = [m for m, on in (("--list", args.list), ("--power", args.power),
+                             ("--seeds", args.seeds is not None)) if on]
+    if len(modes) > 1:
+        return [f"{' and '.join(modes)} exclude each other (each is a mode of its own); give one"]
+    out = []
+    for mode in modes:
+        for opt in _UNUSED[mode]:
+            if given[opt]:
+                out.append(f"{opt} is not used with {mode} (it would be ignored); drop it or run without "
+                           f"{mode}")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,11 +239,13 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on bad arguments already
         return int(exc.code or 0)
     # every argument is validated before anything runs; one line per bad argument, exit 2
-    problems: list[str] = []
-    if args.seed < 0:
-        problems.append(f"--seed: expected a non-negative integer; got {args.seed}")
-    if args.workers < 0:
-        problems.append(f"--workers: expected a count >= 0; got {args.workers}")
+    problems: list[str] = _incompatible(args)
+    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
+        problems.append(f"--seed: expected a non-negative integer (0..{MAX_SEED}); got {args.seed}")
+    args.seed = 0 if args.seed is None else args.seed
+    if args.workers is not None and not 0 <= args.workers <= MAX_WORKERS:
+        problems.append(f"--workers: expected a count >= 0 (at most {MAX_WORKERS}); got {args.workers}")
+    args.workers = args.workers or 0
     if args.seeds is not None:
         try:
             _parse_seeds(args.seeds)
@@ -194,6 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         if mnist_files(args.data) is None:
             problems.append(f"--data: {args.data} does not hold the MNIST-format files "
                             "{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]")
+        else:                              # every file read and checked now, not inside a claim
+            try:
+                load_mnist_format(args.data)
+            except (ValueError, OSError) as exc:
+                problems.append(f"--data: {exc}")
     claims = []
     try:
         claims = select(args.only)
@@ -212,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         for problem in problems:
             print(f"paper_checks: {problem}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     if args.report is not None and not args.list:
         Path(args.report).mkdir(exist_ok=True)   # the directory the user named (its parent exists: checked)
     if args.data is not None:
@@ -226,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for c in claims:
             print(f"{c.id:36s} {'slow' if c.slow else '    '}  expected {c.expected:13s} {c.section}")
-        return 0
+        return EXIT_OK
 
     pin_blas()
     report_dir = Path(args.report) if args.report else None
@@ -240,19 +310,23 @@ def main(argv: list[str] | None = None) -> int:
                                   info=cluster)
         except scale.SchedulerError as exc:      # no cluster at that address (or none could start)
             print(f"paper_checks: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         except KeyboardInterrupt:          # outstanding tasks were cancelled; nothing half-written
             print("paper_checks: interrupted: outstanding tasks cancelled, no report or JSON written",
                   file=sys.stderr)
-            return 130
+            return EXIT_INTERRUPTED
     elif args.workers > 0:                 # claims in parallel processes; seeds depend on the claim id only
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
             futures = [pool.submit(run_by_id, c.id, args.seed, args.size, report_dir, args.all)
                        for c in claims]
             outcomes = [f.result() for f in _progress(futures, sys.stderr.isatty())]
     else:
-        outcomes = [run_by_id(c.id, args.seed, args.size, report_dir, args.all)
-                    for c in _progress(claims, sys.stderr.isatty())]
+        outcomes = []
+        try:
+            for c in _progress(claims, sys.stderr.isatty()):
+                outcomes.append(run_by_id(c.id, args.seed, args.size, report_dir, args.all))
+        except KeyboardInterrupt:          # Ctrl-C: keep what finished, write nothing partial
+            return _interrupted(claims, outcomes, args, argv)
     for c, (res, secs, err) in zip(claims, outcomes, strict=True):
         if err is not None:                # a check that raises is reported by name, and the run exits 1
             failed.append(c.id)
@@ -267,26 +341,49 @@ def main(argv: list[str] | None = None) -> int:
         mark = "" if res is None or res.verdict in ("skipped", expected) else "  <-- differs from expected"
         summary = "" if res is None else res.summary
         print(f"{c.id:{width}s}  {verdict:13s}  {expected:13s}  {secs:6.1f}  {summary}{mark}")
-    counts: dict[str, int] = {}
-    for _, res, _ in rows:
-        key = "ERROR" if res is None else res.verdict
-        counts[key] = counts.get(key, 0) + 1
-    print("totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print("totals: " + totals_line([("ERROR" if res is None else res.verdict, res) for _, res, _ in rows]))
     prov = provenance(seed=args.seed, size=args.size, argv=argv)
     if cluster:                            # the claims ran on the workers: their versions and BLAS
         prov["cluster"] = cluster
     blas = ", ".join(f"{b.get('internal_api')} {b.get('num_threads')} thread(s)" for b in prov["blas"])
     print(f"provenance: refattn {prov['refattn']}, commit {prov['git_commit']}, python {prov['python']}, "
           f"numpy {prov['numpy']}, scipy {prov['scipy']}, {blas}, seed {prov['seed']}, size {prov['size']}")
-    if args.json:
-        write_json(Path(args.json), rows, prov)
-    if args.report:
-        write_report(Path(args.report), rows, seed=args.seed, size=args.size, prov=prov)
-        print(f"report written to {Path(args.report) / 'report.md'}")
+    try:                                   # each file replaced atomically: a failed write keeps the old one
+        if args.json:
+            write_json(Path(args.json), rows, prov)
+        if args.report:
+            write_report(Path(args.report), rows, seed=args.seed, size=args.size, prov=prov)
+            print(f"report written to {Path(args.report) / 'report.md'}")
+    except OSError as exc:
+        where = exc.filename or args.json or args.report
+        print(f"paper_checks: could not write {where} ({exc.strerror or exc}); the previous file, if any, is "
+              "unchanged", file=sys.stderr)
+        return EXIT_USAGE
     if failed:
         print(f"paper_checks: {len(failed)} claim(s) raised: {', '.join(failed)}", file=sys.stderr)
-        return 1
-    return 0
+    differ = [c.id for c, res, _ in rows
+              if res is not None and res.verdict not in ("skipped", c.expected_at(args.size))]
+    if differ:
+        print(f"paper_checks: {len(differ)} verdict(s) differ from expected: {', '.join(differ)}",
+              file=sys.stderr)
+    return EXIT_DIFFERS if failed or differ else EXIT_OK
+
+
+def _interrupted(claims: list, outcomes: list, args: argparse.Namespace, argv: list[str] | None) -> int:
+    """Ctrl-C in a serial run: name the claims that finished and those that did not; with ``--json`` write the
+    finished ones (atomically), their provenance marked incomplete; no report. Returns 130."""
+    done = [c.id for c in claims[:len(outcomes)]]
+    rest = [c.id for c in claims[len(outcomes):]]
+    print(f"paper_checks: interrupted (Ctrl-C): {len(done)} of {len(claims)} claim(s) finished"
+          + (f": {', '.join(done)}" if done else "") + f"; not finished: {', '.join(rest)}", file=sys.stderr)
+    if args.json:
+        prov = provenance(seed=args.seed, size=args.size, argv=argv)
+        prov["incomplete"] = {"finished": done, "not_finished": rest}
+        rows = [(c, res, secs) for c, (res, secs, _) in zip(claims, outcomes, strict=False)]
+        write_json(Path(args.json), rows, prov)
+        print(f"paper_checks: the finished claims are in {args.json}, marked incomplete "
+              "(provenance.incomplete); no report written", file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

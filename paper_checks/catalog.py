@@ -22,7 +22,13 @@ PAPERS = {"horn": horn, "kl": chowdhury, "flt": choromanski}
 
 
 def load_all() -> dict[str, Claim]:
-    """:data:`~paper_checks.registry.REGISTRY` (claim id -> Claim) with every claim of the three papers."""
+    """Every claim of the three papers, by id.
+
+    Returns
+    -------
+    dict of str to Claim
+        :data:`~paper_checks.registry.REGISTRY` (claim id -> Claim), every paper package imported.
+    """
     return REGISTRY
 
 

@@ -2,7 +2,9 @@
 
 Each selected claim runs once unmutated, then once under each of its mutations (:mod:`paper_checks.mutations`)
 at size ``tiny`` unless a mutation asks for more (or ``--size``); the table gives claim -> mutation -> verdict
--> moved?. Mutations patch module attributes in the process that runs the check, so each (claim, mutation) run
+-> moved?, in two sections: mutations of refattn's public functions (the power that counts) and mutations of
+the check's own target, formula or table (they test the claim's rule), each with its own count in the summary
+line. Mutations patch module attributes in the process that runs the check, so each (claim, mutation) run
 applies its own patch, serially or in its own worker process.
 """
 
@@ -16,7 +18,7 @@ from .mutations import MUTATIONS, Mutation
 from .registry import Claim, Context
 from .runner import run_check
 
-__all__ = ["run_power", "power_table"]
+__all__ = ["run_power", "power_summary", "power_table"]
 
 
 def run_power(claims: list, *, seed: int = 0, size: str | None = None, default_size: str = "tiny",
@@ -40,8 +42,9 @@ def run_power(claims: list, *, seed: int = 0, size: str | None = None, default_s
     else:
         verdicts = [_job(j) for j in jobs]
     base = {(cid, sz): v for (cid, name, sz, _), v in zip(jobs, verdicts, strict=True) if name is None}
-    return [{"claim": cid, "mutation": name, "size": sz, "baseline": base[cid, sz], "verdict": v,
-             "moved": v != base[cid, sz]}
+    muts = {(cid, m.name): m for cid in {j[0] for j in jobs} for m in MUTATIONS[cid]}
+    return [{"claim": cid, "mutation": name, "kind": muts[cid, name].kind, "bug": muts[cid, name].bug,
+             "size": sz, "baseline": base[cid, sz], "verdict": v, "moved": v != base[cid, sz]}
             for (cid, name, sz, _), v in zip(jobs, verdicts, strict=True) if name is not None]
 
 
@@ -64,17 +67,37 @@ def _verdict(c: Claim, ctx: Context, m: Mutation | None) -> str:
         return f"error: {type(exc).__name__}: {str(exc)[:80]}"
 
 
+def power_summary(rows: list[dict]) -> str:
+    """The summary line: refattn mutations (with how many plant a realistic bug class) and check-target
+    mutations, each as moved / total."""
+    ref = [r for r in rows if r["kind"] == "refattn"]
+    tgt = [r for r in rows if r["kind"] != "refattn"]
+    real = [r for r in ref if r["bug"]]
+    return (f"refattn mutations: {sum(r['moved'] for r in ref)}/{len(ref)} moved "
+            f"({sum(r['moved'] for r in real)}/{len(real)} realistic bug classes); "
+            f"check-target mutations: {sum(r['moved'] for r in tgt)}/{len(tgt)} moved "
+            f"({len({r['claim'] for r in rows})} claims)")
+
+
 def power_table(rows: list[dict]) -> str:
-    """The rows as a plain-text table (claim, mutation, size, baseline, verdict, moved)."""
+    """The rows as a plain-text table (claim, mutation, bug class, size, baseline, verdict, moved) in two
+    sections, refattn mutations then check-target mutations, and :func:`power_summary`."""
     if not rows:
         return "no mutations registered for the selected claims"
     wc = max(len(r["claim"]) for r in rows)
     wm = max(len(r["mutation"]) for r in rows)
-    lines = [f"{'claim':{wc}s}  {'mutation':{wm}s}  {'size':5s}  {'baseline':13s}  {'verdict':13s}  moved?"]
-    for r in rows:
-        lines.append(f"{r['claim']:{wc}s}  {r['mutation']:{wm}s}  {r['size']:5s}  {r['baseline']:13s}  "
-                     f"{r['verdict']:13s}  {'yes' if r['moved'] else 'NO  <-- no power'}")
-    moved = sum(r["moved"] for r in rows)
-    lines.append(f"power: {moved}/{len(rows)} mutations moved their claim's verdict "
-                 f"({len({r['claim'] for r in rows})} claims)")
+    wb = max(len("bug class"), *(len(r["bug"] or "-") for r in rows))
+    head = (f"{'claim':{wc}s}  {'mutation':{wm}s}  {'bug class':{wb}s}  {'size':5s}  {'baseline':13s}  "
+            f"{'verdict':13s}  moved?")
+    lines = []
+    for kind, title in (("refattn", "mutations of refattn's public functions (the power that counts)"),
+                        ("target", "mutations of the check's own target, formula or table (test the rule)")):
+        sect = [r for r in rows if (r["kind"] == "refattn") == (kind == "refattn")]
+        lines += [f"== {title}: {sum(r['moved'] for r in sect)}/{len(sect)} moved", head]
+        for r in sect:
+            moved = "yes" if r["moved"] else "NO  <-- no power"
+            lines.append(f"{r['claim']:{wc}s}  {r['mutation']:{wm}s}  {r['bug'] or '-':{wb}s}  "
+                         f"{r['size']:5s}  {r['baseline']:13s}  {r['verdict']:13s}  {moved}")
+        lines.append("")
+    lines.append("power: " + power_summary(rows))
     return "\n".join(lines)

@@ -21,6 +21,8 @@ import json
 import sys
 from pathlib import Path
 
+from .report import totals_line, verdict_label
+
 
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -30,55 +32,77 @@ def table(records: list[dict]) -> str:
     lines = ["| claim | verdict | finding |", "| --- | --- | --- |"]
     for r in records:
         ok = r["verdict"] in (r["expected"], "skipped")
-        verdict = r["verdict"] if ok else f"{r['verdict']} (expected {r['expected']})"
+        label = verdict_label(r["verdict"], r.get("slips") or r.get("evidence", {}).get("slips") or [])
+        verdict = label if ok else f"{label} (expected {r['expected']})"
         finding = r.get("summary") or ""
         if r["verdict"] == "erratum" and r.get("corrected") and not finding:
             finding = "corrected: " + r["corrected"]
         lines.append(f"| `{r['id']}` | {verdict} | {_cell(finding)} |")
-    counts: dict[str, int] = {}
-    for r in records:
-        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
-    lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + "."]
+    lines += ["", "Totals: " + totals_line(records) + "."]
     return "\n".join(lines)
 
 
 def power_table(rows: list[dict]) -> str:
-    """Markdown summary of ``--power --json`` rows: per claim, its mutations and the verdict each gives."""
-    by_claim: dict[str, list[dict]] = {}
-    for r in rows:
-        by_claim.setdefault(r["claim"], []).append(r)
-    lines = ["| claim | baseline | mutation -> verdict |", "| --- | --- | --- |"]
-    for cid, rs in by_claim.items():
-        muts = "; ".join(f"{r['mutation']} -> {r['verdict']}{'' if r['moved'] else ' (NOT MOVED)'}"
-                         for r in rs)
-        lines.append(f"| `{cid}` | {rs[0]['baseline']} | {_cell(muts)} |")
+    """Markdown summary of ``--power --json`` rows in two sections, as the console prints them: mutations of
+    refattn's public functions (the power that counts; a [bug class] marks a realistic bug), then mutations of
+    the check's own target, formula or table (they test the rule). Per claim, its mutations and the verdict
+    each gives."""
+    ref = [r for r in rows if r.get("kind", "refattn") == "refattn"]
+    lines: list[str] = []
+    for title, part in (("Mutations of refattn's public functions (the power that counts)", ref),
+                        ("Mutations of the check's own target, formula or table (they test the rule)",
+                         [r for r in rows if r.get("kind", "refattn") != "refattn"])):
+        by_claim: dict[str, list[dict]] = {}
+        for r in part:
+            by_claim.setdefault(r["claim"], []).append(r)
+        real = [r for r in part if r.get("bug")]
+        lines += [f"**{title}:** {sum(r['moved'] for r in part)}/{len(part)} moved"
+                  + (f" ({sum(r['moved'] for r in real)}/{len(real)} realistic bug classes)" if part is ref
+                     else "") + ".", "",
+                  "| claim | baseline | mutation -> verdict |", "| --- | --- | --- |"]
+        for cid, rs in by_claim.items():
+            muts = "; ".join(f"{r['mutation']}{' [' + r['bug'] + ']' if r.get('bug') else ''} -> "
+                             f"{r['verdict']}{'' if r['moved'] else ' (NOT MOVED)'}" for r in rs)
+            lines.append(f"| `{cid}` | {rs[0]['baseline']} | {_cell(muts)} |")
+        lines.append("")
     moved = sum(r["moved"] for r in rows)
-    lines += ["", f"{moved} of {len(rows)} mutations over {len(by_claim)} claims moved their claim's "
-                  "verdict."]
+    claims = len({r["claim"] for r in rows})
+    lines += [f"{moved} of {len(rows)} mutations over {claims} claims moved their claim's "
+              f"verdict: refattn mutations {sum(r['moved'] for r in ref)}/{len(ref)}, check-target "
+              f"mutations {moved - sum(r['moved'] for r in ref)}/{len(rows) - len(ref)} (a [bug class] marks "
+              "a realistic bug)."]
     return "\n".join(lines)
 
 
 #: Verdict columns of the summary, in reading order; a verdict outside this list gets a column after them.
-SUMMARY_VERDICTS = ("holds", "erratum", "fails", "not-checkable", "skipped")
+SUMMARY_VERDICTS = ("holds", "erratum", "fails", "not-reproduced", "not-checkable", "skipped")
 
 
 def summary_table(records: list[dict]) -> str:
     """Markdown table of verdict counts per paper (rows in first-seen order) plus a total row."""
     verdicts = list(SUMMARY_VERDICTS) + sorted({r["verdict"] for r in records} - set(SUMMARY_VERDICTS))
-    by_paper: dict[str, dict[str, int]] = {}
+    by_paper: dict[str, dict[str, list[int]]] = {}
     for r in records:
         row = by_paper.setdefault(r["paper"], {})
-        row[r["verdict"]] = row.get(r["verdict"], 0) + 1
+        c = row.setdefault(r["verdict"], [0, 0])
+        c[0] += 1
+        c[1] += bool(r.get("slips") or r.get("evidence", {}).get("slips"))
     head = ["paper", "claims"] + [v if v != "skipped" else "skipped (slow)" for v in verdicts]
     lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
-    total: dict[str, int] = {}
+
+    def cell(c: list[int], bold: bool = False) -> str:
+        n = f"**{c[0]}**" if bold else str(c[0])
+        return n + (f" ({c[1]} with notation slips)" if c[1] else "")
+
+    total: dict[str, list[int]] = {}
     for paper, row in by_paper.items():
-        for v, n in row.items():
-            total[v] = total.get(v, 0) + n
-        counts = " | ".join(str(row.get(v, 0)) for v in verdicts)
-        lines.append(f"| {_cell(paper)} | {sum(row.values())} | {counts} |")
-    lines.append(f"| **all** | **{len(records)}** | " + " | ".join(f"**{total.get(v, 0)}**" for v in verdicts)
-                 + " |")
+        for v, (n, k) in row.items():
+            t = total.setdefault(v, [0, 0])
+            t[0], t[1] = t[0] + n, t[1] + k
+        counts = " | ".join(cell(row.get(v, [0, 0])) for v in verdicts)
+        lines.append(f"| {_cell(paper)} | {sum(c[0] for c in row.values())} | {counts} |")
+    lines.append(f"| **all** | **{len(records)}** | "
+                 + " | ".join(cell(total.get(v, [0, 0]), bold=True) for v in verdicts) + " |")
     return "\n".join(lines)
 
 

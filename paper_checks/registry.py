@@ -11,11 +11,18 @@ are in :mod:`paper_checks.rules`). The check puts the numbers in its evidence an
 tests and ``--power`` call) re-applies ``decide`` to the returned evidence and raises ``RuleMismatchError`` if
 the verdicts differ, so no branch of a check can return a verdict that no measured number decided. Verdicts:
 
-``holds``          the statement holds as printed (within the stated statistical tolerance);
-``erratum``        it fails as printed but holds after a correction, which the result states and verifies;
-``fails``          it fails and no correction is verified;
-``not-checkable``  it cannot be checked numerically (the evidence says why);
-``skipped``        a slow claim that was not selected (the evidence gives the command that runs it).
+``holds``           the statement holds as evidently meant (within the stated tolerance); notation-only
+                    slips are quoted, corrected and checked in ``evidence["slips"]`` and counted apart;
+``erratum``         its mathematical content as printed is false and a corrected statement, which the
+                    result states, is verified;
+``fails``           it fails and no correction is verified (for a trained claim: only with evidence that
+                    more budget would not change it, :func:`paper_checks.rules.budget_ladder`);
+``not-reproduced``  a trained effect not seen at a budget below the paper's (the evidence gives the budget as
+                    a fraction of the paper's stated compute);
+``not-checkable``   it cannot be checked numerically (the evidence says why);
+``skipped``         a slow claim that was not selected (the evidence gives the command that runs it).
+
+The criterion that separates them is ``docs/guide/paper-checks.md``, section "The criterion".
 
 A claim is ``statistical`` (the default) when its check compares a measurement -- a Monte Carlo mean or MSE, a
 quadrature, an exact computation, a count -- with a formula. Such a check must
@@ -45,12 +52,14 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-__all__ = ["VERDICTS", "SIZES", "EVIDENCE_KEYS", "HORN", "CHOWDHURY", "CHOROMANSKI", "Result", "Context",
+__all__ = ["VERDICTS", "SIZES", "EVIDENCE_KEYS", "SLIP_KEYS",
+           "HORN", "CHOWDHURY", "CHOROMANSKI", "Result", "Context",
            "Claim", "REGISTRY", "claim", "must_fail", "stat_evidence"]
 
-VERDICTS = ("holds", "erratum", "fails", "not-checkable", "skipped")
+VERDICTS = ("holds", "erratum", "fails", "not-reproduced", "not-checkable", "skipped")
 SIZES = ("tiny", "small", "full")
 EVIDENCE_KEYS = ("n", "seed", "detectable")   # every statistical check reports these (module docstring)
+SLIP_KEYS = ("printed", "corrected", "why", "check")   # one notation slip (paper_checks.rules.slip)
 
 HORN = "Horn et al., Translational Equivariance in Kernelizable Attention"
 CHOWDHURY = "Chowdhury et al., Learning the Transformer Kernel"
@@ -72,6 +81,16 @@ class Result:
             raise ValueError(f"verdict: expected one of {VERDICTS}; got {self.verdict!r}")
         if self.verdict == "erratum" and not self.corrected:
             raise ValueError("an erratum must state the corrected statement (Result.corrected)")
+        slips = self.evidence.get("slips", [])
+        if not isinstance(slips, list) or any(not isinstance(s, dict) or set(s) != set(SLIP_KEYS)
+                                              for s in slips):
+            raise ValueError(f"evidence['slips']: expected a list of dicts with keys {SLIP_KEYS} "
+                             f"(paper_checks.rules.slip); got {slips!r}")
+
+    @property
+    def slips(self) -> list:
+        """The notation slips recorded in the evidence (``evidence["slips"]``; empty when none)."""
+        return list(self.evidence.get("slips", []))
 
 
 @dataclasses.dataclass

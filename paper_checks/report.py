@@ -16,7 +16,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["provenance", "blas_info", "json_safe", "record", "write_json", "write_report"]
+from refattn.files import write_text_atomic
+
+__all__ = ["provenance", "blas_info", "json_safe", "record", "write_json", "write_report", "totals_line",
+           "verdict_label"]
 
 _ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,6 +80,40 @@ def json_safe(x: Any) -> Any:
     return str(x)
 
 
+def _slips_of(rec: Any) -> list:
+    """The notation slips of a Result or a JSON record (empty when none)."""
+    if isinstance(rec, dict):
+        slips = rec.get("slips")
+        if slips is None and isinstance(rec.get("evidence"), dict):
+            slips = rec["evidence"].get("slips")
+        return list(slips or [])
+    return [] if rec is None else list(getattr(rec, "slips", []))
+
+
+def verdict_label(verdict: str, slips: list) -> str:
+    """``holds`` or ``holds (2 notation slips)``: the verdict with its slips counted."""
+    n = len(slips)
+    return verdict if not n else f"{verdict} ({n} notation slip{'s' if n > 1 else ''})"
+
+
+def totals_line(items: list) -> str:
+    """``holds 20 (4 with notation slips), erratum 13, ...``: verdict counts in the order of
+    :data:`~paper_checks.registry.VERDICTS` (then any other label, such as ``error``), each verdict's claims
+    with notation slips counted apart. `items` are JSON records (dicts with ``verdict`` and ``slips`` or
+    ``evidence["slips"]``) or ``(verdict, result)`` pairs (a result may be None)."""
+    from .registry import VERDICTS
+
+    counts: dict[str, list[int]] = {}
+    for it in items:
+        verdict, rec = (it["verdict"], it) if isinstance(it, dict) else it
+        c = counts.setdefault(verdict, [0, 0])
+        c[0] += 1
+        c[1] += bool(_slips_of(rec))
+    order = [v for v in VERDICTS if v in counts] + sorted(set(counts) - set(VERDICTS))
+    return ", ".join(f"{v} {counts[v][0]}"
+                     + (f" ({counts[v][1]} with notation slips)" if counts[v][1] else "") for v in order)
+
+
 def record(claim: Any, res: Any, seconds: float, prov: dict | None = None, size: str | None = None) -> dict:
     return {
         "id": claim.id,
@@ -90,6 +127,7 @@ def record(claim: Any, res: Any, seconds: float, prov: dict | None = None, size:
         "summary": "" if res is None else res.summary,
         "evidence": {} if res is None else json_safe(res.evidence),
         "corrected": None if res is None else res.corrected,
+        "slips": [] if res is None else json_safe(res.slips),
         "figures": [] if res is None else [str(f) for f in res.figures],
         "seconds": round(float(seconds), 3),
         "provenance": prov,
@@ -98,7 +136,7 @@ def record(claim: Any, res: Any, seconds: float, prov: dict | None = None, size:
 
 def write_json(path: Path, rows: list, prov: dict | None = None) -> None:
     size = None if prov is None else prov.get("size")
-    path.write_text(json.dumps([record(c, r, s, prov, size) for c, r, s in rows], indent=2))
+    write_text_atomic(path, json.dumps([record(c, r, s, prov, size) for c, r, s in rows], indent=2))
 
 
 def _fmt(v: Any) -> str:
@@ -117,9 +155,11 @@ def write_report(out_dir: Path, rows: list, *, seed: int, size: str, prov: dict 
     lines += [f"| {k} | {_fmt(v)} |" for k, v in prov.items()]
     lines += ["", "| claim | verdict | expected | seconds | summary |", "|---|---|---|---|---|"]
     for c, res, secs in rows:
-        v = "error" if res is None else res.verdict
+        v = "error" if res is None else verdict_label(res.verdict, res.slips)
         lines.append(f"| [{c.id}](#{c.id.replace('.', '')}) | {v} | {c.expected_at(size)} | {secs:.1f} | "
                      f"{'' if res is None else res.summary} |")
+    lines += ["", "Totals: " + totals_line([("error" if r is None else r.verdict, r) for _, r, _ in rows])
+              + "."]
     for c, res, _ in rows:
         lines += ["", f"## {c.id}", "", f"*{c.paper}*, {c.section}.", "", f"**Statement.** {c.statement}", "",
                   f"**Expected verdict: {c.expected_at(size)}.** {c.derivation}", ""]
@@ -131,10 +171,13 @@ def write_report(out_dir: Path, rows: list, *, seed: int, size: str, prov: dict 
         lines.append(f"**Verdict: {res.verdict}.** {res.summary}")
         if res.corrected:
             lines += ["", f"**Corrected statement.** {res.corrected}"]
+        for sl in res.slips:
+            lines += ["", f"**Notation slip.** Printed: {sl['printed']}. Corrected: {sl['corrected']}. "
+                          f"Why notation only: {sl['why']}. Check: {_fmt(sl['check'])}."]
         if res.evidence:
             lines += ["", "| evidence | value |", "|---|---|"]
             lines += [f"| {k} | {_fmt(v)} |" for k, v in res.evidence.items()]
         for f in res.figures:
             rel = os.path.relpath(Path(f), out_dir)
             lines += ["", f"![{Path(f).stem}]({rel})"]
-    (out_dir / "report.md").write_text("\n".join(lines) + "\n")
+    write_text_atomic(out_dir / "report.md", "\n".join(lines) + "\n")

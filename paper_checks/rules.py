@@ -17,6 +17,16 @@ Builders::
     guarded(inner, "metric", minimum)                         not-checkable below a learning guard, else inner
     readings({...}, combine)                                  several readings, each decided, then combined
     not_checkable(reason)                                     a statement no measurement decides
+    budget_ladder("ladder", n_se=2)                           a trained effect along a compute ladder:
+                                                              holds / fails / not-reproduced
+    slip(printed, corrected, why, check)                      a notation slip for ``evidence["slips"]``
+
+**Notation slips** (``docs/guide/paper-checks.md``, section "The criterion"): a printed expression that is
+wrong only as notation -- unbuildable or ill-typed, or contradicted by the paper's own construction, figure
+or next line -- while the statement read as evidently meant holds, does not make an erratum. The check
+decides the statement as meant, records each slip with :func:`slip` (printed, corrected, why it is notation
+only, and the numbers that check both forms) in ``evidence["slips"]``, and the summaries count verdicts with
+slips apart (:func:`paper_checks.report.totals_line`).
 
 Numbers may be NumPy scalars; a missing key raises ``KeyError`` naming it (a rule never guesses).
 """
@@ -26,8 +36,11 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable, Mapping
 
+from .registry import SLIP_KEYS
+
 __all__ = ["printed_vs_corrected", "holds_iff_accepted", "holds_iff_at_most", "bound_respected", "separated",
-           "ranked", "guarded", "readings", "per_reading", "not_checkable", "with_rule", "value"]
+           "ranked", "guarded", "readings", "per_reading", "not_checkable", "with_rule", "value",
+           "budget_ladder", "slip", "SLIP_KEYS"]
 
 Decide = Callable[[dict], str]
 
@@ -185,3 +198,59 @@ def not_checkable(reason: str) -> Decide:
         return "not-checkable"
 
     return with_rule(decide, f"not-checkable: {reason}")
+
+
+def slip(printed: str, corrected: str, why: str, check: Mapping) -> dict:
+    """One notation slip for ``evidence["slips"]``: the printed symbols, the corrected ones, why the repair
+    is notation only (what in the paper itself fixes the meaning: the only form that can be built or that
+    typechecks, the paper's own construction, figure or next line) and `check`, the numbers that check both
+    forms (the printed one rejected or unbuildable, the corrected one verified)."""
+    if not (printed and corrected and why and check):
+        raise ValueError("slip: printed, corrected, why and check are all required (a slip is quoted, "
+                         "corrected and checked)")
+    return {"printed": printed, "corrected": corrected, "why": why, "check": dict(check)}
+
+
+def budget_ladder(ladder: str = "ladder", *, n_se: float = 2.0) -> Decide:
+    """A trained effect measured along a budget ladder: holds / fails / not-reproduced.
+
+    ``evidence[ladder]`` is a list of rungs ``{"budget_fraction", "effect", "se"}`` (any order): the compute
+    of the rung as a fraction of the paper's stated compute, the effect signed so that the paper's claim is
+    ``effect > 0``, and its standard error. With the rungs sorted by budget and the largest rung last:
+
+    * holds iff the largest rung shows the effect (``effect > n_se * se``);
+    * fails iff the largest rung is at the paper's compute or beyond (``budget_fraction >= 1``) and the
+      effect is absent or reversed there (``effect <= n_se * se``), or the ladder has at least two rungs, the
+      effect is reversed on every rung (``effect < -n_se * se``) and the reversal holds or grows with the
+      budget (no rung's effect exceeds the previous rung's by more than ``n_se`` combined SE);
+    * not-reproduced otherwise: the effect is not seen below the paper's compute and the ladder is flat,
+      shrinking towards the paper's direction, or too short to say that more budget would not change it.
+    """
+
+    def decide(ev: dict) -> str:
+        rungs = ev.get(ladder)
+        if not rungs:
+            raise KeyError(f"decision rule needs evidence[{ladder!r}] (a non-empty list of rungs); the "
+                           f"evidence has {sorted(ev)}")
+        rs = sorted(((value(r, "budget_fraction"), value(r, "effect"), value(r, "se")) for r in rungs))
+        budget, effect, se = rs[-1]
+        if effect > n_se * se:
+            return "holds"
+        if budget >= 1.0:
+            return "fails"
+        reversed_all = all(e < -n_se * s for _, e, s in rs)
+        holding = all(e1 <= e0 + n_se * math.hypot(s0, s1)
+                      for (_, e0, s0), (_, e1, s1) in zip(rs[:-1], rs[1:], strict=True))
+        if len(rs) >= 2 and reversed_all and holding:
+            return "fails"
+        return "not-reproduced"
+
+    return with_rule(decide, f"holds iff the largest rung of {ladder} shows the paper's effect (effect > "
+                             f"{n_se:g} SE); fails iff the effect is absent or reversed at the paper's "
+                             "compute "
+                             f"(budget_fraction >= 1), or reversed by > {n_se:g} SE on every rung of a "
+                             "ladder "
+                             f"of >= 2 rungs with the reversal holding or growing with the budget; "
+                             "not-reproduced otherwise (not seen below the paper's compute, the ladder "
+                             "flat or "
+                             "inconclusive).")

@@ -44,6 +44,8 @@ import os
 import platform
 import re
 import shutil
+import socket
+import struct
 import sys
 import tempfile
 from pathlib import Path
@@ -56,8 +58,8 @@ from .report import blas_info
 from .runner import pin_blas
 
 __all__ = ["INSTALL_HINT", "TIMING_CLAIMS", "SchedulerError", "available", "parse_scheduler",
-           "scheduler_problem", "connect", "DaskMap", "run_tasks", "run_claims", "run_seeds",
-           "worker_environments"]
+           "scheduler_problem", "probe_scheduler", "connect", "DaskMap", "run_tasks", "run_claims",
+           "run_seeds", "worker_environments"]
 
 INSTALL_HINT = 'pip install "refattn[scale]"  (from a checkout: pip install -e ".[scale]")'
 
@@ -69,6 +71,13 @@ ENV_PREFIXES = ("PAPER_CHECKS_", "REFATTN_")
 
 _TEXT_SUFFIXES = {".json", ".md", ".txt", ".csv"}   # returned files whose worker paths are rewritten
 _SUB_PRIORITY = 10    # ctx.map batches before further claims: a claim that fanned out finishes first
+
+#: Seconds to reach a scheduler and receive its handshake (``--scheduler ADDRESS``), and the largest first
+#: message a dask scheduler sends on connect (its handshake is a few hundred bytes).
+CONNECT_TIMEOUT = 5.0
+MAX_HANDSHAKE_BYTES = 1 << 20
+#: The most worker processes ``local:N`` starts (the CLI's ``--workers`` bound too).
+MAX_LOCAL_WORKERS = 256
 
 
 class SchedulerError(RuntimeError):
@@ -96,12 +105,20 @@ def parse_scheduler(spec: str) -> tuple[str, Any]:
         return "local", None
     if spec.startswith("local:"):
         n = spec[len("local:"):]
-        if not n.isdigit() or int(n) < 1:
-            raise ValueError(f"--scheduler: local:N needs a worker count N >= 1; got {spec!r}")
+        if not n.isdigit() or not 1 <= int(n[:6]) <= MAX_LOCAL_WORKERS or len(n) > 6:
+            raise ValueError(f"--scheduler: local:N needs a worker count 1 <= N <= {MAX_LOCAL_WORKERS}; got "
+                             f"{spec[:40]!r}")
         return "local", int(n)
     if ":" not in spec:
         raise ValueError(f"--scheduler: expected local, local:N or a scheduler address such as "
                          f"tcp://host:8786; got {spec!r}")
+    scheme, sep, rest = spec.partition("://")
+    if not sep:
+        scheme, rest = "tcp", spec
+    host, _, port = rest.rpartition(":")
+    if scheme not in ("tcp", "tls") or not host or not port.isdigit() or not 1 <= int(port[:6]) <= 65535:
+        raise ValueError(f"--scheduler: expected local, local:N or an address tcp://HOST:PORT (or tls://, or "
+                         f"HOST:PORT) with a port in 1..65535; got {spec[:80]!r}")
     return "address", spec
 
 
@@ -122,7 +139,7 @@ def scheduler_problem(spec: str, workers: int = 0, power: bool = False) -> str |
 
 
 @contextlib.contextmanager
-def connect(spec: str, *, log: Callable[[str], None] | None = None, timeout: str = "30s") -> Iterator[Any]:
+def connect(spec: str, *, log: Callable[[str], None] | None = None, timeout: str = "10s") -> Iterator[Any]:
     """A ``distributed.Client`` for ``--scheduler spec`` (a LocalCluster of processes started and closed here,
     or the scheduler at an address); the dashboard address is passed to `log` (default: stderr)."""
     from distributed import Client, LocalCluster
@@ -137,11 +154,14 @@ def connect(spec: str, *, log: Callable[[str], None] | None = None, timeout: str
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0")
             client = Client(cluster)
         else:
+            probe_scheduler(arg)
             client = Client(arg, timeout=timeout)
-    except OSError as exc:               # dask raises OSError for a refused or timed-out connection
+    except SchedulerError:
+        raise
+    except Exception as exc:             # a refused or timed-out connection (OSError), a bad address
         if cluster is not None:
             cluster.close()
-        raise SchedulerError(f"--scheduler {spec}: no cluster ({exc})") from None
+        raise SchedulerError(f"--scheduler {spec}: no cluster ({type(exc).__name__}: {exc})") from None
     try:
         n_workers = len(client.scheduler_info().get("workers", {}))
         log(f"paper_checks: dask scheduler {client.scheduler.address} with {n_workers} worker(s); "
@@ -151,6 +171,48 @@ def connect(spec: str, *, log: Callable[[str], None] | None = None, timeout: str
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def probe_scheduler(address: str, timeout: float | None = None) -> None:
+    """Check that a dask scheduler answers at `address` before a ``Client`` is made: a TCP connection and the
+    scheduler's first frame (dask's comm handshake, which a scheduler sends unasked) within `timeout`
+    seconds (default :data:`CONNECT_TIMEOUT`), its length read from the 8-byte header and bounded by
+    :data:`MAX_HANDSHAKE_BYTES`.
+
+    A silent listener (or an HTTP server, which waits for a request) times out; a server that answers with
+    something else gives a header that is not a dask frame length; both raise :class:`SchedulerError`
+    naming the address. ``tls://`` addresses are not probed (the handshake is encrypted); ``Client``'s own
+    timeout covers them."""
+    scheme, sep, rest = address.partition("://")
+    if not sep:
+        scheme, rest = "tcp", address
+    if scheme != "tcp":
+        return
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]")
+    what = f"--scheduler {address}"
+    timeout = CONNECT_TIMEOUT if timeout is None else timeout
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            head = b""
+            while len(head) < 8:
+                chunk = sock.recv(8 - len(head))
+                if not chunk:
+                    raise SchedulerError(f"{what}: the connection was closed without a dask handshake; not a "
+                                         "dask scheduler")
+                head += chunk
+    except SchedulerError:
+        raise
+    except socket.timeout:
+        raise SchedulerError(f"{what}: no dask handshake within {timeout:g} s (a listener that is not a dask "
+                             "scheduler, or none reachable)") from None
+    except OSError as exc:
+        raise SchedulerError(f"{what}: cannot connect ({exc.strerror or exc})") from None
+    (n,) = struct.unpack("Q", head)                   # dask frames: a native-order uint64 length first
+    if not 0 < n <= MAX_HANDSHAKE_BYTES:
+        raise SchedulerError(f"{what}: the server answered {head!r}, not a dask frame (length {n}); not a "
+                             "dask scheduler")
 
 
 def _inside_task() -> bool:

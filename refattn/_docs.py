@@ -1,8 +1,7 @@
 """Docstring blocks written once per module and filled into each docstring that needs them.
 
-numpy-groupies' shared-doc idiom: a block (a Parameters list, a Raises list) is a module-level string,
-and ``@fill_doc(name=block)`` replaces a line ``{name}`` (alone on its line) with it, at that line's
-indentation. Only the names passed are replaced, so LaTeX braces elsewhere are left alone.
+numpy-groupies' shared-doc idiom: ``@fill_doc(name=block)`` replaces a line ``{name}`` with the block, at
+that line's indentation; only the names passed are replaced (LaTeX braces elsewhere are left alone).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ def fill_doc(**blocks: str):
     Returns
     -------
     callable
-        The decorator; it returns the function itself with its ``__doc__`` filled.
+        The decorator, which fills ``__doc__`` and returns the function itself.
 
     Raises
     ------

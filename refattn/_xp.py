@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import array_api_compat
+import array_api_compat.numpy  # noqa: F401 -- loaded with refattn, not by the first call (~50 ms)
 from array_api_compat import array_namespace
 
 from . import _dispatch
@@ -298,11 +299,24 @@ def cumulative_max(x: Any, *, axis: int = -2, xp: Any) -> Any:
     return xp.moveaxis(out, 0, axis) if axis != 0 else out
 
 
+#: Rows per block of the reference's float32 contraction: OpenBLAS's sgemm over a long inner axis with a small
+#: output runs at about half the speed of the same GEMM in 256-row blocks summed (BENCHMARKS.md, attention).
+CONTRACT_BLOCK_ROWS = 256
+
+
 @_dispatch.define("contract_rows")
 def _contract_rows_reference(a: Any, b: Any) -> Any:
-    """``a^T b`` over the row axis: ``a: (..., N, p)``, ``b: (..., N, r)`` -> ``(..., p, r)``."""
+    """``a^T b`` over the row axis: ``a: (..., N, p)``, ``b: (..., N, r)`` -> ``(..., p, r)`` (float32 in
+    blocks of :data:`CONTRACT_BLOCK_ROWS` rows, summed in order)."""
     xp = namespace(a, b)
-    return xp.matrix_transpose(a) @ b
+    n, B = a.shape[-2], CONTRACT_BLOCK_ROWS
+    if a.dtype != xp.float32 or n <= 2 * B:
+        return xp.matrix_transpose(a) @ b
+    out = None
+    for r0 in range(0, n, B):
+        part = xp.matrix_transpose(a[..., r0:r0 + B, :]) @ b[..., r0:r0 + B, :]   # (..., p, r)
+        out = part if out is None else out + part
+    return out
 
 
 def contract_rows(a: Any, b: Any) -> Any:

@@ -1,31 +1,20 @@
 """The one walker of parameter trees: nested dicts, NamedTuples, tuples and lists with array leaves.
 
-A *tree* is any nesting of ``dict`` (walked in insertion order), ``NamedTuple`` (field order), ``tuple`` and
-``list`` (index order). A *leaf* is an array of any array-API library (NumPy, CuPy, array_api_strict, torch:
-``array_api_compat.is_array_api_obj``). Everything else inside a tree is *static*: ``None`` (a frozen or
-absent gradient), strings and numbers (a proposal's ``kind``, a spline order). Walkers visit array leaves only
-and hand static entries back unchanged.
-
-Paths name a leaf by the keys from the root, joined by ``"/"``: dict keys, NamedTuple field names and list
-indices, e.g. ``"blocks/0/attn/q/W"`` (the checkpoint format; a dict key containing ``"/"`` is rejected).
-
-Used by the optimisers, the model's initialisation and checkpoints (``refattn.nn``), the NumPy edge
-(``refattn.random.tree_as_xp``), ``validation`` and ``paper_checks``. Pure functions, no NumPy.
+A *leaf* is an array of any array-API library (``array_api_compat.is_array_api_obj``); any other non-container
+is *static* (``None``, strings, numbers) and handed back unchanged. Containers are walked in order (dict
+insertion, NamedTuple fields, indices). A path joins a leaf's keys with ``"/"``, e.g. ``"blocks/0/attn/q/W"``
+(the checkpoint format; a dict key containing ``"/"`` is rejected).
 
 Examples
 --------
 >>> import numpy as np
 >>> from refattn.layers import DenseParams
->>> from refattn.tree import tree_get, tree_map, tree_paths, tree_replace
+>>> from refattn.tree import tree_map, tree_paths
 >>> params = {"dense": DenseParams(W=np.ones((2, 3)), b=np.zeros(3)), "kind": "favor"}
 >>> tree_map(lambda a: a.shape, params)                              # static entries kept as they are
 {'dense': DenseParams(W=(2, 3), b=(3,)), 'kind': 'favor'}
->>> tree_map(lambda p, g: p - 0.1 * g, params, params)["dense"].W[0]  # leaves of two trees, pairwise
-array([0.9, 0.9, 0.9])
 >>> [(path, leaf.shape) for path, leaf in tree_paths(params)]
 [('dense/W', (2, 3)), ('dense/b', (3,))]
->>> tree_get(params, "dense/W").shape, tree_replace(params, "dense/b", np.ones(3))["dense"].b
-((2, 3), array([1., 1., 1.]))
 """
 
 from __future__ import annotations
@@ -69,7 +58,6 @@ def is_leaf(x: Any) -> bool:
     Returns
     -------
     bool
-        ``array_api_compat.is_array_api_obj(x)``: False for containers, ``None``, strings and Python numbers.
     """
     return array_api_compat.is_array_api_obj(x)
 
@@ -84,13 +72,11 @@ def tree_children(tree: Any) -> list | None:
     Parameters
     ----------
     tree : object
-        A ``dict``, ``NamedTuple``, ``tuple`` or ``list`` (or anything else).
 
     Returns
     -------
     list of (key, child) or None
-        Dict keys in insertion order, NamedTuple field names in field order, indices of tuples and lists;
-        ``None`` for a leaf or a static entry.
+        Dict keys, NamedTuple field names, or indices, in walk order; ``None`` for a leaf or a static entry.
     """
     if isinstance(tree, dict):
         return list(tree.items())
@@ -102,7 +88,7 @@ def tree_children(tree: Any) -> list | None:
 
 
 def _rebuild(tree: Any, values: list) -> Any:
-    """A container of `tree`'s type holding `values` (one per child, in :func:`tree_children` order)."""
+    # a container of `tree`'s type holding `values` (one per child, in tree_children order)
     if isinstance(tree, dict):
         return dict(zip(tree.keys(), values, strict=True))
     if _is_namedtuple(tree):
@@ -128,19 +114,13 @@ def tree_map(fn: Callable[..., Any], tree: Any, *rest: Any) -> Any:
     fn : callable
         ``fn(leaf, *rest_leaves) -> new leaf``; static entries are kept and not passed to `fn`.
     tree : object
-        A tree (module docstring).
     *rest : object
-        Trees like `tree`; their entries at a leaf's place are passed as they are, ``None`` included.
+        Trees like `tree`; their entries at a leaf's place are passed as they are, ``None`` included (one
+        lacking a key, index or field of `tree` raises ``KeyError``, ``IndexError`` or ``AttributeError``).
 
     Returns
     -------
     object
-        A new tree of `tree`'s containers (same types, keys and order) holding ``fn``'s results.
-
-    Raises
-    ------
-    KeyError, IndexError, AttributeError
-        If a tree in `rest` lacks a key, index or field that `tree` has.
     """
     kids = tree_children(tree)
     if kids is None:
@@ -163,13 +143,11 @@ def tree_map_with_path(fn: Callable[[str, Any], Any], tree: Any, prefix: str = "
     fn : callable
         ``fn(path, leaf) -> new leaf``, with `path` as in :func:`tree_paths`.
     tree : object
-        A tree; static entries are returned unchanged.
     {prefix}
 
     Returns
     -------
     object
-        A new tree of `tree`'s containers holding ``fn``'s results.
 
     Raises
     ------
@@ -193,7 +171,6 @@ def tree_paths(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
     Returns
     -------
     list of (str, array)
-        Paths ``prefix/key/key/...`` (module docstring) and leaves, in walk order; static entries skipped.
 
     Raises
     ------
@@ -215,7 +192,6 @@ def tree_leaves(tree: Any) -> list:
     Returns
     -------
     list of array
-        The leaves of :func:`tree_paths`, without their paths.
     """
     return [leaf for _, leaf in tree_paths(tree)]
 
@@ -259,7 +235,6 @@ def tree_replace(tree: Any, path: str, value: Any) -> Any:
     ----------
     {tree_path}
     value : object
-        The new entry.
 
     Returns
     -------
@@ -279,7 +254,7 @@ def tree_replace(tree: Any, path: str, value: Any) -> Any:
 
 
 def tree_structure_equal(a: Any, b: Any) -> bool:
-    """Whether two trees have the same containers, keys, static entries and leaf shapes.
+    """Whether two trees have the same containers, keys, static entries (``==``) and leaf shapes (not dtypes).
 
     Parameters
     ----------
@@ -288,8 +263,6 @@ def tree_structure_equal(a: Any, b: Any) -> bool:
     Returns
     -------
     bool
-        True when the container types, keys (in order), static entries (compared with ``==``) and leaf
-        shapes agree; leaf values and dtypes are not compared.
     """
     ka, kb = tree_children(a), tree_children(b)
     if ka is not None or kb is not None:

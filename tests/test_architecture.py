@@ -96,7 +96,7 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("checks", ("validation.checks",)),
         ("families", ("validation.families",)),
         ("crosscheck adapters", ("validation.crosscheck",)),
-        ("runner", ("validation.runner",)),
+        ("runner", ("validation.runner", "validation.worker")),
         ("findings", ("validation.findings",)),
         ("CLI", ("validation.__main__", "validation")),
     ],

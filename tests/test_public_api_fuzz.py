@@ -7,8 +7,9 @@ cache and a cotangent ``dy`` shaped like the forward's output. For each array ar
 ``dy`` included) every invalid class is applied:
 
     shape (last axis + 1), ndim (one axis dropped), batch (leading axis + 1), dtype (int, complex, bool,
-    float16), nan, inf, empty (first axis of size 0), huge and non-int (integer size arguments), and the
-    builder's own invalid non-array values (``Call.bad``: configurations, seeds, rngs, dtypes, rates)
+    float16), nan, inf, empty (each axis in turn of size 0: the batch, sequence and feature axes alike),
+    huge and non-int (integer size arguments), and the builder's own invalid non-array values
+    (``Call.bad``: configurations, seeds, rngs, dtypes, rates)
 
 and the outcome must be a correct result (every array leaf finite; the documented empty result for
 ``empty``) or a ``ValueError``/``TypeError``/``MemoryError`` whose message names the argument as the user
@@ -82,6 +83,15 @@ def mutate(a, cls):
     raise AssertionError(cls)
 
 
+def variants(a, cls):
+    """``[(label, invalid array)]`` for class `cls`: one per axis for ``empty`` (that axis of size 0, every
+    other axis kept), else :func:`mutate`'s one (none when the class does not apply)."""
+    if cls == "empty":
+        return [(f"empty axis {ax}", np.take(a, np.arange(0), axis=ax)) for ax in range(a.ndim)]
+    bad = mutate(a, cls)
+    return [] if bad is None else [(cls, bad)]
+
+
 def _leaves(x):
     if isinstance(x, np.ndarray) or np.isscalar(x) and isinstance(x, (float, np.floating)):
         return [np.asarray(x)]
@@ -98,13 +108,22 @@ def assert_finite_result(fname, out, what):
             assert np.all(np.isfinite(leaf)), f"{fname}: {what}: a non-finite result (silent NaN/inf)"
 
 
-def outcome(fname, fn, call, path, cls, aliases):
-    """Run `fn` on `call` with `path` mutated by `cls`; return None if the outcome is allowed, else why."""
+def outcomes(fname, fn, call, path, cls, aliases):
+    """``[(label, why)]`` for every variant of class `cls` at `path` (:func:`variants`) whose outcome is not
+    allowed (see :func:`outcome`)."""
     if cls == "batch" and path not in call.batch:
-        return None
-    bad = mutate(np.asarray(call.get(path)), cls)
-    if bad is None:
-        return None
+        return []
+    out = []
+    for label, bad in variants(np.asarray(call.get(path)), cls):
+        why = outcome(fname, fn, call, path, cls, aliases, bad)
+        if why is not None:
+            out.append((label, why))
+    return out
+
+
+def outcome(fname, fn, call, path, cls, aliases, bad):
+    """Run `fn` on `call` with `path` replaced by `bad` (class `cls`); None if the outcome is allowed, else
+    why."""
     args, kw = call.replaced(path, bad)
     try:
         with np.errstate(all="ignore"):
@@ -245,13 +264,67 @@ def test_public_function_contract(name, s):
     failures = []
     for path in call.arrays:
         for cls in CLASSES:
-            why = outcome(name, fn, call, path, cls, aliases)
-            if why is not None:
-                failures.append(f"{name}({path} <- {cls}): {why}")
+            for label, why in outcomes(name, fn, call, path, cls, aliases):
+                failures.append(f"{name}({path} <- {label}): {why}")
     for path, bad, label, names in bad_values(call):
         why = bad_outcome(fn, call, path, bad, names)
         if why is not None:
             failures.append(f"{name}({label}): {why}")
+    assert not failures, "\n".join(failures)
+
+
+#: Zero sizes whose error the function documents (a mean over nothing, a positional table or scale that
+#: needs a position): ``{name: (size, ...)}``; every other function returns the empty result at B = 0, L = 0.
+DOCUMENTED_EMPTY = {
+    "batchnorm": ("L",), "batchnorm_fwd": ("L",),              # training-mode statistics need 2 rows
+    "flt_attention": ("L",), "flt_attention_fwd": ("L",),      # L >= 1 (docstring)
+    "s1_attention": ("L",), "s1_attention_fwd": ("L",),        # L >= 1 in attention (docstring)
+    "mse": ("B", "L"), "mse_fwd": ("B", "L"),                  # the mean over no entries
+    "softmax_cross_entropy": ("B", "L"), "softmax_cross_entropy_fwd": ("B", "L"),
+    "loss_and_grads": ("B", "L"), "transformer_loss_fwd": ("B", "L"),
+    "transformer": ("L",), "transformer_fwd": ("L",),          # L >= 1 (docstring)
+    "sinusoid_position_table": ("L",),                         # L is a positive size argument
+}
+
+
+@pytest.mark.parametrize("size", ["B", "L", "d"])
+def test_zero_sizes_empty_every_argument_together(size):
+    """Each size in turn set to 0 in every argument at once (the builders take the sizes): an empty batch or
+    sequence (B, L) gives the empty result or the documented error; d = 0 a result or a ValueError/TypeError
+    whose message starts with the argument it names (never ZeroDivisionError or a NumPy-internal message).
+    Builders that cannot build a call at that size (a draw that refuses d = 0) are left out."""
+    import re
+
+    exports, failures, tried = _exports(), [], 0
+    for name, (_, builder, kind) in sorted(FUZZED.items()):
+        if kind == "bwd":
+            continue
+        s = {"B": 2, "L": 3, "d": 3, "m": 4, "seed": 1, size: 0}
+        try:
+            call = builder(np.random.default_rng(1), s)
+        except (ValueError, TypeError):
+            continue
+        tried += 1
+        fn = exports[name]
+        names = {*inspect.signature(fn).parameters, *(p.split(".")[0] for p in call.arrays), "L", "d",
+                 "logits"}                        # the losses name the logits whose mean over nothing fails
+        try:
+            with np.errstate(all="ignore"):
+                out = fn(*call.args.values(), **call.kw)
+        except ALLOWED as exc:
+            first = re.match(r"\s*([A-Za-z_]\w*)", str(exc))
+            if size in DOCUMENTED_EMPTY.get(name, ()) or size == "d":
+                if first is None or first.group(1) not in names:
+                    failures.append(f"{name}({size} = 0): an error not naming an argument: {exc}")
+            else:
+                failures.append(f"{name}({size} = 0): {type(exc).__name__}, not the empty result: {exc}")
+        except Exception as exc:  # noqa: BLE001 -- any other exception is a finding
+            failures.append(f"{name}({size} = 0): {type(exc).__name__}: {str(exc)[:160]}")
+        else:
+            for leaf in _leaves(out):
+                if np.issubdtype(leaf.dtype, np.floating) and not np.all(np.isfinite(leaf)):
+                    failures.append(f"{name}({size} = 0): a non-finite result")
+    assert tried > (100 if size != "d" else 30), tried
     assert not failures, "\n".join(failures)
 
 
@@ -274,13 +347,12 @@ def tally(sizes=None):
             for cls in CLASSES:
                 if cls == "batch" and path not in call.batch:
                     continue
-                if mutate(np.asarray(call.get(path)), cls) is None:
-                    continue
-                why = outcome(name, fn, call, path, cls, aliases)
-                counts[cls][0] += 1
-                if why is not None:
-                    counts[cls][1] += 1
-                    fails.append(f"{name}({path} <- {cls}): {why}")
+                for label, bad in variants(np.asarray(call.get(path)), cls):
+                    why = outcome(name, fn, call, path, cls, aliases, bad)
+                    counts[cls][0] += 1
+                    if why is not None:
+                        counts[cls][1] += 1
+                        fails.append(f"{name}({path} <- {label}): {why}")
         for path, bad, label, names in bad_values(call):
             cls = label.split(" <- ")[-1] if label.endswith(("<- huge", "<- non-int size")) else "bad value"
             counts[cls][0] += 1

@@ -7,7 +7,8 @@ too. Layers (imports only point down; a package's ``__init__`` lists names and l
        |
     validation.findings        the findings table of `report` (every built-in target, measured)
        |
-    validation.runner          check(): resolve a TARGET, run the checks of its kind or family
+    validation.runner          check(): resolve a TARGET, run the checks of its kind or family;
+    validation.worker          the target in a worker process (timeout, captured output, inputs as copies)
        |
     validation.crosscheck      framework adapters (torch, jax), built-in targets (refattn, performer-pytorch,
        |                       sklearn-rbf) and the registry of the names --framework and TARGET accept
@@ -23,7 +24,7 @@ Every layer may import refattn.
 """
 
 from .assertions import assert_close
-from .base import UsageError
+from .base import TargetError, UsageError
 from .checks.report import CheckResult, Report
 from .gradcheck import check_vjp, jacobian_fd
 from .montecarlo import (
@@ -50,4 +51,5 @@ __all__ = [
     "Report",
     "CheckResult",
     "UsageError",
+    "TargetError",
 ]

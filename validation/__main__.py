@@ -3,11 +3,16 @@
     python -m validation check TARGET --kind draw|features|attention [--as FAMILY] [--framework
     numpy|torch|jax]
                                [--dtype float32|float64] [--seed N] [--quick] [--json PATH]
+                               [--timeout SECONDS]
     python -m validation report [--out PATH] [--quick]
 
 TARGET is ``module:callable``, ``path/to/file.py:callable`` or a built-in target (``refattn``,
-``performer-pytorch``, ``sklearn-rbf``). Every argument is validated before anything runs. Exit status: 0
-every check passed, 1 a check failed, 2 a usage or import error (one line per bad argument, naming it).
+``performer-pytorch``, ``sklearn-rbf``); it runs in a worker process (``validation.worker``): a time limit per
+call, its stdout and stderr captured and printed after the report. Every argument is validated before anything
+runs (one line per bad argument, naming it). Exit status (the table of docs/guide/reliability.md):
+0 every check passed, 1 a check failed (an input changed in place included), 2 a usage error (bad arguments,
+unknown family or target), 3 inconclusive, 4 the target could not be run (it exited, crashed, timed out or
+its import raised), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -17,13 +22,24 @@ import json
 import os
 import sys
 
-from .base import UsageError
+from .base import TargetError, UsageError
 from .checks.catalog import KINDS
+from .checks.report import EXIT_FAILED, EXIT_INCONCLUSIVE, EXIT_PASSED
 from .checks.favor import ATTENTION_FAMILIES, FEATURE_FAMILIES
 from .crosscheck.registry import FRAMEWORKS
 from .families.catalog import FAMILIES
 from .findings import write_report
-from .runner import check, validate_options
+from .runner import DEFAULT_TIMEOUT, check, validate_options
+from .worker import target_problem
+
+__all__ = ["main", "EXIT_PASSED", "EXIT_FAILED", "EXIT_USAGE", "EXIT_INCONCLUSIVE", "EXIT_TARGET_ERROR",
+           "EXIT_INTERRUPTED"]
+
+#: exit statuses (one table for both CLIs: docs/guide/reliability.md, "Exit statuses"); EXIT_PASSED (0),
+#: EXIT_FAILED (1) and EXIT_INCONCLUSIVE (3) are those of ``Report.exit_code``
+EXIT_USAGE = 2              # bad arguments, unknown family or target (file, module or attribute missing)
+EXIT_TARGET_ERROR = 4       # the target could not be run: it exited, crashed, timed out or its import raised
+EXIT_INTERRUPTED = 130      # Ctrl-C
 
 
 def _families_help() -> str:
@@ -54,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--quick", action="store_true", help="smaller Monte Carlo sizes (<= 15 s)")
     c.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON (the parent "
                                                                 "directory must exist)")
+    c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"time limit of each call of the target, and of its import (default "
+                        f"{DEFAULT_TIMEOUT:g}); a target that does not answer ends the run with status 4")
     r = sub.add_parser("report", help="run every built-in target and write the markdown findings table")
     r.add_argument("--out", default=None, metavar="PATH", help="write the markdown here (default: stdout)")
     r.add_argument("--quick", action="store_true")
@@ -86,10 +105,15 @@ def argument_problems(args) -> list[str]:
     if args.seed < 0:
         bad.append(f"--seed: expected a non-negative integer; got {args.seed}")
     if args.command == "check":
+        if not args.timeout > 0:                              # also rejects nan
+            bad.append(f"--timeout: expected a positive number of seconds; got {args.timeout:g}")
         if args.framework is not None and args.framework not in FRAMEWORKS:
             bad.append(f"--framework: unknown framework {args.framework!r}; expected one of "
                        f"{sorted(FRAMEWORKS)}")
         bad += validate_options(args.kind, args.dtype, args.family, None)
+        problem = target_problem(args.target)
+        if problem:
+            bad.append(problem)
         out = ("--json", args.json)
     else:
         out = ("--out", args.out)
@@ -100,23 +124,45 @@ def argument_problems(args) -> list[str]:
     return bad
 
 
+def _write_json(path: str, doc: dict) -> None:
+    """`doc` to `path`, atomically (a temporary file in the same directory, then ``os.replace``)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=2)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     bad = argument_problems(args)
     if bad:
         for line in bad:
             print(f"error: {line}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         if args.command == "report":
             md = write_report(quick=args.quick, seed=args.seed, progress=sys.stderr)
             if args.out:
-                with open(args.out, "w") as f:
+                tmp = f"{args.out}.tmp{os.getpid()}"
+                with open(tmp, "w") as f:
                     f.write(md)
+                os.replace(tmp, args.out)
                 print(f"wrote {args.out}", file=sys.stderr)
             else:
                 print(md)
-            return 0
+            return EXIT_PASSED
         rep = check(
             args.target,
             kind=args.kind,
@@ -126,14 +172,30 @@ def main(argv: list[str] | None = None) -> int:
             seed=args.seed,
             quick=args.quick,
             name=args.target,
+            isolate=True,
+            timeout=args.timeout,
         )
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except TargetError as e:
+        if e.report is not None and e.report.checks:
+            e.report.output = e.output
+            head, *rows = str(e.report).splitlines()
+            head = head.rsplit(": ", 1)[0] + ": ERROR (the run stopped: the target could not be run)"
+            print("\n".join([head, *rows]))
+        elif e.output:
+            print("target output (its stdout and stderr, captured):")
+            print("\n".join(f"  | {ln}" for ln in e.output.splitlines()))
+        print(f"error: the target could not be run: {e}", file=sys.stderr)
+        if args.command == "check" and args.json:
+            doc = e.report.to_dict() if e.report is not None else {"target": args.target, "kind": args.kind,
+                                                                   "checks": [], "target_output": e.output}
+            _write_json(args.json, dict(doc, error=str(e), verdict="ERROR", passed=False))
+        return EXIT_TARGET_ERROR
     print(rep)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rep.to_dict(), f, indent=2)
+        _write_json(args.json, rep.to_dict())
     return rep.exit_code
 
 

@@ -15,12 +15,24 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-__all__ = ["UsageError", "Framework", "NumpyFramework", "Target", "dtype_name"]
+__all__ = ["UsageError", "TargetError", "Framework", "NumpyFramework", "Target", "dtype_name"]
 
 
 class UsageError(ValueError):
-    """A usage problem (unknown kind/framework/target, a target that does not import, a candidate with the
-    wrong signature or output shape): the CLI exits with status 2 and prints this message."""
+    """A usage problem (unknown kind/framework/target, a module or attribute that does not exist, a candidate
+    with the wrong signature or output shape): the CLI exits with status 2 and prints this message."""
+
+
+class TargetError(RuntimeError):
+    """The target could not be run: it exited (``sys.exit``, ``os._exit``), crashed (a signal), did not return
+    within the timeout, or raised while its module was imported. The CLI exits with status 4.
+
+    ``report`` holds the checks finished before it happened (a :class:`validation.Report`, or None) and
+    ``output`` what the target wrote to stdout and stderr (captured in the worker process)."""
+
+    def __init__(self, message: str, report: Any = None, output: str = ""):
+        super().__init__(message)
+        self.report, self.output = report, output
 
 
 def dtype_name(dt: Any) -> str:
@@ -48,6 +60,11 @@ class Framework:
 
     def to_numpy(self, x: Any) -> np.ndarray:
         return np.asarray(x)
+
+    def copy(self, x: Any) -> Any:
+        """A copy of the framework array `x` that the candidate may change in place without touching `x`
+        (differentiable where the framework differentiates: torch ``clone``)."""
+        return np.array(x, copy=True)
 
     def is_array(self, x: Any) -> bool:
         return isinstance(x, np.ndarray)

@@ -1,61 +1,28 @@
-"""The runner: resolve a TARGET, pick the checks of its kind (and claimed family), run them into a Report."""
+"""The runner: resolve a TARGET, pick the checks of its kind (and claimed family), run them into a Report.
+
+A TARGET string naming a module or file runs in a worker process (:mod:`validation.worker`: one per run,
+a time limit per call, output captured); a callable object and the built-in targets run in this process
+unless ``isolate=True``. Either way the candidate gets copies of its inputs and an in-place change fails the
+run (the ``inputs`` row).
+"""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import math
-import os
-import sys
 import time
 from typing import Any, Callable
 
-from .base import UsageError
+from .base import Framework, TargetError, UsageError
 from .checks.catalog import CHECKS, KIND_CHECKS, KINDS, RUNNERS
 from .checks.context import QUICK, SIZES, Ctx, check_signature, probe
 from .checks.favor import ATTENTION_FAMILIES, FEATURE_FAMILIES
 from .checks.report import CheckResult, Report
-from .crosscheck.registry import BUILTIN_TARGETS, builtin_target, get_framework
+from .crosscheck.registry import BUILTIN_TARGETS, get_framework
 from .families.catalog import FAMILIES
+from .worker import ARG_NAMES, DEFAULT_TIMEOUT, InputLog, RemoteFramework, RemoteTarget, Worker, guarded, \
+    resolve_target, target_problem
 
-__all__ = ["check", "resolve_target", "known_families", "validate_options"]
-
-
-def resolve_target(spec: str, kind: str, framework: str | None = None,
-                   family: str | None = None) -> tuple[Callable, str, str | None, str]:
-    """``(fn, framework, family, note)`` for a TARGET: a built-in name, ``module:callable`` or
-    ``file.py:callable``."""
-    if spec in BUILTIN_TARGETS:
-        t = builtin_target(spec, kind, framework, family)
-        if framework is not None and framework != t.framework:
-            raise UsageError(f"target {spec}: its {kind} callable takes {t.framework} arrays; got "
-                             f"--framework {framework}")
-        return t.fn, t.framework, t.family, t.note
-    if ":" not in spec:
-        raise UsageError(f"TARGET {spec!r}: expected module:callable, path/to/file.py:callable or a built-in "
-                         f"target ({', '.join(BUILTIN_TARGETS)})")
-    mod_name, _, attr = spec.rpartition(":")
-    try:
-        if mod_name.endswith(".py") or os.sep in mod_name:
-            if not os.path.isfile(mod_name):
-                raise UsageError(f"TARGET {spec!r}: file {mod_name!r} does not exist")
-            name = "_validation_target_" + str(abs(hash(os.path.abspath(mod_name))))
-            specobj = importlib.util.spec_from_file_location(name, mod_name)
-            mod = importlib.util.module_from_spec(specobj)
-            sys.modules[name] = mod
-            specobj.loader.exec_module(mod)
-        else:
-            mod = importlib.import_module(mod_name)
-    except UsageError:
-        raise
-    except BaseException as e:  # noqa: BLE001 - anything the import raises (incl. SystemExit) is a usage error
-        raise UsageError(f"TARGET {spec!r}: importing {mod_name!r} failed: {type(e).__name__}: {e}") from None
-    fn = mod
-    for part in attr.split("."):
-        if not hasattr(fn, part):
-            raise UsageError(f"TARGET {spec!r}: {mod_name!r} has no attribute {attr!r}")
-        fn = getattr(fn, part)
-    return fn, framework or "numpy", None, ""
+__all__ = ["check", "resolve_target", "known_families", "validate_options", "DEFAULT_TIMEOUT"]
 
 
 def known_families(kind: str) -> list[str]:
@@ -82,7 +49,8 @@ def validate_options(kind: str, dtype: str, family: str | None, checks: tuple[st
 
 def check(fn: Callable[..., Any] | str, *, kind: str, framework: str | None = None, family: str | None = None,
           dtype: str = "float64", seed: int = 0, quick: bool = False, checks: tuple[str, ...] | None = None,
-          name: str | None = None) -> Report:
+          name: str | None = None, isolate: bool | None = None, timeout: float = DEFAULT_TIMEOUT,
+          worker: Worker | None = None) -> Report:
     """Cross-check a candidate against refattn (contracts and checks: :mod:`validation.checks.catalog`).
 
     Parameters
@@ -108,19 +76,35 @@ def check(fn: Callable[..., Any] | str, *, kind: str, framework: str | None = No
         Run only these (of the kind's checks).
     name : str, optional
         The target's name in the report.
+    isolate : bool, optional
+        Run the target in a worker process (:mod:`validation.worker`). Default: True for a ``module:callable``
+        or ``file.py:callable`` string (and whenever `worker` is given), False for a built-in target name and
+        for a callable object (which cannot be isolated: pass its TARGET string instead).
+    timeout : float
+        Seconds each request to the worker may take (a call, an autograd product, the import of the target);
+        default :data:`DEFAULT_TIMEOUT` (60 s). Not applied in-process.
+    worker : Worker, optional
+        A running worker to load the target into (a test suite shares one); by default each isolated run
+        starts its own and stops it at the end.
 
     Returns
     -------
     Report
         One :class:`CheckResult` per check run (``passed`` True, False or None when skipped, the figure, its
         threshold and a one-line detail); ``report.passed`` is True when no check failed, ``report[name]``
-        gives one check, ``str(report)`` the table that ``python -m validation check`` prints.
+        gives one check, ``str(report)`` the table that ``python -m validation check`` prints. A candidate
+        that changed an input in place gets a failing ``inputs`` row naming it; ``report.output`` is what
+        an isolated target wrote to stdout and stderr.
 
     Raises
     ------
     UsageError
-        (a ``ValueError``) unknown kind/framework/family/dtype/check, a target that does not import, a
-        candidate with the wrong signature, one that raises on the probe call or returns the wrong shape.
+        (a ``ValueError``) unknown kind/framework/family/dtype/check, a TARGET whose file, module or attribute
+        does not exist, a candidate with the wrong signature, one that raises on the probe call or returns the
+        wrong shape.
+    TargetError
+        (a ``RuntimeError``) the target could not be run: its import raised, it exited, crashed or did not
+        answer within `timeout` (``.report``: the checks finished before; ``.output``: what it printed).
 
     Examples
     --------
@@ -150,6 +134,24 @@ def check(fn: Callable[..., Any] | str, *, kind: str, framework: str | None = No
     problems = validate_options(kind, dtype, family, checks)
     if problems:
         raise UsageError("; ".join(problems))
+    if isolate is None:
+        isolate = worker is not None or (isinstance(fn, str) and fn not in BUILTIN_TARGETS)
+    if isolate:
+        if not isinstance(fn, str):
+            raise UsageError(f"isolate: a callable object runs in this process; pass its TARGET string "
+                             f"(module:callable or file.py:callable) to run it in a worker; got {fn!r}")
+        problem = target_problem(fn)
+        if problem:                                   # before a worker starts
+            raise UsageError(problem)
+        if framework is not None:
+            get_framework(framework)                  # unknown or not installed: before a worker starts
+        own = worker is None
+        w = Worker(timeout) if own else worker
+        try:
+            return _run_isolated(w, fn, kind, framework, family, dtype, seed, quick, checks, name or fn, t0)
+        finally:
+            if own:
+                w.close()
     note = ""
     if isinstance(fn, str):
         name = name or fn
@@ -157,21 +159,62 @@ def check(fn: Callable[..., Any] | str, *, kind: str, framework: str | None = No
         family = family or fam0
     name = name or getattr(fn, "__qualname__", None) or repr(fn)
     fw = get_framework(framework or "numpy")
+    spec = FAMILIES[family].contract(kind) if family in FAMILIES else None
+    check_signature(fn, kind, name, spec)
+    log = InputLog()
+    names = tuple(spec.arg_names) if spec is not None else ARG_NAMES[kind]
+    fn = guarded(fn, fw, names, log)
+    return _run(fn, fw, log, kind, family, dtype, seed, quick, checks, name, note, t0)
+
+
+def _run_isolated(w: Worker, target: str, kind, framework, family, dtype, seed, quick, checks, name, t0):
+    try:
+        fw_name, fam0, note = w.load(target, kind, framework, family, name)
+        real = get_framework(fw_name)
+        rep = _run(RemoteTarget(w), RemoteFramework(w, real), w.log, kind, family or fam0, dtype, seed, quick,
+                   checks, name, note, t0)
+    except TargetError as e:
+        e.output = w.output()
+        raise
+    rep.output = w.output()
+    return rep
+
+
+def _run(fn: Callable, fw: Framework, log: InputLog, kind, family, dtype, seed, quick, checks, name, note,
+         t0) -> Report:
+    """The checks of `kind` (or of `family`'s contract) on the guarded candidate `fn`."""
     spec = FAMILIES.get(family) if family is not None else None
     todo = spec.checks[kind] if spec is not None else KIND_CHECKS[kind]
     if checks is not None:
         todo = tuple(c for c in todo if c in checks)
-    check_signature(fn, kind, name, spec.contract(kind) if spec is not None else None)
     ctx = Ctx(fn, fw, kind, family, dtype, seed, QUICK if quick else SIZES, name,
               spec.contract(kind) if spec is not None else None)
-    results = []
-    with fw.session():
-        probe(ctx)
-        for c in todo:
+    results: list[CheckResult] = []
+
+    def report() -> Report:
+        changed = log.result()
+        rows = results + ([changed] if changed else [])
+        return Report(name, kind, fw.name, dtype, seed, family, rows, note, time.perf_counter() - t0)
+    try:
+        with fw.session():
+            log.check = "probe"
             try:
-                results.append(RUNNERS[c](ctx))
+                probe(ctx)
             except UsageError:
+                if log.failure is not None:      # the probe call exited, crashed or timed out
+                    raise log.failure from None
                 raise
-            except Exception as e:  # noqa: BLE001 - a candidate failing inside a check fails that check
-                results.append(CheckResult(c, False, math.inf, None, f"raised {type(e).__name__}: {e}"))
-    return Report(name, kind, fw.name, dtype, seed, family, results, note, time.perf_counter() - t0)
+            for c in todo:
+                log.check = c
+                try:
+                    results.append(RUNNERS[c](ctx))
+                except (UsageError, TargetError):
+                    raise
+                except Exception as e:  # noqa: BLE001 - a candidate failing inside a check fails that check
+                    results.append(CheckResult(c, False, math.inf, None, f"raised {type(e).__name__}: {e}"))
+                if log.failure is not None:      # a check caught it: the target could not be run all the same
+                    raise log.failure
+    except TargetError as e:
+        e.report = report()
+        raise
+    return report()

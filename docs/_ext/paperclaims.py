@@ -191,6 +191,14 @@ def _row_lines(r: dict, srcdir: Path, figure_caption: str) -> list[str]:
         lines += [".. list-table::", "   :header-rows: 1", "   :widths: 50 50", "",
                   "   * - as printed", "     - corrected",
                   f"   * - {_esc(r['statement'])}", f"     - {_esc(r['corrected'])}", ""]
+    slips = r.get("slips") or (r.get("evidence") or {}).get("slips") or []
+    if slips:                # notation slips: quoted, corrected, checked
+        lines += [".. list-table:: notation slips", "   :header-rows: 1", "   :widths: 30 30 40", "",
+                  "   * - as printed", "     - corrected", "     - why notation only"]
+        for sl in slips:
+            lines += [f"   * - {_esc(sl['printed'])}", f"     - {_esc(sl['corrected'])}",
+                      f"     - {_esc(sl['why'])}"]
+        lines.append("")
     for fig in r.get("figures") or []:
         fp = Path(fig).resolve()
         if not fp.exists():

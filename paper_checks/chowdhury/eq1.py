@@ -8,24 +8,28 @@ import sys
 import numpy as np
 
 from refattn import exp_dot_kernel, kernel_attention, softmax_attention
+from refattn.attention import softmax as softmax_module
 
 from ..mutations import mutation, wrapped
 from ..registry import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
 from ..rules import holds_iff_at_most
 
 TOLERANCE = 1e-12
+BLOCK_ROWS = 8         # softmax_attention's query blocks of 8 rows: L = 28 (tiny) or 60 is 3 or more full
+                       # blocks and a partial one, so the causal mask must follow each block's row offset
 
 
 def _check(ctx: Context, kernel) -> Result:
     rng = ctx.rng()
-    B, L, d = 3, ctx.pick(16, 64), 16
+    B, L, d = 3, ctx.pick(28, 60), 16
     q, k, v = (rng.standard_normal((B, L, d)) for _ in range(3))
     errs = []
     for causal in (False, True):
-        exact = softmax_attention(q, k, v, causal=causal)
+        exact = softmax_attention(q, k, v, causal=causal, block_elements=BLOCK_ROWS * B * L)
         gen = kernel_attention(q, k, v, kernel, causal=causal)
         errs.append(float(np.max(np.abs(gen - exact)) / np.max(np.abs(exact))))
     ev = {**stat_evidence(n=B * L, seed=ctx.seed, detectable=TOLERANCE), "B": B, "L": L, "d": d,
+          "query_block_rows": BLOCK_ROWS,
           "bidirectional_max_rel_err": errs[0], "causal_max_rel_err": errs[1], "max_rel_err": max(errs),
           "tolerance": TOLERANCE}
     return Result(ctx.decide(ev), ev,
@@ -55,11 +59,20 @@ def eq1_softmax_wrong(ctx: Context) -> Result:
 _mod = sys.modules[__name__]
 
 
-@mutation("kl.eq1-softmax", "kernel squared (logits x 2)")
+@mutation("kl.eq1-softmax", "kernel squared (logits x 2)", kind="refattn", bug="normalisation")
 def _logits_x2():
     return wrapped(_mod, "exp_dot_kernel", lambda f: (lambda q, k, **kw: f(q, k, **kw) ** 2))
 
 
-@mutation("kl.eq1-softmax", "attention matrix transposed: entry (i, j) = K(q_j, k_i)")
+@mutation("kl.eq1-softmax", "attention matrix transposed: entry (i, j) = K(q_j, k_i)",
+          kind="refattn", bug="transpose")
 def _transposed():
     return wrapped(_mod, "exp_dot_kernel", lambda f: (lambda q, k, **kw: f(k, q, **kw)))
+
+
+@mutation("kl.eq1-softmax", "causal mask of every query block from row 0 (block row offset dropped)",
+          kind="refattn", bug="state-not-carried")
+def _block_offset_dropped():
+    return wrapped(softmax_module, "_block_logits",
+                   lambda f: (lambda q_b, k, mask_b, scale, causal, row0, **kw:
+                              f(q_b, k, mask_b, scale, causal, 0, **kw)))

@@ -17,7 +17,7 @@ from refattn.random import draw_fastfood
 
 from ..mutations import mutation, patched, scaled, wrapped
 from ..registry import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
-from ..rules import holds_iff_accepted, value, with_rule
+from ..rules import holds_iff_accepted, slip, value, with_rule
 from ._common import N_SE, max_abs_z, replicates
 
 D_Q_RANGE = 128     # the restriction is searched over d_q = 1..128 and d_q < M <= 4 d_q
@@ -61,22 +61,16 @@ def _restriction_solutions(printed: bool) -> int:
 
 
 def _decide_rks(ev: dict) -> str:
-    if value(ev, "max_z") >= N_SE:
+    if value(ev, "max_z") >= N_SE or value(ev, "corrected_restriction_solutions") == 0:
         return "fails"
-    if value(ev, "printed_restriction_solutions") > 0:
-        return "holds"
-    return "erratum" if value(ev, "corrected_restriction_solutions") > 0 else "fails"
+    return "holds"
 
 
 _RKS_RULE = with_rule(_decide_rks, (
     "fails iff FastFood-RKS is rejected as an estimator of exp(-|q-k|^2/(2 sigma^2)) "
-    f"(max_z >= {N_SE:g} over both S laws, sigma 1 and 1.5, 16 pairs each); otherwise holds iff the "
-    "printed restriction 'M | d_q' has a solution with M > d_q (printed_restriction_solutions > 0), "
-    "erratum iff it has none and d_q | M has some, fails otherwise."))
-
-_RKS_CORRECTED = ("M must be a multiple of d_q padded to a power of two (d_q | M), M/d_q independent blocks; "
-                  "with S_ii = s_i/||G||_F, s_i ~ chi(d_q) (or S = I) V's rows are N(0, I/sigma^2) and "
-                  "FastFood-RKS is unbiased for exp(-|q-k|^2/(2 sigma^2))")
+    f"(max_z >= {N_SE:g} over both S laws, sigma 1 and 1.5, 16 pairs each) or the block construction's "
+    "restriction d_q | M admits no M > d_q; holds otherwise. The printed 'M | d_q' (no solution with "
+    "M > d_q, printed_restriction_solutions) is a notation slip recorded in the evidence."))
 
 
 def _fastfood_rks(ctx: Context, wrong: bool) -> Result:
@@ -88,30 +82,36 @@ def _fastfood_rks(ctx: Context, wrong: bool) -> Result:
           "n_se": N_SE, "max_z": max(r["z"] for r in runs.values()), "runs": runs,
           "printed_restriction_solutions": printed, "corrected_restriction_solutions": corrected,
           "restriction_search": f"d_q = 1..{D_Q_RANGE}, d_q < M <= 4 d_q",
-          "readings": {"'M | d_q' literally (M divides d_q)": f"{printed} solutions with M > d_q: erratum",
+          "readings": {"'M | d_q' literally (M divides d_q)": f"{printed} solutions with M > d_q",
                        "'M | d_q' as a typo for d_q | M": f"{corrected} solutions: the statement holds"}}
+    if printed == 0:
+        ev["slips"] = [slip("'For M > d_q we use multiple blocks, and the only restriction is that we need "
+                            "M | d_q'", "d_q | M (M/d_q blocks of size d_q, d_q padded to a power of two)",
+                            "the sentence is about M > d_q, where M | d_q is impossible; the multiple blocks "
+                            "it describes exist exactly when d_q | M",
+                            {"(M, d_q) with M > d_q satisfying M | d_q": printed,
+                             "satisfying d_q | M": corrected, "searched": ev["restriction_search"]})]
     verdict = ctx.decide(ev)
     mse = {k: runs[k]["mse_per_block_mean_over_pairs"] for k in ("chi_sigma1.0", "identity_sigma1.0")}
     iid = runs["chi_sigma1.0"]["iid_gaussian_block_mse"]
-    return Result(verdict, ev, corrected=_RKS_CORRECTED if verdict == "erratum" else None,
+    return Result(verdict, ev,
                   summary="unbiased for exp(-|p|^2/(2 sigma^2)) under both S laws (max z = "
                           f"{ev['max_z']:.1f}; per-block MSE chi {mse['chi_sigma1.0']:.2e}, S=I "
-                          f"{mse['identity_sigma1.0']:.2e}, iid rows {iid:.2e}); read literally, 'M | d_q' "
-                          f"has {printed} solutions with M > d_q (erratum); read as d_q | M it has "
-                          f"{corrected} (holds as a typo)")
+                          f"{mse['identity_sigma1.0']:.2e}, iid rows {iid:.2e}); notation slip: 'M | d_q' "
+                          f"has {printed} solutions with M > d_q, d_q | M (meant) has {corrected}")
 
 
 @claim("kl.fastfood-rks", paper=CHOWDHURY, section="Sec. 2.1, Eq. (6)",
        statement="phi_FastFood-RKS(x) = RKS(x, V), V = (1/(sigma sqrt(d_q))) S H G Pi H B; 'For M > d_q we "
                  "use multiple blocks, and the only restriction is that we need M | d_q.'",
-       expected="erratum", decide=_RKS_RULE,
-       derivation="For M > d_q, 'M divides d_q' is impossible; stacking blocks needs d_q | M (d_q padded to "
+       expected="holds", decide=_RKS_RULE,
+       derivation="For M > d_q, 'M divides d_q' is impossible (a notation slip: the blocks the sentence "
+                  "describes need d_q | M); stacking blocks needs d_q | M (d_q padded to "
                   "a power of two). With S_ii = s_i/||G||_F, s_i ~ chi(D) (Le et al.) each row of V is "
                   "exactly N(0, I/sigma^2); with S = I each row is still N(0, I/sigma^2) marginally (rows of "
                   "one block share the norm ||G||_F/sigma), so both laws are unbiased for exp(-|q-k|^2/(2 "
                   "sigma^2)) and differ in variance. Measured by Monte Carlo over independent blocks; the "
-                  "restriction by enumeration. Readings: literally an error (erratum); as a typo for d_q | "
-                  "M it holds.")
+                  "restriction by enumeration.")
 def fastfood_rks(ctx: Context) -> Result:
     return _fastfood_rks(ctx, False)
 
@@ -161,28 +161,29 @@ def fastfood_prf_wrong(ctx: Context) -> Result:
 _mod = sys.modules[__name__]
 
 
-@mutation("kl.fastfood-rks", "fastfood_rks_features x sqrt2 (kernel estimate x 2)")
+@mutation("kl.fastfood-rks", "fastfood_rks_features x sqrt2 (kernel estimate x 2)", kind="refattn")
 def _rks_x2():
     return scaled(_mod, "fastfood_rks_features", math.sqrt(2.0))
 
 
-@mutation("kl.fastfood-rks", "bandwidth slip: sigma -> sigma^2")
+@mutation("kl.fastfood-rks", "bandwidth slip: sigma -> sigma^2", kind="refattn", bug="normalisation")
 def _rks_sigma2():
     return wrapped(_mod, "fastfood_rks_features",
                    lambda f: (lambda x, p, sigma=1.0: f(x, p, sigma=sigma ** 2)))
 
 
-@mutation("kl.fastfood-rks", "restriction read as d_q | M (a | b swapped)")
+@mutation("kl.fastfood-rks", "restriction read as d_q | M (a | b swapped)", kind="target")
 def _rks_divides_swapped():
     return patched(_mod, "_divides", lambda a, b: a % b == 0)
 
 
-@mutation("kl.fastfood-prf", "fastfood_prf_features x sqrt(1/2) (kernel estimate x 0.5)")
+@mutation("kl.fastfood-prf", "fastfood_prf_features x sqrt(1/2) (kernel estimate x 0.5)", kind="refattn")
 def _prf_half():
     return scaled(_mod, "fastfood_prf_features", math.sqrt(0.5))
 
 
-@mutation("kl.fastfood-prf", "PRF offset slip: exp(w.x - |x|^2/2) instead of exp(w.x - |x|^2)")
+@mutation("kl.fastfood-prf", "PRF offset slip: exp(w.x - |x|^2/2) instead of exp(w.x - |x|^2)",
+          kind="refattn", bug="normalisation")
 @contextlib.contextmanager
 def _prf_offset():
     def wrap(f):
@@ -191,7 +192,7 @@ def _prf_offset():
         yield
 
 
-@mutation("kl.fastfood-prf", "bandwidth slip: sigma -> sigma^2")
+@mutation("kl.fastfood-prf", "bandwidth slip: sigma -> sigma^2", kind="refattn", bug="normalisation")
 def _prf_sigma2():
     return wrapped(_mod, "fastfood_prf_features",
                    lambda f: (lambda x, p, sigma=1.0: f(x, p, sigma=sigma ** 2)))

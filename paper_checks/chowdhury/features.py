@@ -124,27 +124,29 @@ def eq9_prf_wrong(ctx: Context) -> Result:
 _mod = sys.modules[__name__]
 
 
-@mutation("kl.eq3-rks", "trig_features x sqrt2 (kernel estimate x 2)")
+@mutation("kl.eq3-rks", "trig_features x sqrt2 (kernel estimate x 2)", kind="refattn")
 def _eq3_x2():
     return scaled(_mod, "trig_features", math.sqrt(2.0))
 
 
-@mutation("kl.eq3-rks", "frequency unit slip: omega x 2 pi")
+@mutation("kl.eq3-rks", "frequency unit slip: omega x 2 pi", kind="refattn", bug="normalisation")
 def _eq3_2pi():
     return wrapped(_mod, "trig_features", lambda f: (lambda x, omega: f(x, 2.0 * math.pi * omega)))
 
 
-@mutation("kl.eq9-prf", "gaussian_positive_features x sqrt(1/2) (kernel estimate x 0.5)")
+@mutation("kl.eq9-prf", "gaussian_positive_features x sqrt(1/2) (kernel estimate x 0.5)", kind="refattn")
 def _eq9_half():
     return scaled(_mod, "gaussian_positive_features", math.sqrt(0.5))
 
 
-@mutation("kl.eq9-prf", "offset slip: |x|^2/2 for |x|^2 in the Eq. 9 map")
+@mutation("kl.eq9-prf", "offset slip: |x|^2/2 for |x|^2 in the Eq. 9 map",
+          kind="refattn", bug="normalisation")
 def _eq9_offset():
     return patched(_mod, "gaussian_positive_features", positive_features)
 
 
-@mutation("kl.eq9-prf", "sign slip in the identity: exp(-w.x - |x|^2/2) paired with exp(w.x - |x|^2/2)")
+@mutation("kl.eq9-prf", "sign slip in the identity: exp(-w.x - |x|^2/2) paired with exp(w.x - |x|^2/2)",
+          kind="refattn", bug="sign")
 def _eq9_identity_sign():
     calls = {"n": 0}
 

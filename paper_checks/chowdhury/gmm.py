@@ -97,17 +97,18 @@ def eq5_gmm_rks_wrong(ctx: Context) -> Result:
 _mod = sys.modules[__name__]
 
 
-@mutation("kl.eq5-gmm-rks", "gmm_rks_features x sqrt2 (kernel estimate x 2)")
+@mutation("kl.eq5-gmm-rks", "gmm_rks_features x sqrt2 (kernel estimate x 2)", kind="refattn")
 def _features_x2():
     return scaled(_mod, "gmm_rks_features", math.sqrt(2.0))
 
 
-@mutation("kl.eq5-gmm-rks", "gmm_rks_features x sqrt(1/2) (kernel estimate x 0.5)")
+@mutation("kl.eq5-gmm-rks", "gmm_rks_features x sqrt(1/2) (kernel estimate x 0.5)", kind="refattn")
 def _features_half():
     return scaled(_mod, "gmm_rks_features", math.sqrt(0.5))
 
 
-@mutation("kl.eq5-gmm-rks", "factor transposed: S^T instead of S (covariance S^T S)")
+@mutation("kl.eq5-gmm-rks", "factor transposed: S^T instead of S (covariance S^T S)",
+          kind="refattn", bug="transpose")
 @contextlib.contextmanager
 def _transposed():
     with wrapped(_mod, "gmm_rks_features",

@@ -269,44 +269,54 @@ def thm3_eigenvalues_wrong(ctx: Context) -> Result:
 _mod = sys.modules[__name__]
 
 
-@mutation("kl.thm3-rks-mse", "derived formula x 2 (gmm_rks_antithetic_mse)")
+@mutation("kl.thm3-rks-mse", "derived formula x 2 (gmm_rks_antithetic_mse)", kind="refattn")
 def _rks_formula_x2():
     return scaled(_mod, "gmm_rks_antithetic_mse", 2.0)
 
 
-@mutation("kl.thm3-rks-mse", "derived formula x 0.5 (gmm_rks_antithetic_mse)")
+@mutation("kl.thm3-rks-mse", "derived formula x 0.5 (gmm_rks_antithetic_mse)", kind="refattn")
 def _rks_formula_half():
     return scaled(_mod, "gmm_rks_antithetic_mse", 0.5)
 
 
-@mutation("kl.thm3-rks-mse", "Sigma = S^T S in the formula (||S p|| for ||S^T p||)")
+@mutation("kl.thm3-rks-mse", "Sigma = S^T S in the formula (||S p|| for ||S^T p||)",
+          kind="refattn", bug="transpose")
 def _rks_formula_transposed():
     return wrapped(_mod, "gmm_rks_antithetic_mse",
                    lambda f: (lambda q, k, mu, S, M: f(q, k, mu, np.swapaxes(S, -1, -2), M)))
 
 
-@mutation("kl.thm3-prf-mse", "derived formula x 2 (gmm_prf_mse)")
+@mutation("kl.thm3-prf-mse", "derived formula x 2 (gmm_prf_mse)", kind="refattn")
 def _prf_formula_x2():
     return scaled(_mod, "gmm_prf_mse", 2.0)
 
 
-@mutation("kl.thm3-prf-mse", "sign slip: o = q - k for q + k in the formula")
+@mutation("kl.thm3-prf-mse", "sign slip: o = q - k for q + k in the formula", kind="refattn", bug="sign")
 def _prf_formula_sign():
     return wrapped(_mod, "gmm_prf_mse", lambda f: (lambda q, k, p, M: f(q, -k, p, M)))
 
 
-@mutation("kl.thm3-prf-mse", "sampler slip: features with S^T (Sigma = S^T S) against the S S^T formula")
+@mutation("kl.thm3-prf-mse", "sampler slip: features with S^T (Sigma = S^T S) against the S S^T formula",
+          kind="refattn", bug="transpose")
 def _prf_features_transposed():
     return wrapped(_mod, "gmm_prf_features",
                    lambda f: (lambda x, noise, p: f(x, noise, p._replace(S=np.swapaxes(p.S, -1, -2)))))
 
 
-@mutation("kl.thm3-eigenvalues", "scales inverted (eigenvalues grow: t = 1, 2, 4, 8)")
+@mutation("kl.thm3-eigenvalues", "scales inverted (eigenvalues grow: t = 1, 2, 4, 8)", kind="target")
 def _eigen_inverted():
     return patched(_mod, "SCALES", tuple(1.0 / t for t in SCALES))
 
 
-@mutation("kl.thm3-eigenvalues", "RKS features ignore the scale of S (S / ||S||)")
+@mutation("kl.thm3-eigenvalues", "PRF features ignore the scale of S (S / ||S||)", kind="refattn",
+          bug="normalisation")
+def _eigen_prf_unscaled():
+    return wrapped(_mod, "gmm_prf_features",
+                   lambda f: (lambda x, noise, p: f(x, noise, p._replace(S=p.S / np.linalg.norm(p.S[0])))))
+
+
+@mutation("kl.thm3-eigenvalues", "RKS features ignore the scale of S (S / ||S||)",
+          kind="refattn", bug="normalisation")
 def _eigen_unscaled():
     return wrapped(_mod, "gmm_rks_features",
                    lambda f: (lambda x, noise, p: f(x, noise, p._replace(S=p.S / np.linalg.norm(p.S[0])))))

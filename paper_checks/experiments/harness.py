@@ -32,6 +32,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from refattn.files import write_text_atomic
+
 from ..registry import Result
 from ..report import json_safe
 from ..rules import with_rule
@@ -123,7 +125,7 @@ def ensure_dir(out_dir, name: str) -> Path:
 
 def save_json(path: Path, record: dict) -> Path:
     path = Path(path)
-    path.write_text(json.dumps(json_safe(record), indent=1))
+    write_text_atomic(path, json.dumps(json_safe(record), indent=1))      # never a half-written record
     return path
 
 

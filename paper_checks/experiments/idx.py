@@ -6,7 +6,11 @@ int8, ``0x0B`` int16, ``0x0C`` int32, ``0x0D`` float32, ``0x0E`` float64). Files
 (detected from the gzip magic bytes, not from the name).
 
 * :func:`read_idx` -- one file -> a NumPy array; every malformed file raises ``ValueError`` naming the file
-  and what is wrong (bad magic, unknown type, truncated header or data, trailing bytes).
+  and what is wrong (bad magic, unknown type, truncated header or data, trailing bytes, not a regular file,
+  a declared size over :data:`MAX_IDX_BYTES`). Untrusted files are bounded before anything is allocated: the
+  declared dimensions are multiplied as Python integers (no int64 overflow) and checked against the bound,
+  and a gzip stream is decompressed only up to the declared size plus one byte (a small ``.gz`` that would
+  inflate to gigabytes is refused after reading what its header declares).
 * :func:`load_mnist_format` -- a directory holding ``{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]`` ->
   :class:`ImageData`, with the images ``(N, H, W)`` uint8 and the labels ``(N,)`` in 0..9 checked against
   each other (a labels file passed as images, or counts that differ, is an error).
@@ -19,17 +23,22 @@ from __future__ import annotations
 
 import gzip
 import os
+import stat
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["IDX_TYPES", "DEFAULT_DATA_DIR", "DATA_ENV", "INSTALL_HINT", "ImageData", "read_idx", "write_idx",
-           "mnist_files", "load_mnist_format", "data_dir", "find_real_data"]
+__all__ = ["IDX_TYPES", "MAX_IDX_BYTES", "DEFAULT_DATA_DIR", "DATA_ENV", "INSTALL_HINT", "ImageData",
+           "read_idx", "write_idx", "mnist_files", "load_mnist_format", "data_dir", "find_real_data"]
 
 #: IDX type byte -> NumPy dtype (big-endian on disk).
 IDX_TYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
              0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+#: The largest data block :func:`read_idx` accepts (declared dimensions x item size): 1 GiB, twenty times
+#: Fashion-MNIST's training images (47 MB).
+MAX_IDX_BYTES = 2**30
 DEFAULT_DATA_DIR = Path("/usr/share/datasets/fashion-mnist")
 DATA_ENV = "PAPER_CHECKS_DATA"
 INSTALL_HINT = ("apt-get install dataset-fashion-mnist (Debian; files in /usr/share/datasets/fashion-mnist), "
@@ -47,48 +56,82 @@ class ImageData(NamedTuple):
     source: str        # the directory read (or a description of a stand-in)
 
 
-def _raw_bytes(path: Path) -> bytes:
-    data = path.read_bytes()
-    if data[:2] == b"\x1f\x8b":                                                     # gzip magic
-        try:
-            return gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise ValueError(f"{path}: corrupt or truncated gzip stream ({exc})") from None
-    return data
+def _read_exactly(f, n: int, path: Path, what: str) -> bytearray:
+    """`n` bytes from the open stream `f` into one preallocated buffer (ValueError naming `path` when the
+    stream ends first)."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = f.readinto(view[got:])
+        if not k:
+            raise ValueError(f"{path}: truncated IDX {what}: {got} byte(s), expected {n}")
+        got += k
+    return buf
 
 
-def read_idx(path) -> np.ndarray:
+def read_idx(path, *, max_bytes: int = MAX_IDX_BYTES) -> np.ndarray:
     """The array stored in IDX file `path` (gzip or plain), in native byte order.
 
-    Raises ``ValueError`` naming the file when the magic number is wrong, the type byte is unknown, the header
-    or the data are truncated, or bytes follow the data; ``FileNotFoundError`` when it does not exist."""
+    The header is read first; its dimensions are multiplied as Python integers and the data block they
+    declare must not exceed `max_bytes` (default :data:`MAX_IDX_BYTES`), so nothing larger is allocated or
+    decompressed. The data block is then read into one buffer, and a single further byte tells trailing data
+    apart (a gzip stream is never inflated past the declared size plus one byte).
+
+    Raises ``ValueError`` naming the file when it is not a regular file (a FIFO, a device), the magic number
+    is wrong, the type byte is unknown, the declared size exceeds `max_bytes`, the header or the data are
+    truncated, bytes follow the data or the gzip stream is corrupt; ``FileNotFoundError`` when it does not
+    exist."""
     path = Path(path)
-    raw = _raw_bytes(path)
-    if len(raw) < 4:
-        raise ValueError(f"{path}: truncated IDX header: {len(raw)} byte(s), expected at least 4")
-    if raw[0] != 0 or raw[1] != 0:
-        raise ValueError(f"{path}: not an IDX file: magic number starts {raw[:2].hex()}, expected 0000")
-    type_byte, ndim = raw[2], raw[3]
+    if not stat.S_ISREG(path.stat().st_mode):                  # follows links: /dev/zero, a FIFO are refused
+        raise ValueError(f"{path}: not a regular file (a FIFO, device or directory); expected an IDX file")
+    try:
+        with open(path, "rb") as raw_f:
+            gz = raw_f.read(2) == b"\x1f\x8b"                                       # gzip magic
+            raw_f.seek(0)
+            f = gzip.GzipFile(fileobj=raw_f, mode="rb") if gz else raw_f
+            return _read_stream(f, path, max_bytes, None if gz else os.fstat(raw_f.fileno()).st_size)
+    except (OSError, EOFError, zlib.error) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise ValueError(f"{path}: corrupt or truncated gzip stream ({exc})") from None
+
+
+def _read_stream(f, path: Path, max_bytes: int, file_size: int | None) -> np.ndarray:
+    magic = f.read(4)
+    if len(magic) < 4:
+        raise ValueError(f"{path}: truncated IDX header: {len(magic)} byte(s), expected at least 4")
+    if magic[0] != 0 or magic[1] != 0:
+        raise ValueError(f"{path}: not an IDX file: magic number starts {magic[:2].hex()}, expected 0000")
+    type_byte, ndim = magic[2], magic[3]
     if type_byte not in IDX_TYPES:
         raise ValueError(f"{path}: unknown IDX type byte 0x{type_byte:02x}; expected one of "
                          f"{', '.join(f'0x{t:02x}' for t in IDX_TYPES)}")
     if ndim == 0:
         raise ValueError(f"{path}: IDX header declares 0 dimensions; expected at least 1")
     head = 4 + 4 * ndim
-    if len(raw) < head:
-        raise ValueError(f"{path}: truncated IDX header: {len(raw)} bytes, expected {head} for {ndim} "
+    rest = f.read(4 * ndim)
+    if len(rest) < 4 * ndim:
+        raise ValueError(f"{path}: truncated IDX header: {4 + len(rest)} bytes, expected {head} for {ndim} "
                          "dimensions")
-    dims = tuple(int(d) for d in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    dims = tuple(int.from_bytes(rest[4 * i:4 * i + 4], "big") for i in range(ndim))
     dt = IDX_TYPES[type_byte]
-    n_bytes = int(np.prod(dims, dtype=np.int64)) * dt.itemsize
-    got = len(raw) - head
-    if got < n_bytes:
-        raise ValueError(f"{path}: truncated IDX data: {got} bytes after the header, expected {n_bytes} for "
-                         f"shape {dims} of {dt.name}")
-    if got > n_bytes:
+    n_bytes = dt.itemsize
+    for n in dims:                                      # Python integers: no overflow, however large
+        n_bytes *= n
+    if n_bytes > max_bytes:
+        raise ValueError(f"{path}: the IDX header declares shape {dims} of {dt.name}, {n_bytes} bytes, over "
+                         f"the bound of {max_bytes} bytes (MAX_IDX_BYTES); refused before reading the data")
+    if file_size is not None and file_size - head != n_bytes:          # a plain file: its size says it all
+        got = file_size - head
+        if got < n_bytes:
+            raise ValueError(f"{path}: truncated IDX data: {got} bytes after the header, expected {n_bytes} "
+                             f"for shape {dims} of {dt.name}")
         raise ValueError(f"{path}: {got - n_bytes} unexpected byte(s) after the IDX data of shape {dims}")
-    arr = np.frombuffer(raw, dtype=dt, count=n_bytes // dt.itemsize, offset=head).reshape(dims)
-    return arr.astype(dt.newbyteorder("="))
+    buf = _read_exactly(f, n_bytes, path, f"data (shape {dims} of {dt.name})")
+    if f.read(1):                                       # one byte more, never the whole tail
+        raise ValueError(f"{path}: unexpected byte(s) after the IDX data of shape {dims}")
+    arr = np.frombuffer(buf, dtype=dt).reshape(dims)
+    return arr.astype(dt.newbyteorder("="), copy=False)
 
 
 def write_idx(path, array: np.ndarray, *, compress: bool | None = None) -> Path:

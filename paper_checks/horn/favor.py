@@ -166,7 +166,8 @@ def attention_matrix_wrong(ctx: Context) -> Result:
 
 
 for _cid in ("horn.favor-unbiased", "horn.attention-matrix-unbiased"):
-    mutation(_cid, "softmax kernel target x 0.5")(lambda: scaled(_HERE, "softmax_kernel", 0.5))
-    mutation(_cid, "softmax kernel target x 2")(lambda: scaled(_HERE, "softmax_kernel", 2.0))
-    mutation(_cid, "omega x 2 pi (softmax_trig_features)")(
+    mutation(_cid, "softmax kernel target x 0.5",
+             kind="refattn")(lambda: scaled(_HERE, "softmax_kernel", 0.5))
+    mutation(_cid, "softmax kernel target x 2", kind="refattn")(lambda: scaled(_HERE, "softmax_kernel", 2.0))
+    mutation(_cid, "omega x 2 pi (softmax_trig_features)", kind="refattn", bug="normalisation")(
         lambda: scaled_arg(_HERE, "softmax_trig_features", 1, 2 * math.pi))

@@ -17,7 +17,7 @@ from validation.montecarlo import mean_test
 from ..figures import new_figure, save_figure
 from ..mutations import mutation, patched, scaled, wrapped
 from ..registry import HORN, Context, Result, claim, must_fail, stat_evidence
-from ..rules import value, with_rule
+from ..rules import slip, value, with_rule
 
 # mutations wrap the refattn functions this module uses
 _HERE = sys.modules[__name__]
@@ -128,8 +128,13 @@ def _key_positions(factor):
     return wrapped(s1_rotation, "s1_augment_fwd", wrap)
 
 
-mutation("horn.s1-shift-invariance", "key positions x 0.5 (s1_augment_fwd)")(lambda: _key_positions(0.5))
-mutation("horn.s1-shift-invariance", "key positions x 2 (s1_augment_fwd)")(lambda: _key_positions(2.0))
+mutation("horn.s1-shift-invariance", "key positions x 0.5 (s1_augment_fwd)",
+         kind="refattn")(lambda: _key_positions(0.5))
+mutation("horn.s1-shift-invariance", "key positions x 2 (s1_augment_fwd)",
+         kind="refattn")(lambda: _key_positions(2.0))
+mutation("horn.s1-shift-invariance", "keys rotated by -positions (s1_augment_fwd)",
+         kind="refattn", bug="sign")(
+    lambda: _key_positions(-1.0))
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -182,10 +187,18 @@ def _s2_formula(ctx: Context, radius_offset: int) -> Result:
           "paper_formula_rel_err": err_paper, "refattn_fast_vs_naive": err_fast,
           "tolerance": tol, "window_cells_radius_k_minus_1": 1 + 2 * k * (k - 1),
           "distinct_clipped_distances_32x32_k6": n_classes, "seed": ctx.seed}
+    if n_classes == 6 + 1:
+        ev["slips"] = [slip("'learn the relative position encodings w_1, w_2, ..., w_k'",
+                            "w_0, w_1, ..., w_k",
+                            "the Manhattan distance of a pixel to itself is 0 (the sum runs over every "
+                            "j, i = "
+                            "j included), so distances clipped to k take k + 1 values",
+                            {"distinct clipped distances on 32 x 32 at k = 6": n_classes})]
     ok = ctx.decide(ev) == "holds"
     return Result(ctx.decide(ev), ev,
                   summary=(f"window formula = naive sum (rel err {err_paper:.0e}), fast path = naive "
-                           f"({err_fast:.0e}); note: distances 0..k need k+1 vectors w_0..w_k, not w_1..w_k")
+                           f"({err_fast:.0e}); notation slip: distances 0..k need k+1 vectors w_0..w_k, not "
+                           "w_1..w_k")
                   if ok else f"window formula rel err {err_paper:.1e}")
 
 
@@ -223,9 +236,12 @@ def _grid_transposed():
                                                               else tuple(grid)[::-1], **kw)))
 
 
-mutation("horn.s2-fast-equals-naive", "s2_attention x 0.5")(lambda: scaled(_HERE, "s2_attention", 0.5))
-mutation("horn.s2-fast-equals-naive", "s2_attention x 2")(lambda: scaled(_HERE, "s2_attention", 2.0))
-mutation("horn.s2-fast-equals-naive", "grid (H, W) read as (W, H) (s2_class_index)")(_grid_transposed)
+mutation("horn.s2-fast-equals-naive", "s2_attention x 0.5",
+         kind="refattn")(lambda: scaled(_HERE, "s2_attention", 0.5))
+mutation("horn.s2-fast-equals-naive", "s2_attention x 2",
+         kind="refattn")(lambda: scaled(_HERE, "s2_attention", 2.0))
+mutation("horn.s2-fast-equals-naive", "grid (H, W) read as (W, H) (s2_class_index)",
+         kind="refattn", bug="transpose")(_grid_transposed)
 
 
 def _s2_signed(ctx: Context, two_sided: bool) -> Result:
@@ -297,9 +313,9 @@ def s2_signed_wrong(ctx: Context) -> Result:
     return _s2_signed(ctx, False)
 
 
-mutation("horn.s2-signed-clip", "class sums x 0.5 (s2_window_sums_reference)")(
+mutation("horn.s2-signed-clip", "class sums x 0.5 (s2_window_sums_reference)", kind="refattn")(
     lambda: scaled(_HERE, "s2_window_sums_reference", 0.5))
-mutation("horn.s2-signed-clip", "clip(i - j) for clip(j - i) (s2_class_index)")(
+mutation("horn.s2-signed-clip", "clip(i - j) for clip(j - i) (s2_class_index)", kind="refattn", bug="sign")(
     lambda: wrapped(_HERE, "s2_class_index",
                     lambda f: (lambda L, k, grid=None, **kw: 2 * k - f(L, k, grid, **kw))))
 
@@ -402,7 +418,7 @@ def complexity_wrong(ctx: Context) -> Result:
     return _complexity(ctx, True)
 
 
-mutation("horn.complexity", "fast path replaced by the naive one (s2_attention)")(
+mutation("horn.complexity", "fast path replaced by the naive one (s2_attention)", kind="refattn")(
     lambda: patched(_HERE, "s2_attention", s2_attention_naive))
-mutation("horn.complexity", "naive path replaced by the fast one (s2_attention_naive)")(
+mutation("horn.complexity", "naive path replaced by the fast one (s2_attention_naive)", kind="refattn")(
     lambda: patched(_HERE, "s2_attention_naive", s2_attention))

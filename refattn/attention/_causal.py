@@ -337,6 +337,8 @@ def _host_bools(x, *, xp):
 def chunk_plan(s, chunk_size, *, xp):
     """Chunk starts and, per chunk, whether its spread is within :data:`SPREAD_LIMIT` (one reduction)."""
     L = s.shape[-2]
+    if L == 0:                                                                    # no positions: no chunks
+        return [], []
     starts = list(range(0, L, chunk_size))
     ends = [min(L, a + chunk_size) - 1 for a in starts]
     first = s[..., ::chunk_size, :]  # (..., n, m) s at chunk starts
@@ -405,15 +407,18 @@ def _frame_chunk(phi_k, s, a, chunk_size, *, xp):
     chunk-end frame ``E_end: (..., 1, m)``, the keys in that frame ``Kc = phi_k exp(sc - E_end): (..., c, m)``
     (entries <= 1 since s is nondecreasing), the frame of the state before the chunk ``Pprev: (..., 1, m)``
     and the state's decay to the chunk-end frame ``decay = exp(Pprev - E_end)^T: (..., m, 1)`` (both None for
-    the first chunk, whose state is zero).
+    the first chunk, whose state is zero), and the keys' factor ``down = exp(sc - E_end): (..., c, m)``: the
+    queries' factor on the chunk-frame path is its reciprocal (``Qc = phi_q / down``), one exponential per
+    chunk element for both sides.
     """
     b = min(phi_k.shape[-2], a + chunk_size)
     sc = s[..., a:b, :]                                                           # (..., c, m)
     E_end = sc[..., -1:, :]                                                       # (..., 1, m) chunk end
-    Kc = phi_k[..., a:b, :] * xp.exp(sc - E_end)                                  # (..., c, m) <= 1
+    down = xp.exp(sc - E_end)                                                     # (..., c, m) <= 1
+    Kc = phi_k[..., a:b, :] * down                                                # (..., c, m) <= 1
     Pprev = None if a == 0 else s[..., a - 1:a, :]                                # (..., 1, m) frame of S
     decay = None if Pprev is None else xp.matrix_transpose(xp.exp(Pprev - E_end))   # (..., m, 1) <= 1
-    return b, sc, E_end, Kc, Pprev, decay
+    return b, sc, E_end, Kc, Pprev, decay, down
 
 
 @_dispatch.define("linear_attention.causal_frames_fwd")
@@ -440,11 +445,11 @@ def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size, stride):
     for idx, (a, ok) in enumerate(zip(starts, cheap, strict=True)):
         if kept is not None and idx % stride == 0:
             kept[..., idx // stride, :, :] = xp.matrix_transpose(S)               # S^T, frame s[a - 1]
-        b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
+        b, sc, E_end, Kc, Pprev, decay, down = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
         pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
         tril = masks[b - a]
         if ok:
-            Qc = pq * xp.exp(E_end - sc)  # (..., c, m) <= e^SPREAD_LIMIT
+            Qc = pq / down  # (..., c, m) pq exp(E_end - sc) <= e^SPREAD_LIMIT
             A = Qc @ xp.matrix_transpose(Kc)                                      # (..., c, c)
             A = xp.where(tril, A, xp.zeros_like(A))
             numer_c = A @ ua                                                      # (..., c, d_v + 1) intra
@@ -499,15 +504,17 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size, kept, st
                  device=dev)                                                      # (..., m, d_v + 1)
     for blk in range((n - 1) // stride * stride, -1, -stride):
         ST = states[..., blk // stride, :, :]                                     # (..., d_v + 1, m) S^T
-        block = [ST]
+        block, frames = [ST], {}
         for idx in range(blk, min(n, blk + stride) - 1):                          # recompute inside the block
-            b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, starts[idx], chunk_size, xp=xp)
+            frames[idx] = _frame_chunk(phi_k, s, starts[idx], chunk_size, xp=xp)  # reused by the reverse pass
+            b, sc, E_end, Kc, Pprev, decay, down = frames[idx]
             ST = ((ST if decay is None else xp.matrix_transpose(decay) * ST)
                   + xp.matrix_transpose(v_aug[..., starts[idx]:b, :]) @ Kc)
             block.append(ST)
         for idx in range(min(n, blk + stride) - 1, blk - 1, -1):
             a, ok = starts[idx], cheap[idx]
-            b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
+            b, sc, E_end, Kc, Pprev, decay, down = (frames.pop(idx) if idx in frames
+                                                    else _frame_chunk(phi_k, s, a, chunk_size, xp=xp))
             ST = block[idx - blk]                                                 # frame Pprev
             pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
             tril = masks[b - a]
@@ -516,19 +523,18 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size, kept, st
             dKc = ua @ xp.matrix_transpose(G)                                     # (..., c, m) via the state
             dua = Kc @ G                                                          # (..., c, d_v + 1)
             if ok:
-                up = xp.exp(E_end - sc)  # (..., c, m) <= e^SPREAD_LIMIT
-                Qc = pq * up
+                Qc = pq / down  # (..., c, m) pq exp(E_end - sc) <= e^SPREAD_LIMIT
                 dQc = Bm @ Kc
                 if decay is not None:
                     dQc = dQc + gc @ (xp.matrix_transpose(decay) * ST)
-                dphi_q[..., a:b, :] = _times(dQc * up, pq, log_features)
+                dphi_q[..., a:b, :] = _times(dQc / down, pq, log_features)
                 A = None if intra is None else intra[idx]
                 if A is None:
                     A = Qc @ xp.matrix_transpose(Kc)
                     A = xp.where(tril, A, xp.zeros_like(A))                       # (..., c, c)
                 dKc = dKc + xp.matrix_transpose(Bm) @ Qc
                 dua = dua + xp.matrix_transpose(A) @ gc
-                dphi_k[..., a:b, :] = _times(dKc * xp.exp(sc - E_end), pk, log_features)
+                dphi_k[..., a:b, :] = _times(dKc * down, pk, log_features)
                 if decay is not None:
                     G = decay * (G + xp.matrix_transpose(Qc) @ gc)
             else:
@@ -538,7 +544,7 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size, kept, st
                 if decay is not None:
                     dpq = dpq + (gc @ ST) * xp.exp(Pprev - sc)
                 dphi_q[..., a:b, :] = _times(dpq, pq, log_features)
-                dphi_k[..., a:b, :] = _times(dKc * xp.exp(sc - E_end) + dpk, pk, log_features)
+                dphi_k[..., a:b, :] = _times(dKc * down + dpk, pk, log_features)
                 if decay is not None:
                     G = decay * G + xp.matrix_transpose(pq * xp.exp(Pprev - sc)) @ gc
             dv_aug[..., a:b, :] = dua
@@ -560,24 +566,23 @@ def _causal_frames_bwd_recompute(g, phi_q, phi_k, v_aug, s, chunk_size, log_feat
     dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
 
     def chunk(a):
-        b, sc, E_end, Kc, Pprev, decay = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
+        b, sc, E_end, Kc, Pprev, decay, down = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
         gc, ua = g[..., a:b, :], v_aug[..., a:b, :]
         tril = _tril_mask(b - a, xp=xp, device=dev)
         Bm = gc @ xp.matrix_transpose(ua)                                         # (..., c, c) g_i . v_aug_j
         Bm = xp.where(tril, Bm, xp.zeros_like(Bm))
-        return b, sc, E_end, Kc, Pprev, decay, gc, ua, tril, Bm
+        return b, sc, E_end, Kc, Pprev, decay, down, gc, ua, tril, Bm
 
     S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)
     for a, ok in zip(starts, cheap, strict=True):                                 # forward sweep: dphi_q
-        b, sc, E_end, Kc, Pprev, decay, gc, ua, tril, Bm = chunk(a)
+        b, sc, E_end, Kc, Pprev, decay, down, gc, ua, tril, Bm = chunk(a)
         pq = phi_q[..., a:b, :]
         if ok:
-            up = xp.exp(E_end - sc)  # (..., c, m) <= e^SPREAD_LIMIT
             dQc = Bm @ Kc                                                         # (..., c, m)
             if decay is not None:
                 S = decay * S
                 dQc = dQc + gc @ xp.matrix_transpose(S)
-            dphi_q[..., a:b, :] = _times(dQc * up, pq, log_features)
+            dphi_q[..., a:b, :] = _times(dQc / down, pq, log_features)            # times exp(E_end - sc)
         else:
             dpq, _ = _exact_weights_bwd(Bm, pq, phi_k[..., a:b, :], sc, xp=xp, tril=tril)
             if decay is not None:
@@ -588,24 +593,24 @@ def _causal_frames_bwd_recompute(g, phi_q, phi_k, v_aug, s, chunk_size, log_feat
     G = xp.zeros_like(S)                                                          # (..., m, d_v + 1)
     for idx in range(len(starts) - 1, -1, -1):  # reverse sweep: dphi_k, dv_aug
         a, ok = starts[idx], cheap[idx]
-        b, sc, E_end, Kc, Pprev, decay, gc, ua, tril, Bm = chunk(a)
+        b, sc, E_end, Kc, Pprev, decay, down, gc, ua, tril, Bm = chunk(a)
         pq, pk = phi_q[..., a:b, :], phi_k[..., a:b, :]
         dKc = ua @ xp.matrix_transpose(G)                                         # (..., c, m) via the state
         dua = Kc @ G                                                              # (..., c, d_v + 1)
         if ok:
-            Qc = pq * xp.exp(E_end - sc)
+            Qc = pq / down                                                        # pq exp(E_end - sc)
             A = Qc @ xp.matrix_transpose(Kc)
             A = xp.where(tril, A, xp.zeros_like(A))                               # (..., c, c)
             dKc = dKc + xp.matrix_transpose(Bm) @ Qc
             dua = dua + xp.matrix_transpose(A) @ gc
-            dphi_k[..., a:b, :] = _times(dKc * xp.exp(sc - E_end), pk, log_features)
+            dphi_k[..., a:b, :] = _times(dKc * down, pk, log_features)
             if decay is not None:
                 G = decay * (G + xp.matrix_transpose(Qc) @ gc)
         else:
             W = _exact_weights(pq, pk, sc, xp=xp, tril=tril)
             dua = dua + xp.matrix_transpose(W) @ gc
             _, dpk = _exact_weights_bwd(Bm, pq, pk, sc, xp=xp, tril=tril)
-            dphi_k[..., a:b, :] = _times(dKc * xp.exp(sc - E_end) + dpk, pk, log_features)
+            dphi_k[..., a:b, :] = _times(dKc * down + dpk, pk, log_features)
             if decay is not None:
                 G = decay * G + xp.matrix_transpose(pq * xp.exp(Pprev - sc)) @ gc
         dv_aug[..., a:b, :] = dua

@@ -187,8 +187,30 @@ def favor_attention(q, k, v, omega, *, causal=False, features="positive", chunk_
     >>> bool(np.linalg.norm(y - exact) / np.linalg.norm(exact) < 0.1)    # relative error ~ m**-0.5
     True
     """
-    return favor_attention_fwd(q, k, v, omega, causal=causal, features=features, chunk_size=chunk_size,
-                               on_nonpositive=on_nonpositive)[0]
+    xp, chunk_size = check_favor_inputs(q, k, v, omega, causal, features, chunk_size, on_nonpositive)
+    return favor_attention_fwd_core(q, k, v, omega, causal=causal, features=features, chunk_size=chunk_size,
+                                    on_nonpositive=on_nonpositive, xp=xp, keep=False)[0]   # inference
+
+
+def check_favor_inputs(q, k, v, omega, causal, features, chunk_size, on_nonpositive):
+    """The checks of :func:`favor_attention_fwd` (no data read); returns the namespace and chunk length."""
+    xp = namespace(q, k, v, omega, names=("q", "k", "v", "omega"))
+    sizes = check_shape("q", q, "..., L, d")
+    check_shape("k", k, "..., L, d", sizes)
+    check_shape("v", v, "..., L, d_v", sizes)
+    check_shape("omega", omega, "m, d", sizes)
+    if omega.shape[0] < 1:
+        raise ValueError(f"omega: expected at least one projection row, shape (m, d) with m >= 1; "
+                         f"got {tuple(omega.shape)}")
+    check_choice(features, "features", tuple(FAVOR_FEATURES))
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: expected a bool; got {causal!r}")
+    chunk_size = check_positive_int(chunk_size, "chunk_size")
+    check_choice(on_nonpositive, "on_nonpositive", ("raise", "ignore"))
+    # No finiteness pass over the inputs here: a NaN or infinity in q, k or omega reaches every feature of its
+    # rows and hence the normaliser, one in v the output; linear attention's two result checks (normaliser,
+    # output) catch them and then name the culprit among these inputs.
+    return xp, chunk_size
 
 
 @fill_doc(params=_PARAMS, raises=_RAISES)
@@ -212,30 +234,16 @@ def favor_attention_fwd(q, k, v, omega, *, causal=False, features="positive", ch
     ------
     {raises}
     """
-    xp = namespace(q, k, v, omega, names=("q", "k", "v", "omega"))
-    sizes = check_shape("q", q, "..., L, d")
-    check_shape("k", k, "..., L, d", sizes)
-    check_shape("v", v, "..., L, d_v", sizes)
-    check_shape("omega", omega, "m, d", sizes)
-    if omega.shape[0] < 1:
-        raise ValueError(f"omega: expected at least one projection row, shape (m, d) with m >= 1; "
-                         f"got {tuple(omega.shape)}")
-    check_choice(features, "features", tuple(FAVOR_FEATURES))
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal: expected a bool; got {causal!r}")
-    chunk_size = check_positive_int(chunk_size, "chunk_size")
-    check_choice(on_nonpositive, "on_nonpositive", ("raise", "ignore"))
-    # No finiteness pass over the inputs here: a NaN or infinity in q, k or omega reaches every feature of its
-    # rows and hence the normaliser, one in v the output; linear attention's two result checks (normaliser,
-    # output) catch them and then name the culprit among these inputs.
+    xp, chunk_size = check_favor_inputs(q, k, v, omega, causal, features, chunk_size, on_nonpositive)
     return favor_attention_fwd_core(q, k, v, omega, causal=causal, features=features, chunk_size=chunk_size,
                                     on_nonpositive=on_nonpositive, xp=xp)
 
 
 # phi(x') with x' = d^{-1/4} x (framed keys, frame folded into the queries); then linear attention
 #     y_i = phi(q'_i) sum_j phi(k'_j)^T v_j / phi(q'_i) sum_j phi(k'_j)^T      (FLT Eq. (2))
-def favor_attention_fwd_core(q, k, v, omega, *, causal, features, chunk_size, on_nonpositive, xp):
-    """Unchecked core of :func:`favor_attention_fwd` (see :func:`favor_attention`)."""
+def favor_attention_fwd_core(q, k, v, omega, *, causal, features, chunk_size, on_nonpositive, xp, keep=True):
+    """Unchecked core of :func:`favor_attention_fwd` (see :func:`favor_attention`); ``keep=False``: the causal
+    scan keeps no states for the backward (inference)."""
     inputs = {"q": q, "k": k, "v": v, "omega": omega}
     scale = float(q.shape[-1]) ** -0.25
     with quiet_nonfinite(q, k, v, omega):
@@ -250,7 +258,8 @@ def favor_attention_fwd_core(q, k, v, omega, *, causal, features, chunk_size, on
     try:
         with quiet_nonfinite(q, k, v, omega):
             y, attn_cache = linear_attention_fwd_core(phi_q, phi_k, v, causal, k_log_scale, chunk_size,
-                                                      on_nonpositive, xp=xp, inputs=inputs)   # (..., L, d_v)
+                                                      on_nonpositive, xp=xp, inputs=inputs,
+                                                      keep=keep)                  # (..., L, d_v)
     except ValueError as exc:
         if "underflowed" not in str(exc):
             raise

@@ -46,6 +46,8 @@ def exp_dot_kernel(q, k, *, scale=None):
     check_shape("k", k, "..., Lk, d", sizes)
     check_finite("q", q, xp=xp)
     check_finite("k", k, xp=xp)
+    if scale is None and q.shape[-1] == 0:
+        raise ValueError(f"q: expected d >= 1 (the default scale is d^(-1/2)); got shape {tuple(q.shape)}")
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     return xp.exp(scale * (q @ xp.matrix_transpose(k)))
 

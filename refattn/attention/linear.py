@@ -33,7 +33,8 @@ one-sweep backward the forward keeps the state before every ``ceil((d_v + 1) / 2
 total stays within ``2 L m`` elements per batch index, each chunk's masked (C, C) weights
 (``_causal.KeptStates``); the backward recomputes the states in between. With frames the kept states go
 through the dispatched primitive pair, in one layout every backend reads (an accel forward may keep none; the
-backward then recomputes them).
+backward then recomputes them). The plain :func:`linear_attention` is inference: it keeps nothing (the same
+scan, the same numbers bit for bit, without the copies and the memory a backward would read).
 
 **The stabiliser's frames.** Positive random features overflow unless stabilised (design.md trap 3): a key
 arrives as ``phi_k_j`` relative to a scale ``exp(s_j)`` (``k_log_scale``) and the raw product is never formed.
@@ -252,8 +253,10 @@ def linear_attention(phi_q, phi_k, v, *, causal=False, k_log_scale=None, chunk_s
            [1.5556],
            [2.1   ]])
     """
-    return linear_attention_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_log_scale,
-                                chunk_size=chunk_size, on_nonpositive=on_nonpositive)[0]
+    xp, chunk_size = _validate(phi_q, phi_k, v, k_log_scale, causal, chunk_size, on_nonpositive)
+    inputs = {"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": k_log_scale}
+    return linear_attention_fwd_core(phi_q, phi_k, v, causal, k_log_scale, chunk_size, on_nonpositive, xp=xp,
+                                     inputs=inputs, keep=False)[0]                # inference: nothing kept
 
 
 @fill_doc(params=_PARAMS, raises=_RAISES)
@@ -320,11 +323,14 @@ def check_dy(dy, cache):
 
 # numer_aug = phi_q (phi_k^T [v, 1]), or its prefix sums by chunks (module docstring); scales relative to M
 # y = numer_aug[..., :d_v] / z,  z = numer_aug[..., d_v]                                    (FLT Eq. (2))
-def linear_attention_fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonpositive, *, xp, inputs):
+def linear_attention_fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonpositive, *, xp, inputs,
+                              keep=True):
     """Unchecked core of :func:`linear_attention_fwd` (see :func:`linear_attention`).
 
     Its only checks are on its result (the normaliser and the output, one reduction each); after a failure the
     arrays of `inputs` (``{name: array}`` of the public call) are searched for the non-finite one.
+    ``keep=False`` (inference, :func:`linear_attention`): the causal scan keeps no states for the backward
+    (its cache still serves :func:`linear_attention_bwd`, which then recomputes them in two sweeps).
     """
     d_v = v.shape[-1]
     v_aug = augment(v, xp=xp)                                                    # (..., L, d_v + 1)
@@ -333,20 +339,23 @@ def linear_attention_fwd_core(phi_q, phi_k, v, causal, s, chunk_size, on_nonposi
         if s is None:
             M, u = None, v_aug
         else:
-            M = xp.max(s, axis=-1, keepdims=True)                                 # (..., 1) global max
+            M = (xp.max(s, axis=-1, keepdims=True) if s.shape[-1]                 # (..., 1) global max
+                 else xp.zeros((*s.shape[:-1], 1), dtype=s.dtype, device=device_of(s)))   # (no keys: 0)
             u = xp.expand_dims(xp.exp(s - M), axis=-1) * v_aug                    # (..., L, d_v + 1) w v_aug
         kv = contract_rows(phi_k, u)                                              # (..., m, d_v + 1)
         numer = phi_q @ kv                                                        # (..., L, d_v + 1)
     else:
         kv = None
         if s is not None and s.ndim == phi_k.ndim:                                # per-feature frames
-            stride = state_stride(chunk_size, v_aug.shape[-1])                    # every backend keeps states
+            stride = state_stride(chunk_size, v_aug.shape[-1]) if keep else None  # every backend keeps them
             impl = _dispatch.implementation("linear_attention.causal_frames_fwd")
             (numer, states), M = impl(phi_q, phi_k, v_aug, s, chunk_size, stride), None
         else:
             kernel = _dispatch.kernel_for("linear_attention.causal_fwd")
             if kernel is not None:                                                # an accel kernel: no states
                 numer, M = kernel(phi_q, phi_k, v_aug, s, chunk_size)
+            elif not keep:
+                numer, M, _ = causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, None)
             else:  # keep states for the backward
                 stride = state_stride(chunk_size, v_aug.shape[-1])
                 numer, M, states = causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride)

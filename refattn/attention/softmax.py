@@ -80,7 +80,13 @@ def _validate(q, k, v, mask_add, causal, scale):
     for name, a in (("q", q), ("k", k), ("v", v), ("mask_add", mask_add)):
         if a is not None:
             check_finite(name, a, xp=xp)
+    if Lk == 0 and Lq > 0:
+        raise ValueError(f"k: expected at least one key for {Lq} queries (a softmax over no keys is "
+                         f"undefined); got shape {tuple(k.shape)}")
     if scale is None:
+        if q.shape[-1] == 0:
+            raise ValueError(f"q: expected d >= 1 (the default scale is d^(-1/2)); got shape "
+                             f"{tuple(q.shape)}")
         scale = q.shape[-1] ** -0.5
     if not isinstance(scale, (int, float)) or not (scale == scale) or scale in (float("inf"), float("-inf")):
         raise ValueError(f"scale: expected a finite real number; got {scale!r}")
@@ -139,7 +145,9 @@ block_elements : int, default 2**22
 _RAISES = """
 ValueError
     Shapes that do not match (the message names the argument, the shape received and the one expected),
-    ``causal=True`` with ``Lq != Lk``, non-finite input, or a non-finite `scale`.
+    ``causal=True`` with ``Lq != Lk``, no keys for at least one query (``Lk = 0 < Lq``), ``d = 0`` without
+    a `scale`, non-finite input, or a non-finite `scale`. No queries (``Lq = 0``) or an empty batch axis give
+    the empty result.
 TypeError
     Mixed namespaces or dtypes, or a non-floating input.
 """
@@ -247,6 +255,9 @@ def softmax_attention_fwd_core(q, k, v, mask_add, causal, scale, grad_mask_add, 
         denom = xp.sum(p, axis=-1, keepdims=True)                                   # (..., b, 1)
         ys.append((p @ v) / denom)                                                  # (..., b, d_v)
         lses.append(row_max + xp.log(denom))                                        # (..., b, 1)
+    if not ys:                                                                      # Lq = 0: empty
+        ys = [xp.zeros((*q.shape[:-1], v.shape[-1]), dtype=q.dtype, device=device_of(q))]
+        lses = [xp.zeros((*q.shape[:-1], 1), dtype=q.dtype, device=device_of(q))]
     y = ys[0] if len(ys) == 1 else xp.concat(ys, axis=-2)                           # (..., Lq, d_v)
     lse = lses[0] if len(lses) == 1 else xp.concat(lses, axis=-2)                   # (..., Lq, 1)
     cache = SoftmaxAttentionCache(q, k, v, mask_add, y, lse, scale, bool(causal), block, bool(grad_mask_add))
@@ -306,6 +317,9 @@ def softmax_attention_bwd_core(dy, cache, *, xp):
         dk = dk + c.scale * (xp.matrix_transpose(ds) @ q_b)                         # (..., Lk, d)
         if c.grad_mask_add:
             dmask_blocks.append(ds)
+    if not dq_blocks:                                                               # Lq = 0: empty
+        dq_blocks = [xp.zeros_like(c.q)]
+        dmask_blocks = [xp.zeros((*c.q.shape[:-1], c.k.shape[-2]), dtype=c.q.dtype, device=device_of(c.q))]
     dq = dq_blocks[0] if len(dq_blocks) == 1 else xp.concat(dq_blocks, axis=-2)
     dmask = None
     if c.grad_mask_add and c.mask_add is not None:

@@ -132,12 +132,15 @@ class _FeatCache(NamedTuple):
     x: Array | None     # (..., L, d) (stable PRF: for the -|x|^2/2 log-scale shift)
 
 
-def _check_x(x: Array, params: GMMParams) -> None:
+def _check_x(x: Array, params: GMMParams, noise: Array = None) -> None:
     if not isinstance(params, GMMParams):
         raise TypeError(f"params: expected GMMParams(logits, mu, S); got {type(params).__name__}")
     namespace(x, params.mu, names=("x", "params.mu"))
     sizes = check_shape("x", x, "..., L, d")
     check_gmm_params(params, sizes={"d": sizes["d"]})
+    if noise is not None and getattr(noise, "ndim", 0) == 3 and noise.shape[1] < 1:   # features need M >= 1
+        raise ValueError(f"noise: expected at least one draw per component, shape (C, Mc, d) with Mc >= 1; "
+                         f"got {tuple(noise.shape)}")
 
 
 def _check_struct(x, noise, params):
@@ -233,7 +236,7 @@ def gmm_rks_features_fwd(x: Array, noise: Array, params: GMMParams) -> tuple[Arr
     cache : NamedTuple
         Opaque, for :func:`gmm_rks_features_bwd`.
     """
-    _check_x(x, params)
+    _check_x(x, params, noise)
     (omega, scale), fc = gmm_frequencies_fwd(noise, params)
     xp = namespace(x)
     phi0, tc = trig_features_fwd(x, omega)                                           # (..., L, 2M)
@@ -312,7 +315,7 @@ def gmm_prf_features_fwd(x: Array, noise: Array, params: GMMParams) -> tuple[Arr
     cache : NamedTuple
         Opaque, for :func:`gmm_prf_features_bwd`.
     """
-    _check_x(x, params)
+    _check_x(x, params, noise)
     (omega, scale), fc = gmm_frequencies_fwd(noise, params)
     phi0, pc = gaussian_positive_features_fwd(x, omega)                              # (..., L, M)  Eq. 9
     return phi0 * scale, _FeatCache(fc, pc, phi0, scale, None)
@@ -412,7 +415,7 @@ def gmm_prf_features_stable_fwd(x: Array, noise: Array, params: GMMParams
     cache : NamedTuple
         Opaque, for :func:`gmm_prf_features_stable_bwd`.
     """
-    _check_x(x, params)
+    _check_x(x, params, noise)
     (omega, scale), fc = gmm_frequencies_fwd(noise, params)
     xp = namespace(x)
     (phi0, ls0), pc = positive_features_stable_fwd(x, omega)                        # (..., L, M), (..., L)

@@ -63,7 +63,9 @@ def _key_features_reference(x, omega, causal):
     xp = namespace(x, omega)
     m = omega.shape[0]
     ell = project(x, omega, xp=xp)                                                # (..., L, m) fresh array
-    ell -= xp.expand_dims(sq_norm_half(x, xp=xp), axis=-1)                        # l = u - |x|^2/2
+    sq = sq_norm_half(x, xp=xp)                                                   # (..., L)
+    sq = sq + (sq - sq)            # an infinite key: NaN, not l = -inf (phi = 0, the key silently dropped)
+    ell -= xp.expand_dims(sq, axis=-1)                                            # l = u - |x|^2/2
     if causal:
         P = cumulative_max(ell, axis=-2, xp=xp)                                   # (..., L, m) prefix maxima
     else:
@@ -76,6 +78,11 @@ def _key_features_reference(x, omega, causal):
 # dl = g + [l = P] (segment sum of dP - g),  g = dphi * phi;  dx = dl omega - sum_m(dl) x;  domega = dl^T x
 def positive_key_features_stable_fwd_core(x, omega, *, causal=False, xp):
     """Unchecked core of :func:`positive_key_features_stable_fwd` (the dispatched kernel or the reference)."""
+    if x.shape[-2] == 0:                   # no keys: empty features; the frame of no column is 0
+        dev = device_of(x)
+        phi = xp.zeros((*x.shape[:-1], omega.shape[0]), dtype=x.dtype, device=dev)
+        k_log_scale = xp.zeros((*x.shape[:-2], 0 if causal else 1, omega.shape[0]), dtype=x.dtype, device=dev)
+        return (phi, k_log_scale), KeyFeaturesCache(x, omega, phi, causal)
     impl = _dispatch.implementation("positive_key_features_stable")
     phi, k_log_scale = impl(x, omega, causal)
     return (phi, k_log_scale), KeyFeaturesCache(x, omega, phi, causal)

@@ -333,14 +333,32 @@ def gelu_bwd(dy, cache) -> ActivationGrads:
 
 # y = 0.5 x (1 + t),  t = tanh(c (x + a x^3))                                    (Hendrycks & Gimpel 2016)
 # dx = dy (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2))
+# (in place on fresh arrays: c (x + a x^3) = x (c + c a x^2), one temporary per line)
 def gelu_fwd_core(x, *, xp):
     """Unchecked core of :func:`gelu_fwd` (see :func:`gelu`)."""
-    t = xp.tanh(_GELU_C * (x + _GELU_A * x * x * x))                                # (...)
-    return 0.5 * x * (1 + t), (x, t)
+    u = x * x                                                                       # (...)
+    u *= _GELU_C * _GELU_A
+    u += _GELU_C
+    u *= x                                                                          # c (x + a x^3)
+    t = xp.tanh(u)                                                                  # (...)
+    y = t + 1.0
+    y *= x
+    y *= 0.5                                                                        # 0.5 x (1 + t)
+    return y, (x, t)
 
 
 def gelu_bwd_core(dy, cache):
     """Unchecked core of :func:`gelu_bwd` (see :func:`gelu`)."""
     x, t = cache
-    dgelu = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _GELU_C * (1 + 3 * _GELU_A * x * x)   # (...)
-    return ActivationGrads(x=dy * dgelu)
+    s = t * t
+    s -= 1.0                                                                        # t^2 - 1
+    g = x * x
+    g *= 3 * _GELU_C * _GELU_A
+    g += _GELU_C
+    g *= x                                                                          # x c (1 + 3 a x^2)
+    g *= s
+    g -= t
+    g -= 1.0
+    g *= -0.5                                                                       # dgelu (equation above)
+    g *= dy
+    return ActivationGrads(x=g)

@@ -9,13 +9,17 @@ Gradient layout (walked by ``validation.check_vjp`` by argument name): ``dense_b
 ``DenseGrads(x=dL/dx, params=DenseParams(W=dL/dW, b=dL/db))`` -- the ``params`` field mirrors the ``params``
 argument, so a nested parameter container is matched leaf by leaf.
 
-The weight gradient is one 2-D GEMM over all leading axes flattened, ``x2^T dy2`` with ``x2: (N, d_in)``
-(design.md section 6: a broadcast batched matmul followed by a sum is several times slower).
+The weight gradient is a 2-D contraction over all leading axes flattened, ``x2^T dy2`` with
+``x2: (N, d_in)`` (design.md section 6: a broadcast batched matmul followed by a sum is several times slower);
+on NumPy its long row axis is summed in blocks of :data:`ROWS_PER_BLOCK` rows, one GEMM each, which keeps
+OpenBLAS's operands in the cache.
 """
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
+
+from array_api_compat import is_numpy_array
 
 from .._docs import fill_doc
 from .._xp import check_finite, check_shape, namespace
@@ -119,7 +123,8 @@ def dense_core(x, params):
 # dx = dy W^T,  dW = x^T dy,  db = sum of dy over the leading axes (one 2-D GEMM, axes flattened)
 def dense_fwd_core(x, params):
     """Unchecked core of :func:`dense_fwd` (see :func:`dense`)."""
-    y = x @ params.W + params.b                                                     # (..., d_out)
+    y = x @ params.W                                                                # (..., d_out)
+    y += params.b
     return y, DenseCache(x=x, W=params.W)
 
 
@@ -158,9 +163,31 @@ def dense_bwd_core(dy, cache):
     dx = dy @ xp.matrix_transpose(W)                                                # (..., d_in)
     x2 = xp.reshape(x, (-1, d_in))                                                  # (N, d_in)
     dy2 = xp.reshape(dy, (-1, d_out))                                               # (N, d_out)
-    dW = xp.matrix_transpose(x2) @ dy2                                              # (d_in, d_out)
+    dW = _rows_contraction(x2, dy2, xp=xp)                                          # (d_in, d_out)
     db = xp.sum(dy2, axis=0)                                                        # (d_out,)
     return DenseGrads(x=dx, params=DenseParams(W=dW, b=db))
+
+
+#: Rows per block of :func:`_rows_contraction`'s sum on NumPy.
+ROWS_PER_BLOCK = 512
+
+
+def _rows_contraction(a, b, *, xp):
+    """``a^T b: (p, r)`` for ``a: (N, p)``, ``b: (N, r)``: the weight gradient's sum over the N rows.
+
+    NumPy (OpenBLAS) is slow at one GEMM with a long inner axis and a small output (the operands' panels do
+    not stay in the cache), so on NumPy the rows are summed in blocks of :data:`ROWS_PER_BLOCK` (one GEMM
+    each, accumulated), with the wider operand transposed on the left; other namespaces take one GEMM.
+    """
+    n, p, r = a.shape[0], a.shape[1], b.shape[1]
+    if not is_numpy_array(a) or n < 2 * ROWS_PER_BLOCK:
+        return xp.matrix_transpose(a) @ b                                           # (p, r)
+    if r > p:                                                                       # (b^T a)^T, wide left
+        return xp.matrix_transpose(_rows_contraction(b, a, xp=xp))
+    out = xp.matrix_transpose(a[:ROWS_PER_BLOCK]) @ b[:ROWS_PER_BLOCK]              # (p, r)
+    for i in range(ROWS_PER_BLOCK, n, ROWS_PER_BLOCK):
+        out += xp.matrix_transpose(a[i:i + ROWS_PER_BLOCK]) @ b[i:i + ROWS_PER_BLOCK]
+    return out
 
 
 @fill_doc(params=_PARAMS, raises=_RAISES)

@@ -1,9 +1,8 @@
 r"""Input embeddings as forward/backward pairs: tokens, pixels/patches, absolute positions.
 
-* **Token embedding** ``y = table[ids]``: ``ids: (..., L)`` integer token indices (indices by nature),
-  ``table: (V, d)``. Gathered with ``take``; the backward is the scatter-add ``dtable = onehot(ids)^T dy``,
-  written as one GEMM with an ``(N, V)`` one-hot (the standard has no scatter-add; fine for the vocabularies
-  of the reference tasks, O(N V d)).
+* **Token embedding** ``y = table[ids]``: ``ids: (..., L)`` integer indices, ``table: (V, d)``. Gathered
+  with ``take``; the backward is the scatter-add ``dtable = onehot(ids)^T dy``, one GEMM with an ``(N, V)``
+  one-hot (the standard has no scatter-add; O(N V d), fine for the reference tasks' vocabularies).
 * **Patch embedding** (ViT, Dosovitskiy et al. 2021): ``images: (..., H, W, C)`` cut into non-overlapping
   ``p x p`` patches in row-major order, each flattened to ``p*p*C`` values (order (row in patch, column in
   patch, channel)), then a dense layer: ``(..., (H/p)(W/p), d)``. **Pixel embedding** is ``patch = 1`` (each
@@ -222,7 +221,6 @@ def token_embedding(ids, table):
     Returns
     -------
     y : (..., L, d) array
-        Same namespace and dtype as `table`.
 
     Raises
     ------

@@ -31,7 +31,8 @@ from .config import check_attention_config, check_config, implied_param_count
 from ..tree import tree_map
 from .kinds import ATTENTION_KINDS
 
-__all__ = ["SAMPLERS", "draw_declared", "init_mha", "draw_attention_features", "features_for_step",
+__all__ = ["SAMPLERS", "SAMPLER_NBYTES", "declared_nbytes", "model_nbytes", "draw_declared", "init_mha",
+           "draw_attention_features", "features_for_step",
            "init_transformer", "draw_dropout_masks"]
 
 
@@ -152,6 +153,103 @@ SAMPLERS = {
 }
 
 
+def _spectrum_count(*, family, components, D, heads=None, **_):
+    T = components
+    per_head = {"gaussian_mixture": 2 * T + T * D, "gaussian_basis": 2 * T, "box": T + T * D,
+                "bspline": 1 + D, "sin_power": 1 + D}.get(family, 2)              # kernels: C and length
+    return per_head * (1 if heads is None else heads)
+
+
+#: sampler name -> ``(itemsize, **args) -> bytes`` of what it returns (its array leaves), computed from the
+#: declaration alone so that a configuration's cost is known before anything is drawn (:func:`model_nbytes`;
+#: ``tests/nn/test_checkpoint.py`` compares each with a real draw of every kind).
+SAMPLER_NBYTES = {
+    "projection": lambda s, *, rows, cols, **_: rows * cols * s,
+    "gmm": lambda s, *, components, d, covariance, **_: (components * (1 + d)
+                                                          + components * d * (d if covariance == "full"
+                                                                              else 1)) * s,
+    "gmm_noise": lambda s, *, m, d, **_: m * d * s,                                  # (C, M/C, d)
+    "fastfood": lambda s, *, m, **_: 3 * m * s + 8 * m,                              # S, G, B + int64 perm
+    "generator": lambda s, *, d, n_hidden=4, **_: ((n_hidden + 1) * (d * d + d) + 2 * n_hidden * d) * s,
+    "generator_noise": lambda s, *, m, d, **_: m * d * s,
+    "generator_state": lambda s, *, d, n_hidden=4, **_: 2 * n_hidden * d * s,
+    "s1": lambda s, *, n_axes, n_lengthscales, **_: 3 * n_axes * n_lengthscales * s,
+    "normal": lambda s, *, shape, **_: math.prod(shape) * s,
+    "zeros": lambda s, *, shape, **_: math.prod(shape) * s,
+    "flt_noise": lambda s, *, r, D, **_: r * D * s,
+    "flt_spectrum": lambda s, **a: _spectrum_count(**a) * s,
+    "flt_proposal": lambda s, *, D, heads=None, **_: 2 * D * (1 if heads is None else heads) * s,
+}
+
+
+def declared_nbytes(declaration: dict, *, dtype) -> int:
+    r"""Bytes of the arrays a kind's declaration ``{name: Draw}`` gives, from the declaration alone.
+
+    Parameters
+    ----------
+    declaration : dict
+        ``{name: Draw(sampler, args)}`` from a kind's ``params``/``features``/``shared``.
+    dtype : numpy dtype
+        float32 or float64 (integer leaves count 8 bytes each).
+
+    Returns
+    -------
+    int
+        The total size of the array leaves :func:`draw_declared` would return.
+
+    Raises
+    ------
+    ValueError
+        A sampler not in :data:`SAMPLER_NBYTES`.
+    """
+    unknown = sorted({d.sampler for d in declaration.values()} - set(SAMPLER_NBYTES))
+    if unknown:
+        raise ValueError(f"declaration: no size known for sampler(s) {unknown}; known: "
+                         f"{sorted(SAMPLER_NBYTES)}")
+    s = np.dtype(dtype).itemsize
+    return sum(SAMPLER_NBYTES[d.sampler](s, **d.args) for d in declaration.values())
+
+
+def model_nbytes(config) -> tuple[int, int]:
+    r"""The bytes of the parameters and of one draw of the attention features the configuration implies.
+
+    Counted from the configuration alone (no array is drawn): embeddings, positions, every block's dense
+    layers, norms and attention kind parameters (S2's clipped tables, Toeplitz's offset table, S1's and FLT's
+    positional parameters, spectra), the shared parameters, the head, and every layer's drawn arrays
+    (projections, noises). :func:`init_transformer`, :func:`draw_attention_features` and
+    :func:`refattn.nn.checkpoint.load` bound their sum by :mod:`refattn.limits` before allocating.
+
+    Parameters
+    ----------
+    config : dict
+        A transformer configuration (:func:`refattn.nn.config.check_config`).
+
+    Returns
+    -------
+    params : int
+        Bytes of the parameter tree of :func:`init_transformer`.
+    features : int
+        Bytes of one draw of :func:`draw_attention_features` (all layers).
+
+    Raises
+    ------
+    ValueError
+        A bad configuration.
+    """
+    cfg = check_config(config)
+    s = np.dtype(cfg["dtype"]).itemsize
+    att, H = cfg["attention"], cfg["n_heads"]
+    d_head = cfg["d_model"] // H
+    kind = ATTENTION_KINDS[att["kind"]]
+    per_layer = declared_nbytes(kind.params(att, d_head=d_head, n_heads=H), dtype=cfg["dtype"])
+    shared = 0 if kind.shared is None else declared_nbytes(kind.shared(att, d_head=d_head, n_heads=H),
+                                                           dtype=cfg["dtype"])
+    params = implied_param_count(cfg) * s + cfg["n_layers"] * per_layer + shared
+    features = cfg["n_layers"] * declared_nbytes(kind.features(att, d_head=d_head, n_heads=H),
+                                                 dtype=cfg["dtype"])
+    return params, features
+
+
 def draw_declared(rng, declaration: dict, *, dtype) -> dict:
     r"""Run a kind's declaration ``{name: Draw}`` with the ``refattn.random`` primitives it names.
 
@@ -176,10 +274,14 @@ def draw_declared(rng, declaration: dict, *, dtype) -> dict:
     ------
     ValueError
         A sampler not in :data:`SAMPLERS`.
+    MemoryError
+        The declared arrays (:func:`declared_nbytes`) over :mod:`refattn.limits`' bound, before any is drawn.
     """
     unknown = sorted({d.sampler for d in declaration.values()} - set(SAMPLERS))
     if unknown:
         raise ValueError(f"declaration: unknown sampler(s) {unknown}; known: {sorted(SAMPLERS)}")
+    check_nbytes(declared_nbytes(declaration, dtype=dtype),
+                 f"declaration {sorted(declaration)} (draw_declared: the arrays it declares)")
     random_names = [n for n, d in declaration.items() if SAMPLERS[d.sampler][1]]
     streams = [rng] if len(random_names) == 1 else rng.spawn(len(random_names))
     rngs = dict(zip(random_names, streams, strict=True))
@@ -187,11 +289,14 @@ def draw_declared(rng, declaration: dict, *, dtype) -> dict:
 
 
 def _check_model_bytes(cfg):
-    """Fail before allocating (or spawning a stream per layer) when the configuration implies more parameter
-    bytes than refattn's bound."""
-    check_nbytes(implied_param_count(cfg) * np.dtype(cfg["dtype"]).itemsize,
+    """Fail before allocating (or spawning a stream per layer) when the parameters and drawn arrays the
+    configuration implies (:func:`model_nbytes`) exceed refattn's bound."""
+    params, features = model_nbytes(cfg)
+    att = {k: v for k, v in cfg["attention"].items() if v is not None}
+    check_nbytes(params + features,
                  f"config (n_layers = {cfg['n_layers']}, d_model = {cfg['d_model']}, d_ff = {cfg['d_ff']}, "
-                 f"vocab_size = {cfg['vocab_size']}): the parameters it implies")
+                 f"vocab_size = {cfg['vocab_size']}, attention = {att}): the parameters ({params} bytes) and "
+                 f"drawn attention arrays ({features} bytes) it implies")
 
 
 def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shared=True):
@@ -248,14 +353,21 @@ def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shar
                  f"d_model (init_mha: four ({d_model}, {d_model}) projections)")
     d_head = d_model // n_heads
     att = check_attention_config(attention, d_head=d_head, n_heads=n_heads)
+    kind = ATTENTION_KINDS[att["kind"]]
+    own = declared_nbytes(kind.params(att, d_head=d_head, n_heads=n_heads), dtype=dt)
+    if include_shared and kind.shared is not None:
+        own += declared_nbytes(kind.shared(att, d_head=d_head, n_heads=n_heads), dtype=dt)
+    check_nbytes(4 * (d_model * d_model + d_model) * dt.itemsize + own,
+                 f"attention {att} (init_mha: the projections and the kind's parameters)")
     r = rng.spawn(5)
     out = {name: init_dense(ri, d_model, d_model, dtype=dt) for name, ri in zip("qkvo", r[:4], strict=True)}
-    kind = ATTENTION_KINDS[att["kind"]]
     declared = kind.params(att, d_head=d_head, n_heads=n_heads)
     out["attn"] = draw_declared(r[4], declared, dtype=dt)
     if include_shared and kind.shared is not None:
         out["attn"].update(draw_declared(rng.spawn(1)[0], kind.shared(att, d_head=d_head, n_heads=n_heads),
                                          dtype=dt))
+    if kind.store is not None:                            # the kind's unconstrained stored form
+        out["attn"] = kind.store(out["attn"])
     return out
 
 
@@ -395,7 +507,8 @@ def init_transformer(rng, config):
     H = cfg["n_heads"]
     shared = {} if kind.shared is None else kind.shared(att, d_head=D // H, n_heads=H)
     if shared:                      # one more child stream: the other components' draws do not change
-        params["shared"] = {"attn": draw_declared(rng.spawn(1)[0], shared, dtype=dt)}
+        drawn = draw_declared(rng.spawn(1)[0], shared, dtype=dt)
+        params["shared"] = {"attn": drawn if kind.store is None else kind.store(drawn)}
     return params
 
 

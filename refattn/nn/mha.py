@@ -18,7 +18,7 @@ kind            method (options; module ``refattn.nn.kinds.<kind>``)
 ``elu``         linear attention with ``elu(x) + 1`` features (Katharopoulos et al.)
 ``relu``        linear attention with ``relu(x) + 1e-3`` features
 ``favor``       FAVOR / FAVOR+: ``features`` in {"positive", "hyperbolic", "trig"}, ``m``, ``draw`` in
-                {"iid", "orthogonal"}, ``on_nonpositive`` (trig only); ``omega: (m, d)`` shared by the heads
+                {"iid", "orthogonal"}, ``on_nonpositive`` (required for trig); ``omega: (m, d)``, shared
 ``gmm``         KL-Transformer GMM-PRF / GMM-RKS: ``features`` in {"prf", "rks"}, ``m``, ``components``,
                 ``covariance`` in {"diagonal", "full"}, ``s_init``; learnable mixture
 ``fastfood``    KL-Transformer FastFood-PRF / -RKS: ``features``, ``m``, ``s_law`` in {"chi", "identity"};

@@ -376,7 +376,11 @@ def adamw_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0
 
 
 def global_norm(grads) -> float:
-    r"""The global gradient norm ``sqrt(sum over leaves of sum(g^2))``.
+    r"""The global gradient norm ``sqrt(sum over leaves of sum(g^2))``, overflow- and underflow-safe.
+
+    Computed as ``2^e sqrt(sum (g / 2^e)^2)`` with ``2^e`` near the largest ``|g|``: exact scaling, so the
+    result is the plain formula's wherever that is finite and does not underflow, and finite for every
+    finite gradient (``|g| ~ 1e200`` in float64, ``~ 2e19`` in float32).
 
     Parameters
     ----------
@@ -393,15 +397,27 @@ def global_norm(grads) -> float:
     ValueError, TypeError
         A non-finite or non-numeric leaf, naming its path.
     """
-    total = 0.0
+    leaves = []
     for path, g in tree_paths(grads):
         name = f"grads[{path!r}]" if path else "grads"
         if _leaf_kind(name, g) == "int":
             continue
         _check_finite_leaf(name, g)
-        xp = array_namespace(g)
-        total += float(xp.sum(g * g))
-    return math.sqrt(total)
+        leaves.append(g)
+    # scaled by a power of two near the largest |g| (exact: the result equals the unscaled sum wherever that
+    # neither overflows nor underflows), so |g| ~ 1e200 in float64 or 2e19 in float32 gives a finite norm
+    big = max((float(array_namespace(g).max(array_namespace(g).abs(g))) for g in leaves if g.size),
+              default=0.0)
+    if big == 0.0:
+        return 0.0
+    # 2^-e must be representable in every leaf's dtype (float32: |e| <= 120)
+    lim = 120 if any(g.dtype == array_namespace(g).float32 for g in leaves) else 1000
+    e = min(max(math.frexp(big)[1], -lim), lim)
+    total = 0.0
+    for g in leaves:
+        gs = g * math.ldexp(1.0, -e) if g.size else g
+        total += float(array_namespace(g).sum(gs * gs))
+    return math.ldexp(math.sqrt(total), e)
 
 
 def clip_by_global_norm(grads, max_norm):

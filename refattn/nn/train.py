@@ -19,6 +19,24 @@ Not imported by ``import refattn`` (it may import tqdm). Everything random is a 
 so two runs with the same arguments produce bitwise identical parameters (single-threaded BLAS; a different
 BLAS thread count can change the last bits of GEMM sums).
 
+**Resuming.** Since every draw of step t is a pure function of ``(seed, t)``, the state of a run after step t
+is its parameters, the optimiser's moments and step counter, t itself (the position in the data order, the
+schedule and every random stream) and the current draw of the attention features with the step it was drawn
+for (its redraw position). ``train(..., checkpoint=path)`` writes all of it atomically
+(:func:`refattn.nn.checkpoint.save` with a :class:`~refattn.nn.checkpoint.TrainState`) after the last step
+and every ``checkpoint_every`` steps; ``train(..., resume=path)`` continues from it, so that a run of n steps
+resumed to 2n gives bit for bit the parameters, optimiser state and log of one run of 2n steps. The settings
+that shape the run (seed, optimiser, rates, schedule, clipping, batch size, accumulation and a SHA-256 of the
+data) must match the checkpoint's; a parameters-only checkpoint is refused.
+
+**Logs.** The JSON-lines log is written one line at a time, each flushed; a fresh run truncates it, a resumed
+run drops the lines of steps at or after the checkpoint's (and a torn last line from a crash) and appends.
+Non-finite numbers are written as the strings ``"nan"``, ``"inf"`` and ``"-inf"``: every line is valid JSON.
+
+**Divergence.** Training stops with a ``FloatingPointError`` naming the step, the learning rate and the first
+non-finite quantity: the loss (or a value inside the forward or backward pass), a gradient leaf or a parameter
+after the update (``params/blocks/0/ff1/W``); the failing step is logged with an ``"error"`` entry first.
+
 The step itself is ``transformer_loss_fwd``/``transformer_loss_bwd`` (the model's manual backward), optional
 global-norm clipping, then an optimiser from :mod:`refattn.nn.optim` (``"sgd"``, ``"adam"`` or ``"adamw"``);
 then the non-learnable parameters the forward updated (the generative kind's running batch-norm statistics
@@ -28,20 +46,26 @@ with ``bn="running"``, :func:`refattn.nn.transformer.parameter_updates`) are wri
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import os
 from typing import Any, NamedTuple
 
 import numpy as np
+from array_api_compat import array_namespace
 
 from .._xp import namespace
+from ..files import append_jsonl, read_jsonl, write_text_atomic
 from ..layers.losses import softmax_cross_entropy
 from ..random import tree_as_xp, tree_to_numpy
+from ..tree import tree_paths
+from .checkpoint import TrainState, load_train_state, save
 from .config import check_config
 from .init import draw_dropout_masks, features_for_step, init_transformer
 from .kinds.flt import model_bias_bound
-from .optim import (adam_init, adam_update, adamw_update, clip_by_global_norm, global_norm, sgd_init,
-                    sgd_update)
+from .optim import (AdamState, SGDState, adam_init, adam_update, adamw_update, clip_by_global_norm,
+                    global_norm, sgd_init, sgd_update)
 from .schedules import check_schedule, learning_rate
 from .transformer import parameter_updates, transformer, transformer_loss_bwd, transformer_loss_fwd
 from ..tree import tree_map
@@ -113,11 +137,66 @@ def _seq_len(cfg, x):
     return (H // cfg["patch"]) * (W // cfg["patch"])
 
 
+def _first_nonfinite(tree, prefix):
+    """The path of the first floating leaf of `tree` holding a NaN or an infinity, or None (one fused check;
+    the leaves are walked again only after a failure)."""
+    leaves = [(p, a) for p, a in tree_paths(tree, prefix)
+              if array_namespace(a).isdtype(a.dtype, "real floating")]
+    if not leaves:
+        return None
+    xp = array_namespace(leaves[0][1])
+    if bool(xp.all(xp.stack([xp.all(xp.isfinite(a)) for _, a in leaves]))):
+        return None
+    return next(p for p, a in leaves if not bool(xp.all(xp.isfinite(a))))
+
+
+def _fingerprint(inputs, labels) -> str:
+    """SHA-256 of the training data (shapes, dtypes, bytes): a resumed run must see the same examples."""
+    h = hashlib.sha256()
+    for a in (inputs, labels):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.shape}{a.dtype.str}".encode())
+        h.update(a.reshape(-1).view(np.uint8))
+    return h.hexdigest()
+
+
+def _open_log(log_path, start):
+    """The log, open for appending: truncated for a fresh run; for a resumed one, its lines of steps before
+    `start` kept (a torn last line dropped) and rewritten atomically."""
+    if log_path is None:
+        return None
+    if start == 0 or not os.path.exists(log_path):
+        return open(log_path, "w", encoding="utf-8")
+    entries, _ = read_jsonl(log_path)
+    kept = [e for e in entries
+            if isinstance(e, dict) and isinstance(e.get("step"), int) and e["step"] < start]
+    write_text_atomic(log_path, "".join(json.dumps(e, allow_nan=False) + "\n" for e in kept))
+    return open(log_path, "a", encoding="utf-8")
+
+
+def _resume_state(resume, cfg, settings, steps):
+    """Parameters, optimiser state and feature draw of a training checkpoint, checked against this run."""
+    params, _, st = load_train_state(resume, config=cfg)
+    diff = sorted(k for k in set(settings) | set(st.settings) if settings.get(k) != st.settings.get(k))
+    if diff:
+        detail = ", ".join(f"{k}: checkpoint {st.settings.get(k)!r} vs now {settings.get(k)!r}" for k in diff)
+        raise ValueError(f"resume: {resume} was written by a run with other settings ({detail}); resuming "
+                         f"continues that run exactly, with its settings and data")
+    want = "SGDState" if settings["optimizer"] == "sgd" else "AdamState"
+    if type(st.opt_state).__name__ != want:
+        raise ValueError(f"resume: {resume} holds a {type(st.opt_state).__name__}; optimizer "
+                         f"{settings['optimizer']!r} needs a {want}")
+    if steps < st.step:
+        raise ValueError(f"steps: the run's total number of steps, at least the checkpoint's {st.step}; got "
+                         f"{steps}")
+    return params, st
+
+
 def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: int, lr: float = 1e-3,
           optimizer: str = "adamw", weight_decay: float = 0.0, clip_norm: float | None = None,
           eval_data: tuple | None = None, eval_every: int = 0, log_path=None, progress: bool = True,
           like=None, params=None, schedule: dict | None = None, accumulate: int = 1,
-          positions=None) -> TrainResult:
+          positions=None, resume=None, checkpoint=None, checkpoint_every: int = 0) -> TrainResult:
     """Train the model of `config` on ``(inputs, labels)`` (NumPy arrays, first axis = examples).
 
     Parameters
@@ -128,7 +207,9 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
         Token ids ``(n, L)`` or images ``(n, H, W, C)``; labels ``(n,)`` (classify) or ``(n, L)`` (lm).
     seed : int
         The one seed of the run (initialisation, batches, feature redraws).
-    steps, batch_size : int
+    steps : int
+        The run's total number of steps: a resumed run continues from its checkpoint's step up to `steps`.
+    batch_size : int
     lr, optimizer, weight_decay, clip_norm
         Optimiser settings; ``clip_norm=None`` disables clipping. `lr` is the base rate of the schedule.
     schedule : dict, optional
@@ -143,28 +224,39 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
     eval_data : (inputs, labels), optional
         Evaluated every `eval_every` steps and after the last step.
     log_path : path, optional
-        JSON-lines metrics log (one object per line: ``{"step", "loss", "grad_norm"}`` for training steps,
-        ``{"step", "eval_loss", "eval_accuracy"}`` for evaluations).
+        JSON-lines metrics log (one object per line: ``{"step", "loss", "grad_norm", "lr"}`` for training
+        steps, ``{"step", "eval_loss", "eval_accuracy"}`` for evaluations; module docstring: appending,
+        resuming, non-finite values).
     progress : bool
         Show a tqdm progress bar when tqdm is installed (silent otherwise).
     like : array, optional
         Run in `like`'s namespace/device/dtype (NumPy otherwise).
     params : dict, optional
-        Start from these parameters instead of the seed's initialisation.
+        Start from these parameters instead of the seed's initialisation (not with `resume`).
+    resume : path, optional
+        A training checkpoint written by ``checkpoint=``: continue that run exactly (module docstring).
+    checkpoint : path, optional
+        Write the whole training state here (atomically) after the last step and every `checkpoint_every`
+        steps.
+    checkpoint_every : int
+        Period of the checkpoints in steps (0: after the last step only).
 
     Returns
     -------
     TrainResult
         ``params`` (final parameters, in `like`'s namespace, NumPy by default), ``opt_state`` and ``history``
-        (one dict per logged event, as written to `log_path`).
+        (one dict per event logged by this call, as written to `log_path`).
 
     Raises
     ------
     ValueError
-        A bad configuration or optimiser setting, mismatched `inputs`/`labels`, or a bad `batch_size` /
-        `accumulate`.
+        A bad configuration or optimiser setting, mismatched `inputs`/`labels`, a bad `batch_size` /
+        `accumulate` / `checkpoint_every`, or a `resume` checkpoint of another run.
+    refattn.nn.checkpoint.CheckpointError
+        A `resume` file that is not a valid training checkpoint (a parameters-only one included).
     FloatingPointError
-        When the training loss stops being finite.
+        When the loss, a gradient or a parameter stops being finite: naming the step, the learning rate and
+        the first non-finite quantity.
     """
     cfg = check_config(config)
     if optimizer not in ("sgd", "adam", "adamw"):
@@ -179,14 +271,34 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
     if bad_acc or not 0 < accumulate * batch_size <= n:
         raise ValueError(f"accumulate: expected an integer >= 1 with accumulate * batch_size <= {n} "
                          f"examples; got {accumulate!r}")
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) or checkpoint_every < 0:
+        raise ValueError(f"checkpoint_every: expected an integer >= 0; got {checkpoint_every!r}")
+    if resume is not None and params is not None:
+        raise ValueError("params: a resumed run continues from its checkpoint's parameters; pass params or "
+                         "resume, not both")
     sched = check_schedule(schedule)
     learning_rate(0, lr=lr, schedule=sched)                                     # validates lr once
+    settings = {"seed": int(seed), "optimizer": optimizer, "lr": lr, "weight_decay": weight_decay,
+                "clip_norm": clip_norm, "schedule": sched, "batch_size": batch_size, "accumulate": accumulate,
+                "data": _fingerprint(inputs, labels)}
     conv = (lambda t: tree_as_xp(t, like=like)) if like is not None else (lambda t: t)
     pos = None if positions is None else conv(np.asarray(positions, dtype=cfg["dtype"]))   # (L, D)
-    if params is None:
-        params = init_transformer(np.random.default_rng([int(seed), 0]), cfg)
-    params = conv(params)
-    state = sgd_init(params) if optimizer == "sgd" else adam_init(params)
+    every = cfg["attention"]["redraw_every"]
+    start, feats_np, feats_step = 0, None, -1
+    if resume is not None:
+        params, st = _resume_state(resume, cfg, settings, steps)
+        start, feats_np, feats_step = st.step, st.features, st.features_step
+        params = conv(params)
+        if isinstance(st.opt_state, SGDState):
+            state = SGDState(step=st.opt_state.step, velocity=conv(st.opt_state.velocity))
+        else:
+            state = AdamState(step=st.opt_state.step, m=conv(st.opt_state.m), v=conv(st.opt_state.v))
+    else:
+        if params is None:
+            params = init_transformer(np.random.default_rng([int(seed), 0]), cfg)
+        params = conv(params)
+        state = sgd_init(params) if optimizer == "sgd" else adam_init(params)
+    feats = None if feats_np is None else conv(feats_np)
 
     def step_fn(p, g, s, rate):
         if optimizer == "sgd":
@@ -220,27 +332,49 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
         try:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=steps, desc="train", leave=False)
+            bar = tqdm(total=max(steps - start, 0), desc="train", leave=False)
         except ImportError:
             bar = None
     history: list = []
-    log = open(log_path, "w") if log_path is not None else None
+    log = _open_log(log_path, start)
 
     def record(entry):
         history.append(entry)
         if log is not None:
-            log.write(json.dumps(entry) + "\n")
-            log.flush()
+            append_jsonl(log, entry)
+
+    def diverged(t, rate, what, entry=None):
+        msg = (f"step {t} (learning rate {rate:.6g}): training diverged; the first non-finite quantity is "
+               f"{what}")
+        record({**(entry or {"step": t, "lr": rate}), "error": msg})
+        return FloatingPointError(msg)
+
+    def write_checkpoint(t):
+        save(checkpoint, params, cfg, train_state=TrainState(
+            step=t + 1, opt_state=state, features=feats_np, features_step=feats_step, redraw_every=every,
+            settings=settings))
 
     try:
-        for t in range(steps):
+        for t in range(start, steps):
             rng_t = np.random.default_rng([int(seed), 2, t])
             idx = rng_t.choice(n, size=accumulate * batch_size, replace=False)
-            feats = conv(features_for_step(seed, t, cfg))
-            loss, grads, updates = micro_grads(t, idx, feats)
+            window = 0 if every is None else t - t % every           # the step this window's draw is for
+            if feats_np is None or feats_step != window:
+                feats_np, feats_step = features_for_step(seed, t, cfg), window
+                feats = conv(feats_np)
             rate = learning_rate(t, lr=lr, schedule=sched)
+            try:
+                with np.errstate(over="ignore", invalid="ignore", divide="ignore"):   # found below, named
+                    loss, grads, updates = micro_grads(t, idx, feats)
+            except ValueError as exc:
+                if "finite" not in str(exc):
+                    raise
+                raise diverged(t, rate, f"a value in the forward or backward pass ({exc})") from exc
             if not math.isfinite(loss):
-                raise FloatingPointError(f"step {t}: the training loss is not finite ({loss})")
+                raise diverged(t, rate, f"the loss ({loss})", {"step": t, "loss": loss, "lr": rate})
+            bad = _first_nonfinite(grads, "grads")
+            if bad is not None:
+                raise diverged(t, rate, f"the gradient {bad!r}", {"step": t, "loss": loss, "lr": rate})
             if clip_norm is not None:
                 grads, gnorm = clip_by_global_norm(grads, clip_norm)
             else:
@@ -249,17 +383,23 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
             bias = model_bias_bound(params, cfg, pos, _seq_len(cfg, inputs[:1]))    # truncated local RPE only
             if bias is not None:
                 entry["flt_bias_bound"] = bias                                        # this step's forward
-            params, state = step_fn(params, grads, state, rate)
+            with np.errstate(over="ignore", invalid="ignore"):
+                params, state = step_fn(params, grads, state, rate)
             params = _apply_updates(params, updates)
+            bad = _first_nonfinite(params, "params")
+            if bad is not None:
+                raise diverged(t, rate, f"the parameter {bad!r} after the update", entry)
             record(entry)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.4f}")
             last = t == steps - 1
             if eval_data is not None and ((eval_every and (t + 1) % eval_every == 0) or last):
-                ev = evaluate(params, eval_data[0], eval_data[1], conv(features_for_step(seed, t, cfg)),
-                              config=cfg, like=like, positions=positions)
+                ev = evaluate(params, eval_data[0], eval_data[1], feats, config=cfg, like=like,
+                              positions=positions)
                 record({"step": t, "eval_loss": ev["loss"], "eval_accuracy": ev["accuracy"]})
+            if checkpoint is not None and ((checkpoint_every and (t + 1) % checkpoint_every == 0) or last):
+                write_checkpoint(t)
     finally:
         if bar is not None:
             bar.close()

@@ -239,8 +239,8 @@ train : bool
 
 _RAISES = """
 ValueError
-    A bad configuration, a parameter tree that does not match it, ``L > max_len``, or features/masks lists of
-    the wrong length.
+    A bad configuration, a parameter tree that does not match it, ``L = 0`` or ``L > max_len``, or
+    features/masks lists of the wrong length.
 """
 
 
@@ -307,6 +307,8 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
                          f"{h.shape[-1]}")
     xp = namespace(h, names=("embedded inputs",))
     L = h.shape[-2]
+    if L == 0:                  # the positional table and the attention kinds need a position
+        raise ValueError(f"inputs: expected at least one position (L >= 1); got shape {tuple(inputs.shape)}")
     if L > cfg["max_len"]:
         raise ValueError(f"inputs: sequence length L = {L} exceeds config['max_len'] = {cfg['max_len']}")
     c_pos = None

@@ -1,7 +1,4 @@
-"""NumPy-only edge, shared by every ``refattn.random`` module: the ``rng`` and ``dtype`` argument checks, the
-redraw policy as a pure function of the step, and explicit transfers of draws (single arrays or whole
-parameter trees) to another array library and back.
-"""
+"""NumPy-only edge shared by ``refattn.random``: rng/dtype checks, the redraw policy, transfers of draws."""
 
 from __future__ import annotations
 
@@ -20,6 +17,11 @@ _NAME = """
 name : str
     The argument's name in the error message.
 """
+_LIKE = """
+like : array
+    An array of the target namespace (NumPy, array_api_strict, CuPy, ...); its dtype and device are used.
+    ``TypeError`` if it is not a real floating array of a supported namespace.
+"""
 
 
 @fill_doc(name=_NAME)
@@ -35,7 +37,6 @@ def check_rng(rng: Any, name: str = "rng") -> np.random.Generator:
     Returns
     -------
     numpy.random.Generator
-        `rng` itself.
     """
     if not isinstance(rng, np.random.Generator):
         got = "None" if rng is None else type(rng).__name__
@@ -59,7 +60,6 @@ def check_dtype_arg(dtype: Any, name: str = "dtype") -> np.dtype:
     Returns
     -------
     numpy.dtype
-        float32 or float64.
     """
     try:
         dt = np.dtype(dtype)
@@ -70,34 +70,26 @@ def check_dtype_arg(dtype: Any, name: str = "dtype") -> np.dtype:
     return dt
 
 
+@fill_doc(like=_LIKE)
 def as_xp(arr: Any, *, like: Any) -> Any:
     r"""`arr` (a NumPy draw) as an array of `like`'s namespace, device and dtype (an explicit transfer).
 
     Parameters
     ----------
     arr : array_like
-        A NumPy array (a draw).
-    like : array
-        An array of the target namespace (NumPy, array_api_strict, CuPy, ...); its dtype and device are used.
+        A real NumPy array (a draw); complex or bool raise ``TypeError`` (the cast would lose information).
+    {like}
 
     Returns
     -------
     array
-        `arr` in `like`'s namespace, dtype and device.
-
-    Raises
-    ------
-    TypeError
-        `like` is not a real floating array of a supported namespace, or `arr` is not real (floating or
-        integer: a complex or bool cast would lose information).
 
     Examples
     --------
     >>> import numpy as np, array_api_strict as xp
-    >>> from refattn.random import as_xp, draw_gaussian
-    >>> omega = as_xp(draw_gaussian(np.random.default_rng(0), 8, 4), like=xp.ones((3, 4), dtype=xp.float32))
-    >>> omega.shape, omega.dtype == xp.float32
-    ((8, 4), True)
+    >>> from refattn.random import as_xp
+    >>> as_xp(np.ones((8, 4)), like=xp.ones(3, dtype=xp.float32)).dtype == xp.float32
+    True
     """
     xp = namespace(like, names=("like",))
     a = check_real_draw(arr, "arr")
@@ -105,8 +97,7 @@ def as_xp(arr: Any, *, like: Any) -> Any:
 
 
 def check_real_draw(arr: Any, name: str, *, integer: bool = False) -> np.ndarray:
-    """`arr` as a NumPy array if its dtype is real (floating or integer; integer only with `integer`), else
-    ``TypeError`` naming `name`: a transfer never casts complex or boolean values silently."""
+    """`arr` as NumPy if real (integer only with `integer`), else ``TypeError`` naming `name`."""
     a = np.asarray(arr)
     ok = np.issubdtype(a.dtype, np.integer) or (not integer and np.issubdtype(a.dtype, np.floating))
     if not ok or a.dtype == np.bool_:
@@ -118,17 +109,12 @@ def check_real_draw(arr: Any, name: str, *, integer: bool = False) -> np.ndarray
 def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator:
     r"""The generator for training step `step` under a redraw policy, a pure function of its arguments.
 
-    ``every=None`` (fixed features): one draw for all steps; ``every=k``: a fresh draw every k steps
-    (``every=1``: every step), the same arrays at the same steps in a rerun.
-
     Parameters
     ----------
-    seed : int
-        The run's seed.
-    step : int
-        Training step (ignored when `every` is None).
+    seed, step : int
+        The run's seed and the training step (`step` is ignored when `every` is None).
     every : int or None
-        Redraw period, >= 1, or None for one draw.
+        Redraw period k >= 1 (a fresh draw every k steps, the same in a rerun), or None: one draw.
 
     Returns
     -------
@@ -155,20 +141,19 @@ def rng_for_step(seed: int, step: int, every: int | None) -> np.random.Generator
     return np.random.default_rng([seed, 1, step // int(every)])
 
 
+@fill_doc(like=_LIKE)
 def tree_as_xp(tree: Any, *, like: Any) -> Any:
-    r"""Every floating NumPy leaf of `tree` as an array of `like`'s namespace, dtype and device.
+    r"""`tree` with its NumPy leaves in `like`'s namespace and device (floating leaves also take its dtype).
 
     Parameters
     ----------
     tree : tree
         Nested dicts / lists / NamedTuples of NumPy arrays (e.g. from :func:`refattn.nn.init_transformer`).
-    like : array
-        An array of the target namespace, dtype and device.
+    {like}
 
     Returns
     -------
     tree
-        Same structure; integer leaves keep their dtype, static entries (``None``, strings) are unchanged.
     """
     xp = array_api_compat.array_namespace(like)
 
@@ -182,7 +167,7 @@ def tree_as_xp(tree: Any, *, like: Any) -> Any:
 
 
 def tree_to_numpy(tree: Any) -> Any:
-    r"""Every array leaf of `tree` as a NumPy array (the inverse of :func:`tree_as_xp`, for saving).
+    r"""Every array leaf of `tree` as a NumPy array copy (the inverse of :func:`tree_as_xp`, for saving).
 
     Parameters
     ----------
@@ -192,7 +177,6 @@ def tree_to_numpy(tree: Any) -> Any:
     Returns
     -------
     tree
-        Same structure, NumPy leaves (copies).
     """
 
     def conv(a):

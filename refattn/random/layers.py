@@ -1,8 +1,5 @@
-"""NumPy-only edge: initial parameters of the ``refattn.layers`` layers and dropout masks.
-
-NumPy arrays inside the layers' NamedTuples (move a tree with ``tree_as_xp(params, like=x)``); each function
-states its convention in its first line, so that a torch model can be built with the same parameters.
-"""
+"""NumPy-only edge: initial parameters of the ``refattn.layers`` layers (NumPy arrays in their NamedTuples;
+move them with ``tree_as_xp``) and dropout masks. Each first line states its convention."""
 
 from __future__ import annotations
 
@@ -83,7 +80,6 @@ def init_layernorm(d, *, dtype=np.float64):
     Returns
     -------
     LayerNormParams
-        ``gamma, beta: (d,)`` NumPy arrays.
     """
     dt = check_dtype_arg(dtype)
     d = check_positive_int(d, "d")
@@ -121,10 +117,8 @@ def init_embedding(rng, n, d, *, scale=0.02, dtype=np.float64):
     Parameters
     ----------
     {rng}
-    n : int
-        Number of rows (vocabulary size or max length), >= 1.
-    d : int
-        Width, >= 1.
+    n, d : int
+        Number of rows (vocabulary size or max length) and width, >= 1.
     scale : float
         Standard deviation, > 0 (default 0.02, GPT-2's; a ValueError otherwise).
     {dtype}
@@ -154,9 +148,9 @@ def draw_dropout_mask(rng, shape, rate, *, dtype=np.float64):
     ----------
     {rng}
     shape : tuple of int
-        Shape of the mask (the activation's shape).
+        Shape of the mask (the activation's shape); a negative size raises ``ValueError``.
     rate : float
-        Drop probability in [0, 1).
+        Drop probability in [0, 1) (else ``ValueError``).
     {dtype}
 
     Returns
@@ -164,18 +158,12 @@ def draw_dropout_mask(rng, shape, rate, *, dtype=np.float64):
     numpy.ndarray
         The mask, of `shape`; its expectation is 1 entrywise.
 
-    Raises
-    ------
-    ValueError
-        `rate` outside [0, 1), or negative sizes.
-
     Examples
     --------
     >>> import numpy as np
     >>> from refattn.random import draw_dropout_mask
-    >>> draw_dropout_mask(np.random.default_rng(0), (2, 4), 0.5)
-    array([[2., 0., 0., 0.],
-           [2., 2., 2., 2.]])
+    >>> draw_dropout_mask(np.random.default_rng(0), (8,), 0.5)
+    array([2., 0., 0., 0., 2., 2., 2., 2.])
     """
     check_rng(rng)
     dt = check_dtype_arg(dtype)

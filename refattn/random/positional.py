@@ -1,8 +1,5 @@
-"""NumPy-only edge: draws and initialisations for positional encodings, one family per section.
-
-Horn et al. S1 (:func:`init_s1_params`: a geometric frequency ladder as in absolute sinusoid encodings, and
-the rotation parameters ``alpha, beta``); FLT (:func:`draw_flt_noise`: the noise of ``xi = loc + scale eps``).
-"""
+"""NumPy-only edge: initialisations for positional encodings, one family per section: Horn et al. S1
+(:func:`init_s1_params`) and FLT (:func:`draw_flt_noise`, the noise of ``xi = loc + scale eps``)."""
 
 from __future__ import annotations
 
@@ -13,50 +10,52 @@ import numpy as np
 
 from .. import limits
 from ..rpe.s1_rotation import S1Params
+from .._docs import fill_doc
 from .common import check_dtype_arg, check_rng
 
 __all__ = ["init_s1_params", "draw_flt_noise", "FLT_NOISE_KINDS"]
+
+_RNG = """
+rng : numpy.random.Generator
+    Required (``None`` is rejected).
+"""
+_DTYPE = """
+dtype : float32 or float64
+    Dtype of the returned arrays.
+"""
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Horn et al. Strategy 1
 
 
+@fill_doc(rng=_RNG, dtype=_DTYPE)
 def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: int = 4, *,
                    base: float = 10000.0, alpha: float = 1.0, beta_std: float = 0.1, batch_shape: tuple = (),
                    dtype: Any = np.float64):
     r"""Initial Horn et al. S1 parameters ``S1Params(freqs, alpha, beta)``, each ``(*batch_shape, A, S)``.
 
-    ``freqs[..., a, s] = base ** (-s / S)`` (s = 0..S-1, the same ladder on every axis: wavelengths from
-    2 pi to 2 pi base^{(S-1)/S}, as the sinusoid encodings of Vaswani et al. with d_model = 2S);
-    ``alpha = alpha`` (so that at initialisation the positional logit ``sum alpha cos(omega Delta)`` peaks
-    at Delta = 0, a locality prior); ``beta ~ N(0, beta_std^2)`` iid, the only random part (it breaks the
-    Delta -> -Delta symmetry). Horn et al. App. A.2: 4 lengthscales, "initialized in a similar manner as
-    conventional absolute positional encodings".
+    ``freqs[..., a, s] = base ** (-s / S)`` on every axis (the sinusoid ladder of Vaswani et al., d_model
+    = 2S, as Horn et al. App. A.2); ``alpha`` constant, so the logit ``sum alpha cos(omega Delta)`` peaks
+    at Delta = 0 (a locality prior); ``beta ~ N(0, beta_std^2)`` iid, the only random part (it breaks
+    Delta -> -Delta).
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (None is rejected).
-    n_axes : int
-        A: 1 for sequences, 2 for image grids.
-    n_lengthscales : int
-        S (the paper: 4).
+    {rng}
+    n_axes, n_lengthscales : int
+        A (1 for sequences, 2 for image grids) and S (the paper: 4).
     base : float
         Ladder base (10000 as in Vaswani et al.; a smaller base suits short grids such as 32 x 32).
-    alpha : float
-        Initial value of every alpha (the cosine weight).
-    beta_std : float
-        Standard deviation of the initial betas (the sine weights).
+    alpha, beta_std : float
+        Initial value of every alpha (cosine weight); standard deviation of the initial betas (sine weights).
     batch_shape : tuple
         Leading axes, e.g. ``(H,)`` for per-head parameters (broadcast against the batch axes ``(..., H)``).
-    dtype : float32 or float64
-        Dtype of the arrays.
+    {dtype}
 
     Returns
     -------
-    S1Params
-        ``freqs, alpha, beta: (*batch_shape, A, S)`` NumPy arrays (:class:`refattn.rpe.S1Params`).
+    refattn.rpe.S1Params
 
     Raises
     ------
@@ -94,27 +93,24 @@ def init_s1_params(rng: np.random.Generator, n_axes: int = 1, n_lengthscales: in
 FLT_NOISE_KINDS = ("gaussian", "laplace", "cauchy", "mv_cauchy", "uniform")
 
 
+@fill_doc(rng=_RNG, dtype=_DTYPE)
 def draw_flt_noise(rng: np.random.Generator, r: int, D: int, kind: str = "gaussian", *,
                    dtype: Any = np.float64):
     r"""Standard noise ``eps: (r, D)`` for the FLT frequencies ``xi = loc + scale * eps``.
 
-    FLT Theorem 4.1's iid ``xi_1..xi_r ~ p``, reparameterised so that a proposal's loc and scale are learnable
-    (:func:`refattn.rpe.flt_frequencies`); log-densities: ``refattn.rpe.spectra.proposal_log_density``.
+    FLT Theorem 4.1's iid ``xi_1..xi_r ~ p`` with a learnable loc and scale
+    (:func:`refattn.rpe.flt_frequencies`; log-densities: ``refattn.rpe.spectra.proposal_log_density``).
 
     Parameters
     ----------
-    rng : numpy.random.Generator
-        Required (``None`` is rejected).
-    r : int
-        Number of frequencies, >= 1.
-    D : int
-        Position dimension, >= 1.
+    {rng}
+    r, D : int
+        Number of frequencies and position dimension, >= 1.
     kind : {"gaussian", "laplace", "cauchy", "mv_cauchy", "uniform"}
         ``"gaussian"`` N(0, I_D) (the paper's, App. B); ``"laplace"``, ``"cauchy"``: iid standard;
         ``"mv_cauchy"``: ``z / |chi_1|`` (z ~ N(0, I_D), one chi per row: multivariate t_1); ``"uniform"``:
         the cube [-1, 1]^D.
-    dtype : float32 or float64
-        Returned dtype.
+    {dtype}
 
     Returns
     -------

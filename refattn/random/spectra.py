@@ -1,8 +1,5 @@
-"""NumPy-only edge: draws and initialisations for the KL-Transformer's learnable spectra (Chowdhury §2.1).
-
-Three families, in this order: GMM (Eqs. 4-5, 10), FastFood (Eqs. 6, 12), generative (Eqs. 7, 11). All return
-NumPy arrays; move them to another namespace with :func:`gmm_as_xp`, :func:`fastfood_as_xp` or ``as_xp``.
-"""
+"""NumPy-only edge: draws and initialisations for the KL-Transformer's learnable spectra (Chowdhury §2.1):
+GMM (Eqs. 4-5, 10), FastFood (Eqs. 6, 12), generative (Eqs. 7, 11); move them with :func:`gmm_as_xp` etc."""
 
 from __future__ import annotations
 
@@ -25,6 +22,10 @@ __all__ = ["init_gmm", "draw_gmm_noise", "draw_gmm_antithetic_noise", "gmm_as_xp
 _RNG = """
 rng : numpy.random.Generator
     Required (``None`` is rejected).
+"""
+_C = """
+C : int
+    Number of components, > 0.
 """
 _HEAD = """
 d : int
@@ -56,7 +57,7 @@ def _pos_int(name: str, v: Any) -> int:
     return int(v)
 
 
-@fill_doc(head=_HEAD, rng=_RNG)
+@fill_doc(head=_HEAD, rng=_RNG, c=_C, dtype=_DTYPE)
 def init_gmm(rng: np.random.Generator, C: int, d: int, *, covariance: str = "full", mu_scale: float = 0.0,
              s_scale: float = 1.0, dtype: Any = np.float64) -> GMMParams:
     """Initial GMM spectrum parameters: equal weights, means ``mu_scale * N(0, I)``, factors ``s_scale * I``.
@@ -64,16 +65,14 @@ def init_gmm(rng: np.random.Generator, C: int, d: int, *, covariance: str = "ful
     Parameters
     ----------
     {rng}
-    C : int
-        Number of components (> 0).
+    {c}
     {head}
     covariance : {"full", "diagonal"}
         ``"full"``: S of shape (C, d, d) (Sigma_c = S_c S_c^T); ``"diagonal"``: S of shape (C, d) holding the
         standard deviations (Sigma_c = diag(S_c^2)), the GMM-PRF setting of the paper's complexity analysis.
     mu_scale, s_scale : float
         Scales of the initial means and factors (mu = 0, S = I gives the Gaussian kernel at start).
-    dtype : float32 or float64
-        Dtype of the arrays.
+    {dtype}
 
     Returns
     -------
@@ -95,19 +94,17 @@ def init_gmm(rng: np.random.Generator, C: int, d: int, *, covariance: str = "ful
     return GMMParams(logits=logits, mu=mu, S=S)
 
 
-@fill_doc(dtype=_DTYPE, head=_HEAD, rng=_RNG)
+@fill_doc(dtype=_DTYPE, head=_HEAD, rng=_RNG, c=_C)
 def draw_gmm_noise(rng: np.random.Generator, C: int, M: int, d: int, *,
                    dtype: Any = np.float64) -> np.ndarray:
-    r"""Reparameterisation noise for the KL-Transformer GMM spectrum (Chowdhury et al. Eq. (5)).
+    r"""Reparameterisation noise ``n ~ N(0, I_d)`` for the GMM spectrum (Chowdhury et al. Eq. (5)).
 
-    ``n ~ N(0, I_d)`` of shape ``(C, M/C, d)``: the rows of component c give ``omega = mu_c + S_c n`` (with
-    the factor convention of :mod:`refattn.features.gmm`).
+    Component c's rows give ``omega = mu_c + S_c n`` (the factor convention of :mod:`refattn.features.gmm`).
 
     Parameters
     ----------
     {rng}
-    C : int
-        Number of components, > 0.
+    {c}
     M : int
         Number of frequencies, a multiple of C (each component gets M/C).
     {head}
@@ -143,7 +140,7 @@ def draw_gmm_antithetic_noise(rng: np.random.Generator, M: int, d: int, *,
     ----------
     {rng}
     M : int
-        Number of frequencies, even (M/2 antithetic pairs).
+        Number of frequencies, even (M/2 antithetic pairs; odd or non-positive: ``ValueError``).
     {head}
     {dtype}
 
@@ -151,11 +148,6 @@ def draw_gmm_antithetic_noise(rng: np.random.Generator, M: int, d: int, *,
     -------
     (2, M/2, d) numpy.ndarray
         Both slices equal.
-
-    Raises
-    ------
-    ValueError
-        Non-positive sizes, or M odd.
     """
     check_rng(rng)
     M, d = _pos_int("M", M), _pos_int("d", d)
@@ -179,7 +171,6 @@ def gmm_as_xp(params: GMMParams, *, like: Any) -> GMMParams:
     Returns
     -------
     GMMParams
-        The same parameters in `like`'s namespace.
 
     Raises
     ------
@@ -195,14 +186,11 @@ def draw_fastfood(rng: np.random.Generator, M: int, d: int, *, s_law: str = "chi
                   dtype: Any = np.float64) -> FastFoodParams:
     r"""One FastFood draw for M frequencies of width d (Le et al. 2013; Chowdhury et al. Eq. (6)).
 
-    d is padded to D = next power of two; M must be a multiple of D (M / D independent blocks; the paper's
-    "M | d_q" is reversed). Per block: ``B ~ uniform{-1, +1}``, ``G ~ N(0, 1)``, ``perm`` a uniform
-    permutation, and
-
-    * ``s_law="chi"``: ``S_ii = s_i / ||G||_F`` with ``s_i ~ chi(D)`` iid, so that every row of V has the norm
-      law of a Gaussian row, independently (rows exactly ``N(0, I / sigma^2)``);
-    * ``s_law="identity"``: ``S = I``: rows are ``N(0, I / sigma^2)`` only marginally; all rows of a block
-      share the norm ``||G||_F / sigma``.
+    d is padded to D = next power of two; M / D independent blocks (the paper's "M | d_q" reversed), each with
+    ``B ~ uniform{-1, +1}``, ``G ~ N(0, 1)``, ``perm`` a uniform permutation, and ``S`` by `s_law`:
+    ``"chi"``: ``S_ii = s_i / ||G||_F``, ``s_i ~ chi(D)`` iid (rows exactly ``N(0, I / sigma^2)``,
+    independent); ``"identity"``: ``S = I`` (rows Gaussian only marginally; a block's rows share the norm
+    ``||G||_F / sigma``).
 
     Parameters
     ----------
@@ -261,7 +249,6 @@ def fastfood_as_xp(params: FastFoodParams, *, like: Any) -> FastFoodParams:
     Returns
     -------
     FastFoodParams
-        The same parameters in `like`'s namespace.
 
     Raises
     ------
@@ -284,10 +271,8 @@ def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *,
     Parameters
     ----------
     {rng}
-    M : int
-        Number of frequencies (rows).
-    d_noise : int
-        Noise width (the generator's input width).
+    M, d_noise : int
+        Number of frequencies (rows) and noise width (the generator's input width).
     {dtype}
 
     Returns
@@ -304,29 +289,25 @@ def draw_generator_noise(rng: np.random.Generator, M: int, d_noise: int, *,
     return rng.standard_normal((M, d_noise)).astype(check_dtype_arg(dtype))
 
 
-@fill_doc(rng=_RNG, sizes=_SIZES)
+@fill_doc(rng=_RNG, sizes=_SIZES, dtype=_DTYPE)
 def init_generator(rng: np.random.Generator, d: int, *, d_noise: int | None = None, width: int | None = None,
                    n_hidden: int = 4, dtype: Any = np.float64):
     r"""Weights of the generator MLP of Generative-RKS/PRF (Chowdhury et al. Eqs. (7), (11)).
 
-    n_hidden x (FC + BatchNorm + LeakyReLU), then FC + tanh. Dense layers from ``init_dense`` (Glorot-uniform
-    W, zero b); batch norms from ``init_batchnorm`` (gamma 1, beta 0, running mean 0, running variance 1).
-    Widths d_noise -> width (x n_hidden) -> d; the defaults d_noise = width = d and n_hidden = 4 are the
-    paper's "4 + 1 layer constant width generator".
+    n_hidden x (FC + BatchNorm + LeakyReLU), then FC + tanh, from :func:`init_dense` and
+    :func:`init_batchnorm`; widths d_noise -> width (x n_hidden) -> d. The defaults are the paper's
+    "4 + 1 layer constant width generator".
 
     Parameters
     ----------
     {rng}
     d : int
         Output width (the head width).
-    d_noise : int, optional
-        Input width (default d).
-    width : int, optional
-        Hidden width (default d).
+    d_noise, width : int, optional
+        Input and hidden widths (default d).
     n_hidden : int
         Number of hidden layers.
-    dtype : float32 or float64
-        Dtype of the weights.
+    {dtype}
 
     Returns
     -------

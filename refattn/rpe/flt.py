@@ -569,8 +569,8 @@ def flt_attention(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=False,
     >>> y.shape
     (2, 5, 4)
     """
-    return flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, causal=causal,
-                             allow_truncation=allow_truncation, chunk_size=chunk_size)[0]
+    return _flt_attention_checked(q, k, v, pos, eps, spectrum, proposal, omega, causal, allow_truncation,
+                                  chunk_size, keep=False)[0]                   # inference: nothing kept
 
 
 @fill_doc(y=_Y, qkv=_ATTENTION_QKV, options=_ATTENTION_OPTIONS, raises=_ATTENTION_RAISES)
@@ -595,6 +595,13 @@ def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=Fa
     ------
     {raises}
     """
+    return _flt_attention_checked(q, k, v, pos, eps, spectrum, proposal, omega, causal, allow_truncation,
+                                  chunk_size, keep=True)
+
+
+def _flt_attention_checked(q, k, v, pos, eps, spectrum, proposal, omega, causal, allow_truncation,
+                           chunk_size, *, keep):
+    """:func:`flt_attention_fwd`; ``keep=False`` (:func:`flt_attention`): no causal states kept."""
     xp = namespace(q, k, v, omega, names=("q", "k", "v", "omega"))
     sizes = check_shape("q", q, "..., L, d")
     check_shape("k", k, "..., L, d", sizes)
@@ -617,7 +624,7 @@ def flt_attention_fwd(q, k, v, pos, eps, spectrum, proposal, omega, *, causal=Fa
                          f"got {tuple(omega.shape)}")
     check_finite("omega", omega, xp=xp)
     return _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, xp=xp,
-                                    inputs={"q": q, "k": k, "v": v, "omega": omega})
+                                    inputs={"q": q, "k": k, "v": v, "omega": omega}, keep=keep)
 
 
 def flt_attention_bwd(dy, cache: FLTAttentionCache, *, omega_grad=True) -> FLTAttentionGrads:
@@ -655,13 +662,14 @@ def flt_attention_bwd(dy, cache: FLTAttentionCache, *, omega_grad=True) -> FLTAt
 # y = LinearAttention(phi(Q_hat), phi(K_hat), v),  Q_hat = [N1, q d^-1/4],  K_hat = [N2, k d^-1/4]  (Alg. 1)
 # backward: linear attention -> positive features of Q_hat, K_hat -> flt_features_bwd on the first 2r columns
 def flt_attention_fwd_core(q, k, v, pos, eps, spectrum, proposal, omega, *, causal, allow_truncation,
-                           chunk_size=DEFAULT_CHUNK_SIZE, xp):
+                           chunk_size=DEFAULT_CHUNK_SIZE, xp, keep=True):
     """Unchecked core of :func:`flt_attention_fwd` (arrays checked by the caller; shapes, the spectrum's
-    signs, the spectrum/proposal pair and linear attention's result checks remain)."""
+    signs, the spectrum/proposal pair and linear attention's result checks remain; ``keep=False``: no causal
+    states kept for a backward)."""
     check_flt_inputs(pos, eps, spectrum, proposal, allow_truncation, finite=False)
     (N1, N2), fcache = flt_features_fwd_core(pos, eps, spectrum, proposal, xp=xp)
     return _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, xp=xp,
-                                    inputs={"q": q, "k": k, "v": v, "omega": omega})
+                                    inputs={"q": q, "k": k, "v": v, "omega": omega}, keep=keep)
 
 
 def flt_attention_bwd_core(dy, cache, *, omega_grad=True, xp):
@@ -679,7 +687,7 @@ def flt_attention_bwd_core(dy, cache, *, omega_grad=True, xp):
                              omega=(gq.omega + gk.omega) if omega_grad else None)
 
 
-def _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, *, xp, inputs):
+def _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, *, xp, inputs, keep):
     """Algorithm 1, lines 5-9, from the features ``(N1, N2)``."""
     two_r, d = N1.shape[-1], q.shape[-1]
     batch = tuple(q.shape[:-1])                                                   # (..., L)
@@ -695,5 +703,5 @@ def _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_
     (phi_q, _), qcache = positive_features_stable_fwd_core(q_hat, omega, None, xp=xp)   # (..., L, m) line 7
     (phi_k, k_log), kcache = positive_features_stable_fwd_core(k_hat, omega, None, xp=xp)
     y, lcache = linear_attention_fwd_core(phi_q, phi_k, v, causal, k_log, chunk_size, "raise", xp=xp,
-                                 inputs=inputs)                                   # (..., L, d_v) line 9
+                                          inputs=inputs, keep=keep)               # (..., L, d_v) line 9
     return y, FLTAttentionCache(fcache, qcache, kcache, lcache, tuple(N1.shape), two_r, d_scale)

@@ -43,7 +43,9 @@ from typing import Any, NamedTuple
 
 from .._docs import fill_doc
 from .._xp import check_finite, check_shape, namespace, sum_to_shape
-from ..attention.favor import favor_attention_bwd, favor_attention_bwd_core, favor_attention_fwd
+from ..attention.favor import (check_favor_inputs, favor_attention_bwd, favor_attention_bwd_core,
+                               favor_attention_fwd_core)
+from ..attention.linear import DEFAULT_CHUNK_SIZE
 from ..attention.softmax import DEFAULT_BLOCK_ELEMENTS, softmax_attention_bwd, softmax_attention_fwd
 from ..attention.softmax import softmax_attention_bwd_core, softmax_attention_fwd_core
 
@@ -504,7 +506,7 @@ def s1_attention(q, k, v, positions, params: S1Params, *, omega=None, causal=Fal
     >>> s1_attention(q, k, v, np.arange(5), params, omega=omega).shape      # FAVOR+ estimate
     (2, 5, 4)
     """
-    return s1_attention_fwd(q, k, v, positions, params, omega=omega, causal=causal, features=features)[0]
+    return _s1_attention_checked(q, k, v, positions, params, omega, causal, features, keep=False)[0]
 
 
 @fill_doc(y=_Y, qk=_QK, v=_V, positions=_POSITIONS, favor=_FAVOR, raises=_RAISES)
@@ -530,13 +532,18 @@ def s1_attention_fwd(q, k, v, positions, params: S1Params, *, omega=None, causal
     ------
     {raises}
     """
+    return _s1_attention_checked(q, k, v, positions, params, omega, causal, features, keep=True)
+
+
+def _s1_attention_checked(q, k, v, positions, params, omega, causal, features, *, keep):
+    """:func:`s1_attention_fwd`; ``keep=False`` (:func:`s1_attention`): FAVOR keeps no causal states."""
     if q.ndim >= 2 and q.shape[-2] < 1:
         raise ValueError(f"q: expected shape (..., L, d) with L >= 1 positions; got {tuple(q.shape)}")
     (q_aug, k_aug), ac = s1_augment_fwd(q, k, positions, params)
     if omega is None:
         y, cache = softmax_attention_fwd(q_aug, k_aug, v, causal=causal)
         return y, _AttnCache(ac, cache, True)
-    return _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features)
+    return _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features, keep=keep)
 
 
 def s1_attention_bwd(dy, cache: _AttnCache, *, omega_grad=True) -> S1AttentionGrads:
@@ -578,9 +585,10 @@ def s1_attention_bwd(dy, cache: _AttnCache, *, omega_grad=True) -> S1AttentionGr
 
 # y = softmax([q, Q_p] [k, K_p]^T / sqrt(d + P)) v   (exact), or FAVOR+ on the augmented q and k
 # d[q, Q_p], d[k, K_p] from the attention backward, then the augmentation's backward
-def s1_attention_fwd_core(q, k, v, pos, params, *, omega, causal, features, xp):
+def s1_attention_fwd_core(q, k, v, pos, params, *, omega, causal, features, xp, keep=True):
     """Unchecked core of :func:`s1_attention_fwd` on ``(L, A)`` float positions: the augmentation's and the
-    softmax's unchecked cores, or FAVOR (which checks only its result)."""
+    softmax's unchecked cores, or FAVOR (which checks only its result; ``keep=False``: no causal states kept
+    for a backward)."""
     check_s1_params(params)
     if q.shape[-2] < 1:
         raise ValueError(f"q: expected shape (..., L, d) with L >= 1 positions; got {tuple(q.shape)}")
@@ -589,7 +597,7 @@ def s1_attention_fwd_core(q, k, v, pos, params, *, omega, causal, features, xp):
         y, cache = softmax_attention_fwd_core(q_aug, k_aug, v, None, causal, float(q_aug.shape[-1] ** -0.5),
                                               False, DEFAULT_BLOCK_ELEMENTS, xp=xp)
         return y, _AttnCache(ac, cache, True)
-    return _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features)
+    return _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features, keep=keep)
 
 
 def s1_attention_bwd_core(dy, cache, *, omega_grad=True, xp):
@@ -604,13 +612,16 @@ def s1_attention_bwd_core(dy, cache, *, omega_grad=True, xp):
     return S1AttentionGrads(q=gs.q, k=gs.k, v=ga.v, params=gs.params, omega=domega)
 
 
-def _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features):
-    """The FAVOR branch of :func:`s1_attention_fwd` (FAVOR checks only its result)."""
+def _attention_tail(q, q_aug, k_aug, v, ac, omega, causal, features, *, keep):
+    """The FAVOR branch of :func:`s1_attention_fwd` (FAVOR checks only its result; `keep` as in
+    :func:`~refattn.attention.favor.favor_attention_fwd_core`)."""
     if omega.ndim != 2 or omega.shape[-1] != q_aug.shape[-1]:
         raise ValueError(f"omega: expected shape (m, d + P) with d + P = {q_aug.shape[-1]} (content width "
                          f"{q.shape[-1]} + positional width {q_aug.shape[-1] - q.shape[-1]}); got "
                          f"{tuple(omega.shape)}")
-    y, cache = favor_attention_fwd(q_aug, k_aug, v, omega, causal=causal, features=features)
+    xp, chunk = check_favor_inputs(q_aug, k_aug, v, omega, causal, features, DEFAULT_CHUNK_SIZE, "raise")
+    y, cache = favor_attention_fwd_core(q_aug, k_aug, v, omega, causal=causal, features=features,
+                                        chunk_size=chunk, on_nonpositive="raise", xp=xp, keep=keep)
     return y, _AttnCache(ac, cache, False)
 
 

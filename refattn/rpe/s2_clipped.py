@@ -255,24 +255,41 @@ def _ring_2d(xpad, r, H, W, py, px, *, xp):
     return acc
 
 
-def _class_sums_2d(x, k, H, W, *, xp):
-    """All k + 1 Manhattan class sums of ``x: (..., L, e)`` as a list of (..., L, e) arrays."""
+def _grid_rings(x, k, H, W, *, xp):
+    """``(ring, far)`` for ``x: (..., L, e)`` on the (H, W) grid: ``ring(r)`` the near class r < k (the
+    Manhattan ring of radius r, O(L r e)), ``far()`` the far class (``total - window``, O(L k^2 e))."""
     batch, e = tuple(x.shape[:-2]), x.shape[-1]
     py, px = min(k - 1, H - 1), min(k - 1, W - 1)
     xpad = _pad_2d(xp.reshape(x, batch + (H, W, e)), py, px, xp=xp)               # (..., H + 2py, W + 2px, e)
-    out, window = [], None
-    for r in range(k):
-        ring = _ring_2d(xpad, r, H, W, py, px, xp=xp)
-        ring = xp.zeros(batch + (H, W, e), dtype=x.dtype, device=device_of(x)) if ring is None else ring
-        ring = xp.reshape(ring, batch + (H * W, e))                                # (..., L, e)
-        out.append(ring)
-        window = ring if window is None else window + ring                         # (..., L, e) dist < k
-    if k > H + W - 2:                                                              # no pair is k apart: empty
-        out.append(xp.zeros_like(x))
-    else:
-        total = xp.sum(x, axis=-2, keepdims=True)                                  # (..., 1, e)
-        out.append(total - window)                                                 # (..., L, e) far class
-    return out
+
+    def ring(r):
+        out = _ring_2d(xpad, r, H, W, py, px, xp=xp)
+        out = xp.zeros(batch + (H, W, e), dtype=x.dtype, device=device_of(x)) if out is None else out
+        return xp.reshape(out, batch + (H * W, e))                                 # (..., L, e)
+
+    def far(rings=None):
+        if k > H + W - 2:                                                          # no pair is k apart: empty
+            return xp.zeros_like(x)
+        window = None
+        for r in range(k):                                                         # dist < k, rings in order
+            rr = ring(r) if rings is None else rings[r]
+            window = rr if window is None else window + rr                         # (..., L, e)
+        return xp.sum(x, axis=-2, keepdims=True) - window                          # (..., L, e) far class
+
+    return ring, far
+
+
+def _class_sums_2d(x, k, H, W, *, xp):
+    """All k + 1 Manhattan class sums of ``x: (..., L, e)`` as a list of (..., L, e) arrays (O(L k^2 e))."""
+    ring, far = _grid_rings(x, k, H, W, xp=xp)
+    out = [ring(r) for r in range(k)]
+    return out + [far(out)]
+
+
+def _class_sum_2d(x, r, k, H, W, *, xp):
+    """Manhattan class r's sum of ``x: (..., L, e)`` alone: O(L r e) for r < k, O(L k^2 e) for r = k."""
+    ring, far = _grid_rings(x, k, H, W, xp=xp)
+    return ring(r) if r < k else far()
 
 
 @_dispatch.define("s2_window_sums")
@@ -298,10 +315,11 @@ def s2_window_sums_reference(u, k, grid, *, adjoint=False):
     H, W = grid
     if not adjoint:
         return xp.stack(_class_sums_2d(u, k, H, W, xp=xp), axis=-2)                # (..., L, k + 1, e)
-    # Manhattan classes are symmetric, so the transpose applies class r's sum to the r-th slice.
+    # Manhattan classes are symmetric, so the transpose applies class r's sum to the r-th slice: each class
+    # sum built once, O(L k^2 e) over all r.
     out = None
     for r in range(k + 1):
-        part = _class_sums_2d(u[..., r, :], k, H, W, xp=xp)[r]                     # (..., L, e)
+        part = _class_sum_2d(u[..., r, :], r, k, H, W, xp=xp)                      # (..., L, e)
         out = part if out is None else out + part
     return out
 

@@ -202,14 +202,23 @@ def _flt_attention(q, k, v, att, attn_params, feats, causal, lib):
         pos = np.stack([np.arange(L) // W, np.arange(L) % W], -1).astype(float)         # (L, 2) row-major
     sp, pr, eps = attn_params["spectrum"], attn_params["proposal"], feats["eps"]       # eps: (r, D)
     r, D = eps.shape
-    xi = pr.loc + pr.scale * eps                                                       # (r, D)
+    # stored raw (refattn.nn.kinds.domains): width = exp(log); scale = floor + exp(log_excess), the floor
+    # tau / sqrt(2) of the Gaussian proposal (tau = max sigma, or 1 / (2 pi l))
     if hasattr(sp, "mu"):                                                              # Gaussian mixture
-        g = (sp.w * lib.exp(-((xi[:, None, :] - sp.mu[None]) ** 2).sum(-1) / (2 * sp.sigma ** 2))).sum(-1)
+        sigma = lib.exp(sp.sigma.log)
+        floor = sigma.max() / math.sqrt(2)
     else:                                                                              # Gaussian kernel
-        g = sp.C * (2 * math.pi * sp.length ** 2) ** (D / 2) * lib.exp(
-            -2 * math.pi ** 2 * sp.length ** 2 * (xi ** 2).sum(-1))
-    z = (xi - pr.loc) / pr.scale
-    p = lib.exp(-(z ** 2).sum(-1) / 2) / ((2 * math.pi) ** (D / 2) * lib.prod(pr.scale * _t(np.ones(D), lib)))
+        length = lib.exp(sp.length.log)
+        floor = 1 / (2 * math.pi * length * math.sqrt(2))
+    scale = floor + lib.exp(pr.scale.log_excess)
+    xi = pr.loc + scale * eps                                                          # (r, D)
+    if hasattr(sp, "mu"):
+        g = (sp.w * lib.exp(-((xi[:, None, :] - sp.mu[None]) ** 2).sum(-1) / (2 * sigma ** 2))).sum(-1)
+    else:
+        g = sp.C * (2 * math.pi * length ** 2) ** (D / 2) * lib.exp(
+            -2 * math.pi ** 2 * length ** 2 * (xi ** 2).sum(-1))
+    z = (xi - pr.loc) / scale
+    p = lib.exp(-(z ** 2).sum(-1) / 2) / ((2 * math.pi) ** (D / 2) * lib.prod(scale * _t(np.ones(D), lib)))
     w = g / p                                                                        # (r,) importance weights
     a = 2 * math.pi * (_t(pos, lib) @ xi.T)                                            # (L, r)
     cat = np.concatenate if lib is np else lib.cat

@@ -84,3 +84,128 @@ def test_train_errors():
         train(cfg, x, y, seed=0, steps=1, batch_size=4, optimizer="rmsprop", progress=False)
     with pytest.raises(ValueError, match=r"batch_size: expected an integer in \[1, 16\]"):
         train(cfg, x, y, seed=0, steps=1, batch_size=17, progress=False)
+
+
+# ---- resuming, logs, divergence (issue 40 items 2-4) -------------------------------------------------------
+def _strict_json(line):
+    """json.loads that refuses NaN/Infinity (what a strict JSON reader does)."""
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+    return json.loads(line, parse_constant=refuse)
+
+
+SCHEDULES = {"constant": None, "cosine": {"warmup_steps": 2, "decay": "cosine", "total_steps": 6},
+             "inverse_sqrt": {"warmup_steps": 1, "decay": "inverse_sqrt"}}
+
+
+@pytest.mark.parametrize(("optimizer", "schedule"), [("sgd", "cosine"), ("adam", "inverse_sqrt"),
+                                                     ("adamw", "constant")])
+def test_resume_is_bitwise(tmp_path, optimizer, schedule):
+    """3 + 3 steps (checkpoint, resume) equal 6 steps bit for bit: parameters, optimiser state and the log,
+    for every optimiser and every schedule (the schedule is a function of the step alone), with dropout,
+    features redrawn every 2 steps (the resume point falls inside a redraw window, so the stored draw is
+    used), accumulation and clipping. A torn last log line and a line the crashed run wrote after its
+    checkpoint are dropped on resume. Before: train had no resume (10 + 10 steps differed from 20 by 9e-2)."""
+    cfg = tiny_config(dict(KINDS["favor-positive-iid"], redraw_every=2), "classify")
+    cfg = dict(cfg, attn_dropout=0.1, resid_dropout=0.1)
+    x, y = _task()
+    kw = dict(seed=5, batch_size=4, accumulate=2, lr=1e-2, optimizer=optimizer, schedule=SCHEDULES[schedule],
+              clip_norm=0.5, weight_decay=1e-3, eval_data=(x, y), eval_every=3, progress=False)
+    full = train(cfg, x, y, steps=6, log_path=tmp_path / "full.jsonl", **kw)
+    ck, log = tmp_path / "ck.npz", tmp_path / "run.jsonl"
+    train(cfg, x, y, steps=3, log_path=log, checkpoint=ck, **kw)
+    with open(log, "a") as fh:                 # the crashed run went on past its checkpoint, died mid-line
+        fh.write(json.dumps({"step": 3, "loss": 9.0, "grad_norm": 1.0, "lr": 0.1}) + '\n{"step": 4, "lo')
+    rest = train(cfg, x, y, steps=6, log_path=log, resume=ck, **kw)
+    fa, fb = flatten_tree(full.params), flatten_tree(rest.params)
+    assert all(np.array_equal(fa[k], fb[k]) for k in fa)
+    oa = flatten_tree(full.opt_state, "opt")
+    ob = flatten_tree(rest.opt_state, "opt")
+    assert oa.keys() == ob.keys() and all(np.array_equal(oa[k], ob[k]) for k in oa)
+    assert full.opt_state.step == rest.opt_state.step == 6
+    assert rest.history == full.history[-len(rest.history):]
+    assert log.read_text() == (tmp_path / "full.jsonl").read_text()
+
+
+def test_resume_refusals(tmp_path):
+    """A parameters-only checkpoint, other settings or other data are refused with a clear message."""
+    from refattn.nn.checkpoint import CheckpointError, save
+    cfg = tiny_config("softmax", "classify")
+    x, y = _task()
+    kw = dict(seed=0, batch_size=4, progress=False)
+    ck = tmp_path / "ck.npz"
+    res = train(cfg, x, y, steps=2, checkpoint=ck, **kw)
+    with pytest.raises(ValueError, match=r"other settings \(lr: checkpoint 0.001 vs now 0.01\)"):
+        train(cfg, x, y, steps=4, resume=ck, **dict(kw, lr=1e-2))
+    with pytest.raises(ValueError, match=r"other settings \(data: checkpoint"):
+        train(cfg, x[::-1], y, steps=4, resume=ck, **kw)
+    with pytest.raises(ValueError, match="steps: the run's total number of steps, at least the checkpoint"):
+        train(cfg, x, y, steps=1, resume=ck, **kw)
+    save(tmp_path / "params.npz", res.params, cfg)
+    with pytest.raises(CheckpointError, match="holds the parameters only .*resuming needs the whole"):
+        train(cfg, x, y, steps=4, resume=tmp_path / "params.npz", **kw)
+
+
+def test_divergence_names_step_lr_and_quantity(tmp_path):
+    """SGD at lr 1e4 stops with a FloatingPointError naming the step, the learning rate and the first
+    non-finite quantity, and the log stays strict JSON (before: "logits: expected finite values", no step, no
+    lr; the log held Infinity)."""
+    cfg = tiny_config("softmax", "classify")
+    x, y = _task()
+    log = tmp_path / "log.jsonl"
+    with pytest.raises(FloatingPointError,
+                       match=r"step \d+ \(learning rate 10000\): training diverged; the first non-finite "
+                             r"quantity is (the loss|the gradient 'grads/|the parameter 'params/|a value "
+                             r"in)"):
+        train(cfg, x, y, seed=0, steps=50, batch_size=16, lr=1e4, optimizer="sgd", log_path=log,
+              progress=False)
+    lines = [_strict_json(s) for s in log.read_text().splitlines()]
+    assert "error" in lines[-1] and "training diverged" in lines[-1]["error"]
+
+
+def test_log_non_finite_values_are_strings(tmp_path):
+    from refattn.files import append_jsonl, read_jsonl
+    with open(tmp_path / "l.jsonl", "w") as fh:
+        append_jsonl(fh, {"step": 0, "loss": float("nan"), "g": [float("inf"), -float("inf"), 1.5]})
+    line = (tmp_path / "l.jsonl").read_text()
+    assert _strict_json(line) == {"step": 0, "loss": "nan", "g": ["inf", "-inf", 1.5]}
+    assert read_jsonl(tmp_path / "l.jsonl")[0] == [_strict_json(line)]
+
+
+@pytest.mark.parametrize(("scale", "dtype"), [(1e200, np.float64), (2e19, np.float32), (1e-200, np.float64),
+                                              (1e-30, np.float32)])
+def test_global_norm_overflow_and_underflow_safe(scale, dtype):
+    """|g| ~ 1e200 (float64) or 2e19 (float32) gives a finite norm and clipping works (before: inf, and
+    clip_by_global_norm refused "NaN/inf" for finite gradients); tiny gradients do not underflow to 0."""
+    from refattn.nn.optim import clip_by_global_norm, global_norm
+    g = {"a": np.array([3.0, 0.0], dtype=dtype) * dtype(scale),
+         "b": np.array([[4.0]], dtype=dtype) * dtype(scale)}
+    norm = global_norm(g)
+    assert norm == pytest.approx(5.0 * float(dtype(scale)), rel=1e-6)
+    clipped, before = clip_by_global_norm(g, 1.0)
+    assert before == norm
+    assert global_norm(clipped) == pytest.approx(min(norm, 1.0), rel=1e-6)
+    assert global_norm({"a": np.array([3.0]), "b": np.array([4.0])}) == 5.0        # exact where it was
+
+
+def test_checkpoint_carries_the_feature_draw(tmp_path):
+    """The training checkpoint holds the current draw, the step it was drawn for and redraw_every, and a
+    resumed run uses that stored draw until its window ends (a checkpoint with another draw continues
+    differently)."""
+    from refattn.nn.checkpoint import TrainState, load_train_state, save
+    cfg = tiny_config(dict(KINDS["favor-positive-iid"], redraw_every=2), "classify")
+    x, y = _task()
+    kw = dict(seed=1, batch_size=4, progress=False)
+    ck = tmp_path / "ck.npz"
+    train(cfg, x, y, steps=3, checkpoint=ck, **kw)
+    params, _, st = load_train_state(ck, config=cfg)
+    assert (st.step, st.features_step, st.redraw_every, st.opt_state.step) == (3, 2, 2, 3)
+    ref = flatten_tree(nninit.features_for_step(1, 2, cfg), "f")
+    got = flatten_tree(st.features, "f")
+    assert ref.keys() == got.keys() and all(np.array_equal(ref[k], got[k]) for k in ref)
+    other = tmp_path / "other.npz"
+    save(other, params, cfg, train_state=st._replace(features=nninit.features_for_step(99, 2, cfg)))
+    assert isinstance(st, TrainState)
+    a = flatten_tree(train(cfg, x, y, steps=4, resume=ck, **kw).params)
+    b = flatten_tree(train(cfg, x, y, steps=4, resume=other, **kw).params)
+    assert not all(np.array_equal(a[k], b[k]) for k in a)

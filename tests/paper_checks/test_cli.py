@@ -29,7 +29,7 @@ def test_only_json_and_report(tmp_path, capsys):
     records = json.loads(js.read_text())
     assert [r["id"] for r in records] == ["kl.eq1-softmax"]
     assert set(records[0]) == {"id", "paper", "section", "statement", "expected", "expected_full", "rule",
-                               "verdict", "summary", "evidence", "corrected", "figures", "seconds",
+                               "verdict", "summary", "evidence", "corrected", "slips", "figures", "seconds",
                                "provenance"}
     prov = records[0]["provenance"]
     keys = {"refattn", "git_commit", "python", "numpy", "scipy", "blas", "command", "seed", "size"}
@@ -135,7 +135,8 @@ def test_readme_summary_table_counts_verdicts_per_paper(tmp_path, capsys):
     js.write_text(json.dumps([{"id": f"c{i}", "paper": p, "verdict": v} for i, (p, v) in enumerate(rows)]))
     assert readme_table.main(["--summary", str(js)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "| paper | claims | holds | erratum | fails | not-checkable | skipped (slow) | odd |"
-    assert lines[2] == "| P1 | 3 | 2 | 1 | 0 | 0 | 0 | 0 |"
-    assert lines[3] == "| P2 | 2 | 0 | 0 | 0 | 0 | 1 | 1 |"
-    assert lines[4] == "| **all** | **5** | **2** | **1** | **0** | **0** | **1** | **1** |"
+    assert lines[0] == ("| paper | claims | holds | erratum | fails | not-reproduced | not-checkable "
+                        "| skipped (slow) | odd |")
+    assert lines[2] == "| P1 | 3 | 2 | 1 | 0 | 0 | 0 | 0 | 0 |"
+    assert lines[3] == "| P2 | 2 | 0 | 0 | 0 | 0 | 0 | 1 | 1 |"
+    assert lines[4] == "| **all** | **5** | **2** | **1** | **0** | **0** | **0** | **1** | **1** |"

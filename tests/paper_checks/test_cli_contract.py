@@ -30,8 +30,8 @@ def _lines(capsys):
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--seed", "-1"], "--seed: expected a non-negative integer; got -1"),
-    (["--workers", "-3"], "--workers: expected a count >= 0; got -3"),
+    (["--seed", "-1"], "--seed: expected a non-negative integer (0..4294967295); got -1"),
+    (["--workers", "-3"], "--workers: expected a count >= 0 (at most 256); got -3"),
     (["--seeds", "4-x"], "--seeds: expected A-B"),
     (["--seeds=-1,2"], "--seeds: expected A-B"),
     (["--only", "no.such.claim*"], "no.such.claim*"),

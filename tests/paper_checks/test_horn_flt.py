@@ -54,13 +54,17 @@ def test_alg1_wrong_target_fails(mutation):
 
 
 def test_lemma1_verdict_follows_its_numbers():
-    """With the worded condition and the proof's line 2 both corrected the rule says holds (no fixed
-    erratum)."""
+    """The lemma as Eq. (3) states it holds; the sentence's W_q^T W_k and the proof's line-2 sign are two
+    notation slips, each with its number; with both corrected no slip is recorded."""
     base = _run("horn.lemma1")
-    assert base.verdict == "erratum"
+    assert base.verdict == "holds" and len(base.slips) == 2
     assert base.evidence["max_change_under_shift_when_only_WqT_Wk_is_rotation_form"] > 1e-3
-    res = _run("horn.lemma1", mutation="wording and proof line 2 as corrected (both neutralised)")
-    assert res.verdict == "holds", res.evidence
+    assert base.evidence["proof_line2_corrected_max_err"] < 1e-12 < base.evidence["proof_line2_max_err"]
+    from paper_checks.horn.lemma1 import corrected_notation
+
+    with corrected_notation():
+        res = _run("horn.lemma1")
+    assert res.verdict == "holds" and not res.slips, res.evidence
 
 
 def test_thm41_measures_the_erratum_and_keeps_zero_se_apart():
@@ -69,7 +73,8 @@ def test_thm41_measures_the_erratum_and_keeps_zero_se_apart():
     assert ev["z_printed_literal"] >= 5 > ev["z_corrected"]
     assert ev["zero_se_entries"] > 0 and ev["zero_se_max_dev"] < 1e-12      # the kernels' exact diagonals
     assert math.isfinite(ev["z_corrected"])
-    assert set(ev["readings"]) and any("literal" in k for k in ev["readings"])
+    assert set(ev["readings"]) and any("hypothesis" in k for k in ev["readings"])
+    assert res.verdict == "erratum" and [sl["corrected"][:11] for sl in res.slips] == ["E[N1 N2^T] "]
 
 
 def test_local_sinc_pair_transforms_the_printed_f():

@@ -114,9 +114,11 @@ def test_cli_power_seeds_and_readme_power_table(tmp_path, capsys):
     js = tmp_path / "power.json"
     assert main(["--power", "--only", "kl.eq1-*", "--json", str(js)]) == 0
     out = capsys.readouterr().out
-    assert "power: 2/2 mutations moved" in out and "NO  <-- no power" not in out
+    assert "power: refattn mutations: 3/3 moved (3/3 realistic bug classes)" in out
+    assert "check-target mutations: 0/0 moved" in out and "NO  <-- no power" not in out
     assert readme_table.main(["--power", str(js)]) == 0
-    assert "2 of 2 mutations over 1 claims moved" in capsys.readouterr().out
+    assert "3 of 3 mutations over 1 claims moved their claim's verdict: refattn mutations 3/3" in \
+        capsys.readouterr().out
     assert main(["--seeds", "0-2", "--only", "kl.eq1-*", "--size", "tiny"]) == 0
     out = capsys.readouterr().out
     assert "seed 2" in out and "1/1 claims give the same verdict at every seed" in out

@@ -462,3 +462,39 @@ def test_family_table_covers_every_exported_family_and_rejects_others():
             call(Unknown(A([1.0])))
     with pytest.raises(TypeError, match=r"spectrum.base: expected a real-spectrum family"):
         spectrum_g(Shifted(Unknown(A([1.0])), A([0.1])), A([[0.1]]))
+
+
+@pytest.mark.parametrize("name", [n for n in GRAD_SPECS if n != "shifted"])
+def test_positive_fields_are_exactly_the_sign_checked_ones(name):
+    """``Family.positive`` (what a model learns through a log, refattn.nn.kinds.domains) lists exactly the
+    arrays whose non-positive values the family's check refuses, naming them."""
+    from refattn.rpe.spectra.core import check_spectrum, family_of, spectrum_arrays
+    spec = GRAD_SPECS[name]
+    positive = family_of(spec).positive
+    assert positive
+    for field, a in spectrum_arrays(spec):
+        bad = spec._replace(**{field: -np.abs(a) - 0.1})
+        if field in positive:
+            with pytest.raises(ValueError, match=f"spectrum.{field}: expected positive values"):
+                check_spectrum(bad)
+        else:
+            check_spectrum(bad)                                  # weights, means, C: any sign
+
+
+@pytest.mark.parametrize("name", ["gm", "gauss-kernel", "cauchy-kernel", "gauss-basis"])
+def test_scale_floor_gradient_by_central_differences(name):
+    """d s_* / d parameters (the tail parameter's gradient, Family.tail_param) against central differences."""
+    from refattn.rpe.spectra import scale_floor
+    spec = GRAD_SPECS[name]
+    kind = "laplace" if name == "cauchy-kernel" else "gaussian"
+    s0, ds = scale_floor(spec, kind, 2)
+    assert s0 > 0
+    h = 1e-6
+    for field in spec._fields:
+        a = getattr(spec, field)
+        for idx in np.ndindex(a.shape):
+            e = np.zeros_like(a)
+            e[idx] = h
+            fd = (scale_floor(spec._replace(**{field: a + e}), kind, 2)[0]
+                  - scale_floor(spec._replace(**{field: a - e}), kind, 2)[0]) / (2 * h)
+            assert abs(fd - np.asarray(getattr(ds, field))[idx]) <= 1e-7 * max(1.0, abs(fd)), (field, idx)

@@ -209,6 +209,37 @@ def s2(q, v, w, k, *, lower=None):
     return (A @ v) / xp.sum(A, axis=-1, keepdims=True)
 
 
+def grid_classes(H, W, k, cls, metric="manhattan", clip=True):
+    """(L, L) class index on an H x W grid (row-major): the Manhattan (or Chebyshev) distance clipped to k
+    (unclipped: distances beyond k get class 0); with a class token last at class k from every token."""
+    y, x = np.divmod(np.arange(H * W), W)
+    dy, dx = np.abs(y[:, None] - y[None, :]), np.abs(x[:, None] - x[None, :])
+    dist = dy + dx if metric == "manhattan" else np.maximum(dy, dx)
+    C = np.minimum(dist, k) if clip else np.where(dist <= k, dist, 0)
+    if not cls:
+        return C
+    out = np.full((H * W + 1, H * W + 1), k)
+    out[:H * W, :H * W] = C
+    return out
+
+
+def s2_classes(q, v, w, C):
+    """Exact S2 attention with the (L, L) class index C: softmax_j(q_i . w[C_ij] / sqrt(d)) v_j."""
+    xp = _xp(q, v, w)
+    logits = (q @ xp.matrix_transpose(w)) / math.sqrt(q.shape[-1])              # (..., L, R)
+    A = 0.0
+    for r in range(w.shape[-2]):
+        A = A + logits[..., :, r:r + 1] * xp.asarray((C == r).astype(np.float64), dtype=q.dtype)
+    A = xp.exp(A - xp.max(A, axis=-1, keepdims=True))
+    return (A @ v) / xp.sum(A, axis=-1, keepdims=True)
+
+
+def s2_grid(q, v, w, k, grid):
+    """S2 on a grid (Manhattan distance clipped to k), a class token last when L = H W + 1."""
+    H, W = grid
+    return s2_classes(q, v, w, grid_classes(H, W, k, q.shape[-2] == H * W + 1))
+
+
 def s2_one_tail(q, v, w, k):
     """The one-sided far-region formula on signed distances: keys with j - i <= -k are not given w_{-k}."""
     return s2(q, v, w, k, lower=-(k - 1))

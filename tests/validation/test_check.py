@@ -187,15 +187,18 @@ def test_wrong_signature_and_wrong_shape():
 
 
 def test_target_strings():
-    with pytest.raises(UsageError, match="importing 'no_such_module_xyz' failed"):
-        check("no_such_module_xyz:f", kind="draw")
-    with pytest.raises(UsageError, match="has no attribute 'nope'"):
-        check("tests.validation.planted:nope", kind="draw")
+    from validation.worker import Worker
     with pytest.raises(UsageError, match="does not exist"):
-        check("missing/file.py:f", kind="draw")
+        check("missing/file.py:f", kind="draw")                     # found before a worker starts
     with pytest.raises(UsageError, match="expected module:callable"):
         check("not-a-target", kind="draw")
-    rep = check("tests/validation/planted.py:qr_no_sign", kind="draw", quick=True, checks=("haar",))
+    with Worker() as w:                                             # one worker for the imports
+        with pytest.raises(UsageError, match="importing 'no_such_module_xyz' failed"):
+            check("no_such_module_xyz:f", kind="draw", worker=w)
+        with pytest.raises(UsageError, match="has no attribute 'nope'"):
+            check("tests.validation.planted:nope", kind="draw", worker=w)
+        rep = check("tests/validation/planted.py:qr_no_sign", kind="draw", quick=True, checks=("haar",),
+                    worker=w)
     assert rep.target == "tests/validation/planted.py:qr_no_sign" and not rep.passed
 
 

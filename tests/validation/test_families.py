@@ -104,7 +104,8 @@ def test_wrong_gradient_in_a_torch_family_candidate_is_flagged():
 ATTENTION = {"gmm-rks": fc.gmm_rks_attention, "gmm-prf": fc.gmm_prf_attention,
              "fastfood-rks": fc.fastfood_rks_attention, "fastfood-prf": fc.fastfood_prf_attention,
              "generative-rks": fc.generative_rks_attention, "generative-prf": fc.generative_prf_attention,
-             "s1": fc.s1_attention, "s2": fc.s2, "flt": fc.flt_attention}
+             "s1": fc.s1_attention, "s2": fc.s2, "s2-grid": fc.s2_grid, "s2-grid-cls": fc.s2_grid,
+             "flt": fc.flt_attention}
 ATTENTION_FAMILIES = sorted(n for n, f in FAMILIES.items() if "attention" in f.kinds)
 
 

@@ -4,8 +4,9 @@
 runs the named checks on a candidate and returns a :class:`~validation.checks.report.Report`; ``python -m
 validation check TARGET --kind KIND [--as FAMILY]`` does the same from the command line. One module per named
 check (``values``, ``gradients``, ``kernel``, ``unbiased``, ``haar``, ``prefix_invariance`` with
-``stability``, ``same_features``, ``dtype``), the shared context in :mod:`~validation.checks.context`, the
-omega contract's families in :mod:`~validation.checks.favor`, the table of checks by kind here.
+``stability``, ``same_features``, ``batch_independence``, ``dtype``), the shared context in
+:mod:`~validation.checks.context`, the omega contract's families in :mod:`~validation.checks.favor`, the table
+of checks by kind here.
 
 The omega contract (arrays of the candidate's framework; layout ``(B, H, L, d)``; ``omega: (m, d)``):
 
@@ -25,7 +26,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import dtype, gradients, haar, kernel, prefix_invariance, same_features, unbiased, values
+from . import (batch_independence, dtype, gradients, haar, kernel, prefix_invariance, same_features, unbiased,
+               values)
 from .context import Ctx
 from .report import CheckResult
 
@@ -41,6 +43,7 @@ CHECKS = (
     "prefix_invariance",
     "stability",
     "same_features",
+    "batch_independence",
     "dtype",
 )
 #: which checks apply to which kind (omega contract; a family spec lists its own)
@@ -54,6 +57,7 @@ KIND_CHECKS = {
         "same_features",
         "prefix_invariance",
         "stability",
+        "batch_independence",
         "dtype",
     ),
 }
@@ -67,5 +71,6 @@ RUNNERS: dict[str, Callable[[Ctx], CheckResult]] = {
     "prefix_invariance": prefix_invariance.run,
     "stability": prefix_invariance.run_stability,
     "same_features": same_features.run,
+    "batch_independence": batch_independence.run,
     "dtype": dtype.run,
 }

@@ -38,6 +38,8 @@ __all__ = [
     "kernel_points",
     "mc_z",
     "convert",
+    "nonfinite_text",
+    "rel_err",
 ]
 
 #: false-alarm probability of each statistical check (haar, unbiased, kernel)
@@ -106,6 +108,27 @@ class Ctx:
         if not fw.is_array(out):
             raise UsageError(f"{self.name}: returned {type(out).__name__}; expected a {fw.name} array")
         return out if raw else fw.to_numpy(out)
+
+
+def nonfinite_text(a: np.ndarray, what: str = "outputs") -> str:
+    """The non-finite entries of `a` in words (``"3 of 128 outputs are NaN, 1 is inf"``), or ``""``."""
+    a = np.asarray(a)
+    n_nan, n_inf = int(np.sum(np.isnan(a))), int(np.sum(np.isinf(a)))
+    if n_nan + n_inf == 0:
+        return ""
+    parts = [f"{n} {'is' if n == 1 else 'are'} {kind}" for n, kind in ((n_nan, "NaN"), (n_inf, "inf")) if n]
+    return f"{n_nan + n_inf} of {a.size} {what} are not finite ({', '.join(parts)})"
+
+
+def rel_err(y: np.ndarray, ref: np.ndarray) -> float:
+    """``max |y - ref| / max |ref|`` (inf when `y` is not finite; the absolute error when ref is all zeros),
+    without NumPy warnings."""
+    y, ref = np.asarray(y, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    if not np.all(np.isfinite(y)):
+        return math.inf
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    err = float(np.max(np.abs(y - ref))) if y.size else 0.0
+    return err / scale if scale > 0 else err
 
 
 def convert(fw: Framework, a: Any) -> Any:

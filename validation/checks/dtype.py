@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..base import dtype_name
+from .causes import cause
 from .context import Ctx
 from .report import CheckResult
 
@@ -29,4 +30,5 @@ def run(ctx: Ctx) -> CheckResult:
         if got != np.dtype(dt).name:
             bad.append(f"{np.dtype(dt).name} in, {got} out")
     return CheckResult("dtype", not bad, float(len(bad)), 0.0,
-                       ("silent cast: " + "; ".join(bad)) if bad else ", ".join(seen))
+                       ("silent cast: " + "; ".join(bad)) if bad else ", ".join(seen),
+                       cause=cause("upcast", "; ".join(bad)) if bad else None)

@@ -14,11 +14,12 @@ from typing import Any, Callable
 import numpy as np
 
 from ..gradcheck import check_vjp
+from .causes import cause, unmatched
 from .context import Ctx, gradfn, tol
 from .favor import FEATURE_FAMILIES, favor_ref
 from .report import CheckResult, skip
 
-__all__ = ["run", "self_consistency", "compare"]
+__all__ = ["run", "self_consistency", "compare", "gradient_cause"]
 
 
 def self_consistency(
@@ -108,4 +109,18 @@ def run(ctx: Ctx) -> CheckResult:
         detail += (
             f"; the candidate's gradient vs central differences of its own forward: {', '.join(fd_notes)}"
         )
-    return CheckResult("gradients", worst <= t, worst, t, detail)
+    return CheckResult("gradients", worst <= t, worst, t, detail,
+                       cause=gradient_cause(worst, t, where, fd_notes))
+
+
+def gradient_cause(worst: float, t: float, where: str, fd_notes: list[str]) -> str | None:
+    """The likely cause of a gradient mismatch: the candidate's gradient is not the derivative of its own
+    forward (a detached stabiliser, a wrong custom backward), or its forward differs (see values)."""
+    if worst <= t:
+        return None
+    off = [n for n in fd_notes if n.startswith("DISAGREES")]
+    if off:
+        return cause("detached-max", f"worst {where} {worst:.3g}; central differences of its own forward: "
+                                     + off[0][:200])
+    return unmatched(f"worst {where} {worst:.3g}; the gradient is the derivative of the candidate's own "
+                     "forward (or float32: not checked), so its forward differs from refattn's (see values)")

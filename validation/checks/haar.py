@@ -14,10 +14,11 @@ import numpy as np
 import scipy.stats
 
 from ..montecarlo import mean_test
+from .causes import cause, unmatched
 from .context import ALPHA, Ctx, mc_z, zcrit
 from .report import CheckResult
 
-__all__ = ["run", "candidate_draws"]
+__all__ = ["run", "candidate_draws", "degenerate"]
 
 
 def candidate_draws(ctx: Ctx) -> np.ndarray:
@@ -31,9 +32,27 @@ def candidate_draws(ctx: Ctx) -> np.ndarray:
     return ctx.cache["draws"]
 
 
+def degenerate(W: np.ndarray) -> str:
+    """Why draws `W` (n, m, d) cannot be tested, in words (all zeros, zero rows, not finite), or ``""``."""
+    n = W.shape[0]
+    if not np.all(np.isfinite(W)):
+        k = int(np.sum(~np.all(np.isfinite(W), axis=(-1, -2))))
+        return f"{k} of {n} draws are not finite (NaN or inf entries)"
+    zero_draws = int(np.sum(~np.any(W, axis=(-1, -2))))
+    if zero_draws:
+        return ("the draw is all zeros" if zero_draws == n else f"{zero_draws} of {n} draws are all zeros")
+    zero_rows = int(np.sum(~np.any(W, axis=-1)))
+    if zero_rows:
+        return f"{zero_rows} rows of the {n} draws are all zeros (a row has no direction)"
+    return ""
+
+
 def run(ctx: Ctx) -> CheckResult:
     W = candidate_draws(ctx)                                                              # (n, d, d)
     n, m, d = W.shape
+    bad = degenerate(W)
+    if bad:
+        return CheckResult("haar", False, None, None, f"not measured: {bad}", cause=cause("zero-draw", bad))
     norms = np.linalg.norm(W, axis=-1)                                                    # (n, m)
     U = W / norms[..., None]
     zc = zcrit(m * d)
@@ -50,7 +69,16 @@ def run(ctx: Ctx) -> CheckResult:
     else:
         p = float(scipy.stats.kstest(norms.ravel(), scipy.stats.chi(d).cdf).pvalue)
         law = f"row norms {'consistent with' if p > ALPHA else 'NOT'} chi({d}) (KS p = {p:.2g})"
-    return CheckResult("haar", zmax <= zc, zmax, zc,
+    if mt.zero_se_count:
+        kind += (f"; {mt.zero_se_count} of {m * d} coordinates take the same value in every draw (zero "
+                 "variance: compared exactly with 0)")
+    ok = zmax <= zc
+    sign_fixed = abs(float(np.mean(U[:, i, j]))) > 0.5
+    why = cause("non-haar-qr", f"mean u_{i}{j} = {float(np.mean(U[:, i, j])):+.3f} (Haar: 0), "
+                               f"z={zmax:.1f}") if (
+        sign_fixed or i % d == j) else unmatched(f"row directions not sign-symmetric: mean u_{i}{j} "
+                                                 f"{float(np.mean(U[:, i, j])):+.3f}, z={zmax:.1f}")
+    return CheckResult("haar", ok, zmax, zc,
                        f"max |z| of mean(sqrt(d) u_ij) over {m}x{d} coordinates (worst ({i}, {j}), mean u_ij "
                        f"{float(np.mean(U[:, i, j])):+.3f}); {n} draws of ({m}, {d}); {kind}; {law}; false "
-                       f"alarm {ALPHA:g}")
+                       f"alarm {ALPHA:g}", cause=None if ok else why)

@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from .causes import cause
 from .context import Ctx, tol
 from .report import CheckResult, skip
 
@@ -84,20 +85,21 @@ def run(ctx: Ctx) -> CheckResult:
     if ctx.spec is not None and not ctx.spec.causal:
         return skip("prefix_invariance", f"{ctx.family} has no causal mode")
     t = tol(ctx.dtype)
-    res, notes = [], []
+    res, notes, leaks = [], [], {}
     for label, probe, exc in _probes(ctx):
         if exc is not None:
-            return CheckResult("prefix_invariance", False, math.inf, t,
-                               f"{label}: the candidate raised {type(exc).__name__} in causal mode: {exc}")
+            text = f"{label}: the candidate raised {type(exc).__name__} in causal mode: {exc}"
+            return CheckResult("prefix_invariance", False, None, t, text, cause=cause("causal-raises", text))
         full, pre, top, gap = probe
         fin_f, fin_p = np.isfinite(full), np.isfinite(pre)
         where = "" if top is None else (f"(exponent {top:.1f}" + (f", {gap:.0f} above the prefix keys'" if gap
                                                                     else "") + ")")
         if np.any(fin_f != fin_p):
-            res.append(math.inf)
-            notes.append(f"{label}{' ' + where if where else ''}: {int(np.sum(fin_f != fin_p))} prefix "
-                         f"outputs finite in one run and not "
-                         f"in the other (the appended tokens change them: a leak)")
+            n = int(np.sum(fin_f != fin_p))
+            leaks[label] = f"{n} prefix outputs finite in one run and not in the other"
+            notes.append(f"{label}{' ' + where if where else ''}: {n} prefix outputs finite in one run "
+                         "and not in the other (the appended tokens change them: a leak, not bounded by any "
+                         "figure)")
             continue
         both = fin_f & fin_p
         if not np.any(both):
@@ -106,22 +108,32 @@ def run(ctx: Ctx) -> CheckResult:
         scale = float(np.max(np.abs(pre[both])))
         err = float(np.max(np.abs(full[both] - pre[both])) / scale) if scale > 0 else 0.0
         res.append(err)
+        if err > t:
+            leaks[label] = f"the appended tokens change the prefix outputs by {err:.2e}"
         extra = (
             "" if np.all(both) else f", {int(np.sum(~both))} entries non-finite in both runs (see stability)"
         )
         notes.append(f"{label}{' ' + where if where else ''}: {err:.2e}{extra}")
-    if not res:
+    if not res and not leaks:
         return skip("prefix_invariance", "; ".join(notes))
-    fig = max(res)
+    fig = max(res) if res else None
     what = (
         ctx.spec.prefix_text
         if ctx.spec is not None
         else "appended keys aligned with the largest rows of omega"
     )
-    return CheckResult("prefix_invariance", fig <= t, fig, t,
-                       f"max |out_prefix(full) - out(prefix alone)| / max |out| for 24 prefix tokens + 8 "
-                       f"appended; {what}; "
-                       + "; ".join(notes))
+    detail = (f"max |out_prefix(full) - out(prefix alone)| / max |out| for 24 prefix tokens + 8 "
+              f"appended; {what}; "
+              + "; ".join(notes))
+    if not leaks:
+        return CheckResult("prefix_invariance", True, fig, t, detail)
+    first = PROBES[0][0]
+    if first in leaks and "finite" not in leaks[first]:
+        why = cause("global-max-eps", f"{first}: {leaks[first]}")
+    else:
+        label = next(iter(leaks))
+        why = cause("global-max-underflow", f"{label}: {leaks[label]}")
+    return CheckResult("prefix_invariance", False, fig, t, detail, cause=why)
 
 
 def run_stability(ctx: Ctx) -> CheckResult:
@@ -130,8 +142,8 @@ def run_stability(ctx: Ctx) -> CheckResult:
     bad, total, notes = 0, 0, []
     for label, probe, exc in _probes(ctx):
         if exc is not None:
-            return CheckResult("stability", False, math.inf, 0.0,
-                               f"{label}: the candidate raised {type(exc).__name__} in causal mode: {exc}")
+            text = f"{label}: the candidate raised {type(exc).__name__} in causal mode: {exc}"
+            return CheckResult("stability", False, None, 0.0, text, cause=cause("causal-raises", text))
         full, pre, _, _ = probe
         n = int(np.sum(~np.isfinite(full)) + np.sum(~np.isfinite(pre)))
         bad, total = bad + n, total + full.size + pre.size
@@ -139,4 +151,6 @@ def run_stability(ctx: Ctx) -> CheckResult:
     frac = bad / max(total, 1)
     return CheckResult("stability", bad == 0, frac, 0.0,
                        "fraction of non-finite causal outputs on the prefix probes (large exponents, an "
-                       "underflow gap): " + "; ".join(notes))
+                       "underflow gap): " + "; ".join(notes),
+                       cause=None if bad == 0 else cause("no-stabiliser", f"{bad} of {total} causal "
+                                                                          "outputs are not finite"))

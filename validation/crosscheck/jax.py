@@ -32,6 +32,9 @@ class JaxFramework(Framework):
         import jax
         return isinstance(x, jax.Array)
 
+    def copy(self, x: Any) -> Any:
+        return x                                          # JAX arrays are immutable
+
     def vjp(self, fn, args, cotangent, *extra):
         import jax
         xs = [self.asarray(a) for a in args]

@@ -49,6 +49,9 @@ class TorchFramework(Framework):
         import torch
         return isinstance(x, torch.Tensor)
 
+    def copy(self, x: Any) -> Any:
+        return x.clone()
+
     def vjp(self, fn, args, cotangent, *extra):
         import torch
         ts = [self.asarray(a).requires_grad_(True) for a in args]

@@ -25,7 +25,7 @@ from ...attention.linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd_core, l
 from ...tree import tree_map
 
 __all__ = ["AttentionKind", "Draw", "no_draws", "projection", "linear_kind", "check_omega", "spectral_kind",
-           "grid_positions", "pos_dim", "token_positions", "COMMON_OPTIONS"]
+           "grid_positions", "pos_dim", "token_positions", "COMMON_OPTIONS", "resolve_on_nonpositive"]
 
 
 class Draw(NamedTuple):
@@ -57,10 +57,28 @@ class AttentionKind(NamedTuple):
     #: (cache) -> {param name: new value}: non-learnable parameters a training forward updates (running
     #: statistics); written back after the optimiser step (refattn.nn.transformer.parameter_updates)
     updates: Callable | None = None
+    #: (attn params) -> attn params: the drawn (constrained) values in the stored form the kind learns them in
+    #: (an unconstrained parameterisation, refattn.nn.kinds.domains); applied by refattn.nn.init after drawing
+    store: Callable | None = None
 
 
 #: options every kind accepts: the redraw policy of its drawn features (refattn.random.rng_for_step)
 COMMON_OPTIONS = {"redraw_every": None}
+
+
+def resolve_on_nonpositive(att, nonpositive: bool, what: str) -> dict:
+    """The option ``on_nonpositive`` of a kind's configuration, resolved: a map that can give a non-positive
+    normaliser (`nonpositive`, `what` naming it) needs it set explicitly (``"ignore"`` to train: under
+    ``"raise"`` the first non-positive normaliser stops the run), else a ``ValueError`` naming the option; a
+    positive map's unset option becomes ``"raise"`` (it never fires)."""
+    if att["on_nonpositive"] is None:
+        if nonpositive:
+            raise ValueError(f"attention.on_nonpositive: {what} can give non-positive normalisers "
+                             f"phi(q_i) . sum_j phi(k_j) (typically from the first forward), so this "
+                             f"configuration needs on_nonpositive set: 'ignore' to train (the division may "
+                             f"change sign), or 'raise' to stop at the first one")
+        att = {**att, "on_nonpositive": "raise"}
+    return att
 
 
 def no_draws(att, *, d_head, n_heads) -> dict:
@@ -80,7 +98,7 @@ def linear_kind(feat_fwd, feat_bwd):
         xp = namespace(q)
         phi_q, cq = feat_fwd(q, xp=xp)                                              # (..., H, L, d)
         phi_k, ck = feat_fwd(k, xp=xp)                                              # (..., H, L, d)
-        o, ca = _linear_fwd(phi_q, phi_k, v, causal=causal, xp=xp)                 # (..., H, L, d)
+        o, ca = _linear_fwd(phi_q, phi_k, v, causal=causal, xp=xp, keep=train)     # (..., H, L, d)
         return o, (cq, ck, ca)
 
     def bwd(do, cache):
@@ -92,12 +110,13 @@ def linear_kind(feat_fwd, feat_bwd):
     return fwd, bwd
 
 
-def _linear_fwd(phi_q, phi_k, v, *, causal, k_log_scale=None, on_nonpositive="raise", xp):
+def _linear_fwd(phi_q, phi_k, v, *, causal, k_log_scale=None, on_nonpositive="raise", xp, keep=True):
     """:func:`refattn.attention.linear_attention_fwd`'s unchecked core on features the model derived from
-    checked arrays (the result checks stay: normaliser and output, one reduction each)."""
+    checked arrays (the result checks stay: normaliser and output, one reduction each); ``keep=False`` (an
+    evaluation forward) keeps no causal states for a backward."""
     return linear_attention_fwd_core(phi_q, phi_k, v, causal, k_log_scale, DEFAULT_CHUNK_SIZE, on_nonpositive,
                                      xp=xp, inputs={"phi_q": phi_q, "phi_k": phi_k, "v": v,
-                                                    "k_log_scale": k_log_scale})
+                                                    "k_log_scale": k_log_scale}, keep=keep)
 
 
 def check_omega(x, omega):
@@ -142,14 +161,14 @@ def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key, check=
             outk, ck = stable_fwd(k * scale, *args, **kw)
             phi_q, phi_k, k_ls = outq[0], outk[0], outk[1]                       # (..., H, L, M), (..., H, L)
             state = outk[2] if len(outk) > 2 else None                           # same noise: same new state
-            o, ca = _linear_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls, xp=namespace(v))
+            o, ca = _linear_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls, xp=namespace(v), keep=train)
         else:
             outq, cq = rks_fwd(q * scale, *args, **kw)                              # (..., H, L, 2M)
             outk, ck = rks_fwd(k * scale, *args, **kw)
             phi_q, phi_k = _first(outq), _first(outk)
             state = outk[1] if isinstance(outk, tuple) else None
             o, ca = _linear_fwd(phi_q, phi_k, v, causal=causal, on_nonpositive=options["on_nonpositive"],
-                                xp=namespace(v))
+                                xp=namespace(v), keep=train)
         return o, (cq, ck, ca, scale, options["features"], state)
 
     def bwd(do, cache):

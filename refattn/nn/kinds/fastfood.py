@@ -1,12 +1,16 @@
 """Kind ``fastfood``: KL-Transformer FastFood-PRF / FastFood-RKS (Chowdhury et al. Sec. 3.2;
 :mod:`refattn.features.fastfood`).
 
-Options: ``features`` in {"prf", "rks"}, ``m`` features, ``s_law`` in {"chi", "identity"}, ``on_nonpositive``
-(RKS), and ``variant``, the Appendix D variants: ``"SGB"`` (S, G and B learnable, the paper's main model),
+Options: ``features`` in {"prf", "rks"}, ``m`` features, ``s_law`` in {"chi", "identity"}, ``on_nonpositive``,
+and ``variant``, the Appendix D variants: ``"SGB"`` (S, G and B learnable, the paper's main model),
 ``"S"`` (only the scaling S learned) and ``"fixed"`` (nothing learned: random FastFood features). Learnable:
 ``attn["fastfood"]`` (the diagonals the variant learns, drawn once at initialisation; frozen diagonals get
 ``None`` gradients, which the optimisers leave unchanged; the permutation is a fixed integer array stored with
-them). Nothing is drawn per step.
+them; none is constrained: any real diagonals give a valid projection ``S H G Pi H B``). Nothing is drawn
+per step. ``on_nonpositive``: RKS features can give a non-positive normaliser (from the first forward,
+typically), so ``features="rks"`` needs it set explicitly (``"ignore"`` to train, ``"raise"`` to stop at the
+first one); left unset, the configuration check refuses it, naming the option (PRF: unused). This holds for
+every ``variant`` (``"S"`` with RKS included).
 
 omega: **none** (the structured projection ``S H G Pi H B`` is built from the learnable diagonals).
 """
@@ -19,7 +23,7 @@ from ...features.fastfood import (fastfood_prf_features_stable_bwd_core,
                                   fastfood_rks_features_fwd_core)
 from ...features.fastfood_transform import (FASTFOOD_VARIANTS, check_fastfood_params_struct,
                                             check_fastfood_perm, padded_dim)
-from .base import AttentionKind, Draw, no_draws, spectral_kind
+from .base import AttentionKind, Draw, no_draws, resolve_on_nonpositive, spectral_kind
 
 __all__ = ["KIND"]
 
@@ -39,13 +43,17 @@ _fwd, _bwd = spectral_kind(fastfood_prf_features_stable_fwd_core, fastfood_prf_f
                            check=_check)
 
 
+def _check_config(att, *, d_head, n_heads):
+    return resolve_on_nonpositive(att, att["features"] == "rks", "features='rks'")
+
+
 def _params(att, *, d_head, n_heads):
     return {"fastfood": Draw("fastfood", {"m": att["m"], "d": d_head, "s_law": att["s_law"]})}
 
 
 KIND = AttentionKind(
     "fastfood", _fwd, _bwd,
-    options={"features": "prf", "m": None, "s_law": "chi", "on_nonpositive": "raise", "variant": "SGB"},
-    choices={"features": ("prf", "rks"), "s_law": ("chi", "identity"), "on_nonpositive": ("raise", "ignore"),
-             "variant": tuple(FASTFOOD_VARIANTS)},
-    params=_params, features=no_draws, omega="none")
+    options={"features": "prf", "m": None, "s_law": "chi", "on_nonpositive": None, "variant": "SGB"},
+    choices={"features": ("prf", "rks"), "s_law": ("chi", "identity"),
+             "on_nonpositive": (None, "raise", "ignore"), "variant": tuple(FASTFOOD_VARIANTS)},
+    params=_params, features=no_draws, omega="none", check=_check_config)

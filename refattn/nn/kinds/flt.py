@@ -23,10 +23,12 @@ Options
   (and by ``train`` in the run's log, ``"flt_bias_bound"``).
 * ``feature_map``: ``"favor"`` (Algorithm 1: FAVOR+ positive random features of the augmented vectors with a
   drawn ``omega: (m, 2r + d)``), or the learnable map of App. B.2, ``phi(x) = x W^T`` (``"linear"``) and its
-  ReLU form ``phi(x) = relu(x W^T) + 1e-3`` (``"relu"``), ``W: (m, 2r + d)`` learnable. A linear map can give
-  a non-positive normaliser ``phi(q_i) . sum_j phi(k_j)``: ``on_nonpositive="raise"`` (default) stops with a
-  ``ValueError`` naming it, ``"ignore"`` proceeds (the division may then change sign or blow up); the ReLU
-  form's ``+ 1e-3`` keeps every feature, hence every normaliser, positive.
+  ReLU form ``phi(x) = relu(x W^T) + 1e-3`` (``"relu"``), ``W: (m, 2r + d)`` learnable. The linear map can
+  give a non-positive normaliser ``phi(q_i) . sum_j phi(k_j)`` (from the first forward on, typically), so it
+  needs ``on_nonpositive`` set explicitly: ``"ignore"`` proceeds (the division may then change sign or blow
+  up; what training needs), ``"raise"`` stops with a ``ValueError`` naming it; left unset, the configuration
+  check refuses it, naming the option. The ReLU form's ``+ 1e-3`` keeps every feature, hence every
+  normaliser, positive (and so do FAVOR+ features): ``on_nonpositive`` defaults to ``"raise"`` there.
 * ``r`` frequencies, ``m`` features, ``draw``, ``grid`` (None: 1-D positions 0..L-1; ``(H, W)``: 2-D grid
   coordinates), ``pos_dim`` D (any D with the model's ``positions: (L, D)`` input: per-token coordinates,
   e.g. 3-D atoms).
@@ -35,8 +37,15 @@ Options
   ``params["shared"]["attn"]`` with a leading head axis, each layer's gradient is summed into them).
 
 Learnable: ``attn["spectrum"]`` and ``attn["proposal"]`` (per ``share``), and ``attn["W"]``
-for the learnable feature maps. Drawn: the frequency noise ``eps: (r, D)`` (from the proposal's standard
-density) and, for ``feature_map="favor"``, ``omega: (m, 2r + d)``.
+for the learnable feature maps. **Parameterisation** (:mod:`refattn.nn.kinds.domains`): the spectrum's
+positive fields (widths ``sigma``, lengths ``length``, radii ``v``) are stored and learned as their logarithm,
+``sigma = exp(sigma.log)``; the proposal's ``scale`` as ``scale = s_* + exp(scale.log_excess)`` with ``s_*``
+the floor the current spectrum sets for finite-variance importance weights
+(:func:`refattn.rpe.spectra.scale_floor`, 0 where none), so any optimiser step keeps the pair valid; the
+other fields (weights, means, ``C``, ``loc``) are stored as they are. The drawn initial values are the
+constrained ones; ``learn_proposal=False`` freezes the stored ``loc`` and ``log_excess``. Drawn: the
+frequency noise ``eps: (r, D)`` (from the proposal's standard density) and, for ``feature_map="favor"``,
+``omega: (m, 2r + d)``.
 
 omega: **redrawn** for ``feature_map="favor"`` (never learned, so its gradient is not computed:
 ``refattn.rpe.flt.flt_attention_bwd(..., omega_grad=False)``); **learnable** for
@@ -54,7 +63,8 @@ from ...rpe.flt import (check_flt_inputs, flt_attention_bwd_core, flt_attention_
                         flt_features_bwd_core, flt_features_fwd_core)
 from ...rpe.spectra import PROPOSAL_KINDS, Box, Proposal
 from ...tree import tree_leaves, tree_map
-from .base import AttentionKind, Draw, pos_dim, projection, token_positions
+from .base import AttentionKind, Draw, pos_dim, projection, resolve_on_nonpositive, token_positions
+from .domains import LogExcess, spectral_values_bwd, spectral_values_fwd, spectrum_values, store_spectral
 
 __all__ = ["KIND", "FAMILIES", "proposal_kind", "box_truncation_bias_bound", "model_bias_bound",
            "FLTKindCache", "spectrum_heads"]
@@ -107,7 +117,7 @@ def _check(att, *, d_head, n_heads):
                          f"spectrum='box'); got {att['order']}")
     if att["feature_map"] != "favor" and att["m"] is None and d_head is not None:
         att["m"] = 2 * int(d_head)
-    return att
+    return resolve_on_nonpositive(att, att["feature_map"] == "linear", "feature_map='linear'")
 
 
 # ---- the truncated local RPE: its bias, computed -----------------------------------------------------------
@@ -162,8 +172,9 @@ def model_bias_bound(params, config, positions=None, L=None):
     else:
         specs = [blk["attn"]["attn"]["spectrum"] for blk in params["blocks"]]
     bounds = []
-    for spec in specs:
-        xp = namespace(spec.w)
+    for stored in specs:
+        xp = namespace(stored.w)
+        spec = spectrum_values(stored, xp=xp)                                       # radii = exp(v.log)
         pos = token_positions(positions, L, att, spec.w, xp=xp, kind="flt")
         bounds.append(box_truncation_bias_bound(spec, att["truncation"], pos, xp=xp))
     return max(bounds)
@@ -171,30 +182,36 @@ def model_bias_bound(params, config, positions=None, L=None):
 
 # ---- forward / backward ------------------------------------------------------------------------------------
 def _proposal_grads(g, learn):
-    return g if learn else Proposal(g.kind, None, None)                          # fixed: no gradient
+    return g if learn else Proposal(g.kind, None, LogExcess(None))              # fixed: no gradient
 
 
-def _one_fwd(q, k, v, pos, spectrum, proposal, attn_params, features, *, causal, options, xp):
-    """One spectrum for all heads in `q`: ``(y, inner cache, bias bound or None)``."""
+def _one_fwd(q, k, v, pos, stored_spectrum, stored_proposal, attn_params, features, *, causal, options, xp,
+             keep=True):
+    """One stored spectrum for all heads in `q`: ``(y, (inner cache, values cache), bias bound or None)``."""
+    spectrum, proposal, vc = spectral_values_fwd(stored_spectrum, stored_proposal, xp=xp)   # the values
     truncated = options["truncation"] is not None
     bound = None
     if truncated and isinstance(spectrum, Box):
         bound = box_truncation_bias_bound(spectrum, options["truncation"], pos, xp=xp)
     if options["feature_map"] == "favor":
         y, c = flt_attention_fwd_core(q, k, v, pos, features["eps"], spectrum, proposal, features["omega"],
-                                       causal=causal, allow_truncation=truncated, xp=xp)
+                                       causal=causal, allow_truncation=truncated, xp=xp, keep=keep)
     else:
         y, c = _learned_fwd(q, k, v, pos, features["eps"], spectrum, proposal, attn_params["W"],
-                            causal=causal, options=options, xp=xp)
-    return y, c, bound
+                            causal=causal, options=options, xp=xp, keep=keep)
+    return y, (c, vc), bound
 
 
-def _one_bwd(do, inner, feature_map):
-    """``(dq, dk, dv, dspectrum, dproposal, dW or None)`` of :func:`_one_fwd`."""
+def _one_bwd(do, cache, feature_map):
+    """``(dq, dk, dv, dspectrum, dproposal, dW or None)`` of :func:`_one_fwd`, to the stored (raw) forms."""
+    inner, vc = cache
     if feature_map == "favor":
         g = flt_attention_bwd_core(do, inner, omega_grad=False, xp=namespace(do))  # omega drawn; pos: none
-        return g.q, g.k, g.v, g.spectrum, g.proposal, None
-    return _learned_bwd(do, inner)
+        dq, dk, dv, dspec, dprop, dW = g.q, g.k, g.v, g.spectrum, g.proposal, None
+    else:
+        dq, dk, dv, dspec, dprop, dW = _learned_bwd(do, inner)
+    dspec, dprop = spectral_values_bwd(dspec, dprop, vc)                          # through exp and the floor
+    return dq, dk, dv, dspec, dprop, dW
 
 
 def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
@@ -203,7 +220,7 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
     spectrum, proposal = attn_params["spectrum"], attn_params["proposal"]
     if options["share"] == "layer":
         y, c, bound = _one_fwd(q, k, v, pos, spectrum, proposal, attn_params, features, causal=causal,
-                               options=options, xp=xp)
+                               options=options, xp=xp, keep=train)
     else:                                                 # per head: spectrum leaves carry a leading H axis
         H = q.shape[-3]
         if spectrum_heads(spectrum) != H:
@@ -215,7 +232,8 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
             spec_h = tree_map(lambda a, h=h: a[h], spectrum)                        # head h's spectrum
             prop_h = tree_map(lambda a, h=h: a[h], proposal)
             y_h, c_h, b_h = _one_fwd(q[..., sl, :, :], k[..., sl, :, :], v[..., sl, :, :], pos, spec_h,
-                                     prop_h, attn_params, features, causal=causal, options=options, xp=xp)
+                                     prop_h, attn_params, features, causal=causal, options=options, xp=xp,
+                                     keep=train)
             ys.append(y_h)
             c.append(c_h)
             bounds.append(b_h)
@@ -249,7 +267,7 @@ def spectrum_heads(spectrum):
     return None if not leaves else (leaves[0].shape[0] if leaves[0].ndim else None)
 
 
-def _learned_fwd(q, k, v, pos, eps, spectrum, proposal, W, *, causal, options, xp):
+def _learned_fwd(q, k, v, pos, eps, spectrum, proposal, W, *, causal, options, xp, keep=True):
     """App. B.2: ``phi(x) = x W^T`` (or ``relu(x W^T) + 1e-3``) on ``[N1 | d^{-1/4} q]``, then linear
     attention."""
     truncated = options["truncation"] is not None
@@ -267,7 +285,7 @@ def _learned_fwd(q, k, v, pos, eps, spectrum, proposal, W, *, causal, options, x
         phi_q, phi_k = u_q, u_k
     y, lc = linear_attention_fwd_core(phi_q, phi_k, v, causal, None, DEFAULT_CHUNK_SIZE,
                                       options["on_nonpositive"], xp=xp,
-                                      inputs={"q": q, "k": k, "v": v, "W": W})
+                                      inputs={"q": q, "k": k, "v": v, "W": W}, keep=keep)
     return y, (fc, lc, q_hat, k_hat, u_q, u_k, W, tuple(N1.shape), two_r, ds, options["feature_map"])
 
 
@@ -298,6 +316,23 @@ def _spectral_draws(att, heads):
     return {"spectrum": Draw("flt_spectrum", spec), "proposal": Draw("flt_proposal", prop)}
 
 
+def _store(attn_params):
+    """The drawn (constrained) spectrum and proposal in their stored form (:mod:`.domains`), per head when
+    stacked (``share="heads"``); a dict without them (a layer of a shared model) is returned as it is."""
+    if "spectrum" not in attn_params:
+        return attn_params
+    spec, prop = attn_params["spectrum"], attn_params["proposal"]
+    xp = namespace(prop.loc)
+    if prop.loc.ndim == 1:
+        spec, prop = store_spectral(spec, prop, xp=xp)
+    else:                                                                   # (H, ...) leaves: one per head
+        parts = [store_spectral(*(tree_map(lambda a, h=h: a[h], t) for t in (spec, prop)), xp=xp)
+                 for h in range(prop.loc.shape[0])]
+        spec, prop = (tree_map(lambda a, *rest: xp.stack([a, *rest]), parts[0][i], *(p[i] for p in parts[1:]))
+                      for i in range(2))
+    return {**attn_params, "spectrum": spec, "proposal": prop}
+
+
 def _shared(att, *, d_head, n_heads):
     return _spectral_draws(att, n_heads) if att["share"] == "heads" else {}
 
@@ -323,8 +358,8 @@ KIND = AttentionKind(
     options={"spectrum": "gaussian_mixture", "components": 2, "r": 8, "m": None, "draw": "orthogonal",
              "grid": None, "pos_dim": None, "radius": None, "order": None, "proposal": None,
              "proposal_scale": None, "learn_proposal": True, "truncation": None, "feature_map": "favor",
-             "on_nonpositive": "raise", "share": "layer"},
+             "on_nonpositive": None, "share": "layer"},
     choices={"spectrum": tuple(FAMILIES), "draw": ("iid", "orthogonal"), "proposal": (None,) + PROPOSAL_KINDS,
              "learn_proposal": (True, False), "feature_map": ("favor", "linear", "relu"),
-             "on_nonpositive": ("raise", "ignore"), "share": ("layer", "heads")},
-    params=_params, features=_features, omega="redrawn", check=_check, shared=_shared)
+             "on_nonpositive": (None, "raise", "ignore"), "share": ("layer", "heads")},
+    params=_params, features=_features, omega="redrawn", check=_check, shared=_shared, store=_store)

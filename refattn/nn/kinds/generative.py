@@ -1,7 +1,7 @@
 """Kind ``generative``: KL-Transformer Generative-PRF / Generative-RKS (Chowdhury et al. Sec. 3.3;
 :mod:`refattn.features.generative`).
 
-Options: ``features`` in {"prf", "rks"}, ``m`` features, ``on_nonpositive`` (RKS), and ``bn``, the batch-norm
+Options: ``features`` in {"prf", "rks"}, ``m`` features, ``on_nonpositive``, and ``bn``, the batch-norm
 mode of the generator:
 
 * ``"batch"`` (default): the generator always runs in training mode, normalising with the batch statistics of
@@ -16,6 +16,12 @@ mode of the generator:
 Learnable: ``attn["generator"]`` (the generator MLP). Drawn: the generator's input noise
 ``features["noise"]: (M, d)`` (and ``features["state"]`` in ``"batch"`` mode).
 
+``on_nonpositive``: RKS features can give a non-positive normaliser (from the first forward, typically), so
+``features="rks"`` needs it set explicitly (``"ignore"`` to train, ``"raise"`` to stop at the first one);
+left unset, the configuration check refuses it, naming the option (PRF: unused).
+No learnable parameter is constrained (the generator is an MLP; the running variances are statistics, not
+learned, checked positive in every forward).
+
 omega: **none** (the frequencies are the generator's output: their gradient flows to ``generator``).
 """
 
@@ -25,7 +31,7 @@ from ..._xp import namespace
 from ...features.generative import (check_generator_state, generative_prf_features_stable_bwd_core,
                                     generative_prf_features_stable_fwd_core, generative_rks_features_bwd_core,
                                     generative_rks_features_fwd_core)
-from .base import AttentionKind, Draw, spectral_kind
+from .base import AttentionKind, Draw, resolve_on_nonpositive, spectral_kind
 
 __all__ = ["KIND", "running_updates"]
 
@@ -71,6 +77,10 @@ def running_updates(cache) -> dict:
     return {"bn_state": inner[-1]} if bn == "running" and train else {}
 
 
+def _check_config(att, *, d_head, n_heads):
+    return resolve_on_nonpositive(att, att["features"] == "rks", "features='rks'")
+
+
 def _params(att, *, d_head, n_heads):
     out = {"generator": Draw("generator", {"d": d_head})}
     if att["bn"] == "running":
@@ -87,6 +97,7 @@ def _features(att, *, d_head, n_heads):
 
 KIND = AttentionKind(
     "generative", _fwd, _bwd,
-    options={"features": "prf", "m": None, "on_nonpositive": "raise", "bn": "batch"},
-    choices={"features": ("prf", "rks"), "on_nonpositive": ("raise", "ignore"), "bn": ("batch", "running")},
-    params=_params, features=_features, omega="none", updates=running_updates)
+    options={"features": "prf", "m": None, "on_nonpositive": None, "bn": "batch"},
+    choices={"features": ("prf", "rks"), "on_nonpositive": (None, "raise", "ignore"),
+             "bn": ("batch", "running")},
+    params=_params, features=_features, omega="none", updates=running_updates, check=_check_config)

@@ -1,10 +1,14 @@
 """Kind ``gmm``: KL-Transformer GMM-PRF / GMM-RKS (Chowdhury et al. Eqs. 7-9; :mod:`refattn.features.gmm`).
 
 Options: ``features`` in {"prf", "rks"}, ``m`` features, ``components`` C, ``covariance`` in {"diagonal",
-"full"}, ``on_nonpositive`` (RKS), ``s_init`` (the covariance factors' initial scale: ``S_c = s_init I``, so
+"full"}, ``s_init`` (the covariance factors' initial scale: ``S_c = s_init I``, so
 the kernel starts as ``exp(-s_init^2 |q - k|^2 / (2 sqrt(d)))`` of the scaled inputs; 1 by default, the
-paper does not state its initialisation). Learnable: ``attn["gmm"]`` (mixture weights, means, covariance
-factors). Drawn: the base noise ``features["noise"]: (C, M/C, d)``.
+paper does not state its initialisation). ``on_nonpositive``: RKS features can give a non-positive
+normaliser (from the first forward, typically), so ``features="rks"`` needs it set explicitly (``"ignore"``
+to train, ``"raise"`` to stop at the first one); left unset, the configuration check refuses it, naming the
+option (PRF: unused). Learnable: ``attn["gmm"]`` (mixture weights, means, covariance factors); none is
+constrained: ``Sigma_c = S_c S_c^T`` (diagonal: ``diag(S_c^2)``) is valid for any real S, and the weights
+are the softmax of free logits. Drawn: the base noise ``features["noise"]: (C, M/C, d)``.
 
 omega: **none** (the frequencies are ``mu + S noise``: their gradient flows to the learnable ``gmm``).
 """
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 from ...features.gmm import (gmm_prf_features_stable_bwd_core, gmm_prf_features_stable_fwd_core,
                              gmm_rks_features_bwd_core, gmm_rks_features_fwd_core)
-from .base import AttentionKind, Draw, spectral_kind
+from .base import AttentionKind, Draw, resolve_on_nonpositive, spectral_kind
 
 __all__ = ["KIND"]
 
@@ -34,7 +38,7 @@ def _check(att, *, d_head, n_heads):
     s = att["s_init"]
     if isinstance(s, bool) or not isinstance(s, (int, float)) or not (0 < s < float("inf")):
         raise ValueError(f"attention.s_init: expected a positive finite number; got {s!r}")
-    return {**att, "s_init": float(s)}
+    return resolve_on_nonpositive({**att, "s_init": float(s)}, att["features"] == "rks", "features='rks'")
 
 
 def _features(att, *, d_head, n_heads):
@@ -44,7 +48,7 @@ def _features(att, *, d_head, n_heads):
 KIND = AttentionKind(
     "gmm", _fwd, _bwd,
     options={"features": "prf", "m": None, "components": 2, "covariance": "diagonal",
-             "on_nonpositive": "raise", "s_init": 1.0},
+             "on_nonpositive": None, "s_init": 1.0},
     choices={"features": ("prf", "rks"), "covariance": ("diagonal", "full"),
-             "on_nonpositive": ("raise", "ignore")},
+             "on_nonpositive": (None, "raise", "ignore")},
     params=_params, features=_features, omega="none", check=_check)

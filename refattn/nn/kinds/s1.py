@@ -36,7 +36,7 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
     pos = check_s1_positions(pos, params.freqs.shape[-2], params.freqs, xp=xp)        # (L, A), no data read
     # the unchecked core: q, k, v, the parameters and the positions were checked once by the model
     return s1_attention_fwd_core(q, k, v, pos, params, omega=omega, causal=causal,
-                                 features=options["features"] or "positive", xp=xp)
+                                 features=options["features"] or "positive", xp=xp, keep=train)
 
 
 def _bwd(do, cache):

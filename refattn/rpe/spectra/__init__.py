@@ -70,7 +70,7 @@ from .gaussian_kernel import GaussianKernel
 from .gaussian_mixture import GaussianMixture
 from .laplace_kernel import LaplaceKernel
 from .proposals import PROPOSAL_KINDS, Proposal, check_proposal, check_proposal_shape, kernel_proposal
-from .proposals import proposal_log_density
+from .proposals import proposal_log_density, scale_floor
 from .shifted import Shifted
 from .sin_power import SinPower
 
@@ -95,6 +95,7 @@ __all__ = [
     "check_spectrum",
     "check_proposal",
     "kernel_proposal",
+    "scale_floor",
     "spectrum_dim",
     "spectrum_arrays",
     "check_proposal_shape",

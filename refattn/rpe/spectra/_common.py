@@ -38,6 +38,12 @@ class Family(NamedTuple):
     * ``arrays(spectrum) -> [(name, array)]``: the parameter arrays (default: every field not in ``static``;
       the ``Shifted`` combinator nests its base's).
     * ``label(spectrum) -> str``: the family's name in messages (default: the container's type name).
+    * ``positive``: the names of the parameter arrays that must be positive (widths, lengths, radii): a model
+      learns them through their logarithm (``refattn.nn.kinds.domains``).
+    * ``tail_param(spectrum, *, xp) -> (p, dp)``: the tail's parameter (tau of a ``"gauss"`` tail, b of an
+      ``"exp"`` tail; the class is ``tail_class``) as a 0-d array, computed without a host sync, and its
+      gradient with respect to the parameters in the spectrum's own container type; None for the families
+      whose tail has no parameter (``refattn.rpe.spectra.proposals.scale_floor``).
     """
 
     check: Callable
@@ -50,6 +56,9 @@ class Family(NamedTuple):
     static: tuple = ()
     arrays: Callable | None = None
     label: Callable | None = None
+    positive: tuple = ()
+    tail_param: Callable | None = None
+    tail_class: str | None = None
 
 
 def no_dim(spectrum) -> None:

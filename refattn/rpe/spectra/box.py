@@ -81,4 +81,4 @@ def _tail(spectrum, D):
     return ("not_integrable",)
 
 
-FAMILY = Family(check=_check, dim=_dim, g=_g, g_bwd=_g_bwd, f=_f, tail=_tail)
+FAMILY = Family(check=_check, dim=_dim, g=_g, g_bwd=_g_bwd, f=_f, tail=_tail, positive=("v",))

@@ -59,4 +59,4 @@ def _tail(spectrum, D):
 
 
 FAMILY = Family(check=product_check, dim=product_dim, g=_g, g_bwd=product_g_bwd, f=_f, tail=_tail,
-                static=("k",))
+                static=("k",), positive=("v",))

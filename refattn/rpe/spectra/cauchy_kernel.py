@@ -51,5 +51,11 @@ def _tail(spectrum, D):
     return ("exp", TWO_PI * float(spectrum.length))
 
 
+def _tail_param(spectrum, *, xp):
+    db = xp.asarray(xp.zeros_like(spectrum.length) + TWO_PI)                         # b = 2 pi l
+    return xp.asarray(TWO_PI * spectrum.length), CauchyKernel(C=xp.zeros_like(spectrum.C), length=db)
+
+
 FAMILY = Family(check=check_scalar_length, dim=no_dim, g=_g, g_bwd=_g_bwd, f=_f, tail=_tail,
-                own_proposal="laplace")
+                own_proposal="laplace", positive=("length",), tail_param=_tail_param,
+                tail_class="exp")

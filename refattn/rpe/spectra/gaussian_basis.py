@@ -61,4 +61,12 @@ def _tail(spectrum, D):
     return ("gauss", 1.0 / (TWO_PI * float(namespace(spectrum.sigma).min(spectrum.sigma))))
 
 
-FAMILY = Family(check=_check, dim=no_dim, g=_g, g_bwd=_g_bwd, f=_f, tail=_tail)
+def _tail_param(spectrum, *, xp):
+    s = spectrum.sigma                                                      # tau = 1/(2 pi min_t sigma_t)
+    first = xp.arange(s.shape[0]) == xp.argmin(s)                           # (T,) its first argmin
+    return 1.0 / (TWO_PI * xp.min(s)), GaussianBasis(
+        w=xp.zeros_like(spectrum.w), sigma=xp.where(first, -1.0 / (TWO_PI * s * s), xp.zeros_like(s)))
+
+
+FAMILY = Family(check=_check, dim=no_dim, g=_g, g_bwd=_g_bwd, f=_f, tail=_tail, positive=("sigma",),
+                tail_param=_tail_param, tail_class="gauss")

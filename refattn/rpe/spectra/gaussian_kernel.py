@@ -52,5 +52,12 @@ def _tail(spectrum, D):
     return ("gauss", 1.0 / (TWO_PI * float(spectrum.length)))
 
 
+def _tail_param(spectrum, *, xp):
+    ell = spectrum.length                                                             # tau = 1/(2 pi l)
+    tau = xp.asarray(1.0 / (TWO_PI * ell))
+    return tau, GaussianKernel(C=xp.zeros_like(spectrum.C), length=xp.asarray(-tau / ell))
+
+
 FAMILY = Family(check=check_scalar_length, dim=no_dim, g=_g, g_bwd=_g_bwd, f=_f, tail=_tail,
-                own_proposal="gaussian")
+                own_proposal="gaussian", positive=("length",), tail_param=_tail_param,
+                tail_class="gauss")

@@ -73,4 +73,12 @@ def _tail(spectrum, D):
     return ("gauss", float(namespace(spectrum.sigma).max(spectrum.sigma)))
 
 
-FAMILY = Family(check=_check, dim=_dim, g=_g, g_bwd=_g_bwd, f=_f, tail=_tail)
+def _tail_param(spectrum, *, xp):
+    s = spectrum.sigma                                                                # tau = max_t sigma_t
+    first = xp.arange(s.shape[0]) == xp.argmax(s)                                     # (T,) its first argmax
+    return xp.max(s), GaussianMixture(w=xp.zeros_like(spectrum.w), mu=xp.zeros_like(spectrum.mu),
+                                      sigma=xp.where(first, xp.ones_like(s), xp.zeros_like(s)))
+
+
+FAMILY = Family(check=_check, dim=_dim, g=_g, g_bwd=_g_bwd, f=_f, tail=_tail, positive=("sigma",),
+                tail_param=_tail_param, tail_class="gauss")

@@ -54,4 +54,4 @@ def _tail(spectrum, D):
 
 
 FAMILY = Family(check=check_scalar_length, dim=no_dim, g=_g, g_bwd=_g_bwd, f=_f, tail=_tail,
-                own_proposal="mv_cauchy")
+                own_proposal="mv_cauchy", positive=("length",))

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 from ... import limits
 from ..._xp import check_choice, check_finite, check_positive_int, check_shape, device_of, namespace
 from ._common import TWO_PI, check_positive, iso_const, sq_norm
-from .core import check_spectrum, family_label, family_of
+from .core import check_spectrum, family_label, family_of, spectrum_arrays
 
 __all__ = [
     "Proposal",
@@ -36,6 +36,7 @@ __all__ = [
     "check_proposal_shape",
     "check_proposal",
     "kernel_proposal",
+    "scale_floor",
 ]
 
 Array = Any
@@ -157,11 +158,91 @@ def check_proposal_shape(proposal, sizes: dict, name: str = "proposal", *, finit
     return xp
 
 
+def _floor(tail, kind):
+    """The scale every proposal scale must exceed for ``int |g|^2 / p < inf`` (0.0: no such bound)."""
+    if tail[0] == "gauss" and kind == "gaussian":
+        return tail[1] / math.sqrt(2.0)                                  # tau / sqrt(2)
+    if tail[0] == "exp" and kind == "laplace":
+        return 1.0 / (2.0 * tail[1])                                     # 1 / (2 b)
+    return 0.0
+
+
+def scale_floor(spectrum, kind: str, D: int):
+    r"""The floor ``s_*`` that every scale of a `kind` proposal must exceed for the importance weights of
+    `spectrum` to have finite variance (the finite-variance condition of :func:`check_proposal`), and its
+    gradient with respect to the spectrum's parameters.
+
+    From the tail class of g (the module docstring's table): a Gaussian tail ``exp(-|xi|^2 / (2 tau^2))``
+    under the Gaussian proposal needs ``s > s_* = tau / sqrt(2)`` (``tau = 1 / (2 pi l)`` for the Gaussian
+    kernel, ``max_t sigma_t`` for a Gaussian mixture, ``1 / (2 pi min_t sigma_t)`` for a Gaussian basis); an
+    exponential tail ``exp(-b |xi_j|)`` under the Laplace proposal needs ``s > s_* = 1 / (2 b)``
+    (``b = 2 pi l`` for the Cauchy kernel). Every other pair has ``s_* = 0`` (any positive scale, or none:
+    :func:`check_proposal` says why). A model that learns the scale as ``s_* + exp(raw)`` keeps it valid
+    (``refattn.nn.kinds.domains``).
+
+    Parameters
+    ----------
+    spectrum : spectrum NamedTuple
+        A spectrum of :mod:`refattn.rpe.spectra`.
+    kind : {"gaussian", "laplace", "cauchy", "mv_cauchy", "uniform"}
+        The proposal's kind.
+    D : int
+        Position dimension, D >= 1.
+
+    Returns
+    -------
+    s_star : 0-d array or float
+        The floor, a 0-d array of the spectrum's dtype and namespace (computed without a host sync), or the
+        float 0.0 when the pair sets none.
+    ds_star : spectrum NamedTuple or None
+        ``d s_* / d parameters`` in the spectrum's container type (the extreme width's entry only, for the
+        mixtures: ``max``/``min`` are differentiable away from ties); None when ``s_* = 0``.
+
+    Raises
+    ------
+    ValueError
+        Bad spectrum parameters, an unknown `kind` or D not a positive integer.
+    TypeError
+        Unknown spectrum family.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.rpe.spectra import GaussianKernel, scale_floor
+    >>> s, ds = scale_floor(GaussianKernel(C=np.asarray(1.0), length=np.asarray(2.0)), "gaussian", 1)
+    >>> round(float(s), 5), round(float(ds.length), 5)  # 1 / (2 sqrt(2) pi l) and its derivative -s / l
+    (0.05627, -0.02813)
+    """
+    check_choice(kind, "kind", PROPOSAL_KINDS)
+    D = check_positive_int(D, "D")
+    check_spectrum(spectrum)
+    xp = namespace(*[a for _, a in spectrum_arrays(spectrum)])
+    return scale_floor_core(spectrum, kind, D, xp=xp)
+
+
+# s_* = tau / sqrt(2) (Gaussian tail, Gaussian proposal), 1 / (2 b) (exp. tail, Laplace proposal), else 0
+# ds_* = dtau / sqrt(2), or -db / (2 b^2), with tau or b and its gradient from the family's tail_param
+def scale_floor_core(spectrum, kind: str, D: int, *, xp):
+    """Unchecked core of :func:`scale_floor`."""
+    fam = family_of(spectrum)
+    if fam.tail_param is None or _floor((fam.tail_class, 1.0), kind) == 0.0:
+        return 0.0, None
+    p, dp = fam.tail_param(spectrum, xp=xp)                                   # 0-d array: no host sync
+    s_star = _floor((fam.tail_class, p), kind)
+    c = 1.0 / math.sqrt(2.0) if fam.tail_class == "gauss" else -1.0 / (2.0 * p * p)
+    return s_star, _scaled(dp, c, xp=xp)
+
+
+def _scaled(spectrum, c, *, xp):
+    """The spectrum container with every array field times c (static fields kept)."""
+    return type(spectrum)(*[xp.asarray(a * c) if hasattr(a, "shape") else a for a in spectrum])
+
+
 def _variance_problem(tail, kind, s_min, D):
     """Why int |g|^2 / p = inf for this tail class and proposal kind, or None when it is finite."""
     if tail[0] == "gauss":
         tau = tail[1]
-        if kind == "gaussian" and not s_min > tau / math.sqrt(2.0):
+        if kind == "gaussian" and not s_min > _floor(tail, kind):
             return (f"|g|^2 ~ exp(-|xi|^2/tau^2) with tau = {tau:.6g} and 1/p ~ exp(|xi|^2/(2 s^2)): "
                     f"int |g|^2/p < inf needs every scale s > tau/sqrt(2) = {tau / math.sqrt(2.0):.6g}; "
                     f"got min scale {s_min:.6g}")
@@ -170,7 +251,7 @@ def _variance_problem(tail, kind, s_min, D):
         if kind == "gaussian":
             return (f"|g| decays like exp(-{b:.6g}|xi_j|) but 1/p grows like exp(|xi|^2/(2 s^2)) for the "
                     "Gaussian proposal: use 'laplace' (scale > 1/(2 b)), 'cauchy' or 'mv_cauchy'")
-        if kind == "laplace" and not s_min > 1.0 / (2.0 * b):
+        if kind == "laplace" and not s_min > _floor(tail, kind):
             return (f"|g|^2 ~ exp(-2 b |xi_j|) with b = {b:.6g} and 1/p ~ exp(|xi_j|/s): needs every scale "
                     f"s > 1/(2 b) = {1.0 / (2.0 * b):.6g}; got min scale {s_min:.6g}")
     elif tail[0] == "iso_power":

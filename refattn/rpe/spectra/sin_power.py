@@ -88,4 +88,5 @@ def _tail(spectrum, D):
     return ("not_integrable",)
 
 
-FAMILY = Family(check=_check, dim=product_dim, g=_g, g_bwd=product_g_bwd, f=_f, tail=_tail, static=("k",))
+FAMILY = Family(check=_check, dim=product_dim, g=_g, g_bwd=product_g_bwd, f=_f, tail=_tail, static=("k",),
+                positive=("v",))
