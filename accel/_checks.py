@@ -35,8 +35,7 @@ def check_array(name: str, x: Any, dtypes: tuple[str, ...], *, kernel: str, arra
         raise TypeError(f"{name}: {backend} kernels take {arrays}; got {type_name(x)} ({kernel}). {hint}")
     if x.dtype.name not in dtypes:
         raise TypeError(f"{name}: the {backend} kernel {kernel} supports dtypes {', '.join(dtypes)}; "
-                        "got dtype "
-                        f"{x.dtype.name}")
+                        f"got dtype {x.dtype.name}")
     if like is not None and x.dtype != like.dtype:
         raise TypeError(f"{name}: dtype {x.dtype.name} differs from {like.dtype.name} ({kernel}); "
                         "convert one of them explicitly")

@@ -246,11 +246,8 @@ def budget_ladder(ladder: str = "ladder", *, n_se: float = 2.0) -> Decide:
         return "not-reproduced"
 
     return with_rule(decide, f"holds iff the largest rung of {ladder} shows the paper's effect (effect > "
-                             f"{n_se:g} SE); fails iff the effect is absent or reversed at the paper's "
-                             "compute "
-                             f"(budget_fraction >= 1), or reversed by > {n_se:g} SE on every rung of a "
-                             "ladder "
-                             f"of >= 2 rungs with the reversal holding or growing with the budget; "
-                             "not-reproduced otherwise (not seen below the paper's compute, the ladder "
-                             "flat or "
-                             "inconclusive).")
+                             f"{n_se:g} SE); fails iff the effect is absent or reversed at the "
+                             f"paper's compute (budget_fraction >= 1), or reversed by > {n_se:g} SE on "
+                             "every rung of a ladder of >= 2 rungs with the reversal holding or growing "
+                             "with the budget; not-reproduced otherwise (not seen below the paper's compute, "
+                             "the ladder flat or inconclusive).")

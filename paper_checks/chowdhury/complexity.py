@@ -61,13 +61,12 @@ def _decide(ev: dict) -> str:
 
 _RULE = with_rule(_decide, (
     "O() is an upper bound (the taxonomy reads it so): holds iff the time growth of the FWHT path from d_q = "
-    f"256 to 1024 (fixed L, M; repeated single-thread timings) is below {BOUND_MIDPOINT:.0f} (nearer "
-    "Table 1's "
-    f"x{PRED_TABLE1:g} than the x{PRED_SUPERLINEAR:g} of the nearest law it excludes, O(L M d_q^2), in log "
-    "scale) both as the ratio of the fastest repeats (contention only adds time) and as the ratio of the "
-    "medians; fails iff both are above; not-checkable iff they disagree. How loose the bound is (the FWHT's "
-    f"log-linear cost: growth nearer x{PRED_LOGLINEAR:.2f} than x{PRED_TABLE1:g}, boundary "
-    f"x{MIDPOINT:.2f}) is reported, not decided. With statement_under_test = log-linear (the companion): "
+    f"256 to 1024 (fixed L, M; repeated single-thread timings) is below {BOUND_MIDPOINT:.0f} "
+    f"(nearer Table 1's x{PRED_TABLE1:g} than the x{PRED_SUPERLINEAR:g} of the nearest law it excludes, "
+    "O(L M d_q^2), in log scale) both as the ratio of the fastest repeats (contention only adds time) and "
+    "as the ratio of the medians; fails iff both are above; not-checkable iff they disagree. How loose the "
+    f"bound is (the FWHT's log-linear cost: growth nearer x{PRED_LOGLINEAR:.2f} than x{PRED_TABLE1:g}, "
+    f"boundary x{MIDPOINT:.2f}) is reported, not decided. With statement_under_test = log-linear (the companion): "
     "holds iff both growths are below that boundary, fails iff both are above."))
 
 _TIGHT = ("FastFood(RKS/PRF): time O(L M log d_q) (FWHT path; O(L M d_q) only if V is formed), parameters "

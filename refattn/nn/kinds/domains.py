@@ -101,7 +101,7 @@ def spectrum_values(stored, *, xp):
     return stored._replace(**{n: xp.exp(getattr(stored, n).log) + tiny for n in pos})
 
 
-# spectrum: value = exp(log) per positive field;  proposal: scale = s_*(spectrum) + exp(log_excess)
+# value = exp(log) + tiny per positive field;  scale = s_*(spectrum) (1 + 8 eps) + tiny + exp(log_excess)
 def spectral_values_fwd(stored_spectrum, stored_proposal, *, xp):
     """``(spectrum, proposal, cache)``: the constrained values of a stored spectrum and proposal (module
     docstring), and the cache for :func:`spectral_values_bwd`."""
