@@ -66,8 +66,8 @@ _RULE = with_rule(_decide, (
     "O(L M d_q^2), in log scale) both as the ratio of the fastest repeats (contention only adds time) and "
     "as the ratio of the medians; fails iff both are above; not-checkable iff they disagree. How loose the "
     f"bound is (the FWHT's log-linear cost: growth nearer x{PRED_LOGLINEAR:.2f} than x{PRED_TABLE1:g}, "
-    f"boundary x{MIDPOINT:.2f}) is reported, not decided. With statement_under_test = log-linear (the companion): "
-    "holds iff both growths are below that boundary, fails iff both are above."))
+    f"boundary x{MIDPOINT:.2f}) is reported, not decided. With statement_under_test = log-linear (the "
+    "companion): holds iff both growths are below that boundary, fails iff both are above."))
 
 _TIGHT = ("FastFood(RKS/PRF): time O(L M log d_q) (FWHT path; O(L M d_q) only if V is formed), parameters "
           "O(M) (S, G, B, Pi) instead of O(M d_q)")
