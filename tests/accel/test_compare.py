@@ -83,6 +83,27 @@ def _kernel_cases():
     return out or [pytest.param(None, None, marks=pytest.mark.skip(reason="no accelerator backend here"))]
 
 
+def _to_backend(backend, tree):
+    """The sample arrays on the backend's device (CuPy kernels take CuPy arrays; numba's take NumPy's)."""
+    if backend != "cupy":
+        return tree
+    import cupy
+    if isinstance(tree, np.ndarray):
+        return cupy.asarray(tree)
+    if isinstance(tree, tuple):
+        moved = [_to_backend(backend, t) for t in tree]
+        return type(tree)(*moved) if hasattr(tree, "_fields") else tuple(moved)
+    return tree
+
+
+def _to_host(tree):
+    """Outputs back on the host as NumPy arrays (a CuPy array converts only through ``.get()``)."""
+    if isinstance(tree, tuple):
+        moved = [_to_host(t) for t in tree]
+        return type(tree)(*moved) if hasattr(tree, "_fields") else tuple(moved)
+    return tree.get() if hasattr(tree, "get") and not isinstance(tree, (np.ndarray, dict)) else tree
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("backend, name", _kernel_cases())
 def test_kernel_equals_reference(backend, name, dtype):
@@ -90,7 +111,7 @@ def test_kernel_equals_reference(backend, name, dtype):
     args, kwargs = _samples(name, rng, dtype)
     with accel.use(backend):
         kernel = _dispatch.kernel_for(name)
-        got = kernel(*args, **kwargs)
+        got = _to_host(kernel(*_to_backend(backend, args), **kwargs))
     want = _call_reference(name, args, kwargs)
     got = got if isinstance(got, tuple) else (got,)
     want = want if isinstance(want, tuple) else (want,)
