@@ -117,6 +117,5 @@ def write_report(*, quick: bool = False, seed: int = 0, progress: TextIO | None 
             for tag in ("bidirectional", "causal"):
                 r = e[tag]
                 out.append(f"| {s} | {tag} | {r['default_eps']:.4f} | {r['eps_0']:.4f} | {r['refattn']:.4f} "
-                           f"| "
-                           f"{r['default_vs_eps_0']:.2e} |")
+                           f"| {r['default_vs_eps_0']:.2e} |")
     return "\n".join(out) + "\n"

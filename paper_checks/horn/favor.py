@@ -150,8 +150,7 @@ def attention_matrix(ctx: Context) -> Result:
                  "estimator), consistent as m grows (RMS error O(m^{-1/2})).")
     return Result(verdict, ev, corrected=corrected if verdict == "erratum" else None, figures=figs,
                   summary=f"Q'K'^T unbiased at every m (max z {max(r['max_z'] for r in raw):.1f}); "
-                          "normalised "
-                          f"A_hat biased: z = {nrm[0]['max_z']:.0f} at m = 2, m*bias = "
+                          f"normalised A_hat biased: z = {nrm[0]['max_z']:.0f} at m = 2, m*bias = "
                           + ", ".join(f"{r['m_times_worst_bias']:.4f}" for r in nrm))
 
 

@@ -132,8 +132,8 @@ def _lemma1_result(ctx: Context, ev: dict) -> Result:
 
 @claim("horn.lemma1", paper=HORN, section="Sec. 2.3, Lemma 1, Eq. (3); App. A.1",
        statement="<phi(z - tau) W_q, phi(z' - tau) W_k> = <phi(z) W_q, phi(z') W_k> if W_q^T W_k is of the "
-                 "form "
-                 "W_q W_k^T = [[alpha, beta], [-beta, alpha]]; the value is alpha cos(omega z - omega z') + "
+                 "form W_q W_k^T = [[alpha, beta], [-beta, alpha]]; the value is "
+                 "alpha cos(omega z - omega z') + "
                  "beta sin(omega z - omega z').",
        expected="holds",
        derivation="phi(z) M phi(z')^T with M = [[a, b], [c, d]] equals (a+d)/2 cos(omega(z-z')) + (b-c)/2 "

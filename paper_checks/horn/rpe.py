@@ -277,8 +277,7 @@ def _s2_signed(ctx: Context, two_sided: bool) -> Result:
                                  "sum_{j <= i-k} v_j + sum_{|j - i| < k} <q'_i, a'_ij> v_j (prefix "
                                  "sums; O(L k))."),
                       summary=f"one-baseline formula off by {err_printed:.2f} (relative) for signed "
-                              "distances; "
-                              f"two far regions exact ({err_corr:.0e})")
+                              f"distances; two far regions exact ({err_corr:.0e})")
     return Result(verdict, ev, summary=f"one-baseline formula rel err {err_printed:.1e}, two-region formula "
                                        "rel err "
                                        f"{err_corr:.1e}")
