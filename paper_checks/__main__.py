@@ -18,6 +18,7 @@ Ctrl-C (the claims that finished are printed, and with ``--json`` written, marke
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -285,8 +286,28 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     if args.report is not None and not args.list:
         Path(args.report).mkdir(exist_ok=True)   # the directory the user named (its parent exists: checked)
-    if args.data is not None:
-        os.environ[DATA_ENV] = str(Path(args.data).resolve())
+    with _data_environment(args.data):
+        return _run(claims, args, argv)
+
+
+@contextlib.contextmanager
+def _data_environment(data: str | None):
+    """``$PAPER_CHECKS_DATA`` set to `data` (resolved) for the run, where the experiments and worker
+    processes read it, and restored afterwards: a later caller of :func:`main` keeps its own data source."""
+    before = os.environ.get(DATA_ENV)
+    if data is not None:
+        os.environ[DATA_ENV] = str(Path(data).resolve())
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(DATA_ENV, None)
+        else:
+            os.environ[DATA_ENV] = before
+
+
+def _run(claims: list, args: argparse.Namespace, argv: list[str] | None) -> int:
+    """Run the validated command line: the power table, the seeds table, the list, or the claims."""
     if args.power:
         return _power(claims, args, argv)
     if args.seeds is not None:

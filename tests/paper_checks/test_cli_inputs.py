@@ -20,6 +20,7 @@ import pytest
 
 from paper_checks import __main__ as cli
 from paper_checks.experiments import idx
+from paper_checks.experiments.idx import DATA_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 IDX_FILE = ROOT / "paper_checks" / "experiments" / "idx.py"
@@ -146,7 +147,10 @@ def test_malformed_data_directory_is_refused_before_any_claim(tmp_path, nothing_
 
 def test_wellformed_data_directory_passes(tmp_path, capsys):
     good = _mnist_dir(tmp_path / "good")
+    before = os.environ.get(DATA_ENV)
     assert cli.main(["--data", str(good), "--only", "kl.eq1-softmax", "--size", "tiny"]) == cli.EXIT_OK
+    # --data holds for its run only: a later run in the same process (the next test) reads its own data
+    assert os.environ.get(DATA_ENV) == before
 
 
 # ---- integer ranges on the command line --------------------------------------------------------------------
