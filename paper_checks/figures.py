@@ -17,6 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from refattn.files import atomic_write
+
 __all__ = ["pyplot", "new_figure", "save_figure"]
 
 
@@ -36,9 +38,12 @@ def new_figure(*, figsize: tuple[float, float]) -> tuple[Any, Any]:
 
 
 def save_figure(fig: Any, path: Path, *, dpi: int) -> str:
-    """Lay `fig` out tightly, write it to `path` (PNG at `dpi`) and close it; returns ``str(path)`` for
-    ``Result.figures``."""
+    """Lay `fig` out tightly, write it to `path` (PNG at `dpi`, atomically: an interrupted write keeps the
+    previous file) and close it; returns ``str(path)`` for ``Result.figures``."""
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
-    pyplot().close(fig)
+    try:
+        with atomic_write(path, "wb") as fh:
+            fig.savefig(fh, dpi=dpi, format="png")
+    finally:
+        pyplot().close(fig)
     return str(path)
