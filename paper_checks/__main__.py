@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import tempfile
+import textwrap
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -56,8 +57,52 @@ _UNUSED = {
 }
 
 
+#: What each verdict says (``--help``); the criterion that separates them is docs/guide/paper-checks.md.
+VERDICT_HELP = {
+    "holds": "the statement holds as evidently meant, within the check's stated tolerance",
+    "erratum": "its mathematical content as printed is false, and a corrected statement (printed with the "
+               "result) is verified",
+    "fails": "it is false and no correction is verified (a trained claim: only when more budget would not "
+             "change it)",
+    "not-reproduced": "a trained effect not seen at a budget below the paper's (the fraction is in the "
+                      "evidence)",
+    "not-checkable": "no measurement can decide it (the evidence says why)",
+    "skipped": "a slow, trained claim not selected; --all (or --only ID) runs it, and the summary gives the "
+               "command",
+}
+#: Notation-only slips: not a verdict of their own, counted apart inside holds and erratum.
+SLIPS_HELP = ("slips: a notation-only slip (a statement that holds as evidently meant, with a typo in "
+              "its notation) is quoted, corrected and checked in the evidence; the totals line counts such "
+              "claims apart, e.g. 'holds 22 (7 with notation slips)'")
+EXPECTED_HELP = ("the table's expected column: the verdict each claim is registered to give at this --size, "
+                 "fixed in paper_checks before any run, with its derivation (--list lists the expected "
+                 "verdicts, --report gives each derivation). Exit 0 when every verdict equals its expected "
+                 "one ('skipped' always does), 1 when one differs (marked '<-- differs from expected') or a "
+                 "claim raised, 2 for bad arguments, 130 on Ctrl-C.")
+EVIDENCE_HELP = ("the evidence: the console shows one summary line per claim; --report DIR writes report.md "
+                 "(statement, rule, evidence, correction, figures as PNG) and --json PATH every record with "
+                 "its provenance (versions, commit, BLAS threads, command line, seed, size). Reading them: "
+                 "docs/guide/paper-checks.md.")
+#: The one line printed above the table: what its columns are.
+COLUMNS_LINE = ("columns: claim id | verdict of this run, decided by the claim's rule from its evidence | "
+                "expected: the verdict registered before the run for this size (a differing one is marked "
+                "and exits 1) | sec: wall seconds | summary: the measurement in one line")
+
+
+def _epilog() -> str:
+    width = max(len(v) for v in VERDICT_HELP)
+    lines = ["verdicts (one per claim):"]
+    for v, text in VERDICT_HELP.items():
+        lines += textwrap.wrap(text, 96, initial_indent=f"  {v:{width}s}  ",
+                               subsequent_indent=" " * (width + 4))
+    for paragraph in (SLIPS_HELP, EXPECTED_HELP, EVIDENCE_HELP):
+        lines += ["", *textwrap.wrap(paragraph, 96, subsequent_indent="  ")]
+    return "\n".join(lines)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m paper_checks", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m paper_checks", description=__doc__.split("\n")[0],
+                                epilog=_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--all", action="store_true", help="also run the slow experiment claims")
     p.add_argument("--only", action="append", metavar="GLOB", help="claim ids to run (glob; repeatable)")
     p.add_argument("--list", action="store_true", help="list the claims and exit")
@@ -355,6 +400,7 @@ def _run(claims: list, args: argparse.Namespace, argv: list[str] | None) -> int:
         rows.append((c, res, secs))
 
     width = max([len(c.id) for c, _, _ in rows] + [5])
+    print(COLUMNS_LINE)
     print(f"{'claim':{width}s}  {'verdict':13s}  {'expected':13s}  {'sec':>6s}  summary")
     for c, res, secs in rows:
         verdict = "ERROR" if res is None else res.verdict
@@ -374,12 +420,12 @@ def _run(claims: list, args: argparse.Namespace, argv: list[str] | None) -> int:
             write_json(Path(args.json), rows, prov)
         if args.report:
             write_report(Path(args.report), rows, seed=args.seed, size=args.size, prov=prov)
-            print(f"report written to {Path(args.report) / 'report.md'}")
     except OSError as exc:
         where = exc.filename or args.json or args.report
         print(f"paper_checks: could not write {where} ({exc.strerror or exc}); the previous file, if any, is "
               "unchanged", file=sys.stderr)
         return EXIT_USAGE
+    print(evidence_line(args.json, args.report, rows))
     if failed:
         print(f"paper_checks: {len(failed)} claim(s) raised: {', '.join(failed)}", file=sys.stderr)
     differ = [c.id for c, res, _ in rows
@@ -388,6 +434,23 @@ def _run(claims: list, args: argparse.Namespace, argv: list[str] | None) -> int:
         print(f"paper_checks: {len(differ)} verdict(s) differ from expected: {', '.join(differ)}",
               file=sys.stderr)
     return EXIT_DIFFERS if failed or differ else EXIT_OK
+
+
+def evidence_line(json_path: str | None, report_dir: str | None, rows: list) -> str:
+    """The run's last stdout line: what was written (`json_path`, `report_dir`), or, when neither was given,
+    that nothing was and which options write the full evidence."""
+    if json_path is None and report_dir is None:
+        return ("nothing written: the evidence behind each verdict is in --report DIR (report.md with the "
+                "rule, evidence, correction and PNG figures per claim) and --json PATH (every record with "
+                "its provenance); python -m paper_checks --help explains the verdicts")
+    n_fig = sum(len(res.figures) for _, res, _ in rows if res is not None and res.figures)
+    written = []
+    if json_path is not None:
+        written.append(f"{json_path} ({len(rows)} claim record(s) with provenance)")
+    if report_dir is not None:
+        written.append(f"{Path(report_dir) / 'report.md'} ({len(rows)} claim(s), {n_fig} figure(s) in "
+                       f"{report_dir})")
+    return "written: " + "; ".join(written)
 
 
 def _interrupted(claims: list, outcomes: list, args: argparse.Namespace, argv: list[str] | None) -> int:
