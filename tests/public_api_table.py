@@ -265,6 +265,12 @@ def b_gmm_kernel(rng, s):
                 batch=("q", "k"))
 
 
+def b_qk_m(rng, s):
+    c = b_qk(rng, s)
+    c.args["m"] = 4
+    return c
+
+
 def b_gmm_mse(rng, s):
     c = b_gmm_kernel(rng, s)
     c.args["M"] = 4
@@ -728,6 +734,8 @@ PLAIN = {
     "gmm_prf_kernel": b_gmm_kernel, "gmm_rks_mse": b_gmm_mse, "gmm_prf_mse": b_gmm_mse,
     "gmm_rks_antithetic_mse": b_gmm_antithetic_mse, "gmm_antithetic_params": b_gmm_antithetic_params,
     "gmm_weights": b_gmm_weights,
+    "trig_mse": b_qk_m, "softmax_trig_mse": b_qk_m, "positive_mse": b_qk_m, "hyperbolic_mse": b_qk_m,
+    "gaussian_positive_mse": b_qk_m,
     "softmax_kernel": b_qk, "gaussian_kernel": b_qk, "elu_kernel": b_qk, "relu_kernel": b_qk,
     "exp_dot_kernel": b_qk, "fastfood_rks_kernel": b_qk, "fastfood_prf_kernel": b_qk,
     "kernel_attention": b_kernel_attention, "linear_attention_step": b_step,

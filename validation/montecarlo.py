@@ -236,17 +236,26 @@ def mse_estimate(estimates: Any, target: Any) -> MseEstimate:
     return MseEstimate(e2.mean(axis=0), e2.std(axis=0, ddof=1) / np.sqrt(n), n)
 
 
-def mse_test(estimates: Any, target: Any, predicted_mse: Any, *, n_se: float = 5.0) -> MeanTest:
+def mse_test(estimates: Any, target: Any, predicted_mse: Any, *, n_se: float = 5.0, atol: float = 0.0
+             ) -> MeanTest:
     """Is the empirical MSE of `estimates` ``(n, ...)`` against `target` equal to `predicted_mse`? A
-    :func:`mean_test` of the squared errors (their SE is the fourth-moment one)."""
+    :func:`mean_test` of the squared errors (their SE is the fourth-moment one), with `atol` as in
+    :func:`assert_mse_matches`."""
     x = _as_np(estimates)
     if x.ndim < 1 or x.shape[0] < 2:
         raise ValueError(f"estimates: expected shape (n, ...) with n >= 2 replicates; got {x.shape}")
-    return mean_test((x - _as_np(target)) ** 2, predicted_mse, n_se=n_se)
+    return mean_test((x - _as_np(target)) ** 2, predicted_mse, n_se=n_se, atol=_check_atol(atol))
+
+
+def _check_atol(atol: Any) -> float:
+    if isinstance(atol, bool) or not isinstance(atol, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(atol) or atol < 0:
+        raise ValueError(f"atol: expected a finite number >= 0; got {atol!r}")
+    return float(atol)
 
 
 def assert_mse_matches(estimates: Any, target: Any, predicted_mse: Any, *, n_se: float = 5.0,
-                       label: str = "", seed: Any = None) -> MeanTest:
+                       atol: float = 0.0, label: str = "", seed: Any = None) -> MeanTest:
     """Assert that the empirical MSE of `estimates` equals `predicted_mse` within `n_se` standard errors.
 
     An :func:`assert_mean_within_se` of the squared errors ``(estimates - target)^2``, whose standard error is
@@ -263,6 +272,12 @@ def assert_mse_matches(estimates: Any, target: Any, predicted_mse: Any, *, n_se:
         The MSE the formula predicts.
     n_se : float, default 5.0
         Tolerance in standard errors.
+    atol : float, default 0.0
+        Absolute slack on the MSE, added to ``n_se * se``. Needed where the true MSE is 0 (an estimator
+        exact for that entry, e.g. trig features at ``q = k``): the squared errors are then rounding noise,
+        ``~(eps |target|)^2``, and so is their standard error, so the z-score of a correct formula is
+        arbitrary (hundreds of SE). Give the rounding scale, e.g. ``(16 * eps * max|target|)^2``, never a
+        value near the MSEs under test (it would hide a wrong formula).
     label : str, default ""
         Prefix of the failure message (default ``"MSE"``).
     seed : object, optional
@@ -291,10 +306,14 @@ def assert_mse_matches(estimates: Any, target: Any, predicted_mse: Any, *, n_se:
     Traceback (most recent call last):
     ...
     AssertionError: MSE: Monte Carlo mean differs from the expected value by ...
+    >>> exact = 1.0 + 1e-16 * np.random.default_rng(1).standard_normal((1000, 3))   # true MSE 0, rounding
+    >>> assert_mse_matches(exact, 1.0, 0.0, atol=(16 * np.finfo(float).eps) ** 2).passed
+    True
     """
     x = _as_np(estimates)
     e2 = (x - _as_np(target)) ** 2
-    return assert_mean_within_se(e2, predicted_mse, n_se=n_se, label=label or "MSE", seed=seed)
+    return assert_mean_within_se(e2, predicted_mse, n_se=n_se, atol=_check_atol(atol), label=label or "MSE",
+                                 seed=seed)
 
 
 class VarianceTest(NamedTuple):

@@ -9,13 +9,13 @@ from .trig import (
     trig_features, trig_features_fwd, trig_features_bwd, TrigFeaturesCache, TrigFeaturesGrads,
     softmax_trig_features, softmax_trig_features_fwd, softmax_trig_features_bwd,
     softmax_trig_features_stable, softmax_trig_features_stable_fwd, softmax_trig_features_stable_bwd,
-    SoftmaxTrigFeaturesCache, gaussian_kernel, softmax_kernel,
+    SoftmaxTrigFeaturesCache, gaussian_kernel, softmax_kernel, trig_mse, softmax_trig_mse,
 )
 from .positive import (
     positive_features, positive_features_fwd, positive_features_bwd, positive_features_stable,
     positive_features_stable_fwd, positive_features_stable_bwd, gaussian_positive_features,
     gaussian_positive_features_fwd, gaussian_positive_features_bwd, PositiveFeaturesCache,
-    PositiveFeaturesGrads,
+    PositiveFeaturesGrads, positive_mse, gaussian_positive_mse,
 )
 from .key_frames import (
     positive_key_features_stable, positive_key_features_stable_fwd, positive_key_features_stable_bwd,
@@ -25,6 +25,7 @@ from .hyperbolic import (
     hyperbolic_features, hyperbolic_features_fwd, hyperbolic_features_bwd, hyperbolic_features_stable,
     hyperbolic_features_stable_fwd, hyperbolic_features_stable_bwd, hyperbolic_key_features_stable,
     hyperbolic_key_features_stable_fwd, hyperbolic_key_features_stable_bwd, HyperbolicFeaturesCache,
+    hyperbolic_mse,
 )
 from .gmm_spectrum import (
     GMMParams, gmm_weights, gmm_antithetic_params, gmm_frequencies, gmm_frequencies_fwd,
@@ -61,7 +62,8 @@ __all__ = [
     "trig_features", "trig_features_fwd", "trig_features_bwd", "TrigFeaturesCache", "TrigFeaturesGrads",
     "softmax_trig_features", "softmax_trig_features_fwd", "softmax_trig_features_bwd",
     "softmax_trig_features_stable", "softmax_trig_features_stable_fwd", "softmax_trig_features_stable_bwd",
-    "SoftmaxTrigFeaturesCache", "gaussian_kernel", "softmax_kernel", "positive_features",
+    "SoftmaxTrigFeaturesCache", "gaussian_kernel", "softmax_kernel", "trig_mse", "softmax_trig_mse",
+    "positive_mse", "gaussian_positive_mse", "hyperbolic_mse", "positive_features",
     "positive_features_fwd", "positive_features_bwd", "positive_features_stable",
     "positive_features_stable_fwd", "positive_features_stable_bwd", "gaussian_positive_features",
     "gaussian_positive_features_fwd", "gaussian_positive_features_bwd", "hyperbolic_features",

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from .._docs import fill_doc
 from .._xp import namespace
+from .trig import MSE_PARAMETERS, MSE_RAISES, mse_terms, nonneg
 from .projection import BWD_RAISES, OMEGA_GRAD_PARAMETER, X_OMEGA_PARAMETERS, X_OMEGA_RAISES, check_x_omega
 from .key_frames import check_causal, positive_key_features_stable_bwd, positive_key_features_stable_fwd_core
 from .positive import (PositiveFeaturesCache, PositiveFeaturesGrads, check_frame, positive_features_bwd,
@@ -19,7 +20,7 @@ __all__ = [
     "hyperbolic_features", "hyperbolic_features_fwd", "hyperbolic_features_bwd",
     "hyperbolic_features_stable", "hyperbolic_features_stable_fwd", "hyperbolic_features_stable_bwd",
     "hyperbolic_key_features_stable", "hyperbolic_key_features_stable_fwd",
-    "hyperbolic_key_features_stable_bwd", "HyperbolicFeaturesCache",
+    "hyperbolic_key_features_stable_bwd", "HyperbolicFeaturesCache", "hyperbolic_mse",
 ]
 
 Array = Any
@@ -282,3 +283,42 @@ def hyperbolic_key_features_stable_bwd(dout, cache: HyperbolicFeaturesCache, *,
     """
     g = positive_key_features_stable_bwd(dout, cache.inner, omega_grad=omega_grad)
     return _fold(g, cache, frame=False)
+
+
+@fill_doc(parameters=MSE_PARAMETERS, raises=MSE_RAISES)
+def hyperbolic_mse(q, k, m):
+    r"""MSE of :func:`hyperbolic_features`' softmax-kernel estimate,
+    ``exp(-|q|^2 - |k|^2) (exp(|q + k|^2) - 1)^2 / (2m)``.
+
+    Derivation (iid ``omega_i ~ N(0, I_d)``, m projections, 2m features, ``s = q + k``): ``phi(q) . phi(k)``
+    is the mean of m iid ``Y_i = cosh(omega_i . s) exp(-|q|^2/2 - |k|^2/2)``, unbiased for ``exp(q . k)``.
+    ``E cosh(omega . s) = exp(|s|^2/2)`` and ``E cosh^2(omega . s) = (1 + E cosh(2 omega . s)) / 2 =
+    (1 + exp(2|s|^2)) / 2``, so ``Var cosh = (exp(|s|^2) - 1)^2 / 2`` and ``Var Y = exp(-|q|^2 - |k|^2)
+    (exp(|s|^2) - 1)^2 / 2``, over m. Equal to ``positive_mse(q, k, m) (1 - exp(-|s|^2)) / 2``: below the
+    positive map's at the same m (Choromanski et al. 2021, Lemma 2, hyperbolic form).
+
+    {parameters}
+
+    Returns
+    -------
+    mse : (..., Lq, Lk) array
+        ``E[(phi(q) . phi(k) - softmax_kernel(q, k))^2]``; same namespace and dtype as `q`.
+
+    {raises}
+
+    See Also
+    --------
+    refattn.features.positive_mse : the one-sided positive map's MSE.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import hyperbolic_mse
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> hyperbolic_mse(q, k, 64)
+    array([[0.00480913, 0.21798452],
+           [0.03303824, 0.04315931]])
+    """
+    xp, qk, qq, kk, m = mse_terms(q, k, m)
+    ss = nonneg(qq + kk + 2.0 * qk, xp=xp)                                        # (..., Lq, Lk) |q + k|^2
+    return xp.exp(-(qq + kk)) * xp.expm1(ss) ** 2 / (2.0 * m)

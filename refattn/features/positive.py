@@ -17,12 +17,13 @@ from .._docs import fill_doc
 from .._xp import check_finite, check_shape, device_of, namespace
 from .projection import (BWD_RAISES, OMEGA_GRAD_PARAMETER, X_OMEGA_PARAMETERS, X_OMEGA_RAISES, check_x_omega,
                           project, project_bwd, sq_norm_half)
+from .trig import MSE_PARAMETERS, MSE_RAISES, mse_terms, nonneg
 
 __all__ = [
     "positive_features", "positive_features_fwd", "positive_features_bwd",
     "positive_features_stable", "positive_features_stable_fwd", "positive_features_stable_bwd",
     "gaussian_positive_features", "gaussian_positive_features_fwd", "gaussian_positive_features_bwd",
-    "PositiveFeaturesCache", "PositiveFeaturesGrads",
+    "PositiveFeaturesCache", "PositiveFeaturesGrads", "positive_mse", "gaussian_positive_mse",
 ]
 
 Array = Any
@@ -404,3 +405,85 @@ def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache, *,
         check_finite("dlog_scale", dls, xp=xp)
     check_finite("dphi", dphi, xp=xp)
     return positive_features_stable_bwd_core(dphi, dls, c, omega_grad=omega_grad, xp=xp)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# closed-form MSEs (iid omega_i ~ N(0, I_d)); E exp(omega . a) = exp(|a|^2/2)
+
+
+@fill_doc(parameters=MSE_PARAMETERS, raises=MSE_RAISES)
+def positive_mse(q, k, m):
+    r"""MSE of :func:`positive_features`' softmax-kernel estimate, ``exp(2 q.k) (exp(|q + k|^2) - 1) / m``.
+
+    Derivation (iid ``omega_i ~ N(0, I_d)``, ``s = q + k``): ``phi(q) . phi(k)`` is the mean of m iid
+    ``Y_i = exp(omega_i . s - |q|^2/2 - |k|^2/2)``, unbiased for ``exp(q . k)`` (Choromanski et al. 2021,
+    Lemma 1). ``E Y^2 = exp(2|s|^2 - |q|^2 - |k|^2) = exp(2 q.k) exp(|s|^2)`` (``E exp(omega . 2s) =
+    exp(2|s|^2)``), so ``Var Y = exp(2 q.k) (exp(|s|^2) - 1)`` and the MSE is that over m: Lemma 2's
+    ``exp(|s|^2) SM^2(q, k) (1 - exp(-|s|^2)) / m``. Small where ``q + k`` is small (opposite vectors), not
+    where ``q = k``. Haar-orthogonal blocks (``draw_orthogonal``) give another (smaller) MSE.
+
+    {parameters}
+
+    Returns
+    -------
+    mse : (..., Lq, Lk) array
+        ``E[(phi(q) . phi(k) - softmax_kernel(q, k))^2]``; inf where the exponent overflows; same namespace
+        and dtype as `q`.
+
+    {raises}
+
+    See Also
+    --------
+    refattn.features.hyperbolic_mse : the antithetic (hyperbolic) map's smaller MSE.
+    refattn.features.softmax_trig_mse : the trig estimator of the same kernel.
+    validation.assert_mse_matches : tests such a formula against Monte Carlo draws.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import positive_mse
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> positive_mse(q, k, 64)
+    array([[0.01856481, 0.47495578],
+           [0.08433884, 0.099829  ]])
+    """
+    xp, qk, qq, kk, m = mse_terms(q, k, m)
+    ss = nonneg(qq + kk + 2.0 * qk, xp=xp)                                        # (..., Lq, Lk) |q + k|^2
+    return xp.exp(2.0 * qk) * xp.expm1(ss) / m
+
+
+@fill_doc(parameters=MSE_PARAMETERS, raises=MSE_RAISES)
+def gaussian_positive_mse(q, k, m):
+    r"""MSE of :func:`gaussian_positive_features`' Gaussian-kernel estimate (Chowdhury et al. Eq. (9)).
+
+    ``exp(-|q - k|^2) (exp(|q + k|^2) - 1) / m``. Derivation (iid ``omega_i ~ N(0, I_d)``, ``s = q + k``):
+    ``Y = exp(omega . s - |q|^2 - |k|^2)`` has mean ``exp(|s|^2/2 - |q|^2 - |k|^2) = exp(-|q - k|^2/2)``
+    and ``E Y^2 = exp(2|s|^2 - 2|q|^2 - 2|k|^2) = exp(-|q - k|^2) exp(|s|^2)``, so ``Var Y =
+    exp(-|q - k|^2) (exp(|s|^2) - 1)``, over m for the mean of m draws.
+
+    {parameters}
+
+    Returns
+    -------
+    mse : (..., Lq, Lk) array
+        ``E[(phi(q) . phi(k) - gaussian_kernel(q, k))^2]``; same namespace and dtype as `q`.
+
+    {raises}
+
+    See Also
+    --------
+    positive_mse : the softmax-kernel map's MSE.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import gaussian_positive_mse
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> gaussian_positive_mse(q, k, 64)
+    array([[0.00988747, 0.10597696],
+           [0.02724425, 0.01351039]])
+    """
+    xp, qk, qq, kk, m = mse_terms(q, k, m)
+    ss = nonneg(qq + kk + 2.0 * qk, xp=xp)                                        # (..., Lq, Lk) |q + k|^2
+    dd = nonneg(qq + kk - 2.0 * qk, xp=xp)                                        # (..., Lq, Lk) |q - k|^2
+    return xp.exp(-dd) * xp.expm1(ss) / m

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from .. import limits
 from .._docs import fill_doc
-from .._xp import check_finite, check_shape, namespace
+from .._xp import check_finite, check_positive_int, check_shape, namespace
 from .projection import (BWD_RAISES, OMEGA_GRAD_PARAMETER, X_OMEGA_PARAMETERS, X_OMEGA_RAISES, check_x_omega,
                           project, project_bwd, sq_norm_half)
 
@@ -23,7 +23,7 @@ __all__ = [
     "softmax_trig_features", "softmax_trig_features_fwd", "softmax_trig_features_bwd",
     "softmax_trig_features_stable", "softmax_trig_features_stable_fwd", "softmax_trig_features_stable_bwd",
     "SoftmaxTrigFeaturesCache",
-    "gaussian_kernel", "softmax_kernel",
+    "gaussian_kernel", "softmax_kernel", "trig_mse", "softmax_trig_mse",
 ]
 
 Array = Any
@@ -148,6 +148,122 @@ def gaussian_kernel(q, k):
          - xp.expand_dims(sq_norm_half(q, xp=xp), axis=-1)
          - xp.expand_dims(sq_norm_half(k, xp=xp), axis=-2))                       # (..., Lq, Lk) = -|q-k|^2/2
     return xp.exp(xp.minimum(e, xp.zeros_like(e)))                                # rounding can make e > 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# closed-form MSEs of the kernel estimates phi(q) . phi(k), iid omega_i ~ N(0, I_d) (shared by the positive
+# and hyperbolic maps' modules)
+
+MSE_PARAMETERS = """
+Parameters
+----------
+q : (..., Lq, d) array
+    Queries (as passed to the map). Real floating (float32 or float64), finite.
+k : (..., Lk, d) array
+    Keys, with the batch axes and width of `q`; same namespace and dtype.
+m : int
+    Number of projections: rows of the ``(m, d)`` omega passed to the map, m >= 1.
+"""
+MSE_RAISES = """
+Raises
+------
+ValueError
+    If `m` is not a positive integer, the shapes disagree, an input is not finite, or the ``(..., Lq, Lk)``
+    result exceeds ``refattn.limits``.
+TypeError
+    If `q` and `k` differ in namespace or dtype, or are not real floating; or `m` is not an integer.
+"""
+
+
+def mse_terms(q, k, m):
+    """The MSE formulas' boundary and shared terms: ``xp``, ``q . k`` ``(..., Lq, Lk)``, ``|q|^2``
+    ``(..., Lq, 1)``, ``|k|^2`` ``(..., 1, Lk)`` and m (checked, :func:`check_qk` and a positive int)."""
+    m = check_positive_int(m, "m")
+    xp = check_qk(q, k, extra=3)
+    qk = q @ xp.matrix_transpose(k)                                               # (..., Lq, Lk)
+    qq = xp.expand_dims(2.0 * sq_norm_half(q, xp=xp), axis=-1)                     # (..., Lq, 1)  |q|^2
+    kk = xp.expand_dims(2.0 * sq_norm_half(k, xp=xp), axis=-2)                     # (..., 1, Lk)  |k|^2
+    return xp, qk, qq, kk, m
+
+
+def nonneg(e, *, xp):
+    """``max(e, 0)``: a squared distance formed as ``|a|^2 + |b|^2 +- 2 a.b`` can round below 0."""
+    return xp.maximum(e, xp.zeros_like(e))
+
+
+@fill_doc(parameters=MSE_PARAMETERS, raises=MSE_RAISES)
+def trig_mse(q, k, m):
+    r"""MSE of :func:`trig_features`' Gaussian-kernel estimate, ``(1 - exp(-|q - k|^2))^2 / (2m)``.
+
+    Derivation (iid ``omega_i ~ N(0, I_d)``, ``delta = q - k``): ``phi(q) . phi(k) = (1/m) sum_i
+    cos(omega_i . delta)``, the mean of m iid terms, unbiased for ``exp(-|delta|^2/2)``. With
+    ``E cos(omega . a) = exp(-|a|^2/2)``, ``E cos^2(omega . delta) = (1 + E cos(2 omega . delta)) / 2 =
+    (1 + exp(-2|delta|^2)) / 2``, so ``Var cos = (1 + e^{-2|delta|^2}) / 2 - e^{-|delta|^2} =
+    (1 - e^{-|delta|^2})^2 / 2`` and the MSE (= variance: unbiased) is that over m. Zero at ``q = k``, where
+    every draw gives exactly 1. Haar-orthogonal blocks (``draw_orthogonal``) give another (smaller) MSE.
+
+    {parameters}
+
+    Returns
+    -------
+    mse : (..., Lq, Lk) array
+        ``E[(phi(q) . phi(k) - gaussian_kernel(q, k))^2]``, in [0, 1/(2m)]; same namespace and dtype as `q`.
+
+    {raises}
+
+    See Also
+    --------
+    softmax_trig_mse : the same estimator scaled to the softmax kernel.
+    validation.assert_mse_matches : tests such a formula against Monte Carlo draws.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import trig_mse
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> trig_mse(q, k, 64)
+    array([[0.00132223, 0.00120952],
+           [0.00209702, 0.00584098]])
+    """
+    xp, qk, qq, kk, m = mse_terms(q, k, m)
+    dd = nonneg(qq + kk - 2.0 * qk, xp=xp)                                        # (..., Lq, Lk) |q - k|^2
+    return xp.expm1(-dd) ** 2 / (2.0 * m)
+
+
+@fill_doc(parameters=MSE_PARAMETERS, raises=MSE_RAISES)
+def softmax_trig_mse(q, k, m):
+    r"""MSE of :func:`softmax_trig_features`' softmax-kernel estimate (Horn et al. Sec. 2.1's map).
+
+    ``exp(|q|^2 + |k|^2) (1 - exp(-|q - k|^2))^2 / (2m)``: the estimate is ``h(q) h(k)`` times the RKS
+    estimate (:func:`trig_mse`), ``h(x) = exp(|x|^2/2)`` deterministic, so the MSE scales by
+    ``h(q)^2 h(k)^2`` (iid ``omega_i ~ N(0, I_d)``). Grows without bound with the norms (the same variance
+    at fixed ``q - k``), which is why FAVOR+ uses positive features instead. Zero at ``q = k``.
+
+    {parameters}
+
+    Returns
+    -------
+    mse : (..., Lq, Lk) array
+        ``E[(phi(q) . phi(k) - softmax_kernel(q, k))^2]``; inf where ``|q|^2 + |k|^2`` overflows ``exp``.
+
+    {raises}
+
+    See Also
+    --------
+    trig_mse : the unscaled (Gaussian-kernel) estimator's MSE.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from refattn.features import softmax_trig_mse
+    >>> q, k = np.array([[0.5, -0.5], [0.0, 1.0]]), np.array([[0.3, 0.2], [1.0, 0.0]])
+    >>> softmax_trig_mse(q, k, 64)
+    array([[0.00248264, 0.00542068],
+           [0.00649165, 0.04315931]])
+    """
+    xp, qk, qq, kk, m = mse_terms(q, k, m)
+    dd = nonneg(qq + kk - 2.0 * qk, xp=xp)                                        # (..., Lq, Lk) |q - k|^2
+    return xp.exp(qq + kk) * xp.expm1(-dd) ** 2 / (2.0 * m)
 
 
 # ----------------------------------------------------------------------------------------------------------

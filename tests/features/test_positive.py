@@ -30,14 +30,17 @@ from refattn import (
 from refattn.features import (
     gaussian_positive_features_bwd,
     gaussian_positive_features_fwd,
+    gaussian_positive_mse,
     hyperbolic_features_bwd,
     hyperbolic_features_fwd,
     hyperbolic_features_stable_bwd,
     hyperbolic_features_stable_fwd,
+    hyperbolic_mse,
     positive_features_bwd,
     positive_features_fwd,
     positive_features_stable_bwd,
     positive_features_stable_fwd,
+    positive_mse,
 )
 from refattn import _dispatch
 from refattn.random import draw_gaussian
@@ -139,31 +142,50 @@ def test_hyperbolic_unbiased_for_softmax_kernel(seed):
 # variance / MSE formulas (iid)
 
 
-def _terms(q, k):
-    qk = q @ k.T
-    s2 = np.sum((q[:, None, :] + k[None, :, :]) ** 2, -1)
-    qq, kk = (q ** 2).sum(-1)[:, None], (k ** 2).sum(-1)[None, :]
-    return qk, s2, qq, kk
-
-
 def test_variance_formulas(seed):
+    """The public closed forms (positive_mse, hyperbolic_mse, gaussian_positive_mse) against Monte Carlo:
+    assert_mse_matches' 5 SE of the mean squared error, the SE from the squared errors' own spread."""
     rng = np.random.default_rng(seed)
     d, m, n = 4, 4, 40000
     q, k = _points(rng, 3, d, 0.45), _points(rng, 3, d, 0.45)
     W = rng.standard_normal((n, m, d))
-    qk, s2, qq, kk = _terms(q, k)
     est = per_draw_kernel(positive_features, q, k, W, 1)
-    mse_pos = np.exp(2 * qk) * (np.exp(s2) - 1) / m
-    assert_mse_matches(est, softmax_kernel(q, k), mse_pos, label="positive variance", seed=seed)
+    assert_mse_matches(est, softmax_kernel(q, k), positive_mse(q, k, m), label="positive variance", seed=seed)
     est_h = per_draw_kernel(hyperbolic_features, q, k, W, 2)
-    mse_hyp = np.exp(-qq - kk) * (np.exp(s2) - 1) ** 2 / (2 * m)
-    assert_mse_matches(est_h, softmax_kernel(q, k), mse_hyp, label="hyperbolic variance", seed=seed)
+    assert_mse_matches(est_h, softmax_kernel(q, k), hyperbolic_mse(q, k, m), label="hyperbolic variance",
+                       seed=seed)
     est_g = per_draw_kernel(gaussian_positive_features, q, k, W, 1)
-    mse_g = np.exp(-(qq + kk - 2 * qk)) * (np.exp(s2) - 1) / m
-    assert_mse_matches(est_g, gaussian_kernel(q, k), mse_g, label="KL Eq. 9 variance", seed=seed)
-    # must fail: the positive variance without the exp(2 q.k) factor
-    e2 = (est - softmax_kernel(q, k)) ** 2
-    assert not mean_test(e2, (np.exp(s2) - 1) / m).passed
+    assert_mse_matches(est_g, gaussian_kernel(q, k), gaussian_positive_mse(q, k, m),
+                       label="KL Eq. 9 variance", seed=seed)
+    # must fail: each formula with a factor wrong -- the positive one without exp(2 q.k), the hyperbolic one
+    # without its 1/2 (the positive map's (exp(|s|^2) - 1) / m is another wrong candidate), KL Eq. 9's
+    # with the softmax map's exp(2 q.k) in place of exp(-|q - k|^2)
+    qk = q @ k.T
+    s2 = np.sum((q[:, None, :] + k[None, :, :]) ** 2, -1)
+    assert not mean_test((est - softmax_kernel(q, k)) ** 2, (np.exp(s2) - 1) / m).passed
+    assert not mean_test((est_h - softmax_kernel(q, k)) ** 2, 2 * hyperbolic_mse(q, k, m)).passed
+    assert not mean_test((est_g - gaussian_kernel(q, k)) ** 2, np.exp(2 * qk) * np.expm1(s2) / m).passed
+
+
+def test_hyperbolic_mse_is_the_positive_one_times_half_one_minus_exp():
+    """Lemma 2's relation, exactly: hyperbolic_mse = positive_mse (1 - exp(-|q + k|^2)) / 2."""
+    rng = np.random.default_rng(3)
+    q, k = rng.standard_normal((4, 5)) * 0.5, rng.standard_normal((6, 5)) * 0.5
+    s2 = np.sum((q[:, None, :] + k[None, :, :]) ** 2, -1)
+    assert_close(hyperbolic_mse(q, k, 7), positive_mse(q, k, 7) * -np.expm1(-s2) / 2, rtol=1e-12)
+
+
+def test_mse_closed_forms_array_api_and_bad_input(xp):
+    rng = np.random.default_rng(1)
+    q, k = rng.standard_normal((2, 3, 4)) * 0.5, rng.standard_normal((2, 5, 4)) * 0.5
+    for fn in (positive_mse, hyperbolic_mse, gaussian_positive_mse):
+        got = fn(asxp(xp, q), asxp(xp, k), 8)
+        assert got.shape == (2, 3, 5)
+        assert_close(to_numpy(got), fn(q, k, 8), rtol=1e-12)
+        with pytest.raises(ValueError, match=r"m: expected a positive integer; got -1"):
+            fn(q, k, -1)
+        with pytest.raises(ValueError, match=r"q: "):
+            fn(q + np.nan, k, 8)
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -27,8 +27,10 @@ from refattn.features import (
     softmax_trig_features_fwd,
     softmax_trig_features_stable_bwd,
     softmax_trig_features_stable_fwd,
+    softmax_trig_mse,
     trig_features_bwd,
     trig_features_fwd,
+    trig_mse,
 )
 from refattn.random import draw_gaussian
 from refattn.random.performer import draw_orthogonal_core
@@ -132,13 +134,10 @@ def test_softmax_trig_unbiased_for_softmax_kernel(draws, seed):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# MSE formulas (iid), with a must-fail companion (the formula without the 1/2, i.e. KL Eq. (13)'s 2/m scale
-# would be even further off)
-
-
-def _mse_rks(q, k, m):
-    dd = np.sum((q[:, None, :] - k[None, :, :]) ** 2, -1)
-    return (1 - np.exp(-dd)) ** 2 / (2 * m)
+# MSE formulas (iid): the public closed forms trig_mse / softmax_trig_mse against Monte Carlo. Tolerance:
+# assert_mse_matches' 5 SE of the mean of the n squared errors, the SE estimated from their own spread (the
+# fourth moment of the estimator; nothing typed in). Must-fail companion: the formula without the 1/2 (the
+# 2/m scale of KL Eq. (13)), i.e. twice the MSE, is rejected at the same n.
 
 
 def test_mse_formulas(seed):
@@ -147,14 +146,40 @@ def test_mse_formulas(seed):
     q, k = _points(rng, 3, d, 1.0), _points(rng, 3, d, 1.0)
     W = rng.standard_normal((n, m, d))
     est = per_draw_kernel(trig_features, q, k, W, 2)
-    assert_mse_matches(est, gaussian_kernel(q, k), _mse_rks(q, k, m), label="RKS MSE", seed=seed)
-    h2 = np.exp((q ** 2).sum(-1)[:, None] + (k ** 2).sum(-1)[None, :])
+    assert_mse_matches(est, gaussian_kernel(q, k), trig_mse(q, k, m), label="RKS MSE", seed=seed)
     est_s = per_draw_kernel(softmax_trig_features, q, k, W, 2)
-    assert_mse_matches(est_s, softmax_kernel(q, k), h2 * _mse_rks(q, k, m), label="softmax-trig MSE",
+    assert_mse_matches(est_s, softmax_kernel(q, k), softmax_trig_mse(q, k, m), label="softmax-trig MSE",
                        seed=seed)
-    # must fail: the same MSE without the factor 1/2
-    e2 = (est - gaussian_kernel(q, k)) ** 2
-    assert not mean_test(e2, 2 * _mse_rks(q, k, m)).passed
+    # must fail: the same MSEs without the factor 1/2
+    assert not mean_test((est - gaussian_kernel(q, k)) ** 2, 2 * trig_mse(q, k, m)).passed
+    assert not mean_test((est_s - softmax_kernel(q, k)) ** 2, 2 * softmax_trig_mse(q, k, m)).passed
+
+
+def test_mse_is_zero_at_q_equals_k(seed):
+    """At q = k every draw gives exactly cos^2 + sin^2 = 1 (up to rounding): trig_mse is 0 there, and
+    assert_mse_matches accepts it with an atol of the rounding scale, (16 eps)^2 (estimates ~1)."""
+    rng = np.random.default_rng(seed)
+    d, m, n = 4, 4, 2000
+    q = _points(rng, 3, d, 1.0)
+    est = per_draw_kernel(trig_features, q, q, rng.standard_normal((n, m, d)), 2)
+    mse = trig_mse(q, q, m)
+    assert np.all(np.diag(mse) == 0.0)
+    assert_mse_matches(est, gaussian_kernel(q, q), mse, atol=(16 * np.finfo(np.float64).eps) ** 2,
+                       label="RKS MSE at q = k", seed=seed)
+
+
+def test_mse_closed_forms_array_api_and_bad_input(xp):
+    q, k = randn(np.random.default_rng(1), np, 2, 3, 4), randn(np.random.default_rng(2), np, 2, 5, 4)
+    for fn in (trig_mse, softmax_trig_mse):
+        got = fn(asxp(xp, q), asxp(xp, k), 8)
+        assert got.shape == (2, 3, 5)
+        assert_close(to_numpy(got), fn(q, k, 8), rtol=1e-12)
+        with pytest.raises(ValueError, match=r"m: expected a positive integer; got 0"):
+            fn(q, k, 0)
+        with pytest.raises(TypeError, match=r"m: expected"):
+            fn(q, k, 2.5)
+        with pytest.raises(ValueError, match=r"k: "):
+            fn(q, k[..., :3], 8)
 
 
 # ----------------------------------------------------------------------------------------------------------

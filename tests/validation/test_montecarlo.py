@@ -59,3 +59,48 @@ def test_assert_close_checks_metadata_first():
     with pytest.raises(AssertionError, match=r"1 of 3 entries differ.*worst at \(1,\)"):
         assert_close(np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.1, 3.0]))
     assert_close(np.array([0.0, 1.0]), np.array([1e-20, 1.0]), atol=1e-15)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# assert_mse_matches(atol=): an entry whose true MSE is 0 (an estimator exact there, up to rounding)
+
+
+def _trig_estimates_with_exact_diagonal(seed):
+    """Trig (RKS) kernel estimates on (q, q) pairs: off the diagonal a real MSE, on it cos^2 + sin^2 = 1 up to
+    rounding, i.e. true MSE 0 with squared errors ~ (eps)^2 of rounding noise."""
+    from refattn.features import gaussian_kernel, trig_features, trig_mse
+    from tests.features.test_trig import _points, per_draw_kernel
+
+    rng = np.random.default_rng(seed)
+    d, m, n = 4, 4, 20000
+    q = _points(rng, 3, d, 1.0)
+    est = per_draw_kernel(trig_features, q, q, rng.standard_normal((n, m, d)), 2)   # (n, 3, 3)
+    return est, gaussian_kernel(q, q), trig_mse(q, q, m)
+
+
+#: Rounding scale of a kernel estimate of size ~1 (sums of m = 4 products, each within a few eps): the atol
+#: these tests give is (16 eps)^2 ~ 1.3e-29, ten orders below the smallest non-zero MSE here (~1e-3).
+ROUNDING_ATOL = (16 * np.finfo(np.float64).eps) ** 2
+
+
+def test_mse_atol_accepts_a_zero_true_mse(seed):
+    est, target, mse = _trig_estimates_with_exact_diagonal(seed)
+    assert np.all(np.diag(mse) == 0) and np.all(mse[~np.eye(3, dtype=bool)] > 1e-4)
+    with pytest.raises(AssertionError, match="standard errors"):      # without atol: rounding noise, z ~ 100
+        assert_mse_matches(est, target, mse)
+    r = assert_mse_matches(est, target, mse, atol=ROUNDING_ATOL)
+    assert r.passed and r.n_positive_se == 9
+
+
+def test_mse_atol_does_not_hide_a_wrong_formula(seed):
+    """Companion: with the same atol, the off-diagonal MSE doubled (the 2/m scale) is still rejected."""
+    est, target, mse = _trig_estimates_with_exact_diagonal(seed)
+    with pytest.raises(AssertionError, match="standard errors"):
+        assert_mse_matches(est, target, 2 * mse, atol=ROUNDING_ATOL)
+
+
+@pytest.mark.parametrize("atol", [-1e-30, float("nan"), float("inf"), "0", True])
+def test_mse_atol_bad_value_names_the_argument(atol):
+    x = np.ones((4, 2))
+    with pytest.raises(ValueError, match=r"atol: expected a finite number >= 0; got"):
+        assert_mse_matches(x, 1.0, 0.0, atol=atol)
