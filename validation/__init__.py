@@ -3,8 +3,10 @@
 The test suite and ``paper_checks`` import these; a user cross-checking their own implementation imports them
 too. Layers (imports only point down; a package's ``__init__`` lists names and loads nothing else)::
 
-    validation.__main__        the CLI: python -m validation check | report
+    validation.__main__        the CLI: python -m validation check | report | conformance
        |
+    validation.conformance     adapters of outside implementations (sources checked out by the user) and
+       |                       the conformance report: every adapter's rows through check()
     validation.findings        the findings table of `report` (every built-in target, measured)
        |
     validation.runner          check(): resolve a TARGET, run the checks of its kind or family;

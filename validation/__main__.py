@@ -5,6 +5,7 @@
                                [--dtype float32|float64] [--seed N] [--quick] [--json PATH]
                                [--timeout SECONDS]
     python -m validation report [--out PATH] [--quick]
+    python -m validation conformance --sources DIR [--out PATH] [--json PATH] [--quick]
 
 TARGET is ``module:callable``, ``path/to/file.py:callable`` or a built-in target (``refattn``,
 ``performer-pytorch``, ``sklearn-rbf``); it runs in a worker process (``validation.worker``): a time limit per
@@ -77,6 +78,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default=None, metavar="PATH", help="write the markdown here (default: stdout)")
     r.add_argument("--quick", action="store_true")
     r.add_argument("--seed", type=int, default=0)
+    f = sub.add_parser("conformance", help="run the adapters of validation.conformance on the outside "
+                                           "implementations found in DIR and write the conformance table")
+    f.add_argument("--sources", required=True, metavar="DIR", help="the directory of source checkouts "
+                   "(python -m validation.conformance.layout DIR lays it out)")
+    f.add_argument("--out", default=None, metavar="PATH", help="write the markdown here (default: stdout)")
+    f.add_argument("--json", default=None, metavar="PATH", help="write the report as JSON")
+    f.add_argument("--quick", action="store_true")
+    f.add_argument("--seed", type=int, default=0)
     return p
 
 
@@ -114,13 +123,19 @@ def argument_problems(args) -> list[str]:
         problem = target_problem(args.target)
         if problem:
             bad.append(problem)
-        out = ("--json", args.json)
+        outs = [("--json", args.json)]
+    elif args.command == "conformance":
+        if not os.path.isdir(args.sources):
+            bad.append(f"--sources {args.sources}: expected a directory of source checkouts; "
+                       "it does not exist")
+        outs = [("--out", args.out), ("--json", args.json)]
     else:
-        out = ("--out", args.out)
-    if out[1] is not None:
-        problem = output_path_problem(*out)
-        if problem:
-            bad.append(problem)
+        outs = [("--out", args.out)]
+    for out in outs:
+        if out[1] is not None:
+            problem = output_path_problem(*out)
+            if problem:
+                bad.append(problem)
     return bad
 
 
@@ -152,6 +167,11 @@ def _main(argv: list[str] | None) -> int:
             print(f"error: {line}", file=sys.stderr)
         return EXIT_USAGE
     try:
+        if args.command == "conformance":
+            from .conformance import IMPLEMENTATIONS
+            from .conformance.report import main_run
+            return main_run(IMPLEMENTATIONS, args.sources, seed=args.seed, quick=args.quick, out_md=args.out,
+                            out_json=args.json)
         if args.command == "report":
             md = write_report(quick=args.quick, seed=args.seed, progress=sys.stderr)
             if args.out:
