@@ -98,6 +98,7 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("crosscheck adapters", ("validation.crosscheck",)),
         ("runner", ("validation.runner", "validation.worker")),
         ("findings", ("validation.findings",)),
+        ("conformance", ("validation.conformance",)),
         ("CLI", ("validation.__main__", "validation")),
     ],
 }
