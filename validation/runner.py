@@ -15,7 +15,7 @@ from typing import Any, Callable
 from .base import Framework, TargetError, UsageError
 from .checks.catalog import CHECKS, KIND_CHECKS, KINDS, RUNNERS
 from .checks.context import QUICK, SIZES, Ctx, check_signature, probe
-from .checks.favor import ATTENTION_FAMILIES, FEATURE_FAMILIES
+from .checks.favor import ATTENTION_FAMILIES, FEATURE_FAMILIES, RENAMED
 from .checks.report import CheckResult, Report
 from .crosscheck.registry import BUILTIN_TARGETS, get_framework
 from .families.catalog import FAMILIES
@@ -39,7 +39,9 @@ def validate_options(kind: str, dtype: str, family: str | None, checks: tuple[st
     if dtype not in ("float32", "float64"):
         bad.append(f"dtype: expected 'float32' or 'float64'; got {dtype!r}")
     if family is not None and kind in KINDS and family not in known_families(kind):
-        bad.append(f"--as {family!r}: unknown family for kind {kind}; expected one of {known_families(kind)}")
+        hint = f" ({family!r} is now {RENAMED[family]})" if family in RENAMED else ""
+        bad.append(f"--as {family!r}: unknown family for kind {kind}{hint}; expected one of "
+                   f"{known_families(kind)}")
     if checks is not None:
         unknown = [c for c in checks if c not in CHECKS]
         if unknown:
@@ -62,8 +64,10 @@ def check(fn: Callable[..., Any] | str, *, kind: str, framework: str | None = No
         The candidate's array framework (default: numpy, or the built-in target's own).
     family : str, optional
         The refattn map the candidate claims (``--as``): the omega contract's ``positive``,
-        ``positive-scaled``, ``hyperbolic``, ``gaussian-positive``, ``trig``, ``softmax-trig`` (attention
-        ``positive``, ``hyperbolic``, ``trig``; default positive), or one of the papers' families with its
+        ``positive-scaled``, ``hyperbolic``, ``gaussian-positive``, ``gaussian-trig``, ``softmax-trig``
+        (attention ``positive``, ``hyperbolic``, ``softmax-trig``, ``gaussian-trig``; default positive;
+        the old name ``trig`` is refused with a hint naming its two successors), or one of the papers'
+        families with its
         own contract (:data:`validation.families.FAMILIES`: ``gmm-rks``, ``gmm-prf``, ``fastfood-rks``,
         ``fastfood-prf``, ``generative-rks``, ``generative-prf``, ``s1``, ``s2``, ``flt``).
     dtype : {"float32", "float64"}

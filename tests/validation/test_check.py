@@ -167,6 +167,8 @@ def test_unknown_kind_framework_family_check():
         check(pl.upcast_favor, kind="attention", framework="tensorflow")
     with pytest.raises(UsageError, match="unknown family"):
         check(pl.wrong_offset_features, kind="features", family="softmax")
+    with pytest.raises(UsageError, match="'trig' is now gaussian-trig .* or softmax-trig"):
+        check(pl.wrong_offset_features, kind="features", family="trig")   # a renamed family: its successors
     with pytest.raises(UsageError, match="unknown check"):
         check(pl.upcast_favor, kind="attention", checks=("speed",))
     with pytest.raises(UsageError, match="dtype"):
