@@ -177,6 +177,8 @@ class Claim:
         return (self.expected_by_size or {}).get(size, self.expected)
 
 
+#: claim id -> :class:`paper_checks.Claim`, filled by the :func:`paper_checks.claim` decorators
+#: (:func:`paper_checks.load_all` imports the claim modules).
 REGISTRY: dict[str, Claim] = {}
 
 

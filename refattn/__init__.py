@@ -37,6 +37,7 @@ from .random import (draw_dropout_mask, draw_fastfood, draw_flt_noise, draw_gaus
 from .rpe import (flt_attention, flt_features, flt_mask_estimate, rpe_mask, s1_attention, s2_attention,
                   s2_attention_naive, toeplitz_attention, toeplitz_attention_dense)
 
+#: The package version (as in ``pyproject.toml``).
 __version__ = "0.2.0"
 
 __all__ = [n for n in dir() if not n.startswith("_")]

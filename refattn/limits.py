@@ -30,6 +30,7 @@ from ._docs import fill_doc
 
 __all__ = ["DEFAULT_MAX_BYTES", "get_max_bytes", "set_max_bytes", "max_bytes", "check_nbytes"]
 
+#: The default bound of one request, 4 GiB (``REFATTN_MAX_BYTES`` overrides it at import).
 DEFAULT_MAX_BYTES = 4 * 2**30
 
 _N = """

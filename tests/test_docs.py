@@ -37,6 +37,26 @@ def test_home_module_is_the_most_specific_listed_module():
     assert apigen._home(len, "refattn.tree") == "refattn.tree"   # builtins: the module that lists them
 
 
+def test_every_exported_data_object_has_its_doc_comment_on_the_page(monkeypatch):
+    """Data re-exported by a package (``refattn.rpe.DEFAULT_CLIP``, assigned in ``refattn.rpe.s2_clipped``)
+    shows the ``#:`` comment where it is assigned, not its type's docstring (``int([x]) -> integer``)."""
+    canon = apigen.canonical_objects()
+    data = [(m, n) for m, names in canon.items() for n in names
+            if apigen._kind(getattr(importlib.import_module(m), n)) == "data"]
+    assert ("refattn.rpe", "DEFAULT_CLIP") in data
+    for m, n in data:
+        text = "\n".join(apigen.data_entry(m, n))
+        assert text.startswith(f".. py:data:: {n}\n   :module: {m}"), text
+        assert "int([x])" not in text and "Built-in" not in text, text
+    assert "clipping distance" in "\n".join(apigen.data_entry("refattn.rpe", "DEFAULT_CLIP"))
+    # a constant without a '#:' comment is refused, naming it
+    import refattn.rpe
+
+    monkeypatch.setattr(refattn.rpe, "UNDOCUMENTED", 7, raising=False)
+    with pytest.raises(ValueError, match=r"refattn\.rpe\.UNDOCUMENTED: exported data needs a '#:' doc"):
+        apigen.data_entry("refattn.rpe", "UNDOCUMENTED")
+
+
 def claims_on_pages(texts: list[str]) -> set[str]:
     return {m for t in texts for m in re.findall(r"^\.\. paper-claim:: (\S+)\s*$", t, re.M)}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 import types
 from pathlib import Path
 
@@ -62,6 +63,43 @@ def _kind(obj) -> str:
     return "data"
 
 
+def data_comment(modname: str, name: str) -> str | None:
+    """The ``#:`` doc comment of the data object ``modname.name`` where it is assigned: in `modname` itself
+    or, for a re-export, in the submodule of `modname` that assigns the same object (None when there is none).
+
+    autodoc reads ``#:`` comments only in the module it is pointed at, so a constant re-exported by a package
+    ``__init__`` would show its type's docstring (``int([x]) -> integer``); the page quotes this instead."""
+    from sphinx.errors import PycodeError
+    from sphinx.pycode import ModuleAnalyzer
+
+    obj = getattr(importlib.import_module(modname), name)
+    for m in [modname] + sorted(k for k in list(sys.modules) if k.startswith(modname + ".")):
+        if getattr(sys.modules.get(m), name, None) is not obj:
+            continue
+        try:
+            analyzer = ModuleAnalyzer.for_module(m)
+            analyzer.analyze()
+        except PycodeError:
+            continue
+        doc = analyzer.attr_docs.get(("", name))
+        if doc:
+            return "\n".join(doc).strip()
+    return None
+
+
+def data_entry(modname: str, name: str) -> list[str]:
+    """The rst of one data object: a ``py:data`` entry with its value (when short) and its ``#:`` comment
+    (ValueError when it has none: an undocumented constant fails the build's generation)."""
+    doc = data_comment(modname, name)
+    if doc is None:
+        raise ValueError(f"{modname}.{name}: exported data needs a '#:' doc comment where it is assigned")
+    value = repr(getattr(importlib.import_module(modname), name))
+    lines = [f".. py:data:: {name}", f"   :module: {modname}"]
+    if len(value) <= 60:
+        lines.append(f"   :value: {value}")
+    return lines + [""] + [f"   {line}" if line else "" for line in doc.splitlines()] + [""]
+
+
 def write_pages(api_dir: Path) -> list[Path]:
     """Write ``api_dir/<module>.rst`` for every module and ``api_dir/index.rst``; return the paths written
     (only files whose text changed are rewritten, so Sphinx's incremental build stays incremental)."""
@@ -84,8 +122,11 @@ def write_pages(api_dir: Path) -> list[Path]:
         for kind in ("functions", "classes", "data"):
             if kind not in own:
                 continue
-            lines += [kind.capitalize(), "-" * len(kind), "", f".. currentmodule:: {modname}", "",
-                      ".. autosummary::", "   :toctree: generated", "   :nosignatures:", ""]
+            lines += [kind.capitalize(), "-" * len(kind), "", f".. currentmodule:: {modname}", ""]
+            if kind == "data":              # each with its '#:' comment, wherever it is assigned
+                lines += [line for n in own[kind] for line in data_entry(modname, n)]
+                continue
+            lines += [".. autosummary::", "   :toctree: generated", "   :nosignatures:", ""]
             lines += [f"   {n}" for n in own[kind]] + [""]
         reexp = [n for n in exported(modname) if n not in canon[modname]]
         if reexp:

@@ -41,6 +41,7 @@ __all__ = ["FastFoodParams", "FASTFOOD_VARIANTS", "padded_dim", "fastfood_projec
 
 Array = Any
 
+#: Appendix D's variants: variant name -> the diagonals that get gradients (the forward is the same).
 FASTFOOD_VARIANTS = {"SGB": ("S", "G", "B"), "S": ("S",), "fixed": ()}
 
 FASTFOOD_PARAMETERS = """

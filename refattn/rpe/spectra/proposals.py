@@ -55,6 +55,7 @@ class Proposal(NamedTuple):
     scale: Array  # () or (D,)  > 0
 
 
+#: The standard densities a :class:`refattn.rpe.Proposal` is built on (its ``kind``).
 PROPOSAL_KINDS = ("gaussian", "laplace", "cauchy", "mv_cauchy", "uniform")
 
 
