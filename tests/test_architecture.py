@@ -32,7 +32,8 @@ star imports, no code).
 The two APIs (docs/guide/foundation.md, "Two APIs: checked over unchecked"): no module imports an
 underscore-prefixed name from another module (nor reads one as ``module._name``); a private module
 (``_causal.py``) or private package is imported only from inside the package that holds it; every function
-``f_core`` in refattn has its public ``f`` in the same module; no ``*_core`` name is in an ``__all__`` or
+``f_core`` in refattn has its public ``f`` in the same module and takes ``xp`` as a required keyword-only
+argument (outside the NumPy edge ``refattn.random``); no ``*_core`` name is in an ``__all__`` or
 imported by a package ``__init__``.
 
 An import ``from a.b import c`` is an arrow to ``a.b.c`` when that is a module, else to ``a.b``; the implicit
@@ -439,6 +440,25 @@ def core_problems(source: str, name: str) -> list[str]:
     return bad
 
 
+#: Modules whose cores are NumPy by definition (the draws' edge, test_package.EDGE_PREFIXES): no namespace.
+NUMPY_EDGES = ("refattn.random",)
+
+
+def core_xp_problems(source: str, name: str) -> list[str]:
+    """Every top-level ``f_core`` takes the namespace as a required keyword-only ``xp`` (its checked ``f``
+    resolved it): a core never looks the namespace up itself."""
+    bad = []
+    for n in ast.parse(source).body:
+        if isinstance(n, ast.FunctionDef) and n.name.endswith("_core"):
+            kw = {a.arg: d for a, d in zip(n.args.kwonlyargs, n.args.kw_defaults, strict=True)}
+            if "xp" not in kw:
+                where = "positional" if "xp" in [a.arg for a in n.args.posonlyargs + n.args.args] else "absent"
+                bad.append(f"{name}:{n.lineno} {n.name}: expected a keyword-only xp; it is {where}")
+            elif kw["xp"] is not None:
+                bad.append(f"{name}:{n.lineno} {n.name}: xp has a default (expected a required keyword)")
+    return bad
+
+
 def exported_core_problems(source: str, name: str, is_pkg: bool) -> list[str]:
     """``*_core`` names in ``__all__``, or imported by a package ``__init__`` (cores stay in their module)."""
     bad = []
@@ -463,6 +483,12 @@ def test_no_private_name_crosses_a_module(top):
 def test_every_core_has_its_public_function_beside_it():
     bad = [b for m, p in ALL.items() if _under(m, CORE) for b in core_problems(p.read_text(), m)]
     assert not bad, "cores without their public function in the same module:\n" + "\n".join(bad)
+
+
+def test_every_core_takes_a_keyword_only_xp():
+    bad = [b for m, p in ALL.items() if not any(_under(m, e) for e in NUMPY_EDGES)
+           for b in core_xp_problems(p.read_text(), m)]
+    assert not bad, "cores without a required keyword-only xp:\n" + "\n".join(bad)
 
 
 def test_no_core_is_exported():
@@ -504,6 +530,16 @@ def test_planted_core_without_its_public_function_is_reported():
     assert core_problems("def _g_core(x, *, xp):\n    return x\n\n\ndef _g(x):\n    return x\n", "m") != []
     public_and_core = "def g(x):\n    return g_core(x, xp=None)\n\n\ndef g_core(x, *, xp):\n    return x\n"
     assert core_problems(public_and_core, "m") == []
+
+
+@pytest.mark.parametrize(("source", "want"), [
+    ("def g_core(x, cache):\n    return x\n", "it is absent"),
+    ("def g_core(x, xp):\n    return x\n", "it is positional"),
+    ("def g_core(x, *, xp=None):\n    return x\n", "xp has a default"),
+])
+def test_planted_core_without_a_keyword_only_xp_is_reported(source, want):
+    assert any(want in b for b in core_xp_problems(source, "m")), core_xp_problems(source, "m")
+    assert core_xp_problems("def g_core(x, *, scale=1.0, xp):\n    return x\n", "m") == []
 
 
 def test_planted_exported_core_is_reported():

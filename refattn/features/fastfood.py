@@ -17,7 +17,7 @@ from .._xp import namespace
 from .projection import check_cotangent
 from .fastfood_transform import (FASTFOOD_BWD_RETURNS, FASTFOOD_FWD_RAISES, FASTFOOD_PARAMETERS,
                                  FASTFOOD_RAISES, VARIANT_PARAMETER, FastFoodGrads, FastFoodParams,
-                                 ProjectionCache, check_fastfood_struct, fastfood_projection_bwd,
+                                 ProjectionCache, fastfood_projection_bwd,
                                  fastfood_projection_bwd_core, fastfood_projection_fwd,
                                  fastfood_projection_fwd_core)
 from .trig import check_qk
@@ -151,17 +151,15 @@ def fastfood_rks_features_bwd(dphi: Array, cache: _FeatCache) -> FastFoodGrads:
 
 # phi = [cos u, sin u] / sqrt(M),  u = fastfood_projection(x)                          (Eq. 6 with Eq. 3)
 # du = (cos u dphi_sin - sin u dphi_cos) / sqrt(M), then fastfood_projection_bwd
-def fastfood_rks_features_fwd_core(x, params, *, sigma=1.0, variant="SGB"):
-    """Unchecked core of :func:`fastfood_rks_features_fwd`: its structural checks, no value checks (the
-    permutation's included: :func:`check_fastfood_perm`)."""
-    xp = check_fastfood_struct(x, params, sigma, variant)
+def fastfood_rks_features_fwd_core(x, params, *, sigma=1.0, variant="SGB", xp):
+    """Unchecked core of :func:`fastfood_rks_features_fwd` (its structure: the caller's
+    :func:`check_fastfood_struct`)."""
     u, pc = fastfood_projection_fwd_core(x, params, sigma=sigma, variant=variant, xp=xp)
     return _rks_from_projection(u, xp=xp), _FeatCache(pc, u, x, None, None, None)
 
 
-def fastfood_rks_features_bwd_core(dphi, cache):
+def fastfood_rks_features_bwd_core(dphi, cache, *, xp):
     """Unchecked core of :func:`fastfood_rks_features_bwd`."""
-    xp = namespace(dphi, cache.u, names=("dphi", "cache"))
     return fastfood_projection_bwd_core(_rks_from_projection_bwd(dphi, cache.u, xp=xp), cache.proj, xp=xp)
 
 
@@ -325,20 +323,18 @@ def fastfood_prf_features_stable_bwd(dout: tuple[Array, Array | None], cache: _F
 
 # e = u - |x|^2,  phi = exp(e - max_row e),  log_scale = max_row e - log(M)/2          (Eq. 12 with Eq. 9)
 # de = g + e_argmax (dlog_scale - sum_M g), g = dphi * phi;  du = de;  dx += -2 x sum_M(de)
-def fastfood_prf_features_stable_fwd_core(x, params, *, sigma=1.0, variant="SGB"):
-    """Unchecked core of :func:`fastfood_prf_features_stable_fwd`: its structural checks, no value checks (the
-    permutation's included: :func:`check_fastfood_perm`)."""
-    xp = check_fastfood_struct(x, params, sigma, variant)
+def fastfood_prf_features_stable_fwd_core(x, params, *, sigma=1.0, variant="SGB", xp):
+    """Unchecked core of :func:`fastfood_prf_features_stable_fwd` (its structure: the caller's
+    :func:`check_fastfood_struct`)."""
     u, pc = fastfood_projection_fwd_core(x, params, sigma=sigma, variant=variant, xp=xp)
     e = _prf_exponent(u, x, xp=xp)                                                   # (..., L, M)
     phi, log_scale = _stable_exp_fwd(e, xp=xp)
     return (phi, log_scale), _FeatCache(pc, u, x, e, phi, log_scale)
 
 
-def fastfood_prf_features_stable_bwd_core(dout, cache):
+def fastfood_prf_features_stable_bwd_core(dout, cache, *, xp):
     """Unchecked core of :func:`fastfood_prf_features_stable_bwd`."""
     dphi, dlog_scale = dout
-    xp = namespace(dphi, cache.u, dlog_scale, names=("dphi", "cache", "dlog_scale"))
     de = _stable_exp_bwd(dphi, dlog_scale, cache.e, cache.phi, cache.log_scale, xp=xp)
     du, dx_direct = _prf_exponent_bwd(de, cache.x, xp=xp)
     g = fastfood_projection_bwd_core(du, cache.proj, xp=xp)

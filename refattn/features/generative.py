@@ -30,14 +30,13 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._docs import fill_doc
-from .._xp import check_finite, check_shape, namespace
+from .._xp import check_choice, check_finite, check_shape, namespace
 from ..layers.checks import check_dy, check_finite_all
 from ..layers.activations import (check_slope, leaky_relu_bwd_core, leaky_relu_fwd_core, tanh_bwd_core,
                                   tanh_fwd_core)
 from ..layers.batchnorm import (BatchNormParams, BatchNormState, batchnorm_bwd_core, batchnorm_fwd_core,
-                                check_batchnorm, check_batchnorm_options, check_running_var)
-from ..layers.dense import DenseParams, dense_bwd_core, dense_core
-from .projection import check_x_omega_struct
+                                check_batchnorm_options, check_running_var)
+from ..layers.dense import DenseParams, dense_bwd_core, dense_fwd_core
 from .positive import (gaussian_positive_features_bwd, gaussian_positive_features_fwd,
                        positive_features_stable_bwd, positive_features_stable_bwd_core,
                        positive_features_stable_fwd, positive_features_stable_fwd_core)
@@ -156,14 +155,12 @@ class _GenCache(NamedTuple):
     tanh: Any       # tanh cache
 
 
-def _check_generator(noise: Array, params: Any, state: Any) -> Any:
-    xp = _check_generator_struct(noise, params, state)
-    check_finite("noise", noise, xp=xp)
-    return xp
-
-
-def _check_generator_struct(noise: Array, params: Any, state: Any) -> Any:
-    """Structural checks of :func:`generator_fwd`'s containers and noise: no data read."""
+def check_generator_struct(noise: Array, params: Any, state: Any, *, train: bool,
+                           negative_slope: float = NEGATIVE_SLOPE, momentum: float = 0.1,
+                           eps: float = 1e-5) -> Any:
+    """Structural checks of :func:`generator_fwd` (containers, namespaces, dtypes, every layer's shapes from
+    the noise's width on, the options): no data read; returns the namespace. The model runs them before the
+    cores."""
     if not isinstance(params, GeneratorParams):
         raise TypeError(f"params: expected GeneratorParams(hidden, norms, out); got {type(params).__name__}")
     if not isinstance(state, GeneratorState):
@@ -180,7 +177,29 @@ def _check_generator_struct(noise: Array, params: Any, state: Any) -> Any:
             raise TypeError(f"{name}: expected {kind.__name__}; got {type(leaf).__name__}")
     xp = namespace(noise, names=("noise",))
     check_shape("noise", noise, "M, d_noise")
+    _check_noise_rows(noise, params, train)
+    check_choice(train, "train", (True, False))
+    check_slope(negative_slope)
+    check_batchnorm_options(momentum, eps)
+    sizes = {"width": (noise.shape[1], "noise")}
+    for i, (dp, bp, bs) in enumerate(zip(params.hidden, params.norms, state.norms, strict=True)):
+        _check_dense_struct(f"params.hidden[{i}]", dp, noise, sizes)
+        leaves = {f"params.norms[{i}].gamma": bp.gamma, f"params.norms[{i}].beta": bp.beta,
+                  f"state.norms[{i}].mean": bs.mean, f"state.norms[{i}].var": bs.var}
+        namespace(noise, *leaves.values(), names=("noise", *leaves))
+        for name, leaf in leaves.items():
+            check_shape(name, leaf, "width", sizes)
+    _check_dense_struct("params.out", params.out, noise, sizes)
     return xp
+
+
+def _check_dense_struct(name, dp, noise, sizes):
+    """Layer `name`'s ``W: (width, width')`` and ``b: (width',)`` against the width so far (`sizes`, updated
+    to ``width'``): namespace, dtype, shapes."""
+    namespace(noise, dp.W, dp.b, names=("noise", f"{name}.W", f"{name}.b"))
+    check_shape(f"{name}.W", dp.W, "width, width_out", sizes)
+    check_shape(f"{name}.b", dp.b, "width_out", sizes)
+    sizes["width"] = (sizes.pop("width_out")[0], f"{name}.W")
 
 
 @fill_doc(gen_params=_GEN_PARAMS_DOC)
@@ -206,7 +225,9 @@ def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, 
     cache : NamedTuple
         Opaque, for :func:`generator_bwd`.
     """
-    xp = _check_generator(noise, params, state)
+    xp = check_generator_struct(noise, params, state, train=train, negative_slope=negative_slope,
+                                momentum=momentum, eps=eps)
+    check_finite("noise", noise, xp=xp)
     for i, (dp, bp, bs) in enumerate(zip(params.hidden, params.norms, state.norms, strict=True)):
         check_finite_all(xp, **{f"params.hidden[{i}].W": dp.W, f"params.hidden[{i}].b": dp.b,
                                 f"params.norms[{i}].gamma": bp.gamma, f"params.norms[{i}].beta": bp.beta,
@@ -214,26 +235,22 @@ def generator_fwd(noise: Array, params: GeneratorParams, state: GeneratorState, 
         check_running_var(bs, xp=xp)
     check_finite_all(xp, **{"params.out.W": params.out.W, "params.out.b": params.out.b})
     return generator_fwd_core(noise, params, state, train=train, negative_slope=negative_slope,
-                           momentum=momentum, eps=eps)
+                              momentum=momentum, eps=eps, xp=xp)
 
 
-def generator_fwd_core(noise, params, state, *, train, negative_slope=NEGATIVE_SLOPE, momentum=0.1, eps=1e-5):
-    """Unchecked core of :func:`generator_fwd`: the structural checks of the generator and its layers (no
-    data read), no value checks (nor the running variances' sign: :func:`check_generator_state`)."""
-    xp = _check_generator_struct(noise, params, state)
-    _check_noise_rows(noise, params, train)
-    check_slope(negative_slope)
-    check_batchnorm_options(momentum, eps)
+def generator_fwd_core(noise, params, state, *, train, negative_slope=NEGATIVE_SLOPE, momentum=0.1, eps=1e-5,
+                       xp):
+    """Unchecked core of :func:`generator_fwd` (its structure: the caller's :func:`check_generator_struct`;
+    the running variances' sign: :func:`check_generator_state`)."""
     h = noise                                                                        # (M, d_noise)
     layers, new_states = [], []
     for dp, bp, bs in zip(params.hidden, params.norms, state.norms, strict=True):
-        z, dc = dense_core(h, dp)                                                    # (M, width)  FC
-        check_batchnorm(z, bp, bs, train)
+        z, dc = dense_fwd_core(h, dp, xp=xp)                                         # (M, width)  FC
         bn, bc = batchnorm_fwd_core(z, bp, bs, train=train, momentum=momentum, eps=eps, xp=xp)   # BatchNorm
         h, lc = leaky_relu_fwd_core(bn.y, negative_slope, xp=xp)                     # (M, width)  LeakyReLU
         layers.append((dc, bc, lc))
         new_states.append(bn.state)
-    z, oc = dense_core(h, params.out)                                                # (M, d)
+    z, oc = dense_fwd_core(h, params.out, xp=xp)                                     # (M, d)
     omega, tc = tanh_fwd_core(z, xp=xp)                                              # (M, d) in [-1, 1]
     new_state = GeneratorState(tuple(new_states)) if train else state   # eval: the input state itself
     return GeneratorOutput(omega, new_state), _GenCache(tuple(layers), oc, tc)
@@ -282,21 +299,20 @@ def generator_bwd(domega: Array, cache: _GenCache) -> GeneratorGrads:
     TypeError
         If `domega` and the cache differ in namespace or dtype.
     """
-    check_dy(domega, cache.tanh)                                  # the check tanh_bwd made, named "dy"
-    return generator_bwd_core(domega, cache)
+    xp = check_dy(domega, cache.tanh)                             # the check tanh_bwd made, named "dy"
+    return generator_bwd_core(domega, cache, xp=xp)
 
 
-def generator_bwd_core(domega, cache):
+def generator_bwd_core(domega, cache, *, xp):
     """Unchecked core of :func:`generator_bwd`."""
-    xp = namespace(domega, names=("domega",))
-    dz = tanh_bwd_core(domega, cache.tanh).x                                             # (M, d)
-    go = dense_bwd_core(dz, cache.out)
+    dz = tanh_bwd_core(domega, cache.tanh, xp=xp).x                                  # (M, d)
+    go = dense_bwd_core(dz, cache.out, xp=xp)
     dh = go.x                                                                        # (M, width)
     dense_grads, norm_grads = [], []
     for dc, bc, lc in reversed(cache.layers):
         dbn = leaky_relu_bwd_core(dh, lc, xp=xp).x                                       # (M, width)
-        gb = batchnorm_bwd_core(dbn, bc)                                    # through batch statistics (train)
-        gd = dense_bwd_core(gb.x, dc)
+        gb = batchnorm_bwd_core(dbn, bc, xp=xp)                             # through batch statistics (train)
+        gd = dense_bwd_core(gb.x, dc, xp=xp)
         dh = gd.x                                                                    # (M, d_in)
         dense_grads.append(gd.params)
         norm_grads.append(gb.params)
@@ -425,18 +441,29 @@ def generative_rks_features_fwd(x: Array, noise: Array, params: GeneratorParams,
     return GenerativeOutput(phi, out.state), _FeatCache(gc, tc, x)
 
 
-def generative_rks_features_fwd_core(x, noise, params, state, *, train):
-    """Unchecked core of :func:`generative_rks_features_fwd` (structural checks only)."""
-    out, gc = generator_fwd_core(noise, params, state, train=train)
-    xp, _ = check_x_omega_struct(x, out.omega)
+def check_generative_features_struct(x, noise, params, state, *, train):
+    """Structural checks of the generative feature maps (the generator's, :func:`check_generator_struct`,
+    and `x` against its output width d): no data read; returns the namespace. The model runs them before
+    the cores."""
+    xp = check_generator_struct(noise, params, state, train=train)
+    namespace(x, noise, names=("x", "noise"))
+    d = params.out.W.shape[1]
+    check_shape("x", x, "..., L, d", {"d": (d, "params.out.W")})
+    return xp
+
+
+def generative_rks_features_fwd_core(x, noise, params, state, *, train, xp):
+    """Unchecked core of :func:`generative_rks_features_fwd` (its structure: the caller's
+    :func:`check_generative_features_struct`)."""
+    out, gc = generator_fwd_core(noise, params, state, train=train, xp=xp)
     phi, tc = trig_features_fwd_core(x, out.omega, xp=xp)                           # (..., L, 2M)
     return GenerativeOutput(phi, out.state), _FeatCache(gc, tc, x)
 
 
-def generative_rks_features_bwd_core(dphi, cache):
+def generative_rks_features_bwd_core(dphi, cache, *, xp):
     """Unchecked core of :func:`generative_rks_features_bwd`."""
-    g = trig_features_bwd_core(dphi, cache.inner, xp=namespace(dphi, names=("dphi",)))
-    gg = generator_bwd_core(g.omega, cache.gen)
+    g = trig_features_bwd_core(dphi, cache.inner, xp=xp)
+    gg = generator_bwd_core(g.omega, cache.gen, xp=xp)
     return GenerativeGrads(x=g.x, noise=gg.noise, params=gg.params)
 
 
@@ -611,22 +638,21 @@ def generative_prf_features_stable_fwd(x: Array, noise: Array, params: Generator
     return (phi, log_scale, out.state), _FeatCache(gc, pc, x)
 
 
-def generative_prf_features_stable_fwd_core(x, noise, params, state, *, train):
-    """Unchecked core of :func:`generative_prf_features_stable_fwd` (structural checks only)."""
-    out, gc = generator_fwd_core(noise, params, state, train=train)
-    xp, _ = check_x_omega_struct(x, out.omega)
+def generative_prf_features_stable_fwd_core(x, noise, params, state, *, train, xp):
+    """Unchecked core of :func:`generative_prf_features_stable_fwd` (its structure: the caller's
+    :func:`check_generative_features_struct`)."""
+    out, gc = generator_fwd_core(noise, params, state, train=train, xp=xp)
     (phi, ls0), pc = positive_features_stable_fwd_core(x, out.omega, None, xp=xp)  # offset |x|^2 / 2
     log_scale = ls0 - 0.5 * xp.sum(x * x, axis=-1)                                    # (..., L)  Eq. 9: |x|^2
     return (phi, log_scale, out.state), _FeatCache(gc, pc, x)
 
 
-def generative_prf_features_stable_bwd_core(dout, cache):
+def generative_prf_features_stable_bwd_core(dout, cache, *, xp):
     """Unchecked core of :func:`generative_prf_features_stable_bwd`."""
     dphi, dls = dout[0], dout[1]
-    xp = namespace(dphi, names=("dout[0]",))
     g = positive_features_stable_bwd_core(dphi, dls, cache.inner, xp=xp)
     extra = None if dls is None else -xp.expand_dims(dls, axis=-1) * cache.x
-    gg = generator_bwd_core(g.omega, cache.gen)
+    gg = generator_bwd_core(g.omega, cache.gen, xp=xp)
     dx = g.x if extra is None else g.x + extra
     return GenerativeGrads(x=dx, noise=gg.noise, params=gg.params)
 

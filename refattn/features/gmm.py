@@ -143,17 +143,17 @@ def _check_x(x: Array, params: GMMParams, noise: Array = None) -> None:
                          f"got {tuple(noise.shape)}")
 
 
-def _check_struct(x, noise, params):
+def check_gmm_features_struct(x, noise, params):
     """The structural checks of the GMM feature maps (``_check_x`` and the frequencies' shapes), no data
-    read; returns ``(xp, diagonal)``."""
+    read; returns the namespace. The model runs them before the cores."""
     if not isinstance(params, GMMParams):
         raise TypeError(f"params: expected GMMParams(logits, mu, S); got {type(params).__name__}")
     namespace(x, params.mu, names=("x", "params.mu"))
     sizes = check_shape("x", x, "..., L, d")
-    xp, diagonal, sizes = check_gmm_params_struct(params, sizes={"d": sizes["d"]})
+    xp, _, sizes = check_gmm_params_struct(params, sizes={"d": sizes["d"]})
     namespace(noise, params.mu, names=("noise", "params.mu"))
     check_shape("noise", noise, "C, Mc, d", sizes)
-    return xp, diagonal
+    return xp
 
 
 def _weighted_bwd(dphi: Array, cache: _FeatCache, *, xp: Any) -> tuple[Array, Array]:
@@ -168,18 +168,17 @@ def _weighted_bwd(dphi: Array, cache: _FeatCache, *, xp: Any) -> tuple[Array, Ar
 
 # phi = [cos(x omega^T), sin(x omega^T)] * sqrt(C pi_c) / sqrt(M),  omega, sqrt(C pi) = gmm_frequencies(noise)
 # dphi0 = dphi * col;  dcol = sum(dphi * phi0);  RKS backward, then gmm_frequencies_bwd(domega, dcol)
-def gmm_rks_features_fwd_core(x, noise, params):
-    """Unchecked core of :func:`gmm_rks_features_fwd`: its structural checks only (no data read)."""
-    xp, diagonal = _check_struct(x, noise, params)
-    (omega, scale), fc = gmm_frequencies_fwd_core(noise, params, diagonal=diagonal, xp=xp)
+def gmm_rks_features_fwd_core(x, noise, params, *, xp):
+    """Unchecked core of :func:`gmm_rks_features_fwd` (its structure: the caller's
+    :func:`check_gmm_features_struct`)."""
+    (omega, scale), fc = gmm_frequencies_fwd_core(noise, params, diagonal=params.S.ndim == 2, xp=xp)
     phi0, tc = trig_features_fwd_core(x, omega, xp=xp)                              # (..., L, 2M)
     col = xp.concat((scale, scale))                                                   # (2M,)
     return phi0 * col, _FeatCache(fc, tc, phi0, col, None)
 
 
-def gmm_rks_features_bwd_core(dphi, cache):
+def gmm_rks_features_bwd_core(dphi, cache, *, xp):
     """Unchecked core of :func:`gmm_rks_features_bwd`."""
-    xp = namespace(dphi, cache.phi0, names=("dphi", "cache"))
     dphi0, dcol = _weighted_bwd(dphi, cache, xp=xp)
     M = dcol.shape[0] // 2
     g = trig_features_bwd_core(dphi0, cache.inner, xp=xp)
@@ -344,19 +343,18 @@ def gmm_prf_features_bwd(dphi: Array, cache: _FeatCache) -> GMMFeaturesGrads:
 
 # (phi0, ls0) = positive_features_stable(x, omega);  phi = phi0 sqrt(C pi_c);  log_scale = ls0 - |x|^2/2
 # stable backward on (dphi * sqrt(C pi), dlog_scale), dx -= dlog_scale x, then gmm_frequencies_bwd
-def gmm_prf_features_stable_fwd_core(x, noise, params):
-    """Unchecked core of :func:`gmm_prf_features_stable_fwd`: its structural checks, no value checks."""
-    xp, diagonal = _check_struct(x, noise, params)
-    (omega, scale), fc = gmm_frequencies_fwd_core(noise, params, diagonal=diagonal, xp=xp)
+def gmm_prf_features_stable_fwd_core(x, noise, params, *, xp):
+    """Unchecked core of :func:`gmm_prf_features_stable_fwd` (its structure: the caller's
+    :func:`check_gmm_features_struct`)."""
+    (omega, scale), fc = gmm_frequencies_fwd_core(noise, params, diagonal=params.S.ndim == 2, xp=xp)
     (phi0, ls0), pc = positive_features_stable_fwd_core(x, omega, None, xp=xp)     # (..., L, M), (..., L)
     log_scale = ls0 - 0.5 * xp.sum(x * x, axis=-1)                                    # (..., L)  offset |x|^2
     return (phi0 * scale, log_scale), _FeatCache(fc, pc, phi0, scale, x)
 
 
-def gmm_prf_features_stable_bwd_core(dout, cache):
+def gmm_prf_features_stable_bwd_core(dout, cache, *, xp):
     """Unchecked core of :func:`gmm_prf_features_stable_bwd`."""
     dphi, dls = dout
-    xp = namespace(dphi, cache.phi0, dls, names=("dphi", "cache", "dlog_scale"))
     dphi0, dscale = _weighted_bwd(dphi, cache, xp=xp)
     g = positive_features_stable_bwd_core(dphi0, dls, cache.inner, omega_grad=True, xp=xp)
     dx = g.x if dls is None else g.x - xp.expand_dims(dls, axis=-1) * cache.x          # d(-|x|^2/2) = -x

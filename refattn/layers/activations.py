@@ -264,8 +264,7 @@ def tanh_bwd(dy, cache) -> ActivationGrads:
 
     {sections}
     """
-    check_dy(dy, cache)
-    return tanh_bwd_core(dy, cache)
+    return tanh_bwd_core(dy, cache, xp=check_dy(dy, cache))
 
 
 # y = tanh(x)
@@ -276,7 +275,7 @@ def tanh_fwd_core(x, *, xp):
     return y, y
 
 
-def tanh_bwd_core(dy, cache):
+def tanh_bwd_core(dy, cache, *, xp):
     """Unchecked core of :func:`tanh_bwd` (see :func:`tanh`)."""
     y = cache
     return ActivationGrads(x=dy * (1 - y * y))
@@ -327,8 +326,7 @@ def gelu_bwd(dy, cache) -> ActivationGrads:
 
     {sections}
     """
-    check_dy(dy, cache[0])
-    return gelu_bwd_core(dy, cache)
+    return gelu_bwd_core(dy, cache, xp=check_dy(dy, cache[0]))
 
 
 # y = 0.5 x (1 + t),  t = tanh(c (x + a x^3))                                    (Hendrycks & Gimpel 2016)
@@ -347,7 +345,7 @@ def gelu_fwd_core(x, *, xp):
     return y, (x, t)
 
 
-def gelu_bwd_core(dy, cache):
+def gelu_bwd_core(dy, cache, *, xp):
     """Unchecked core of :func:`gelu_bwd` (see :func:`gelu`)."""
     x, t = cache
     s = t * t

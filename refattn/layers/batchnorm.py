@@ -209,14 +209,12 @@ def batchnorm_bwd(dy, cache: BatchNormCache) -> BatchNormGrads:
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
-    check_dy(dy, cache.xhat, cache.shape)
-    return batchnorm_bwd_core(dy, cache)
+    return batchnorm_bwd_core(dy, cache, xp=check_dy(dy, cache.xhat, cache.shape))
 
 
-def batchnorm_bwd_core(dy, cache):
+def batchnorm_bwd_core(dy, cache, *, xp):
     """Unchecked core of :func:`batchnorm_bwd` (see :func:`batchnorm`)."""
     c = cache
-    xp = namespace(dy, c.xhat, names=("dy", "cache.xhat"))
     d = c.xhat.shape[-1]
     dy2 = xp.reshape(dy, (-1, d))                                                   # (N, d)
     dxhat = dy2 * c.gamma                                                           # (N, d)

@@ -109,19 +109,12 @@ def dense_fwd(x, params: DenseParams):
     ------
     {raises}
     """
-    _validate(x, params)
-    return dense_fwd_core(x, params)
-
-
-def dense_core(x, params):
-    """:func:`dense_fwd` for the model: its structural checks (no data read), no value checks."""
-    check_dense(x, params)
-    return dense_fwd_core(x, params)
+    return dense_fwd_core(x, params, xp=_validate(x, params))
 
 
 # y = x W + b
 # dx = dy W^T,  dW = x^T dy,  db = sum of dy over the leading axes (one 2-D GEMM, axes flattened)
-def dense_fwd_core(x, params):
+def dense_fwd_core(x, params, *, xp):
     """Unchecked core of :func:`dense_fwd` (see :func:`dense`)."""
     y = x @ params.W                                                                # (..., d_out)
     y += params.b
@@ -151,14 +144,12 @@ def dense_bwd(dy, cache: DenseCache) -> DenseGrads:
         If `dy` differs from the cache in namespace or dtype.
     """
     x, W = cache
-    check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))
-    return dense_bwd_core(dy, cache)
+    return dense_bwd_core(dy, cache, xp=check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],)))
 
 
-def dense_bwd_core(dy, cache):
+def dense_bwd_core(dy, cache, *, xp):
     """Unchecked core of :func:`dense_bwd` (see :func:`dense`)."""
     x, W = cache
-    xp = namespace(dy, x, names=("dy", "cache.x"))
     d_in, d_out = W.shape
     dx = dy @ xp.matrix_transpose(W)                                                # (..., d_in)
     x2 = xp.reshape(x, (-1, d_in))                                                  # (N, d_in)

@@ -72,7 +72,7 @@ def dropout_fwd(x, mask):
     xp = check_dropout(x, mask)
     check_finite("x", x, xp=xp)
     check_finite("mask", mask, xp=xp)
-    return dropout_fwd_core(x, mask)
+    return dropout_fwd_core(x, mask, xp=xp)
 
 
 def check_dropout(x, mask, *, name="mask"):
@@ -97,7 +97,7 @@ def check_dropout(x, mask, *, name="mask"):
 
 # y = x * mask
 # dx = dy * mask,  dmask = dy * x summed to the mask's shape
-def dropout_fwd_core(x, mask):
+def dropout_fwd_core(x, mask, *, xp):
     """Unchecked core of :func:`dropout_fwd` (see :func:`dropout`)."""
     return x * mask, DropoutCache(x=x, mask=mask)
 
@@ -124,13 +124,11 @@ def dropout_bwd(dy, cache: DropoutCache) -> DropoutGrads:
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
-    check_dy(dy, cache.x)
-    return dropout_bwd_core(dy, cache)
+    return dropout_bwd_core(dy, cache, xp=check_dy(dy, cache.x))
 
 
-def dropout_bwd_core(dy, cache, *, mask_grad=True):
+def dropout_bwd_core(dy, cache, *, mask_grad=True, xp):
     """Unchecked core of :func:`dropout_bwd`; ``mask_grad=False`` skips the mask's gradient (``None``)."""
-    xp = namespace(dy, cache.x, names=("dy", "cache.x"))
     dmask = sum_to_shape(dy * cache.x, tuple(cache.mask.shape), xp=xp) if mask_grad else None
     return DropoutGrads(x=dy * cache.mask, mask=dmask)
 

@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 from .. import limits
 from .._docs import fill_doc
 from .._xp import check_finite, check_positive_int, check_shape, device_of, namespace
-from .checks import check_dy_spec, check_finite_all, check_index_range
-from .dense import DenseParams, check_dense, dense_bwd_core, dense_fwd_core, dense_bwd
+from .checks import check_dy, check_dy_spec, check_finite_all, check_index_range
+from .dense import DenseParams, dense_bwd_core, dense_fwd_core
 from .losses import one_hot_core
 
 __all__ = [
@@ -139,28 +139,21 @@ def token_embedding_fwd(ids, table):
     ------
     {raises}
     """
-    xp = _check_token_embedding(ids, table)
+    xp = check_token_embedding(ids, table)
     check_finite("table", table, xp=xp)
-    V = table.shape[0]
-    check_index_range("ids", ids, V, f"token indices in [0, {V}) (vocabulary of table)", xp=xp)
     return token_embedding_fwd_core(ids, table, xp=xp)
 
 
-def _check_token_embedding(ids, table):
-    """Structural checks of :func:`token_embedding_fwd` (namespaces, dtypes, shapes): no data read."""
+def check_token_embedding(ids, table):
+    """The checks of :func:`token_embedding_fwd` but the table's finiteness (namespaces, dtypes, shapes, the
+    ids' range: one reduction); returns the namespace. The model runs them where the layer is used."""
     xp = namespace(ids, table, names=("ids", "table"), allow_int=("ids",))
     if not xp.isdtype(ids.dtype, "integral"):
         raise TypeError(f"ids: expected an integer array of token indices; got dtype {ids.dtype}")
     check_shape("table", table, "V, d")
-    return xp
-
-
-def token_embedding_core(ids, table):
-    """:func:`token_embedding_fwd` for the model: its structural checks (no data read), no value checks."""
-    xp = _check_token_embedding(ids, table)
     V = table.shape[0]
     check_index_range("ids", ids, V, f"token indices in [0, {V}) (vocabulary of table)", xp=xp)
-    return token_embedding_fwd_core(ids, table, xp=xp)
+    return xp
 
 
 # y = table[ids]                                                (a gather: take along the vocabulary axis)
@@ -371,50 +364,38 @@ def patch_embedding_fwd(images, params: DenseParams, *, patch):
     ------
     {raises}
     """
-    xp, p = _check_patch_images(images, patch)
+    xp, p = check_patch_embedding(images, params, patch)
     check_finite("images", images, xp=xp)
-    tokens = _check_patch_embedding(images, params, p, xp=xp)                       # (..., P, p*p*C)
-    check_finite_all(xp, **{"params.W": params.W, "params.b": params.b})  # tokens: a reshape of `images`
-    return patch_embedding_fwd_core(tokens, params, p, tuple(images.shape[-3:]))
+    check_finite_all(xp, **{"params.W": params.W, "params.b": params.b})
+    return patch_embedding_fwd_core(images, params, p, xp=xp)
 
 
-def _check_patch_images(images, patch):
-    """Structural checks of the images of :func:`patch_embedding_fwd`: no data read. Returns ``(xp, p)``."""
+def check_patch_embedding(images, params, patch):
+    """Structural checks of :func:`patch_embedding_fwd` (namespaces, dtypes, shapes, the patch size): no data
+    read; returns ``(xp, p)``. The model runs them where the layer is used."""
     xp = namespace(images, names=("images",))
     p = check_positive_int(patch, "patch")
     check_shape("images", images, "..., H, W, C")
-    H, W = images.shape[-3], images.shape[-2]
+    H, W, C = images.shape[-3:]
     if H % p or W % p:
         raise ValueError(f"patch: expected a divisor of the image height and width ({H}, {W}); got {p}")
-    return xp, p
-
-
-def _check_patch_embedding(images, params, p, *, xp):
-    """Structural checks of the parameters of :func:`patch_embedding_fwd` against `images`; returns the
-    patch rows ``(..., P, p*p*C)`` (a reshape)."""
-    C = images.shape[-1]
-    if isinstance(params, tuple) and hasattr(params, "W") and getattr(params.W, "ndim", 0) == 2 \
-            and params.W.shape[0] != p * p * C:
+    if not (isinstance(params, tuple) and hasattr(params, "W") and hasattr(params, "b")):
+        raise TypeError(f"params: expected DenseParams(W, b); got {type(params).__name__}")
+    namespace(images, params.W, params.b, names=("images", "params.W", "params.b"))
+    if getattr(params.W, "ndim", 0) == 2 and params.W.shape[0] != p * p * C:
         raise ValueError(f"images: C = {C} channels with patch = {p} give patch rows of p*p*C = {p * p * C}; "
                          f"params.W has {params.W.shape[0]} rows (shape {tuple(params.W.shape)})")
-    tokens = patchify_core(images, p, xp=xp)                                            # (..., P, p*p*C)
-    check_dense(tokens, params)                                                    # W: (p*p*C, d), b: (d,)
-    return tokens
-
-
-def patch_embedding_core(images, params, *, patch):
-    """:func:`patch_embedding_fwd` for the model: its structural checks (no data read), no value checks."""
-    xp, p = _check_patch_images(images, patch)
-    tokens = _check_patch_embedding(images, params, p, xp=xp)
-    return patch_embedding_fwd_core(tokens, params, p, tuple(images.shape[-3:]))
+    check_shape("params.b", params.b, "d_out", check_shape("params.W", params.W, "d_in, d_out"))
+    return xp, p
 
 
 # y = patchify(images) W + b
 # dW, db: the dense backward;  dimages = unpatchify(dy W^T)
-def patch_embedding_fwd_core(tokens, params, p, image_shape):
-    """Unchecked core of :func:`patch_embedding_fwd` on the patch rows (see :func:`patch_embedding`)."""
-    y, dcache = dense_fwd_core(tokens, params)                                          # (..., P, d)
-    return y, (dcache, p, image_shape)
+def patch_embedding_fwd_core(images, params, p, *, xp):
+    """Unchecked core of :func:`patch_embedding_fwd` (see :func:`patch_embedding`)."""
+    tokens = patchify_core(images, p, xp=xp)                                        # (..., P, p*p*C)
+    y, dcache = dense_fwd_core(tokens, params, xp=xp)                               # (..., P, d)
+    return y, (dcache, p, tuple(images.shape[-3:]))
 
 
 @fill_doc(raises=_DY_RAISES)
@@ -437,18 +418,14 @@ def patch_embedding_bwd(dy, cache) -> PatchEmbeddingGrads:
     ------
     {raises}
     """
-    g = dense_bwd(dy, cache[0])  # checks dy: (..., P, d), finite
-    return _patch_embedding_grads(g, cache)
+    x, W = cache[0]
+    return patch_embedding_bwd_core(dy, cache, xp=check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],)))
 
 
-def patch_embedding_bwd_core(dy, cache):
+def patch_embedding_bwd_core(dy, cache, *, xp):
     """Unchecked core of :func:`patch_embedding_bwd` (see :func:`patch_embedding`)."""
-    return _patch_embedding_grads(dense_bwd_core(dy, cache[0]), cache)
-
-
-def _patch_embedding_grads(g, cache):
     dcache, patch, image_shape = cache
-    xp = namespace(g.x)
+    g = dense_bwd_core(dy, dcache, xp=xp)
     return PatchEmbeddingGrads(images=unpatchify_core(g.x, patch, image_shape, xp=xp), params=g.params)
 
 
@@ -555,15 +532,15 @@ def position_embedding_fwd(x, table):
     ------
     {raises}
     """
-    xp = _check_position_embedding(x, table)
+    xp = check_position_embedding(x, table)
     check_finite("x", x, xp=xp)
     check_finite("table", table, xp=xp)
-    return position_embedding_fwd_core(x, table)
+    return position_embedding_fwd_core(x, table, xp=xp)
 
 
-def _check_position_embedding(x, table):
+def check_position_embedding(x, table):
     """Structural checks of :func:`position_embedding_fwd` (namespaces, dtypes, shapes, ``L <= L_max``): no
-    data read."""
+    data read; returns the namespace. The model runs them where the layer is used."""
     xp = namespace(x, table, names=("x", "table"))
     sizes = check_shape("x", x, "..., L, d")
     check_shape("table", table, "L_max, d", sizes)
@@ -573,15 +550,9 @@ def _check_position_embedding(x, table):
     return xp
 
 
-def position_embedding_core(x, table):
-    """:func:`position_embedding_fwd` for the model: its structural checks (no data read), no value checks."""
-    _check_position_embedding(x, table)
-    return position_embedding_fwd_core(x, table)
-
-
 # y = x + table[:L]
 # dx = dy,  dtable[:L] = sum of dy over the leading axes (zero rows past L)
-def position_embedding_fwd_core(x, table):
+def position_embedding_fwd_core(x, table, *, xp):
     """Unchecked core of :func:`position_embedding_fwd` (see :func:`position_embedding`)."""
     L, L_max = x.shape[-2], table.shape[0]
     return x + table[:L, :], (L_max, L, tuple(x.shape), x.dtype)                    # (..., L, d)
@@ -608,14 +579,12 @@ def position_embedding_bwd(dy, cache) -> PositionEmbeddingGrads:
     {raises}
     """
     L_max, L, x_shape, dtype = cache
-    check_dy_spec(dy, x_shape, dtype)
-    return position_embedding_bwd_core(dy, cache)
+    return position_embedding_bwd_core(dy, cache, xp=check_dy_spec(dy, x_shape, dtype))
 
 
-def position_embedding_bwd_core(dy, cache):
+def position_embedding_bwd_core(dy, cache, *, xp):
     """Unchecked core of :func:`position_embedding_bwd` (see :func:`position_embedding`)."""
     L_max, L, x_shape, dtype = cache
-    xp = namespace(dy, names=("dy",))
     d = dy.shape[-1]
     dtab = xp.sum(xp.reshape(dy, (-1, L, d)), axis=0)                               # (L, d)
     if L < L_max:

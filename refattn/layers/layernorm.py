@@ -79,38 +79,27 @@ def layernorm_fwd(x, params: LayerNormParams, *, eps=1e-5):
     ------
     {raises}
     """
-    xp = _check_layernorm(x, params)
+    xp = check_layernorm(x, params, eps)
     check_finite("x", x, xp=xp)
     check_finite_all(xp, **{"params.gamma": params.gamma, "params.beta": params.beta})
-    _check_layernorm_args(x, eps)
     return layernorm_fwd_core(x, params, eps, xp=xp)
 
 
-def _check_layernorm(x, params):
-    """Structural checks of :func:`layernorm_fwd` (container, namespaces, dtypes, shapes): no data read."""
+def check_layernorm(x, params, eps=1e-5):
+    """Structural checks of :func:`layernorm_fwd` (container, namespaces, dtypes, shapes, the width and
+    `eps`): no data read; returns the namespace. The model runs them where the layer is used."""
     if not (isinstance(params, tuple) and hasattr(params, "gamma")):
         raise TypeError(f"params: expected LayerNormParams(gamma, beta); got {type(params).__name__}")
     xp = namespace(x, params.gamma, params.beta, names=("x", "params.gamma", "params.beta"))
     sizes = check_shape("x", x, "..., d")
     check_shape("params.gamma", params.gamma, "d", sizes)
     check_shape("params.beta", params.beta, "d", sizes)
-    return xp
-
-
-def _check_layernorm_args(x, eps):
-    """The width and `eps` checks of :func:`layernorm_fwd` (no data read)."""
     if x.shape[-1] == 0:
         raise ValueError("x: expected a non-empty last axis d (layer norm over d = 0 entries is undefined); "
                          f"got shape {tuple(x.shape)}")
     if isinstance(eps, bool) or not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps > 0):
         raise ValueError(f"eps: expected a positive number; got {eps!r}")
-
-
-def layernorm_core(x, params, *, eps=1e-5):
-    """:func:`layernorm_fwd` for the model: its structural checks (no data read), no value checks."""
-    xp = _check_layernorm(x, params)
-    _check_layernorm_args(x, eps)
-    return layernorm_fwd_core(x, params, eps, xp=xp)
+    return xp
 
 
 # y = gamma xhat + beta,  xhat = (x - mean(x)) rstd,  rstd = 1/sqrt(var(x) + eps)      (last axis)
@@ -147,14 +136,12 @@ def layernorm_bwd(dy, cache: LayerNormCache) -> LayerNormGrads:
     TypeError
         If `dy` differs from the cache in namespace or dtype.
     """
-    check_dy(dy, cache.xhat)
-    return layernorm_bwd_core(dy, cache)
+    return layernorm_bwd_core(dy, cache, xp=check_dy(dy, cache.xhat))
 
 
-def layernorm_bwd_core(dy, cache):
+def layernorm_bwd_core(dy, cache, *, xp):
     """Unchecked core of :func:`layernorm_bwd` (see :func:`layernorm`)."""
     c = cache
-    xp = namespace(dy, c.xhat, names=("dy", "cache.xhat"))
     d = c.xhat.shape[-1]
     dxhat = dy * c.gamma                                                            # (..., d)
     dx = normalize_bwd(dxhat, c.xhat, c.rstd, -1, xp=xp)                            # (..., d)

@@ -210,15 +210,13 @@ def softmax_cross_entropy_bwd(dloss, cache: CrossEntropyCache) -> CrossEntropyGr
     ------
     {raises}
     """
-    check_dy(dloss, cache.p, (), name="dloss")
-    return softmax_cross_entropy_bwd_core(dloss, cache)
+    return softmax_cross_entropy_bwd_core(dloss, cache, xp=check_dy(dloss, cache.p, (), name="dloss"))
 
 
 # loss = mean_n [logsumexp(logits_n) - logits_n[labels_n]]      (forward: softmax_cross_entropy_fwd)
 # dlogits = dloss (softmax(logits) - onehot(labels)) / N
-def softmax_cross_entropy_bwd_core(dloss, cache):
+def softmax_cross_entropy_bwd_core(dloss, cache, *, xp):
     """Unchecked core of :func:`softmax_cross_entropy_bwd` (see :func:`softmax_cross_entropy`)."""
-    xp = namespace(dloss, cache.p, names=("dloss", "cache.p"))
     N = cache.p.shape[0]
     return CrossEntropyGrads(logits=xp.reshape(dloss * (cache.p - cache.onehot) / N, cache.shape))
 

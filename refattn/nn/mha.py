@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 from .._docs import fill_doc
 from .._xp import check_positive_int, check_shape, namespace
 from ..layers.checks import check_dy
-from ..layers.dense import dense_bwd_core, dense_core
+from ..layers.dense import check_dense, dense_bwd_core, dense_fwd_core
 from ..layers.dropout import check_dropout, dropout_bwd_core, dropout_fwd_core
 from ._boundary import check_trees, naming
 from .config import check_attention_config
@@ -231,11 +231,11 @@ def mha_fwd_core(x, params, features, *, n_heads, att, causal, dropout_mask, pos
     n_heads = int(n_heads)
     kind = ATTENTION_KINDS[att["kind"]]
     with naming("params['q']"):
-        q, cq = dense_core(x, params["q"])                                          # (..., L, D)
+        q, cq = dense_fwd_core(x, params["q"], xp=check_dense(x, params["q"]))      # (..., L, D)
     with naming("params['k']"):
-        k, ck = dense_core(x, params["k"])                                          # (..., L, D)
+        k, ck = dense_fwd_core(x, params["k"], xp=check_dense(x, params["k"]))      # (..., L, D)
     with naming("params['v']"):
-        v, cv = dense_core(x, params["v"])                                          # (..., L, D)
+        v, cv = dense_fwd_core(x, params["v"], xp=check_dense(x, params["v"]))      # (..., L, D)
     qh, kh, vh = (split_heads(t, n_heads, xp=xp) for t in (q, k, v))                # (..., H, L, d)
     with naming("params['attn'] / features"):
         oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=positions,
@@ -243,9 +243,10 @@ def mha_fwd_core(x, params, features, *, n_heads, att, causal, dropout_mask, pos
     cd = None
     if dropout_mask is not None:
         check_dropout(oh, dropout_mask, name="dropout_mask")
-        oh, cd = dropout_fwd_core(oh, dropout_mask)                                 # (..., H, L, d)
+        oh, cd = dropout_fwd_core(oh, dropout_mask, xp=xp)                          # (..., H, L, d)
     with naming("params['o']"):
-        y, co = dense_core(merge_heads(oh, xp=xp), params["o"])                     # (..., L, D)
+        o = merge_heads(oh, xp=xp)                                                  # (..., L, D)
+        y, co = dense_fwd_core(o, params["o"], xp=check_dense(o, params["o"]))      # (..., L, D)
     return y, MHACache(cq, ck, cv, ca, co, att["kind"], n_heads, cd)
 
 
@@ -266,24 +267,23 @@ def mha_bwd(dy, cache: MHACache) -> MHAGrads:
     """
     namespace(dy, names=("dy",))
     x, W = cache.o_cache
-    check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))                          # once: the cores trust it
-    return mha_bwd_core(dy, cache)
+    xp = check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))                     # once: the cores trust it
+    return mha_bwd_core(dy, cache, xp=xp)
 
 
-def mha_bwd_core(dy, cache):
+def mha_bwd_core(dy, cache, *, xp):
     """Unchecked core of :func:`mha_bwd` (see its docstring)."""
     # the forward in reverse: dense_o, dropout, the kind's backward, then dense_q/k/v
     # dx = dx_q + dx_k + dx_v (x feeds the three projections)
     c = cache
-    xp = namespace(dy, names=("dy",))
-    go = dense_bwd_core(dy, c.o_cache)
+    go = dense_bwd_core(dy, c.o_cache, xp=xp)
     doh = split_heads(go.x, c.n_heads, xp=xp)                                       # (..., H, L, d)
     if c.drop_cache is not None:
-        doh = dropout_bwd_core(doh, c.drop_cache, mask_grad=False).x                # (..., H, L, d)
+        doh = dropout_bwd_core(doh, c.drop_cache, mask_grad=False, xp=xp).x         # (..., H, L, d)
     dqh, dkh, dvh, dattn = ATTENTION_KINDS[c.kind].bwd(doh, c.attn_cache)
-    gq = dense_bwd_core(merge_heads(dqh, xp=xp), c.q_cache)
-    gk = dense_bwd_core(merge_heads(dkh, xp=xp), c.k_cache)
-    gv = dense_bwd_core(merge_heads(dvh, xp=xp), c.v_cache)
+    gq = dense_bwd_core(merge_heads(dqh, xp=xp), c.q_cache, xp=xp)
+    gk = dense_bwd_core(merge_heads(dkh, xp=xp), c.k_cache, xp=xp)
+    gv = dense_bwd_core(merge_heads(dvh, xp=xp), c.v_cache, xp=xp)
     dx = gq.x + gk.x + gv.x                                                         # (..., L, D)
     grads = {"q": gq.params, "k": gk.params, "v": gv.params, "o": go.params, "attn": dattn}
     return MHAGrads(x=dx, params=grads)

@@ -37,12 +37,13 @@ from .._docs import fill_doc
 from .._xp import check_finite, device_of, namespace
 from ..layers.checks import check_dy
 from ..layers.activations import gelu_bwd_core, gelu_fwd_core
-from ..layers.dense import dense_bwd_core, dense_core
+from ..layers.dense import check_dense, dense_bwd_core, dense_fwd_core
 from ..layers.dropout import check_dropout, dropout_bwd_core, dropout_fwd_core
-from ..layers.embeddings import (patch_embedding_bwd_core, patch_embedding_core, position_embedding_bwd_core,
-                                 position_embedding_core, sinusoid_position_table, token_embedding_bwd_core,
-                                 token_embedding_core)
-from ..layers.layernorm import layernorm_bwd_core, layernorm_core
+from ..layers.embeddings import (check_patch_embedding, check_position_embedding, check_token_embedding,
+                                 patch_embedding_bwd_core, patch_embedding_fwd_core,
+                                 position_embedding_bwd_core, position_embedding_fwd_core,
+                                 sinusoid_position_table, token_embedding_bwd_core, token_embedding_fwd_core)
+from ..layers.layernorm import check_layernorm, layernorm_bwd_core, layernorm_fwd_core
 from ..layers.losses import softmax_cross_entropy_bwd_core, softmax_cross_entropy_fwd
 from ..tree import tree_map
 from ._boundary import check_trees, naming
@@ -67,12 +68,21 @@ class TransformerGrads(NamedTuple):
 def _drop_fwd(x, mask):
     if mask is None:
         return x, None
-    check_dropout(x, mask)                                                          # its shape (no data read)
-    return dropout_fwd_core(x, mask)
+    return dropout_fwd_core(x, mask, xp=check_dropout(x, mask))                    # its shape (no data read)
 
 
-def _drop_bwd(dy, cache):
-    return dy if cache is None else dropout_bwd_core(dy, cache, mask_grad=False).x
+def _drop_bwd(dy, cache, *, xp):
+    return dy if cache is None else dropout_bwd_core(dy, cache, mask_grad=False, xp=xp).x
+
+
+def _layernorm(x, params):
+    """The model's layer norm: its structural checks (no data read), then the core."""
+    return layernorm_fwd_core(x, params, 1e-5, xp=check_layernorm(x, params))
+
+
+def _dense(x, params):
+    """The model's dense layer: its structural checks (no data read), then the core."""
+    return dense_fwd_core(x, params, xp=check_dense(x, params))
 
 
 def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, shared=None, train=True):
@@ -114,10 +124,10 @@ def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, sha
     check_trees(("params", params), ("features", features), ("shared", shared), ("x", x), ("masks", masks),
                 ("positions", positions), dtype=getattr(x, "dtype", None))     # once, named leaf by leaf
     return block_fwd_core(x, params, features, cfg=cfg, masks=masks, positions=positions, shared=shared,
-                      train=train)
+                          train=train, xp=namespace(x, names=("x",)))
 
 
-def block_fwd_core(x, params, features, *, cfg, masks, positions, shared, train):
+def block_fwd_core(x, params, features, *, cfg, masks, positions, shared, train, xp):
     """Unchecked core of :func:`block_fwd` (see its docstring); the caller checked the trees once."""
     # h = x + dropout(MHA(LN1(x)))
     # y = h + dropout(W2 gelu(W1 LN2(h) + b1) + b2)
@@ -125,21 +135,21 @@ def block_fwd_core(x, params, features, *, cfg, masks, positions, shared, train)
     if shared:
         attn_params = {**attn_params, "attn": {**attn_params.get("attn", {}), **shared}}
     with naming("params['ln1']"):
-        a, c_ln1 = layernorm_core(x, params["ln1"])                                 # (..., L, D)
+        a, c_ln1 = _layernorm(x, params["ln1"])                                     # (..., L, D)
     with naming("params['attn']"):
-        xp, att = check_mha(a, attn_params, cfg["n_heads"], cfg["attention"], positions)
+        _, att = check_mha(a, attn_params, cfg["n_heads"], cfg["attention"], positions)
         a, c_att = mha_fwd_core(a, attn_params, features, n_heads=cfg["n_heads"], att=att,
                                 causal=cfg["causal"], dropout_mask=masks.get("attn"), positions=positions,
                                 train=train, xp=xp)
     a, c_da = _drop_fwd(a, masks.get("resid_attn"))                                # (..., L, D)
     h = x + a                                                                       # (..., L, D) residual
     with naming("params['ln2']"):
-        f, c_ln2 = layernorm_core(h, params["ln2"])                                 # (..., L, D)
+        f, c_ln2 = _layernorm(h, params["ln2"])                                     # (..., L, D)
     with naming("params['ff1']"):
-        f, c_ff1 = dense_core(f, params["ff1"])                                     # (..., L, d_ff)
+        f, c_ff1 = _dense(f, params["ff1"])                                         # (..., L, d_ff)
     f, c_act = gelu_fwd_core(f, xp=xp)                                              # (..., L, d_ff)
     with naming("params['ff2']"):
-        f, c_ff2 = dense_core(f, params["ff2"])                                     # (..., L, D)
+        f, c_ff2 = _dense(f, params["ff2"])                                         # (..., L, D)
     f, c_df = _drop_fwd(f, masks.get("resid_ff"))                                  # (..., L, D)
     return h + f, (c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df, tuple(shared))
 
@@ -164,22 +174,22 @@ def block_bwd(dy, cache):
         This layer's share of the shared attention parameters' gradients (``{}`` when none).
     """
     x, W = cache[6]                                                                 # the last dense layer
-    check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))                          # once: the cores trust it
-    return block_bwd_core(dy, cache)
+    xp = check_dy(dy, x, tuple(x.shape[:-1]) + (W.shape[1],))                     # once: the cores trust it
+    return block_bwd_core(dy, cache, xp=xp)
 
 
-def block_bwd_core(dy, cache):
+def block_bwd_core(dy, cache, *, xp):
     """Unchecked core of :func:`block_bwd` (see its docstring)."""
     # dh = dy + LN2'^T FF'^T dy           (the residual passes dy through unchanged)
     # dx = dh + LN1'^T MHA'^T dh
     c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df, shared_keys = cache
-    g_ff2 = dense_bwd_core(_drop_bwd(dy, c_df), c_ff2)
-    g_act = gelu_bwd_core(g_ff2.x, c_act)
-    g_ff1 = dense_bwd_core(g_act.x, c_ff1)
-    g_ln2 = layernorm_bwd_core(g_ff1.x, c_ln2)
+    g_ff2 = dense_bwd_core(_drop_bwd(dy, c_df, xp=xp), c_ff2, xp=xp)
+    g_act = gelu_bwd_core(g_ff2.x, c_act, xp=xp)
+    g_ff1 = dense_bwd_core(g_act.x, c_ff1, xp=xp)
+    g_ln2 = layernorm_bwd_core(g_ff1.x, c_ln2, xp=xp)
     dh = dy + g_ln2.x                                                               # (..., L, D) both paths
-    g_att = mha_bwd_core(_drop_bwd(dh, c_da), c_att)
-    g_ln1 = layernorm_bwd_core(g_att.x, c_ln1)
+    g_att = mha_bwd_core(_drop_bwd(dh, c_da, xp=xp), c_att, xp=xp)
+    g_ln1 = layernorm_bwd_core(g_att.x, c_ln1, xp=xp)
     dx = dh + g_ln1.x                                                               # (..., L, D)
     dattn = g_att.params
     dshared = {key: dattn["attn"][key] for key in shared_keys}
@@ -298,10 +308,12 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
         raise ValueError(f"inputs: expected {spec}; got shape {tuple(getattr(inputs, 'shape', ()))}")
     with naming("inputs / params['embed']"):
         if cfg["input"] == "tokens":
-            h, c_emb = token_embedding_core(inputs, params["embed"])                # (..., L, D) ids' range
+            xp_in = check_token_embedding(inputs, params["embed"])                 # shapes, the ids' range
+            h, c_emb = token_embedding_fwd_core(inputs, params["embed"], xp=xp_in)  # (..., L, D)
         else:
-            check_finite("images", inputs, xp=namespace(inputs, names=("images",)))    # the input, once
-            h, c_emb = patch_embedding_core(inputs, params["embed"], patch=cfg["patch"])  # (..., L, D)
+            xp_in, p = check_patch_embedding(inputs, params["embed"], cfg["patch"])
+            check_finite("images", inputs, xp=xp_in)                                # the input, once
+            h, c_emb = patch_embedding_fwd_core(inputs, params["embed"], p, xp=xp_in)  # (..., L, D)
     if h.shape[-1] != cfg["d_model"]:
         raise ValueError(f"params['embed']: expected width config['d_model'] = {cfg['d_model']}; got "
                          f"{h.shape[-1]}")
@@ -314,23 +326,24 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     c_pos = None
     if cfg["position"] == "learned":
         with naming("params['pos']"):
-            h, c_pos = position_embedding_core(h, params["pos"])                    # (..., L, D)
+            check_position_embedding(h, params["pos"])
+            h, c_pos = position_embedding_fwd_core(h, params["pos"], xp=xp)        # (..., L, D)
     elif cfg["position"] == "sinusoid":
         table = sinusoid_position_table(L, cfg["d_model"], like=h)                 # fixed (L, D) table
-        h, c_pos = position_embedding_core(h, table)
+        h, c_pos = position_embedding_fwd_core(h, table, xp=xp)
     c_blocks = []
     shared = params.get("shared", {}).get("attn", {})
     for i, (blk, f, mk) in enumerate(zip(params["blocks"], feats, masks, strict=True)):
         with naming(f"params['blocks'][{i}] / features[{i}]"):
             h, cb = block_fwd_core(h, blk, f, cfg=cfg, masks=mk or {}, positions=positions, shared=shared,
-                               train=train)                                         # (..., L, D)
+                                   train=train, xp=xp)                              # (..., L, D)
         c_blocks.append(cb)
     with naming("params['ln_f']"):
-        h, c_lnf = layernorm_core(h, params["ln_f"])                                # (..., L, D)
+        h, c_lnf = _layernorm(h, params["ln_f"])                                    # (..., L, D)
     if cfg["task"] == "classify":
         h = _readout_fwd(h, cfg["readout"], xp=xp)                                  # (..., D)
     with naming("params['head']"):
-        logits, c_head = dense_core(h, params["head"])                            # (..., n_out) / (..., L, V)
+        logits, c_head = _dense(h, params["head"])                                # (..., n_out) / (..., L, V)
     return logits, (cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head)
 
 
@@ -353,36 +366,35 @@ def transformer_bwd(dlogits, cache) -> TransformerGrads:
     """
     namespace(dlogits, names=("dlogits",))
     x, W = cache[6]                                                                 # the head's dense cache
-    check_dy(dlogits, x, tuple(x.shape[:-1]) + (W.shape[1],), name="dlogits")    # once: the cores trust it
-    return transformer_bwd_core(dlogits, cache)
+    xp = check_dy(dlogits, x, tuple(x.shape[:-1]) + (W.shape[1],), name="dlogits")  # once: the cores trust it
+    return transformer_bwd_core(dlogits, cache, xp=xp)
 
 
-def transformer_bwd_core(dlogits, cache) -> TransformerGrads:
+def transformer_bwd_core(dlogits, cache, *, xp) -> TransformerGrads:
     """Unchecked core of :func:`transformer_bwd` (see its docstring)."""
     # the forward in reverse: head, readout, final LN, blocks from the last, positions, embedding
     # the shared attention parameters' gradient is the sum over the layers
     cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head = cache
-    xp = namespace(dlogits, names=("dlogits",))
     grads: dict = {}
-    g_head = dense_bwd_core(dlogits, c_head)
+    g_head = dense_bwd_core(dlogits, c_head, xp=xp)
     grads["head"] = g_head.params
     dh = g_head.x
     if cfg["task"] == "classify":
         dh = _readout_bwd(dh, cfg["readout"], L, xp=xp)                             # (..., L, D)
-    g_lnf = layernorm_bwd_core(dh, c_lnf)
+    g_lnf = layernorm_bwd_core(dh, c_lnf, xp=xp)
     grads["ln_f"] = g_lnf.params
     dh = g_lnf.x
     dblocks = [None] * len(c_blocks)
     dshared = None
     for i in range(len(c_blocks) - 1, -1, -1):
-        dh, dblocks[i], ds = block_bwd_core(dh, c_blocks[i])
+        dh, dblocks[i], ds = block_bwd_core(dh, c_blocks[i], xp=xp)
         if ds:                                                                    # shared by every layer: sum
             dshared = ds if dshared is None else tree_map(lambda a, b: a + b, dshared, ds)
     grads["blocks"] = dblocks
     if dshared is not None:
         grads["shared"] = {"attn": dshared}
     if c_pos is not None:
-        g_pos = position_embedding_bwd_core(dh, c_pos)
+        g_pos = position_embedding_bwd_core(dh, c_pos, xp=xp)
         if cfg["position"] == "learned":
             grads["pos"] = g_pos.table
         dh = g_pos.x
@@ -390,7 +402,7 @@ def transformer_bwd_core(dlogits, cache) -> TransformerGrads:
     if cfg["input"] == "tokens":
         grads["embed"] = token_embedding_bwd_core(dh, c_emb, xp=xp).table
     else:
-        g_emb = patch_embedding_bwd_core(dh, c_emb)
+        g_emb = patch_embedding_bwd_core(dh, c_emb, xp=xp)
         grads["embed"], dinputs = g_emb.params, g_emb.images
     order = ["embed", "pos", "blocks", "ln_f", "head", "shared"]
     return TransformerGrads(params={k: grads[k] for k in order if k in grads}, inputs=dinputs)
@@ -511,16 +523,16 @@ def transformer_loss_bwd(dloss, cache) -> TransformerGrads:
     TransformerGrads
         As :func:`transformer_bwd`.
     """
-    check_dy(dloss, cache[1].p, (), name="dloss")                                # once: the cores trust it
-    return transformer_loss_bwd_core(dloss, cache)
+    xp = check_dy(dloss, cache[1].p, (), name="dloss")                           # once: the cores trust it
+    return transformer_loss_bwd_core(dloss, cache, xp=xp)
 
 
-def transformer_loss_bwd_core(dloss, cache) -> TransformerGrads:
+def transformer_loss_bwd_core(dloss, cache, *, xp) -> TransformerGrads:
     """Unchecked core of :func:`transformer_loss_bwd` (see its docstring)."""
     # dlogits = dloss (softmax(logits) - one_hot(labels)) / N
     # then transformer_bwd_core(dlogits)
     c_model, c_loss = cache
-    return transformer_bwd_core(softmax_cross_entropy_bwd_core(dloss, c_loss).logits, c_model)
+    return transformer_bwd_core(softmax_cross_entropy_bwd_core(dloss, c_loss, xp=xp).logits, c_model, xp=xp)
 
 
 @fill_doc(inputs=_INPUTS + _LABELS.lstrip(), options=_OPTIONS, raises=_RAISES)
@@ -549,4 +561,4 @@ def loss_and_grads(params, inputs, labels, features=None, *, config, dropout=Non
     loss, cache = transformer_loss_fwd(params, inputs, labels, features, config=config, dropout=dropout,
                                        positions=positions, train=train)
     xp = namespace(loss, names=("loss",))
-    return loss, transformer_loss_bwd_core(xp.ones_like(loss), cache).params       # dloss = 1: not re-checked
+    return loss, transformer_loss_bwd_core(xp.ones_like(loss), cache, xp=xp).params   # dloss = 1: unchecked

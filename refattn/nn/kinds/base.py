@@ -135,7 +135,7 @@ def _first(out: Any) -> Any:
     return out[0] if isinstance(out, tuple) else out
 
 
-def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key, check=None):
+def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key, check):
     r"""Adapter pair for a learnable-spectrum map of the KL-Transformer (Chowdhury et al.): GMM, FastFood,
     generative.
 
@@ -146,39 +146,41 @@ def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key, check=
     ``args_of(attn_params, features, options, train) -> (args, kwargs)`` gives the map's arguments after
     ``x``; the map's gradients carry ``.x`` and ``.params``, returned under ``attn_params[key]``. A map that
     returns a new state beside its features (the generator's batch-norm statistics) has it kept as the cache's
-    last entry (``None`` otherwise). The maps given are the unchecked cores (the model checked its arrays
-    once); ``check(attn_params, features, options, q)``, if given, runs the value checks the model's tree
-    check cannot make (an integer permutation's, a variance's sign), once per forward rather than per map.
+    last entry (``None`` otherwise). The maps given are the unchecked cores (the model checked its arrays'
+    values once); ``check(attn_params, features, options, q, train) -> xp`` runs the map's structural
+    checks on the queries (the keys share their shape) and the value checks the model's tree check cannot
+    make (an integer permutation's, a variance's sign), once per forward rather than per map, and returns
+    the namespace the cores are called with.
     """
 
     def fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
         scale = float(q.shape[-1]) ** -0.25
-        if check is not None:
-            check(attn_params, features, options, q)
+        xp = check(attn_params, features, options, q, train)
         args, kw = args_of(attn_params, features, options, train)
         if options["features"] == "prf":
-            outq, cq = stable_fwd(q * scale, *args, **kw)
-            outk, ck = stable_fwd(k * scale, *args, **kw)
+            outq, cq = stable_fwd(q * scale, *args, **kw, xp=xp)
+            outk, ck = stable_fwd(k * scale, *args, **kw, xp=xp)
             phi_q, phi_k, k_ls = outq[0], outk[0], outk[1]                       # (..., H, L, M), (..., H, L)
             state = outk[2] if len(outk) > 2 else None                           # same noise: same new state
-            o, ca = _linear_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls, xp=namespace(v), keep=train)
+            o, ca = _linear_fwd(phi_q, phi_k, v, causal=causal, k_log_scale=k_ls, xp=xp, keep=train)
         else:
-            outq, cq = rks_fwd(q * scale, *args, **kw)                              # (..., H, L, 2M)
-            outk, ck = rks_fwd(k * scale, *args, **kw)
+            outq, cq = rks_fwd(q * scale, *args, **kw, xp=xp)                       # (..., H, L, 2M)
+            outk, ck = rks_fwd(k * scale, *args, **kw, xp=xp)
             phi_q, phi_k = _first(outq), _first(outk)
             state = outk[1] if isinstance(outk, tuple) else None
             o, ca = _linear_fwd(phi_q, phi_k, v, causal=causal, on_nonpositive=options["on_nonpositive"],
-                                xp=namespace(v), keep=train)
+                                xp=xp, keep=train)
         return o, (cq, ck, ca, scale, options["features"], state)
 
     def bwd(do, cache):
         cq, ck, ca, scale, feats, _ = cache
-        g = linear_attention_bwd_core(do, ca, xp=namespace(do))
+        xp = namespace(do)
+        g = linear_attention_bwd_core(do, ca, xp=xp)
         if feats == "prf":
-            gq = stable_bwd((g.phi_q, None), cq)                                    # query log-scale dropped
-            gk = stable_bwd((g.phi_k, g.k_log_scale), ck)
+            gq = stable_bwd((g.phi_q, None), cq, xp=xp)                             # query log-scale dropped
+            gk = stable_bwd((g.phi_k, g.k_log_scale), ck, xp=xp)
         else:
-            gq, gk = rks_bwd(g.phi_q, cq), rks_bwd(g.phi_k, ck)
+            gq, gk = rks_bwd(g.phi_q, cq, xp=xp), rks_bwd(g.phi_k, ck, xp=xp)
         dparams = tree_map(lambda a, b: a + b, gq.params, gk.params)                # queries' + keys' share
         return gq.x * scale, gk.x * scale, g.v, {key: dparams}
 

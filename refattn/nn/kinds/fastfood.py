@@ -17,22 +17,23 @@ omega: **none** (the structured projection ``S H G Pi H B`` is built from the le
 
 from __future__ import annotations
 
-from ..._xp import namespace
 from ...features.fastfood import (fastfood_prf_features_stable_bwd_core,
                                   fastfood_prf_features_stable_fwd_core, fastfood_rks_features_bwd_core,
                                   fastfood_rks_features_fwd_core)
-from ...features.fastfood_transform import (FASTFOOD_VARIANTS, check_fastfood_params_struct,
-                                            check_fastfood_perm, padded_dim)
+from ...features.fastfood_transform import (FASTFOOD_VARIANTS, check_fastfood_perm, check_fastfood_struct,
+                                            padded_dim)
 from .base import AttentionKind, Draw, no_draws, resolve_on_nonpositive, spectral_kind
 
 __all__ = ["KIND"]
 
 
-def _check(attn_params, features, options, q):
-    """The permutation's values (an integer leaf: not covered by the model's finiteness check), once."""
-    p, xp = attn_params["fastfood"], namespace(q)
-    check_fastfood_params_struct(p, q.shape[-1], q, xp)                                     # its shapes first
+def _check(attn_params, features, options, q, train):
+    """The maps' structural checks on the queries, then the permutation's values (an integer leaf: not
+    covered by the model's finiteness check), once per forward; the namespace."""
+    p = attn_params["fastfood"]
+    xp = check_fastfood_struct(q, p, 1.0, options["variant"])                              # its shapes first
     check_fastfood_perm(p, padded_dim(q.shape[-1]), xp)
+    return xp
 
 
 # the unchecked cores of fastfood_prf_features_stable_fwd/_bwd and fastfood_rks_features_fwd/_bwd (the model

@@ -27,8 +27,8 @@ omega: **none** (the frequencies are the generator's output: their gradient flow
 
 from __future__ import annotations
 
-from ..._xp import namespace
-from ...features.generative import (check_generator_state, generative_prf_features_stable_bwd_core,
+from ...features.generative import (check_generative_features_struct, check_generator_state,
+                                    generative_prf_features_stable_bwd_core,
                                     generative_prf_features_stable_fwd_core, generative_rks_features_bwd_core,
                                     generative_rks_features_fwd_core)
 from .base import AttentionKind, Draw, resolve_on_nonpositive, spectral_kind
@@ -42,10 +42,13 @@ def _args(p, f, o, train):
     return (f["noise"], p["generator"], f["state"]), {"train": True}
 
 
-def _check(attn_params, features, options, q):
-    """The running variances' sign (beyond the model's finiteness check), once per forward."""
-    state = attn_params["bn_state"] if options["bn"] == "running" else features["state"]
-    check_generator_state(state, xp=namespace(q))
+def _check(attn_params, features, options, q, train):
+    """The maps' structural checks on the queries, then the running variances' sign (beyond the model's
+    finiteness check), once per forward; the namespace."""
+    (noise, params, state), kw = _args(attn_params, features, options, train)
+    xp = check_generative_features_struct(q, noise, params, state, train=kw["train"])
+    check_generator_state(state, xp=xp)
+    return xp
 
 
 # the unchecked cores of generative_prf_features_stable_fwd/_bwd and generative_rks_features_fwd/_bwd

@@ -15,17 +15,23 @@ omega: **none** (the frequencies are ``mu + S noise``: their gradient flows to t
 
 from __future__ import annotations
 
-from ...features.gmm import (gmm_prf_features_stable_bwd_core, gmm_prf_features_stable_fwd_core,
-                             gmm_rks_features_bwd_core, gmm_rks_features_fwd_core)
+from ...features.gmm import (check_gmm_features_struct, gmm_prf_features_stable_bwd_core,
+                             gmm_prf_features_stable_fwd_core, gmm_rks_features_bwd_core,
+                             gmm_rks_features_fwd_core)
 from .base import AttentionKind, Draw, resolve_on_nonpositive, spectral_kind
 
 __all__ = ["KIND"]
+
+def _check_map(attn_params, features, options, q, train):
+    """The maps' structural checks (no data read) on the queries, once per forward; the namespace."""
+    return check_gmm_features_struct(q, features["noise"], attn_params["gmm"])
+
 
 # the unchecked cores of gmm_prf_features_stable_fwd/_bwd and gmm_rks_features_fwd/_bwd: the model checked its
 # parameters, features and inputs once
 _fwd, _bwd = spectral_kind(gmm_prf_features_stable_fwd_core, gmm_prf_features_stable_bwd_core,
                            gmm_rks_features_fwd_core, gmm_rks_features_bwd_core,
-                           lambda p, f, o, t: ((f["noise"], p["gmm"]), {}), "gmm")
+                           lambda p, f, o, t: ((f["noise"], p["gmm"]), {}), "gmm", check=_check_map)
 
 
 def _params(att, *, d_head, n_heads):
