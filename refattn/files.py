@@ -1,7 +1,7 @@
 """Files refattn writes: whole files replaced atomically, logs appended a flushed line at a time.
 
 A reader (or a crash, a full disk, a Ctrl-C) never sees a half-written file: :func:`atomic_write` writes into
-a temporary file in the destination's directory, flushes it and syncs it to disk (``os.fsync``), then renames
+a temporary file ``.<name>.<random>.tmp`` in the destination's directory, flushes it and syncs it to disk (``os.fsync``), then renames
 it over the destination (``os.replace``: atomic on POSIX and Windows within one file system) and syncs the
 directory. If anything fails before the rename, the temporary file is removed and the previous file is left
 exactly as it was.
@@ -29,6 +29,8 @@ import os
 import tempfile
 from typing import IO, Iterator
 
+from ._docs import fill_doc
+
 __all__ = ["atomic_write", "write_text_atomic", "write_bytes_atomic", "json_safe_floats", "append_jsonl",
            "read_jsonl"]
 
@@ -47,22 +49,28 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-@contextlib.contextmanager
-def atomic_write(path, mode: str = "w", *, encoding: str = "utf-8") -> Iterator[IO]:
-    r"""Context manager: a stream for `path`'s new content, which replaces `path` only when the block ends.
+_PATH = """
+path : str or path-like
+    The destination; its directory must exist.
+"""
+_ENCODING = """
+encoding : str
+    The text encoding (text mode).
+"""
 
-    The stream writes a temporary file ``.<name>.<random>.tmp`` in `path`'s directory; on a normal exit it is
-    flushed, ``fsync``\ ed and renamed over `path` (``os.replace``); on an exception it is removed and `path`
-    keeps its previous content (or stays absent).
+
+@contextlib.contextmanager
+@fill_doc(path=_PATH, encoding=_ENCODING)
+def atomic_write(path, mode: str = "w", *, encoding: str = "utf-8") -> Iterator[IO]:
+    """Context manager: a stream for `path`'s new content, which replaces `path` only when the block ends
+    (the steps, and what an exception inside the block leaves: the module docstring).
 
     Parameters
     ----------
-    path : str or path-like
-        The destination. Its directory must exist.
+    {path}
     mode : {"w", "wb"}
-        Text (UTF-8 by default) or binary.
-    encoding : str
-        The text encoding (text mode).
+        Text or binary.
+    {encoding}
 
     Yields
     ------
@@ -94,29 +102,28 @@ def atomic_write(path, mode: str = "w", *, encoding: str = "utf-8") -> Iterator[
     _fsync_dir(directory)
 
 
+@fill_doc(path=_PATH, encoding=_ENCODING)
 def write_text_atomic(path, text: str, *, encoding: str = "utf-8") -> None:
     """Replace `path`'s content with `text` atomically (:func:`atomic_write`).
 
     Parameters
     ----------
-    path : str or path-like
-        The destination.
+    {path}
     text : str
         The new content.
-    encoding : str
-        The text encoding.
+    {encoding}
     """
     with atomic_write(path, "w", encoding=encoding) as fh:
         fh.write(text)
 
 
+@fill_doc(path=_PATH)
 def write_bytes_atomic(path, data: bytes) -> None:
     """Replace `path`'s content with `data` atomically (:func:`atomic_write`).
 
     Parameters
     ----------
-    path : str or path-like
-        The destination.
+    {path}
     data : bytes
         The new content.
     """
@@ -125,8 +132,8 @@ def write_bytes_atomic(path, data: bytes) -> None:
 
 
 def json_safe_floats(obj):
-    """`obj` with every non-finite float replaced by the string ``"nan"``, ``"inf"`` or ``"-inf"`` (recursing
-    into dicts, lists and tuples), so that ``json.dumps(..., allow_nan=False)`` gives valid JSON.
+    """`obj` with every non-finite float replaced by its string (module docstring), recursing into dicts,
+    lists and tuples, so that ``json.dumps(..., allow_nan=False)`` gives valid JSON.
 
     Parameters
     ----------
@@ -136,7 +143,7 @@ def json_safe_floats(obj):
     Returns
     -------
     object
-        A copy with the non-finite floats replaced (other values as they were).
+        A copy (other values as they were).
     """
     if isinstance(obj, float) and not math.isfinite(obj):
         return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
@@ -155,17 +162,14 @@ def append_jsonl(fh: IO, entry: dict) -> None:
     fh : text file object
         Open for appending.
     entry : dict
-        JSON-serialisable; non-finite floats are written as strings (:func:`json_safe_floats`).
+        JSON-serialisable up to non-finite floats (:func:`json_safe_floats`).
     """
     fh.write(json.dumps(json_safe_floats(entry), allow_nan=False) + "\n")
     fh.flush()
 
 
 def read_jsonl(path) -> tuple[list, int]:
-    """The complete lines of a JSON-lines log, and the byte length they take.
-
-    A last line without its newline or that does not parse (a write torn by a crash) is dropped; a
-    malformed line before the last is an error.
+    """The complete lines of a JSON-lines log (a torn last line dropped), and the byte length they take.
 
     Parameters
     ----------
