@@ -27,9 +27,10 @@ name       needs                                       what runs inside ``use(na
 ``numba``  ``pip install 'refattn[accel]'`` (numba)    the kernels of ``accel/numba/`` (CPU, NumPy
                                                        arrays only)
 ``cupy``   ``pip install 'refattn[gpu]'`` and a CUDA   the kernels of ``accel/cupy/`` (CUDA, CuPy
-           device (``cupy-cuda12x`` for CUDA 12,       arrays only): the chunk-parallel causal scan,
-           ``cupy-cuda13x`` for CUDA 13,               the fused positive-feature map and
-           ``cupy-cuda11x`` for CUDA 11)               ``contract_rows``; everything else is the
+           device (``cupy-cuda12x`` for CUDA 12,       arrays only): the chunk-parallel causal scans
+           ``cupy-cuda13x`` for CUDA 13,               (row log-scales and per-feature frames), the
+           ``cupy-cuda11x`` for CUDA 11)               fused positive-feature map and
+                                                       ``contract_rows``; everything else is the
                                                        array-API reference running on CuPy arrays
 =========  ==========================================  ===============================================
 
