@@ -1,10 +1,10 @@
 """Files refattn writes: whole files replaced atomically, logs appended a flushed line at a time.
 
 A reader (or a crash, a full disk, a Ctrl-C) never sees a half-written file: :func:`atomic_write` writes into
-a temporary file ``.<name>.<random>.tmp`` in the destination's directory, flushes it and syncs it to disk (``os.fsync``), then renames
-it over the destination (``os.replace``: atomic on POSIX and Windows within one file system) and syncs the
-directory. If anything fails before the rename, the temporary file is removed and the previous file is left
-exactly as it was.
+a temporary file ``.<name>.<random>.tmp`` in the destination's directory, flushes it and syncs it to disk
+(``os.fsync``), then renames it over the destination (``os.replace``: atomic on POSIX and Windows within one
+file system) and syncs the directory. If anything fails before the rename, the temporary file is removed and
+the previous file is left exactly as it was.
 
     >>> import json, pathlib, tempfile
     >>> from refattn.files import atomic_write, write_text_atomic

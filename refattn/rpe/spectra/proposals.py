@@ -25,6 +25,7 @@ import math
 from typing import Any, NamedTuple
 
 from ... import limits
+from ..._docs import fill_doc
 from ..._xp import check_choice, check_finite, check_positive_int, check_shape, device_of, namespace
 from ._common import TWO_PI, check_positive, iso_const, sq_norm
 from .core import check_spectrum, family_label, family_of, spectrum_arrays
@@ -58,14 +59,27 @@ class Proposal(NamedTuple):
 #: The standard densities a :class:`refattn.rpe.Proposal` is built on (its ``kind``).
 PROPOSAL_KINDS = ("gaussian", "laplace", "cauchy", "mv_cauchy", "uniform")
 
+_KIND = """
+kind : {"gaussian", "laplace", "cauchy", "mv_cauchy", "uniform"}
+    The standard density (``PROPOSAL_KINDS``).
+"""
+_SPECTRUM = """
+spectrum : spectrum NamedTuple
+    A spectrum of :mod:`refattn.rpe.spectra`.
+"""
+_D = """
+D : int
+    Position dimension, D >= 1.
+"""
 
+
+@fill_doc(kind=_KIND)
 def proposal_log_density(kind: str, eps, *, xp=None):
     r"""The log density ``log p_0(eps)`` of the standard density of `kind`.
 
     Parameters
     ----------
-    kind : {"gaussian", "laplace", "cauchy", "mv_cauchy", "uniform"}
-        The standard density (``PROPOSAL_KINDS``).
+    {kind}
     eps : (..., D) array
         Points, real floating, finite.
     xp : namespace, optional
@@ -168,27 +182,22 @@ def _floor(tail, kind):
     return 0.0
 
 
+@fill_doc(spectrum=_SPECTRUM, kind=_KIND, D=_D)
 def scale_floor(spectrum, kind: str, D: int):
-    r"""The floor ``s_*`` that every scale of a `kind` proposal must exceed for the importance weights of
-    `spectrum` to have finite variance (the finite-variance condition of :func:`check_proposal`), and its
-    gradient with respect to the spectrum's parameters.
+    r"""The floor ``s_*`` every scale of a `kind` proposal must exceed for finite variance of the importance
+    weights of `spectrum` (:func:`check_proposal`), and its gradient in the spectrum's parameters.
 
-    From the tail class of g (the module docstring's table): a Gaussian tail ``exp(-|xi|^2 / (2 tau^2))``
-    under the Gaussian proposal needs ``s > s_* = tau / sqrt(2)`` (``tau = 1 / (2 pi l)`` for the Gaussian
-    kernel, ``max_t sigma_t`` for a Gaussian mixture, ``1 / (2 pi min_t sigma_t)`` for a Gaussian basis); an
-    exponential tail ``exp(-b |xi_j|)`` under the Laplace proposal needs ``s > s_* = 1 / (2 b)``
-    (``b = 2 pi l`` for the Cauchy kernel). Every other pair has ``s_* = 0`` (any positive scale, or none:
-    :func:`check_proposal` says why). A model that learns the scale as ``s_* + exp(raw)`` keeps it valid
-    (``refattn.nn.kinds.domains``).
+    The floors are the module docstring's table: ``tau / sqrt(2)`` for a Gaussian tail under the Gaussian
+    proposal (``tau = 1 / (2 pi l)`` for the Gaussian kernel, ``max_t sigma_t`` for a mixture,
+    ``1 / (2 pi min_t sigma_t)`` for a basis), ``1 / (2 b)`` for an exponential tail under the Laplace
+    proposal (``b = 2 pi l`` for the Cauchy kernel), 0 for every other pair. A model that learns the scale
+    as ``s_* + exp(raw)`` keeps it valid (``refattn.nn.kinds.domains``).
 
     Parameters
     ----------
-    spectrum : spectrum NamedTuple
-        A spectrum of :mod:`refattn.rpe.spectra`.
-    kind : {"gaussian", "laplace", "cauchy", "mv_cauchy", "uniform"}
-        The proposal's kind.
-    D : int
-        Position dimension, D >= 1.
+    {spectrum}
+    {kind}
+    {D}
 
     Returns
     -------
@@ -273,6 +282,7 @@ def _variance_problem(tail, kind, s_min, D):
     return None
 
 
+@fill_doc(spectrum=_SPECTRUM)
 def check_proposal(spectrum, proposal, *, allow_truncation: bool = False, finite: bool = True) -> None:
     r"""Reject a spectrum/proposal pair whose estimator is silently biased or has infinite variance.
 
@@ -284,8 +294,7 @@ def check_proposal(spectrum, proposal, *, allow_truncation: bool = False, finite
 
     Parameters
     ----------
-    spectrum : spectrum NamedTuple
-        A spectrum of :mod:`refattn.rpe.spectra`.
+    {spectrum}
     proposal : Proposal
         The proposal to check against it.
     allow_truncation : bool
@@ -340,6 +349,7 @@ def check_proposal_pair(spectrum, proposal, sizes: dict, *, allow_truncation: bo
                          f"infinite variance (int |g|^2/p = inf): {bad}")
 
 
+@fill_doc(D=_D)
 def kernel_proposal(spectrum, D: int) -> Proposal:
     r"""The optimal proposal ``p = |g| / int |g|`` of a shift-invariant kernel in D dimensions (FLT App. A.4).
 
@@ -355,8 +365,7 @@ def kernel_proposal(spectrum, D: int) -> Proposal:
     ----------
     spectrum : GaussianKernel, LaplaceKernel or CauchyKernel
         The kernel.
-    D : int
-        Position dimension, D >= 1.
+    {D}
 
     Returns
     -------
