@@ -5,12 +5,12 @@ r"""Input embeddings as forward/backward pairs: tokens, pixels/patches, absolute
   one-hot (the standard has no scatter-add; O(N V d), fine for the reference tasks' vocabularies).
 * **Patch embedding** (ViT, Dosovitskiy et al. 2021): ``images: (..., H, W, C)`` cut into non-overlapping
   ``p x p`` patches in row-major order, each flattened to ``p*p*C`` values (order (row in patch, column in
-  patch, channel)), then a dense layer: ``(..., (H/p)(W/p), d)``. **Pixel embedding** is ``patch = 1`` (each
-  pixel a token; integer intensities can use the token embedding instead).
+  patch, channel)), then a dense layer: ``(..., (H/p)(W/p), d)``; the gradient is the dense backward, then
+  :func:`unpatchify` (the reshape's adjoint). **Pixel embedding** is ``patch = 1`` (each pixel a token;
+  integer intensities can use the token embedding instead).
 * **Absolute position embeddings** ``y = x + P[:L]`` with ``P: (L_max, d)`` either the sinusoid table of
-  Vaswani et al. (2017, Sec. 3.5: ``P[p, 2i] = sin(p / 10000^(2i/d))``,
-  ``P[p, 2i+1] = cos(p / 10000^(2i/d))``), which a model keeps fixed, or a learned table (gradient = dy summed
-  over the batch, zero rows past L).
+  Vaswani et al. (:func:`sinusoid_position_table`), which a model keeps fixed, or a learned table (gradient
+  ``dx = dy``, ``dP[:L] = dy`` summed over the batch, zero rows past L).
 """
 
 from __future__ import annotations
@@ -55,6 +55,13 @@ class PositionEmbeddingGrads(NamedTuple):
     table: Array  # (L_max, d)
 
 
+_DY_CACHE = """
+dy : array
+    Cotangent of the output `y`: exactly its shape (the forward's Returns), namespace and dtype; finite.
+cache : tuple
+    From the forward.
+"""
+
 _DY_RAISES = """
 ValueError
     If `dy` is not of the output's shape or is not finite.
@@ -84,6 +91,11 @@ params : DenseParams
     (``refattn.random.init_dense(rng, patch*patch*C, d)``).
 patch : int
     Patch side p; must divide H and W (1 for a pixel embedding).
+"""
+
+_PATCH_SIDE = """
+patch : int
+    Patch side p; a positive divisor of H and W.
 """
 
 _PATCH_RAISES = """
@@ -165,16 +177,13 @@ def token_embedding_fwd_core(ids, table, *, xp):
     return y, (flat, table.shape, table.dtype, tuple(ids.shape) + (table.shape[1],))
 
 
-@fill_doc(raises=_DY_RAISES)
+@fill_doc(dy_cache=_DY_CACHE, raises=_DY_RAISES)
 def token_embedding_bwd(dy, cache) -> TokenEmbeddingGrads:
     """Gradient of :func:`token_embedding` (see it for the equations) for `table`.
 
     Parameters
     ----------
-    dy : (..., L, d) array
-        Cotangent of the output: exactly its shape, the table's dtype and namespace; finite.
-    cache : tuple
-        From :func:`token_embedding_fwd`.
+    {dy_cache}
 
     Returns
     -------
@@ -202,10 +211,7 @@ def token_embedding_bwd_core(dy, cache, *, xp):
 
 @fill_doc(params=_TOKEN_PARAMS, raises=_TOKEN_RAISES)
 def token_embedding(ids, table):
-    """Token embedding: the rows ``y = table[ids]``.
-
-    Gathered with ``take``; the gradient is the scatter-add ``dtable = onehot(ids)^T dy``, one GEMM with an
-    ``(N, V)`` one-hot, N the number of tokens (the standard has no scatter-add); unused tokens get zero rows.
+    """Token embedding: the rows ``y = table[ids]`` (its scatter-add gradient: the module docstring).
 
     Parameters
     ----------
@@ -236,18 +242,17 @@ def token_embedding(ids, table):
 
 
 # ---- patches -----------------------------------------------------------------------------------------------
+@fill_doc(patch=_PATCH_SIDE)
 def patchify(images, patch):
     r"""Cut images into non-overlapping ``p x p`` patches, row-major, each flattened to ``p*p*C`` values.
 
-    A pure reshape and transpose (ViT, Dosovitskiy et al. 2021); its inverse (and adjoint) is
-    :func:`unpatchify`. Within a patch the order is (row in patch, column in patch, channel).
+    A pure reshape and transpose (the order: module docstring); its inverse and adjoint is :func:`unpatchify`.
 
     Parameters
     ----------
     images : (..., H, W, C) array
         Finite float32/float64; empty axes give empty patches.
-    patch : int
-        Patch side p; a positive divisor of H and W.
+    {patch}
 
     Returns
     -------
@@ -290,6 +295,7 @@ def patchify_core(images, p, *, xp):
     return xp.reshape(t, tuple(batch) + ((H // p) * (W // p), p * p * C))          # (..., P, p*p*C)
 
 
+@fill_doc(patch=_PATCH_SIDE)
 def unpatchify(patches, patch, image_shape):
     r"""Inverse (and adjoint) of :func:`patchify`: reassemble images from their patches.
 
@@ -297,8 +303,7 @@ def unpatchify(patches, patch, image_shape):
     ----------
     patches : (..., P, p*p*C) array
         With ``P = (H/p)(W/p)``; finite float32/float64.
-    patch : int
-        Patch side p; a positive divisor of H and W.
+    {patch}
     image_shape : tuple of int
         ``(H, W, C)``, positive.
 
@@ -398,16 +403,13 @@ def patch_embedding_fwd_core(images, params, p, *, xp):
     return y, (dcache, p, tuple(images.shape[-3:]))
 
 
-@fill_doc(raises=_DY_RAISES)
+@fill_doc(dy_cache=_DY_CACHE, raises=_DY_RAISES)
 def patch_embedding_bwd(dy, cache) -> PatchEmbeddingGrads:
     """Gradients of :func:`patch_embedding` (see it for the equations).
 
     Parameters
     ----------
-    dy : (..., (H/p)(W/p), d) array
-        Cotangent of the output: exactly its shape, same namespace and dtype; finite.
-    cache : tuple
-        From :func:`patch_embedding_fwd`.
+    {dy_cache}
 
     Returns
     -------
@@ -431,10 +433,7 @@ def patch_embedding_bwd_core(dy, cache, *, xp):
 
 @fill_doc(params=_PATCH_PARAMS, y=_PATCH_Y, raises=_PATCH_RAISES)
 def patch_embedding(images, params: DenseParams, *, patch):
-    """Patch (ViT) or pixel embedding: ``dense(patchify(images, patch), params)``.
-
-    ``patch > 1``: ViT's patches (Dosovitskiy et al. 2021); ``patch = 1``: one token per pixel. The gradient
-    is the dense layer's backward, then :func:`unpatchify` (the reshape's adjoint) of the token gradient.
+    """Patch (ViT) or pixel (``patch = 1``) embedding ``dense(patchify(images, patch), params)``.
 
     Parameters
     ----------
@@ -558,16 +557,13 @@ def position_embedding_fwd_core(x, table, *, xp):
     return x + table[:L, :], (L_max, L, tuple(x.shape), x.dtype)                    # (..., L, d)
 
 
-@fill_doc(raises=_DY_RAISES)
+@fill_doc(dy_cache=_DY_CACHE, raises=_DY_RAISES)
 def position_embedding_bwd(dy, cache) -> PositionEmbeddingGrads:
     """Gradients of :func:`position_embedding` (see it for the equations).
 
     Parameters
     ----------
-    dy : (..., L, d) array
-        Cotangent of the output: exactly its shape and dtype; finite.
-    cache : tuple
-        From :func:`position_embedding_fwd`.
+    {dy_cache}
 
     Returns
     -------
@@ -594,9 +590,7 @@ def position_embedding_bwd_core(dy, cache, *, xp):
 
 @fill_doc(params=_POSITION_PARAMS, y=_POSITION_Y, raises=_POSITION_RAISES)
 def position_embedding(x, table):
-    """Absolute position embedding: ``y = x + table[:L]``.
-
-    The gradient is ``dx = dy`` and ``dtable[:L] = dy`` summed over the leading axes (zero rows past L).
+    """Absolute position embedding: ``y = x + table[:L]`` (its gradient: module docstring).
 
     Parameters
     ----------
