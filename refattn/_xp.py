@@ -7,12 +7,13 @@ messages name the argument, what was received and what was expected, e.g.::
 
     ValueError: omega: expected shape (m, d) with d = 16 (from x); got (64, 15)
 
-Policy (design.md section 3):
+Policy (the conventions of the guide's foundation page, ``docs/guide/foundation.md``):
 
 * only real floating arrays carry values; integers are accepted only where an index is meant (positions,
   token ids) and those call sites say so with ``allow_int=True``;
 * float32 and float64 are never mixed (the standard would promote silently): ``TypeError``;
-* complex arrays are rejected everywhere in the core (design.md trap 7);
+* complex arrays are rejected everywhere in the core (FLT's complex features have a real form,
+  :mod:`refattn.rpe.flt`);
 * non-finite values are rejected at the public boundary.
 
 This module does not import NumPy; it only uses ``array_api_compat``.

@@ -13,20 +13,21 @@ replaces it by random features ``phi(q') . phi(k')`` with that mean, and runs li
     :func:`~refattn.features.hyperbolic.hyperbolic_features_stable`.
 ``features="trig"`` (FAVOR as Horn et al. describe it)
     :func:`~refattn.features.trig.softmax_trig_features_stable`: RKS features with ``h(x) = exp(|x|^2/2)`` as
-    the log-scale. Its estimates can be negative, so the normaliser can be zero or negative (design.md trap
-    4): ``on_nonpositive="raise"`` (default) raises a ``ValueError`` with the count and the minimum,
-    ``"ignore"`` returns the output as computed.
+    the log-scale. Its estimates can be negative, so the normaliser can be zero or negative
+    (:mod:`refattn.attention.normaliser`): ``on_nonpositive="raise"`` (default) raises a ``ValueError`` with
+    the count and the minimum, ``"ignore"`` returns the output as computed.
 
-**Stabilisation** (design.md trap 3). Positive and hyperbolic keys get per-feature frames
-(:func:`~refattn.features.key_frames.positive_key_features_stable`): each feature column is scaled by its own
-maximum over the keys (bidirectional) or over the prefix (causal, so no future key changes a past output, not
-even through underflow), and that frame is folded into the query map before its row maximum is taken. Every
-(query, feature) term is then represented relative to its own key feature's scale, and the feature that
-dominates a query's kernel sum never underflows, so float32 FAVOR+ stays close to float64 for large inputs
-(README, reliability). Bidirectional attention needs no scale afterwards (the frame cancels between the two
-sides); causal attention takes the prefix frames as ``linear_attention(..., k_log_scale=(..., L, m))`` (the
-frames are taught in :mod:`refattn.attention.linear`). Trig keys keep their row log-scale ``|k|^2/2`` (a row
-scale is the only one a signed feature allows), combined by ``linear_attention`` with a running maximum.
+**Stabilisation** (the frames of :mod:`refattn.attention.linear`). Positive and hyperbolic keys get
+per-feature frames (:func:`~refattn.features.key_frames.positive_key_features_stable`): each feature column is
+scaled by its own maximum over the keys (bidirectional) or over the prefix (causal, so no future key changes a
+past output, not even through underflow), and that frame is folded into the query map before its row maximum
+is taken. Every (query, feature) term is then represented relative to its own key feature's scale, and the
+feature that dominates a query's kernel sum never underflows, so float32 FAVOR+ stays close to float64 for
+large inputs (README, reliability). Bidirectional attention needs no scale afterwards (the frame cancels
+between the two sides); causal attention takes the prefix frames as ``linear_attention(..., k_log_scale=(...,
+L, m))`` (the frames are taught in :mod:`refattn.attention.linear`). Trig keys keep their row log-scale
+``|k|^2/2`` (a row scale is the only one a signed feature allows), combined by ``linear_attention`` with a
+running maximum.
 
 **Backward.** ``linear_attention_bwd``, then the feature maps' backwards with the frames and row maxima held
 fixed: they are a gauge (the output does not depend on them), so their cotangents sum to zero exactly.

@@ -26,7 +26,8 @@ It is the reference that ``linear_attention(..., causal=True)`` is tested agains
     numer_aug[a:b] = tril(Q K^T) U + Q S_a      (intra-chunk: a masked (C, C) GEMM; the rest: the state)
     S_b            = S_a + K^T U                 (one (m, C) x (C, d_v + 1) GEMM per chunk)
 
-so the (L, m, d_v) stack of the S_t is never formed (design.md trap 9): extra memory O(L d_v + m d_v + C^2).
+so the (L, m, d_v) stack of the S_t is never formed (it would be L times the state): extra memory
+O(L d_v + m d_v + C^2).
 ``C = 1`` is the recurrence itself; any C gives the same numbers up to rounding. The chunk loops live in the
 private module ``_causal`` (:func:`~refattn.attention._causal.causal_fwd_states` and its backwards). For its
 one-sweep backward the forward keeps the state before every ``ceil((d_v + 1) / 2C)``-th chunk and, while the
@@ -36,7 +37,7 @@ through the dispatched primitive pair, in one layout every backend reads (an acc
 backward then recomputes them). The plain :func:`linear_attention` is inference: it keeps nothing (the same
 scan, the same numbers bit for bit, without the copies and the memory a backward would read).
 
-**The stabiliser's frames.** Positive random features overflow unless stabilised (design.md trap 3): a key
+**The stabiliser's frames.** Positive random features overflow unless stabilised: a key
 arrives as ``phi_k_j`` relative to a scale ``exp(s_j)`` (``k_log_scale``) and the raw product is never formed.
 Two forms:
 
@@ -167,7 +168,7 @@ v : (..., L, d_v) array
 causal : bool, default False
     Prefix sums (j <= i) instead of full sums.
 k_log_scale : (..., L) or (..., L, m) array, optional
-    Key scales, finite, in one of the two forms of the module docstring (design.md trap 3).
+    Key scales, finite, in one of the two forms of the module docstring ("The stabiliser's frames").
 
     * ``(..., L)``, **row log-scales**: the keys' true features are ``phi_k * exp(k_log_scale)[..., None]``,
       combined with a running maximum so that they are never formed. Any feature map (trig ones included); in

@@ -3,7 +3,7 @@
 Both compute ``numer_aug = A [v, 1]`` (one GEMM gives the numerator and the normaliser ``z``) and then check
 ``z``: non-finite values are traced to the input that caused them, and a non-positive normaliser raises a
 ``ValueError`` that says what happened -- an underflow to 0 in the dtype at hand (positive features of large
-inputs), or negative estimates (trig features, design.md trap 4) -- and the remedy;
+inputs), or negative estimates (trig features: :mod:`refattn.features.trig`) -- and the remedy;
 ``on_nonpositive="ignore"`` returns the output as computed. Each check is one reduction (a host sync on a
 GPU); the slow diagnosis runs only after a failure.
 """
@@ -28,7 +28,8 @@ def name_nonfinite(xp, *, where="linear_attention", **arrays):
             check_finite(name, a, xp=xp)
     raise ValueError(
         f"{where}: the normaliser or output is not finite although every input is: the features overflow in "
-        "the products; pass stabilised features with k_log_scale (design.md trap 3)")
+        "the products; pass stabilised features with k_log_scale (refattn.attention.linear, 'The "
+        "stabiliser's frames')")
 
 
 def check_normaliser(z, on_nonpositive, *, xp, inputs, where="linear_attention"):
@@ -53,7 +54,8 @@ def check_normaliser(z, on_nonpositive, *, xp, inputs, where="linear_attention")
     if negative:
         raise ValueError(
             f"{where}: {negative + zero} non-positive normaliser(s) phi_q . sum_j phi_k_j "
-            f"(minimum {zmin:.3e}, {negative} negative); trig features can give these (design.md trap 4). "
+            f"(minimum {zmin:.3e}, {negative} negative); trig features can give these (their estimates can "
+            "be negative: refattn.features.trig). "
             "Pass on_nonpositive='ignore' to get the output as computed")
     raise ValueError(
         f"{where}: {zero} normaliser(s) underflowed to 0 in {z.dtype} although every input is finite: for "

@@ -7,7 +7,7 @@ The projection matrix is never formed: every block of D rows is
 with H the *unnormalised* Walsh-Hadamard matrix (:mod:`refattn.features.fwht`), B a +-1 diagonal, Pi a
 permutation, G a Gaussian diagonal and S a scaling diagonal. ``x V^T`` costs O(D log D) per row and block
 through the fast transform, so the projections of L rows onto M = n_blocks D frequencies cost O(L M log D)
-time and O(M) parameters (design.md trap 6).
+time and O(M) parameters.
 
 Conventions fixed here (the paper leaves them open or states them reversed):
 

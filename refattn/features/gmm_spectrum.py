@@ -1,7 +1,7 @@
 r"""GMM spectra: learnable Gaussian-mixture spectral densities, their frequencies (Chowdhury et al. Eqs. 4-5).
 
-**Convention (design.md trap 5).** Component c has weight ``pi_c = softmax(logits)_c``, mean ``mu_c`` and a
-covariance factor ``S_c`` with
+**Convention (the paper's text and its proofs differ; this is the proofs').** Component c has weight
+``pi_c = softmax(logits)_c``, mean ``mu_c`` and a covariance factor ``S_c`` with
 
     Sigma_c = S_c S_c^T,        omega = mu_c + S_c n,        n ~ N(0, I_d).
 

@@ -129,12 +129,12 @@ def positive_key_features_stable(x, omega, *, causal=False):
 
     where ``P`` is, per feature, the maximum of ``l`` over all positions (``causal=False``: shape
     ``(..., 1, m)``) or over the prefix ``j <= i`` (``causal=True``: ``(..., L, m)``, so no later key sets the
-    scale of an earlier one: design.md trap 3). Every feature column holds its largest key at exactly 1, so a
-    query whose kernel sum is dominated by one feature meets that feature's keys at full precision, which a
-    per-row key scale cannot do (float32 FAVOR+ at ``|q'| = |k'| = 60``). Fold ``k_log_scale`` into the
-    queries with ``positive_features_stable(q, omega, k_log_scale=...)``; causal attention then takes it as
-    ``linear_attention(..., causal=True, k_log_scale=...)``, bidirectional attention needs nothing more (the
-    frame cancels between the query and key features).
+    scale of an earlier one: the prefix invariance of :mod:`refattn.attention.linear`). Every feature column
+    holds its largest key at exactly 1, so a query whose kernel sum is dominated by one feature meets that
+    feature's keys at full precision, which a per-row key scale cannot do (float32 FAVOR+ at ``|q'| = |k'| =
+    60``). Fold ``k_log_scale`` into the queries with ``positive_features_stable(q, omega, k_log_scale=...)``;
+    causal attention then takes it as ``linear_attention(..., causal=True, k_log_scale=...)``, bidirectional
+    attention needs nothing more (the frame cancels between the query and key features).
 
     **Backward.** With ``g = dphi * phi`` the cotangent of ``l`` is ``g`` plus, at each maximiser, what its
     maximum carries: ``dP - g``. Bidirectional: the column argmax receives ``sum_L (dP - g)``. Causal:

@@ -181,7 +181,7 @@ def gaussian_positive_features(x, omega):
     Eq. (9) writes ``PRF(x) = exp(-|x|^2) [exp(omega_1 . x), ...] / sqrt(M)``: offset ``|x|^2``, not
     ``|x|^2/2``. The computation of :func:`positive_features` then gives ``exp(|q + k|^2/2 - |q|^2 - |k|^2) =
     exp(-|q - k|^2/2)``: the **Gaussian kernel** :func:`~refattn.features.trig.gaussian_kernel`, not the
-    softmax kernel the sentence before the equation suggests (design.md trap 1); the two differ by
+    softmax kernel the sentence before the equation suggests; the two differ by
     ``exp(-|q|^2/2 - |k|^2/2)``, whose key factor does not cancel in attention. ``Var = exp(-|q - k|^2)
     (exp(|q + k|^2) - 1) / m``. Raw. Backward: that of :func:`positive_features` with ``dx = du omega - 2
     sum_m(du) x``.
@@ -310,7 +310,7 @@ def positive_features_stable(x, omega, *, k_log_scale=None):
     r"""Row-stabilised positive random features (FAVOR+): ``positive_features = phi * exp(log_scale)``.
 
     ``exp(x omega^T - |x|^2/2)`` overflows or underflows for large inputs (float32: exponents beyond about
-    +-88; design.md trap 3). This map returns instead::
+    +-88). This map returns instead::
 
         phi       = exp(u - max_row u)                  in (0, 1], each row's maximum exactly 1,
         log_scale = max_row u - |x|^2/2 - log(m)/2,     u = x omega^T:

@@ -2,7 +2,8 @@
 and the docstring blocks the maps share.
 
 ``x: (..., L, d)`` is flattened to ``(N, d)`` before the product with ``omega^T: (d, m)``: one GEMM instead of
-a broadcast matmul of a 4-D ``(B, H, L, d)`` array against a 2-D one (design.md section 6). The backward
+a broadcast matmul of a 4-D ``(B, H, L, d)`` array against a 2-D one (which NumPy runs as B H small
+products). The backward
 splits the same way: ``dx = du omega`` and ``domega = du^T x`` are 2-D GEMMs.
 """
 

@@ -2,7 +2,7 @@ r"""Trigonometric random features (random Fourier features, Random Kitchen Sinks
 
 :func:`trig_features` estimates the Gaussian kernel, :func:`softmax_trig_features` (and its ``_stable`` form)
 the softmax kernel; each derivation is in its map's docstring. The estimates can be zero or negative, so the
-normaliser of trig linear attention can be too (design.md trap 4): ``linear_attention`` reports it
+normaliser of trig linear attention can be too: ``linear_attention`` reports it
 (``on_nonpositive``). Axes: ``...`` batch and heads, ``L`` positions, ``d`` input width, ``m`` projections
 (feature width 2m), ``Lq``/``Lk`` query/key positions of a kernel matrix.
 """

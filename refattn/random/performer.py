@@ -120,8 +120,9 @@ def draw_orthogonal(rng: np.random.Generator, m: int, d: int, *, norms: str = "c
     Gaussian matrix with the sign correction ``Q <- Q diag(sign(diag R))`` (Mezzadri 2007). Without it,
     LAPACK's Householder QR returns ``R`` with a sign pattern tied to the input (``R_00 = -sign(G_00)
     |G_:0|``), so the first direction always has a negative first coordinate and the draw is not Haar: a PRF
-    estimator built on it is biased, by an amount that depends on the direction of ``q + k`` (design.md trap
-    2; ``tests/random/test_performer.py`` shows it along the all-ones direction for d = 16).
+    estimator built on it is biased, by an amount that depends on the direction of ``q + k``
+    (``tests/random/test_performer.py`` shows it along the all-ones direction for d = 16; ``python -m
+    validation`` names the defect in other code, see the validation guide).
 
     Parameters
     ----------

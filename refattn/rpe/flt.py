@@ -8,7 +8,9 @@ Theorem 4.1, Eq. (3) and Algorithm 1. With g the Fourier transform of the RPE fu
 
 The paper's features are complex: phi(z)_k = e^{2 pi i z.xi_k} sqrt(w_k/r), psi(z)_k = e^{-2 pi i z.xi_k}
 sqrt(w_k/r), and N_hat = N1 N2^T (bilinear: psi already carries the conjugate). refattn's core stays real
-(design.md trap 7): for a real f (Hermitian g, ``w = w_re + i w_im``) the real part of Eq. (5) is
+(complex arrays are rejected by the core, :mod:`refattn._xp`; the complex form as printed lives in the tests'
+NumPy reference, ``tests/rpe/flt_complex_reference.py``): for a real f (Hermitian g, ``w = w_re + i w_im``)
+the real part of Eq. (5) is
 
     f(r_i - r_j) = E[ cos a_i (w_re cos a_j + w_im sin a_j) + sin a_i (w_re sin a_j - w_im cos a_j) ],
     a_i = 2 pi r_i . xi,

@@ -30,7 +30,7 @@ With random features it is invariant *in distribution* only: a shift multiplies 
 orthogonal ``R = blockdiag(I_d, rotations)``, and ``phi(x R; omega) = phi(x; omega R^T)``, so the shifted
 output with draw omega equals the unshifted output with draw ``omega R^T``. Isotropic draws (Gaussian,
 Haar-orthogonal blocks) have ``omega R^T ~ omega``: same distribution, but a *single* draw is not invariant.
-Anisotropic (learned) spectra are not invariant even in distribution (design.md Sec. 6).
+Anisotropic (learned) spectra are not invariant even in distribution (``tests/rpe/test_s1_rotation.py``).
 
 Axes: ``...`` batch and heads, ``L`` positions, ``A`` position axes, ``S`` lengthscales, ``P = 2 A S``,
 ``d`` content width, ``d_v`` value width, ``m`` random features. Parameters may carry leading axes ``*p``

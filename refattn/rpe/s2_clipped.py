@@ -19,11 +19,11 @@ with the scores ``S_ir = K(q_i, w_r)`` (O(L R d) or O(L R m), R classes) and the
     numer_i = sum_r S_ir V_r(i)         (the last column is the normaliser).
 
 The class sums are the window trick of the paper: for 1-D, the 2k - 1 near classes are single shifted rows and
-the two far classes (j - i >= k and j - i <= -k) are prefix sums (O(L k) in all; design.md trap 8: the paper's
-one-sided formula covers only non-negative distances); for 2-D, the near classes are the Manhattan rings of
-radius r < k (1 + 2k(k - 1) cells in all) and the far class is ``total - window`` (O(L k^2)), which is
-Horn's ``<q'_i, w'_k> sum_j v_j + sum_{m in window} <q'_i, a'_im - w'_k> v_m`` regrouped. When k exceeds
-the largest distance on the grid (H + W - 2) the far class is empty and set to exact zeros.
+the two far classes (j - i >= k and j - i <= -k) are prefix sums (O(L k) in all; the paper's one-sided formula
+covers only non-negative distances: erratum ``horn.s2-signed-clip``); for 2-D, the near classes are the
+Manhattan rings of radius r < k (1 + 2k(k - 1) cells in all) and the far class is ``total - window`` (O(L
+k^2)), which is Horn's ``<q'_i, w'_k> sum_j v_j + sum_{m in window} <q'_i, a'_im - w'_k> v_m`` regrouped. When
+k exceeds the largest distance on the grid (H + W - 2) the far class is empty and set to exact zeros.
 
 **Memory.** The class sums are materialised as ``(..., L, R, d_v + 1)`` (R = 2k + 1 or k + 1): for H = 8,
 L = 4096, k = 6, d_v = 64 in float32 that is 110 MB (1-D) or 60 MB (2-D).
