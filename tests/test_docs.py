@@ -57,6 +57,20 @@ def test_every_exported_data_object_has_its_doc_comment_on_the_page(monkeypatch)
         apigen.data_entry("refattn.rpe", "UNDOCUMENTED")
 
 
+def test_write_pages_removes_orphaned_stub_pages(tmp_path):
+    """A stub of an object that moved to another page (or of data, which has none) would be an orphan page
+    and a duplicate object description in an incremental build: write_pages removes it, keeps the others."""
+    gen = tmp_path / "generated"
+    gen.mkdir()
+    kept, stale = gen / "validation.montecarlo.mean_test.rst", gen / "validation.mean_test.rst"
+    data_stub = gen / "refattn.rpe.DEFAULT_CLIP.rst"
+    for p in (kept, stale, data_stub):
+        p.write_text("stub")
+    apigen.write_pages(tmp_path)
+    assert kept.exists() and not stale.exists() and not data_stub.exists()
+    assert "mean_test" in (tmp_path / "validation.montecarlo.rst").read_text()
+
+
 def claims_on_pages(texts: list[str]) -> set[str]:
     return {m for t in texts for m in re.findall(r"^\.\. paper-claim:: (\S+)\s*$", t, re.M)}
 

@@ -7,9 +7,23 @@ from typing import Any
 import array_api_compat
 import numpy as np
 
+__all__ = ["assert_close", "default_rtol", "to_numpy"]
+
 
 def to_numpy(x: Any) -> np.ndarray:
-    """A NumPy copy of an array from any array-API library (CuPy via ``.get()``)."""
+    """Return a NumPy array holding the values of an array from any array-API library.
+
+    Parameters
+    ----------
+    x : array
+        A NumPy, CuPy (copied to the host with ``.get()``), torch (detached, on the CPU) or any other
+        array-API array (through ``np.asarray`` or DLPack).
+
+    Returns
+    -------
+    numpy.ndarray
+        `x` itself when it is a NumPy array, else a host copy (or a view sharing the buffer).
+    """
     if isinstance(x, np.ndarray):
         return x
     if array_api_compat.is_cupy_array(x):
@@ -23,7 +37,18 @@ def to_numpy(x: Any) -> np.ndarray:
 
 
 def default_rtol(dtype: Any) -> float:
-    """``4 * sqrt(eps(dtype))``: 6e-8 for float64, 1.4e-3 for float32."""
+    """Return the default relative tolerance of :func:`assert_close` for `dtype`, ``4 * sqrt(eps(dtype))``.
+
+    Parameters
+    ----------
+    dtype : dtype or str
+        A floating dtype of any array library (its name is read: ``float64``, ``torch.float32``).
+
+    Returns
+    -------
+    float
+        About 6e-8 for float64, 1.4e-3 for float32.
+    """
     return 4.0 * float(np.sqrt(np.finfo(np.dtype(str(dtype).split(".")[-1])).eps))
 
 

@@ -238,9 +238,34 @@ def mse_estimate(estimates: Any, target: Any) -> MseEstimate:
 
 def mse_test(estimates: Any, target: Any, predicted_mse: Any, *, n_se: float = 5.0, atol: float = 0.0
              ) -> MeanTest:
-    """Is the empirical MSE of `estimates` ``(n, ...)`` against `target` equal to `predicted_mse`? A
-    :func:`mean_test` of the squared errors (their SE is the fourth-moment one), with `atol` as in
-    :func:`assert_mse_matches`."""
+    """Test whether the empirical MSE of `estimates` against `target` equals `predicted_mse`.
+
+    A :func:`mean_test` of the squared errors ``(estimates - target)^2``, whose standard error is the
+    fourth-moment one (see :func:`mse_estimate`); the non-raising form of :func:`assert_mse_matches`.
+
+    Parameters
+    ----------
+    estimates : (n, ...) array
+        Independent replicates of the estimator (n >= 2).
+    target : array broadcastable to ``estimates.shape[1:]``
+        The exact value.
+    predicted_mse : array broadcastable to ``estimates.shape[1:]``
+        The MSE the formula predicts (e.g. :func:`refattn.features.positive_mse`).
+    n_se : float, default 5.0
+        Tolerance in standard errors.
+    atol : float, default 0.0
+        Absolute slack on the MSE, for entries whose true MSE is 0 (see :func:`assert_mse_matches`).
+
+    Returns
+    -------
+    MeanTest
+        The test's figures (see :func:`mean_test`); ``passed`` says whether the formula is accepted.
+
+    Raises
+    ------
+    ValueError
+        If `estimates` has fewer than 2 replicates, or `atol` is negative or not finite.
+    """
     x = _as_np(estimates)
     if x.ndim < 1 or x.shape[0] < 2:
         raise ValueError(f"estimates: expected shape (n, ...) with n >= 2 replicates; got {x.shape}")
@@ -317,6 +342,8 @@ def assert_mse_matches(estimates: Any, target: Any, predicted_mse: Any, *, n_se:
 
 
 class VarianceTest(NamedTuple):
+    """Result of :func:`variance_test`: sample variance, its standard error, the bound, z, ``passed``."""
+
     var: np.ndarray     # (...) sample variance (ddof = 1)
     se: np.ndarray      # (...) its standard error, sqrt((m4 - var^2) / n) (fourth central moment)
     bound: np.ndarray   # (...) the bound tested against
@@ -327,10 +354,42 @@ class VarianceTest(NamedTuple):
 
 
 def variance_test(samples: Any, bound: Any, *, n_se: float = 5.0) -> VarianceTest:
-    """One-sided: is ``Var(samples, axis=0) <= bound``? Rejected when the sample variance exceeds the bound by
-    more than `n_se` of its standard error ``sqrt((m4 - s^4) / n)``. (To test Var(a) < Var(b) for independent
-    replicates, pass ``bound = Var(b)`` only when b's variance is known; otherwise compare two
-    :func:`mean_test` of squared deviations.)"""
+    """Test one-sidedly whether ``Var(samples, axis=0) <= bound``, elementwise.
+
+    Rejected when the sample variance (ddof = 1) exceeds the bound by more than `n_se` of its standard error
+    ``sqrt((m4 - s^4) / n)``, with ``m4`` the fourth central moment of the replicates. (To test
+    Var(a) < Var(b) for independent replicates, pass ``bound = Var(b)`` only when b's variance is known;
+    otherwise compare two :func:`mean_test` of squared deviations.)
+
+    Parameters
+    ----------
+    samples : (n, ...) array
+        Independent replicates (n >= 3).
+    bound : array broadcastable to ``samples.shape[1:]``
+        The upper bound on the variance.
+    n_se : float, default 5.0
+        Tolerance in standard errors of the sample variance.
+
+    Returns
+    -------
+    VarianceTest
+        ``var`` and ``se`` of shape ``samples.shape[1:]``, the broadcast ``bound``, the largest one-sided
+        ``z = (var - bound) / se``, ``n``, ``n_se`` and ``passed`` (``var <= bound + n_se * se``
+        everywhere).
+
+    Raises
+    ------
+    ValueError
+        If `samples` has fewer than 3 replicates.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from validation.montecarlo import variance_test
+    >>> x = 2.0 * np.random.default_rng(0).standard_normal((4000, 2))     # variance 4
+    >>> variance_test(x, 4.0).passed, variance_test(x, 3.0).passed
+    (True, False)
+    """
     x = _as_np(samples)
     if x.ndim < 1 or x.shape[0] < 3:
         raise ValueError(f"samples: expected shape (n, ...) with n >= 3 replicates; got {x.shape}")
@@ -347,6 +406,8 @@ def variance_test(samples: Any, bound: Any, *, n_se: float = 5.0) -> VarianceTes
 
 
 class Coverage(NamedTuple):
+    """Result of :func:`binomial_coverage`: hits, trials, rate, nominal p, z, exact p-value, ``passed``."""
+
     hits: int
     n: int
     rate: float         # hits / n
@@ -358,8 +419,40 @@ class Coverage(NamedTuple):
 
 
 def binomial_coverage(hits: int, n: int, p: float, *, n_se: float = 5.0) -> Coverage:
-    """Does an event with nominal probability `p` occur `hits` times in `n` independent trials as it should?
-    (Coverage of a confidence interval, false-alarm rate of a test.)"""
+    """Test whether an event of nominal probability `p` occurring `hits` times in `n` trials is on rate.
+
+    The coverage of a confidence interval or the false-alarm rate of a test: the binomial
+    ``z = (hits - n p) / sqrt(n p (1 - p))`` must satisfy ``|z| <= n_se``; the exact two-sided binomial
+    p-value (SciPy) is reported beside it.
+
+    Parameters
+    ----------
+    hits : int
+        Number of trials in which the event occurred, in ``[0, n]``.
+    n : int
+        Number of independent trials, >= 1.
+    p : float
+        The event's nominal probability, in (0, 1).
+    n_se : float, default 5.0
+        Tolerance on ``|z|``.
+
+    Returns
+    -------
+    Coverage
+        ``hits``, ``n``, ``rate = hits / n``, ``p``, ``z``, ``pvalue`` (NaN without SciPy), ``n_se`` and
+        ``passed``.
+
+    Raises
+    ------
+    ValueError
+        If `n` is not a positive integer, `hits` not an integer in ``[0, n]``, or `p` not in (0, 1).
+
+    Examples
+    --------
+    >>> from validation.montecarlo import binomial_coverage
+    >>> binomial_coverage(951, 1000, 0.95).passed, binomial_coverage(900, 1000, 0.95).passed
+    (True, False)
+    """
     if not (isinstance(n, (int, np.integer)) and n >= 1):
         raise ValueError(f"n: expected a positive integer number of trials; got {n!r}")
     if not (isinstance(hits, (int, np.integer)) and 0 <= hits <= n):
@@ -377,8 +470,26 @@ def binomial_coverage(hits: int, n: int, p: float, *, n_se: float = 5.0) -> Cove
 
 
 def scalar_z(samples: Any, expected: float) -> tuple[float, float, float]:
-    """(mean, se, signed z) of scalar replicates `samples` (n,) against `expected`; z is NaN when se = 0 and
-    the mean differs, 0 when it equals (compared exactly)."""
+    """Return the mean, standard error and signed z-score of scalar replicates against `expected`.
+
+    Parameters
+    ----------
+    samples : (n,) array
+        Scalar replicates (any shape with n >= 2 elements is flattened).
+    expected : float
+        The value the mean should have.
+
+    Returns
+    -------
+    tuple of float
+        ``(mean, se, z)`` with ``se = std(ddof=1) / sqrt(n)`` and ``z = (mean - expected) / se``; when
+        ``se = 0`` the mean is compared exactly: z is 0 if it equals `expected`, inf otherwise.
+
+    Raises
+    ------
+    ValueError
+        If `samples` has fewer than 2 elements.
+    """
     x = _as_np(samples).reshape(-1)
     if x.shape[0] < 2:
         raise ValueError(f"samples: expected n >= 2 scalar replicates; got shape {x.shape}")
@@ -390,6 +501,8 @@ def scalar_z(samples: Any, expected: float) -> tuple[float, float, float]:
 
 
 class MeanZ2Test(NamedTuple):
+    """Result of :func:`mean_z2_test`: mean z^2, its null mean and spread, the threshold, ``passed``."""
+
     mean_z2: float          # mean over positive-SE entries of z^2, z = (mean - expected) / se
     null_mean: float        # its expectation for a correct estimator: (n - 1) / (n - 3) (Student t)
     null_sd: float          # its standard deviation for a correct estimator: sqrt(2 sum_ij rho_ij^2) / K
@@ -404,15 +517,40 @@ class MeanZ2Test(NamedTuple):
 
 def mean_z2_test(samples: Any, expected: Any, *, n_sd: float = 5.0, se_floor: float = 0.0, atol: float = 0.0
                  ) -> MeanZ2Test:
-    """Is the replicates' mean equal to `expected` over many *correlated* entries at once? The mean of z^2
-    over the K entries with positive SE is about 1 for a correct estimator; a bias common to many entries
-    raises it (a bias of b standard errors on every entry adds b^2). Its null spread depends on how correlated
-    the entries are: for Gaussian z, Var(mean z^2) = 2 sum_ij rho_ij^2 / K^2 with rho the entries' correlation
-    across replicates (estimated from the replicates: each rho_ij^2 is biased up by about 1/n, so the
-    threshold errs on the safe side). Rejected when mean z^2 > null_mean + n_sd * null_sd; zero-SE entries are
-    compared exactly (within `atol`) and reported apart, as in :func:`mean_test`.
+    """Test whether the replicates' mean equals `expected` over many *correlated* entries at once.
 
-    samples : (n, ...) replicates (n >= 4); expected : broadcastable to ``samples.shape[1:]``."""
+    The mean of z^2 over the K entries with positive SE is about 1 for a correct estimator; a bias common to
+    many entries raises it (a bias of b standard errors on every entry adds b^2). Its null spread depends on
+    how correlated the entries are: for Gaussian z, Var(mean z^2) = 2 sum_ij rho_ij^2 / K^2 with rho the
+    entries' correlation across replicates (estimated from the replicates: each rho_ij^2 is biased up by
+    about 1/n, so the threshold errs on the safe side). Rejected when mean z^2 > null_mean + n_sd * null_sd;
+    zero-SE entries are compared exactly (within `atol`) and reported apart, as in :func:`mean_test`.
+
+    Parameters
+    ----------
+    samples : (n, ...) array
+        Independent replicates (n >= 4).
+    expected : array broadcastable to ``samples.shape[1:]``
+        The value the mean should have.
+    n_sd : float, default 5.0
+        Tolerance in null standard deviations of mean z^2.
+    se_floor : float, default 0.0
+        Entries with a standard error at or below this are compared exactly (zero-SE entries).
+    atol : float, default 0.0
+        Absolute slack for the zero-SE entries.
+
+    Returns
+    -------
+    MeanZ2Test
+        ``mean_z2``, ``null_mean = (n - 1) / (n - 3)`` (Student t), ``null_sd``, ``threshold``, ``n_sd``,
+        the entry counts, the largest zero-SE deviation, ``n`` and ``passed`` (NaN statistics when no entry
+        has a positive SE).
+
+    Raises
+    ------
+    ValueError
+        If `samples` has fewer than 4 replicates.
+    """
     x = _as_np(samples)
     if x.ndim < 1 or x.shape[0] < 4:
         raise ValueError(f"samples: expected shape (n, ...) with n >= 4 replicates; got {x.shape}")

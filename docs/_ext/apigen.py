@@ -17,7 +17,8 @@ import types
 from pathlib import Path
 
 MODULES = ("refattn", "refattn.attention", "refattn.features", "refattn.layers", "refattn.rpe", "refattn.nn",
-           "refattn.random", "refattn.tree", "refattn.limits", "validation", "paper_checks")
+           "refattn.random", "refattn.tree", "refattn.limits", "validation", "validation.montecarlo",
+           "validation.assertions", "paper_checks")
 
 
 def _home(obj, modname: str) -> str:
@@ -112,6 +113,7 @@ def write_pages(api_dir: Path) -> list[Path]:
         for n in names:
             qual[id(getattr(mod, n))] = f"{modname}.{n}"
     written = []
+    stubs = set()                       # the autosummary pages asked for: generated/<module>.<name>.rst
     for modname in MODULES:
         mod = importlib.import_module(modname)
         title = f"``{modname}``"
@@ -128,6 +130,7 @@ def write_pages(api_dir: Path) -> list[Path]:
                 continue
             lines += [".. autosummary::", "   :toctree: generated", "   :nosignatures:", ""]
             lines += [f"   {n}" for n in own[kind]] + [""]
+            stubs |= {f"{modname}.{n}.rst" for n in own[kind]}
         reexp = [n for n in exported(modname) if n not in canon[modname]]
         if reexp:
             lines += ["Re-exported", "-----------", "",
@@ -141,6 +144,9 @@ def write_pages(api_dir: Path) -> list[Path]:
              "Generated from each module's ``__all__`` (``docs/_ext/apigen.py``).", "",
              ".. toctree::", "   :maxdepth: 1", ""] + [f"   {m}" for m in MODULES] + [""]
     _write_if_changed(api_dir / "index.rst", "\n".join(index))
+    for stale in sorted((api_dir / "generated").glob("*.rst")):
+        if stale.name not in stubs:     # an object moved to another page, or data (no stub): an orphan page
+            stale.unlink()
     return written
 
 
