@@ -212,3 +212,50 @@ def test_jax_framework_skips_cleanly_when_absent():
             check(pl.upcast_favor, kind="attention", framework="jax")
     else:  # pragma: no cover - JAX is not installed in this environment
         pytest.skip("JAX installed: covered by test_crosscheck.py")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# a feature map of another width than refattn's: values and gradients compare the kernel estimates
+
+
+def _cat(parts):
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts, -1)
+    return __import__("torch").cat(parts, -1)
+
+
+def _trig(x, omega):
+    """The Gaussian [cos, sin] map, written out (NumPy or torch)."""
+    u = x @ omega.T
+    mod = np if isinstance(u, np.ndarray) else __import__("torch")
+    return _cat([mod.cos(u), mod.sin(u)]) / omega.shape[0] ** 0.5
+
+
+def duplicated_trig(x, omega):
+    """The same estimator of width 4m: each feature twice, scaled by 1/sqrt(2)."""
+    phi = _trig(x, omega) / 2 ** 0.5
+    return _cat([phi, phi])
+
+
+def doubled_trig(x, omega):
+    """Each feature twice without the 1/sqrt(2): twice the kernel (the KL-Transformer authors' GMM-RKS at the
+    standard-normal spectrum)."""
+    return duplicated_trig(x, omega) * 2 ** 0.5
+
+
+def test_features_of_another_width_are_compared_through_kernel_estimates():
+    rep = check(duplicated_trig, kind="features", family="gaussian-trig", quick=True, checks=("values",))
+    assert rep["values"].passed and "kernel estimates" in rep["values"].detail
+    rep = check(doubled_trig, kind="features", family="gaussian-trig", quick=True, checks=("values",))
+    assert rep["values"].passed is False
+    assert "normalisation" in rep["values"].cause and "= 2 x" in rep["values"].cause
+
+
+def test_gradients_of_another_width_are_compared_through_kernel_estimates():
+    pytest.importorskip("torch")
+    rep = check(duplicated_trig, kind="features", family="gaussian-trig", framework="torch", quick=True,
+                checks=("gradients",))
+    assert rep["gradients"].passed, rep["gradients"].detail
+    rep = check(doubled_trig, kind="features", family="gaussian-trig", framework="torch", quick=True,
+                checks=("gradients",))
+    assert rep["gradients"].passed is False

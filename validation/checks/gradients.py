@@ -79,6 +79,7 @@ def run(ctx: Ctx) -> CheckResult:
         args = [ctx.normal(rng, 2, 2, 8, d, scale=0.5), ctx.omega(rng, 32)]
         cases: list[tuple[tuple, Any]] = [
             ((), lambda c: FEATURE_FAMILIES[ctx.family][1](*(a.astype(np.float64) for a in args), c))]
+        phi_ref = np.asarray(FEATURE_FAMILIES[ctx.family][0](*(a.astype(np.float64) for a in args)))
     else:
         names = ["q", "k", "v", "omega"]
         args = [ctx.normal(rng, 2, 2, 12, d, scale=0.7) for _ in range(3)] + [ctx.omega(rng, 32)]
@@ -87,16 +88,24 @@ def run(ctx: Ctx) -> CheckResult:
             ((c,), (lambda cot, c=c: gref(*(a.astype(np.float64) for a in args), c, cot)))
             for c in (False, True)
         ]
-    worst, where, fd_notes = 0.0, "", []
+    worst, where, fd_notes, through = 0.0, "", [], ""
     for extra, ref in cases:
         y = ctx.call(*args, *extra).astype(np.float64)
-        cot = rng.standard_normal(y.shape)
+        cot = cot_ref = rng.standard_normal(y.shape)
+        if ctx.kind == "features" and y.shape[-1] != phi_ref.shape[-1]:
+            # another width than refattn's map (see values): the gradient of the kernel-estimate functional
+            # <R, phi phi^T> is the features' vjp with the cotangent (R + R^T) phi, for either map
+            R = rng.standard_normal(y.shape[:-1] + y.shape[-2:-1])
+            S = R + np.swapaxes(R, -1, -2)
+            cot, cot_ref = S @ y, S @ phi_ref
+            through = (f" through the kernel estimates phi(X) phi(X)^T (width {y.shape[-1]}; refattn's "
+                       f"{phi_ref.shape[-1]})")
         try:
             _, g = ctx.fw.vjp(gfn, args, cot.astype(ctx.dtype), *extra)
         except Exception as e:  # noqa: BLE001
             return CheckResult("gradients", False, math.inf, t, f"autograd raised {type(e).__name__}: {e}")
         label = "" if not extra else (" causal" if extra[0] else " bidirectional")
-        w, at, missing = compare(names, g, ref(cot), label)
+        w, at, missing = compare(names, g, ref(cot_ref), label)
         if missing:
             return CheckResult("gradients", False, math.inf, t, missing)
         if w > worst or not math.isfinite(w):
@@ -104,7 +113,7 @@ def run(ctx: Ctx) -> CheckResult:
         if ctx.dtype == np.float64:
             fd_notes.append(self_consistency(ctx, gfn, names, args, extra) + label)
     detail = (f"max |g - g_ref| / |g_ref| over {', '.join(names)} (worst: {where}) against refattn's manual "
-              f"backward{' (' + ctx.family + ')' if ctx.family else ''}")
+              f"backward{' (' + ctx.family + ')' if ctx.family else ''}{through}")
     if fd_notes:
         detail += (
             f"; the candidate's gradient vs central differences of its own forward: {', '.join(fd_notes)}"

@@ -1,12 +1,14 @@
 """``values``: the candidate equals refattn's computation on the same inputs and the same draws.
 
-features (omega contract): max ``|phi - ref| / (|ref| + sqrt(eps) max|ref|)`` against the claimed family's
-map; attention: max ``|out - ref| / max|ref|`` against the family's FAVOR attention (bidirectional and causal;
-the bidirectional figure is reported even when causal mode raises); a family contract (``--as gmm-rks`` ...)
-delegates to its spec (``validation.families``). Threshold ``4 sqrt(eps)``; the reference is computed in
-float64 on the same (rounded) inputs. A failure names its likely cause (:mod:`validation.checks.causes`): the
-map of another family, a missing or extra ``d^{-1/4}``, a constant factor, a per-row factor, an additive
-offset, non-finite outputs.
+features (omega contract): max ``|phi - ref| / (|ref| + sqrt(eps) max|ref|)`` against the claimed family's map
+(a map of another width -- features duplicated or of another layout, the contract's ``m'`` being the
+candidate's choice -- through the same figure of the kernel estimates ``phi(X) phi(X)^T``; ``gradients``
+likewise); attention: max ``|out - ref| / max|ref|`` against the family's FAVOR attention (bidirectional and
+causal; the bidirectional figure is reported even when causal mode raises); a family contract (``--as
+gmm-rks`` ...) delegates to its spec (``validation.families``). Threshold ``4 sqrt(eps)``; the reference is
+computed in float64 on the same (rounded) inputs. A failure names its likely cause
+(:mod:`validation.checks.causes`): the map of another family, a missing or extra ``d^{-1/4}``, a constant
+factor, a per-row factor, an additive offset, non-finite outputs.
 """
 
 from __future__ import annotations
@@ -99,10 +101,11 @@ def _features(ctx: Ctx) -> CheckResult:
     what = (f"max |phi - ref| / (|ref| + sqrt(eps) max|ref|) against refattn {ctx.family} features, x "
             f"(2, 2, 8, "
             f"{d}), m = 32")
+    if phi.shape[:-1] == ref.shape[:-1] and phi.shape[-1] != ref.shape[-1]:
+        return _gram_values(ctx, phi, ref, t)
     if phi.shape != ref.shape:
-        return CheckResult("values", False, None, t, f"feature width {phi.shape[-1]}; refattn's "
-                                                     f"{ctx.family} map has {ref.shape[-1]} for m = "
-                                                     f"{om.shape[0]}",
+        return CheckResult("values", False, None, t, f"output shape {phi.shape}; refattn's {ctx.family} map "
+                                                     f"gives {ref.shape} for m = {om.shape[0]}",
                            cause=feature_cause(ctx.family, phi, ref, x64, om64, t))
     err = _feature_err(phi, ref, ctx.dtype)
     if err <= t:
@@ -110,6 +113,32 @@ def _features(ctx: Ctx) -> CheckResult:
     bad = nonfinite_text(phi, "features")
     return CheckResult("values", False, None if bad else err, t, (bad + "; " if bad else "") + what,
                        cause=feature_cause(ctx.family, phi, ref, x64, om64, t))
+
+
+def _gram_values(ctx: Ctx, phi: np.ndarray, ref: np.ndarray, t: float) -> CheckResult:
+    """A map of another width than refattn's (the contract's ``m'`` is the candidate's choice: duplicated or
+    reordered features): compared through the kernel estimates ``phi(X) phi(X)^T`` of all pairs of the
+    positions, which any two maps of the same estimator share, with the features' figure and threshold."""
+    K = phi @ np.swapaxes(phi, -1, -2)
+    Kr = ref @ np.swapaxes(ref, -1, -2)
+    err = _feature_err(K, Kr, ctx.dtype)
+    what = (f"max |K - K_ref| / (|K_ref| + sqrt(eps) max|K_ref|) of the kernel estimates K = phi(X) phi(X)^T "
+            f"over the 8 positions of each (batch, head) against refattn {ctx.family} features (the "
+            f"candidate's width {phi.shape[-1]} differs from refattn's {ref.shape[-1]} for m = 32)")
+    if err <= t:
+        return CheckResult("values", True, err, t, what)
+    bad = nonfinite_text(phi, "features")
+    if bad:
+        return CheckResult("values", False, None, t, bad + "; " + what, cause=cause("not-finite", bad))
+    big = np.abs(Kr) > 1e-3 * np.max(np.abs(Kr))
+    ratio = K[big] / Kr[big]
+    c = float(np.median(ratio))
+    if c != 0 and np.max(np.abs(ratio / c - 1)) <= 1e-6:
+        why = cause("normalisation", f"phi(X) phi(X)^T = {c:.4g} x refattn's {ctx.family} estimate (constant "
+                                     "ratio)")
+    else:
+        why = unmatched(f"kernel estimates off by up to {err:.3g} relative; not a constant multiple")
+    return CheckResult("values", False, err, t, what, cause=why)
 
 
 def _attention_cause(fam, y, q, k, v, om, causal_errs, t) -> str:
