@@ -35,8 +35,9 @@ d_v = 64:
 
 Times are medians over ``--repeat`` runs timed with CUDA events after two warm-ups (a call whose first run
 takes over ``SLOW_S`` seconds is warmed once and timed once); every ratio compares numbers measured in this
-one run. ``--out FILE`` writes the tables as markdown, then the whole log, rewritten after every section (a
-run cut short keeps what it measured).
+one run. Each section runs for every dtype and L before the next one starts (``SECTION_ORDER``). ``--out
+FILE`` writes the tables as markdown, then the whole log, rewritten after every section (a run cut short keeps
+what it measured).
 """
 # ruff: noqa: B023 -- every timed lambda runs inside the loop iteration that defines it
 
@@ -60,6 +61,9 @@ H, D, M, DV = 8, 64, 256, 64
 SLOW_S = 0.25
 #: Markdown tables of this run, {title: [header, rows...]}, written by --out.
 TABLES: dict = {}
+#: The order the sections run in, each over every dtype and L before the next: fla, whose Triton compilation
+#: and autotuning are the slowest warm-up, runs last, so a run cut short keeps the FAVOR+ rows of every L.
+SECTION_ORDER = ("favor", "roofline", "breakdown", "sweep", "gpusweep", "profile", "performer", "fla")
 
 
 def table_row(title, header, row):
@@ -693,16 +697,15 @@ def main():
     sections = set(args.sections.split(","))
     ceil = ceilings(dtypes, repeat) if sections & {"ceilings", "favor", "roofline"} else None
     write_markdown(args.out, head, tee)
-    for dt in dtypes:
-        for L in Ls:
-            times = {}
-            for section in ("favor", "roofline", "breakdown", "sweep", "gpusweep", "profile", "performer",
-                            "fla"):
-                if section not in sections:
-                    continue
+    times = {}                                                    # (dt, L) -> the favor rows' times
+    for section in SECTION_ORDER:
+        if section not in sections:
+            continue
+        for dt in dtypes:
+            for L in Ls:
                 try:
                     if section == "favor":
-                        times = favor_rows(L, dt, ceil, repeat, backends)
+                        times[(dt, L)] = favor_rows(L, dt, ceil, repeat, backends)
                     elif section == "roofline":
                         roofline_rows(L, dt, ceil, repeat)
                     elif section == "breakdown":
@@ -714,7 +717,7 @@ def main():
                     elif section == "profile" and L == Ls[len(Ls) // 2] and dt == dtypes[0]:
                         micro_profile(L, dt, repeat)
                     elif section == "performer":
-                        performer_rows(L, dt, repeat, times)
+                        performer_rows(L, dt, repeat, times.get((dt, L), {}))
                     elif section == "fla" and dt == dtypes[0]:
                         fla_rows(L, repeat, [int(x) for x in args.fla_m.split(",")], args.fla_frames_max_L)
                 except Exception:  # noqa: BLE001 - one failing section must not hide the others' numbers
