@@ -19,6 +19,9 @@ Builders::
     not_checkable(reason)                                     a statement no measurement decides
     budget_ladder("ladder", n_se=2)                           a trained effect along a compute ladder:
                                                               holds / fails / not-reproduced
+    trained(inner, "budget_fraction", "ladder")               a trained claim's pre-registered rule under the
+                                                              taxonomy: its fails stands only at the paper's
+                                                              compute or on a ladder (else not-reproduced)
     slip(printed, corrected, why, check)                      a notation slip for ``evidence["slips"]``
 
 **Notation slips** (``docs/guide/paper-checks.md``, section "The criterion"): a printed expression that is
@@ -40,7 +43,7 @@ from .registry import SLIP_KEYS
 
 __all__ = ["printed_vs_corrected", "holds_iff_accepted", "holds_iff_at_most", "bound_respected", "separated",
            "ranked", "guarded", "readings", "per_reading", "not_checkable", "with_rule", "value",
-           "budget_ladder", "slip", "SLIP_KEYS"]
+           "budget_ladder", "trained", "slip", "SLIP_KEYS"]
 
 Decide = Callable[[dict], str]
 
@@ -251,3 +254,38 @@ def budget_ladder(ladder: str = "ladder", *, n_se: float = 2.0) -> Decide:
                              "every rung of a ladder of >= 2 rungs with the reversal holding or growing "
                              "with the budget; not-reproduced otherwise (not seen below the paper's compute, "
                              "the ladder flat or inconclusive).")
+
+
+def trained(inner: Decide, *, budget: str = "budget_fraction", ladder: str = "ladder", n_se: float = 2.0
+            ) -> Decide:
+    """A trained claim's pre-registered rule `inner` under the verdict taxonomy.
+
+    `inner` decides the claim at one budget (its holds, not-checkable and skipped stand as they are). Its
+    ``fails`` is a fact about that budget only, so it stands as the claim's verdict only when
+
+    * the budget is at least the paper's stated compute (``evidence[budget] >= 1``), or
+    * ``evidence[ladder]`` has at least two rungs and :func:`budget_ladder` (``n_se``) says ``fails`` on them
+      (the effect reversed on every rung and not shrinking with the budget);
+
+    otherwise it is ``not-reproduced``: the effect was not seen below the paper's compute and nothing
+    measured says that more compute would not show it. Calibrated on the authors' published numbers (at
+    their own compute, ``budget = 1``), the rule gives their stated verdict and ``fails`` their negative
+    controls (``tests/paper_checks/test_calibration.py``).
+    """
+    ladder_rule = budget_ladder(ladder, n_se=n_se)
+
+    def decide(ev: dict) -> str:
+        v = inner(ev)
+        if v != "fails":
+            return v
+        if value(ev, budget) >= 1.0:
+            return "fails"
+        rungs = ev.get(ladder) or []
+        if len(rungs) >= 2 and ladder_rule(ev) == "fails":
+            return "fails"
+        return "not-reproduced"
+
+    inner_rule = getattr(inner, "rule", "the inner rule")
+    return with_rule(decide, f"{inner_rule} Taxonomy: a fails stands only at the paper's compute ({budget} "
+                             f">= 1) or when {ladder} (>= 2 rungs) shows the effect reversed by > {n_se:g} "
+                             "SE on every rung and not shrinking with the budget; otherwise not-reproduced.")

@@ -21,7 +21,7 @@ from ..registry import CHOROMANSKI, Context, Result, claim
                   "relative positions, which carry the shape. FAVOR+ features in both arms (the paper: "
                   "phi(x) = Wx); 2 layers, width 64, m = 64 at full, far below the paper's scale. Tiny: a "
                   "smoke run.",
-       rule=E.CRITERIA["flt"] + " Guard: " + E.GUARD, decide=E.decide_flt, slow=True)
+       decide=E.decide_flt, slow=True)
 def image_classification(ctx: Context) -> Result:
     return E.claim_result(ctx, "flt")
 
@@ -32,4 +32,5 @@ def _swap_flt(ev: dict) -> dict:
 
 label_swap("flt.image-classification", "FLT <-> No-Pos (gain negated)", _swap_flt, ("gain_flt",),
            paper_direction=lambda ev: {**ev, "size": "small", "data_stand_in": False,
-                                       "min_margin_over_floor": 0.0, "gain_flt": 0.2, "spread": 0.05})
+                                       "min_margin_over_floor": 0.0, "gain_flt": 0.2, "se_gain_flt": 0.03,
+                                       "budget_fraction": 1.0})

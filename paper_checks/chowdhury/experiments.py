@@ -274,19 +274,20 @@ def _swap_eigen(ev: dict) -> dict:
 
 
 label_swap("kl.sec4.2-sparsity", "GMM-RKS <-> GMM-PRF", _swap_sparsity, ("criterion_values",),
-           paper_direction=lambda ev: {**ev, "size": "small", "criterion_values": {
+           paper_direction=lambda ev: {**ev, "size": "small", "budget_fraction": 1.0, "criterion_values": {
                **ev.get("criterion_values", {}), "ratios": [2.0] * 4, "fraction_std_ratio_above_1": 1.0,
                "slowdown_prf": 2.0, "slowdown_rks": 1.0}})
 label_swap("kl.sec4.1-variance-metrics", "GMM-RKS <-> GMM-PRF", _swap_variance, ("criterion_values",),
-           paper_direction=lambda ev: {**ev, "size": "small", "scale": {"passes": 10}, "criterion_values": {
+           paper_direction=lambda ev: {**ev, "size": "small", "budget_fraction": 1.0, "scale": {"passes": 10},
+                                       "criterion_values": {
                **ev.get("criterion_values", {}), "n_points": 8, "pi_gmm_rks": 0.1, "pi_gmm_prf": 0.5,
                "correlations": {k: {"spearman": 0.9} for k in ("rsd-agv", "rsd-pi", "agv-pi")}}})
 label_swap("kl.lra-listops", "RKS <-> PRF in every pair", _swap_listops, ("criterion_values",),
-           paper_direction=lambda ev: {**ev, "size": "small", "criterion_values": {
+           paper_direction=lambda ev: {**ev, "size": "small", "budget_fraction": 1.0, "criterion_values": {
                **ev.get("criterion_values", {}), "prf_minus_rks": {"gmm-prf-gmm-rks": 0.2},
                "softmax_accuracy": 0.6, "majority_class_rate": 0.2}})
 label_swap("kl.table4-eigenvalues", "covariance <-> precision (eigenvalues read as 1/lambda; no methods are "
            "compared, so the convention is what is swapped)", _swap_eigen, ("criterion_values",),
-           paper_direction=lambda ev: {**ev, "size": "small", "criterion_values": {
+           paper_direction=lambda ev: {**ev, "size": "small", "budget_fraction": 1.0, "criterion_values": {
                f"{m} wd={wd}": {"max": 0.4, "mean": 0.05, "min": 0.01} for m in ("gmm-rks", "gmm-prf")
                for wd in (0.1, 0.0)}})

@@ -48,6 +48,11 @@ def _agg(runs: list[dict]) -> dict:
             "min": min(x["min"] for x in e), "initial": max(x.get("initial", 1.0) for x in e)}
 
 
+def budget(size: str) -> dict:
+    """The compute of the sparse-task runs it reads against the paper's (:func:`sparse_task.budget`)."""
+    return sparse_task.budget(size)
+
+
 def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=None) -> dict:
     harness.require_kinds(*METHODS)
     ctx = ctx or Context(seed=seed, size=size)
@@ -87,7 +92,7 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=Non
                                              if r["method"] == m and r["weight_decay"] == wd]}
                 for m in METHODS for wd in WEIGHT_DECAYS}
     record = {
-        "experiment": NAME, "size": size, "seed": seed,
+        "experiment": NAME, "size": size, "seed": seed, **budget(size),
         "scale": {k: sz[k] for k in ("L", "steps", "lr", "seeds", "d_model", "n_heads", "n_layers", "m")} | {
             "task": f"stand-in: the sparse sum task of Appendix E at p={p} (the sparse-task grid's runs), "
                     "weight decay 0.1 and 0", "lr_schedule": harness.warmup_cosine(sz["steps"], sz["lr"]),

@@ -159,6 +159,13 @@ def grid(ctx, seed: int) -> tuple[list[dict], float]:
     return runs, majority_rate(ctx.size, seed)
 
 
+def budget(size: str) -> dict:
+    """This size's compute against the paper's ListOps runs (:func:`harness.budget_record`; L = the longest
+    expression)."""
+    sz = SIZES[size]
+    return harness.budget_record({**sz, "L": sz["max_len"]}, "kl-listops")
+
+
 def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=None) -> dict:
     sz = SIZES[size]
     harness.require_kinds("softmax")
@@ -188,7 +195,7 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=Non
             n = harness.extrapolated_steps(steps, acc, target)
             need[m] = {"steps": n, "note": harness.budget_note(n, res[m]["cpu_seconds_per_step"])}
     record = {
-        "experiment": NAME, "size": size, "seed": seed,
+        "experiment": NAME, "size": size, "seed": seed, **budget(size),
         "scale": {k: v for k, v in sz.items() if k != "workers"} | {
             "mean_length": float(tr.lengths.mean()), "majority_class_rate": majority, "dtype": "float32",
             "lr_schedule": harness.warmup_cosine(sz["steps"], sz["lr"]),

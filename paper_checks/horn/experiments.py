@@ -12,8 +12,12 @@ from ..companions import label_swap
 from ..experiments import images as E  # noqa: N812 (the experiments' shared name)
 from ..registry import HORN, Context, Result, claim
 
-_SCALE = ("Scale: 2 layers, width 64, 4 heads, m = 64 FAVOR+ features, float32, a few thousand steps at "
-          "full (paper: 32x32 images, depth 6, width 256, 8 heads); the verdict is about this scale.")
+_SCALE = ("Scale: 2 layers, width 64, 4 heads, m = 64 FAVOR+ features, float32, 1500 steps at full (paper: "
+          "32x32 images, depth 6, width 256, 8 heads, >= 52,500 steps: the evidence gives the compute "
+          "fraction); the authors' budget-free settings (images.SETTINGS), every setting's source in "
+          "images.PROVENANCE. Below the paper's compute a missing effect is not-reproduced, not fails "
+          "(paper_checks.rules.trained). The rule is calibrated on the authors' own CSV "
+          "(tests/paper_checks/test_calibration.py).")
 
 
 @claim("horn.table1-ordering", paper=HORN, section="Sec. 3, Table 1 (Fashion-MNIST)",
@@ -25,7 +29,7 @@ _SCALE = ("Scale: 2 layers, width 64, 4 heads, m = 64 FAVOR+ features, float32, 
                   "tokens, which carries the garment's shape, so they should learn far more (Table 1: "
                   "+23.1 and +19.4). At tiny the run is a smoke test and the guard makes it "
                   "not-checkable. " + _SCALE,
-       rule=E.CRITERIA["table1"] + " Guard: " + E.GUARD, decide=E.decide_table1, slow=True)
+       decide=E.decide_table1, slow=True)
 def table1_ordering(ctx: Context) -> Result:
     return E.claim_result(ctx, "table1")
 
@@ -44,7 +48,7 @@ def table1_ordering(ctx: Context) -> Result:
                   "absolute model sees content at positions whose embeddings were trained on background "
                   "only, so its trouser accuracy should collapse by 4 px (2 tokens). At tiny the guard "
                   "makes it not-checkable. " + _SCALE,
-       rule=E.CRITERIA["shift"] + " Guard: " + E.GUARD, decide=E.decide_shift, slow=True)
+       decide=E.decide_shift, slow=True)
 def shift_robustness(ctx: Context) -> Result:
     return E.claim_result(ctx, "shift")
 
@@ -54,16 +58,18 @@ def _swap_table1(ev: dict) -> dict:
 
 
 def _swap_shift(ev: dict) -> dict:
-    r = dict(ev["retention"])
+    r = dict(ev["retention_worst"])
     r["absolute"], r["s1"], r["s2"] = min(r["s1"], r["s2"]), r["absolute"], r["absolute"]
-    return {**ev, "retention": r}
+    return {**ev, "retention_worst": r}
 
 
 label_swap("horn.table1-ordering", "S1, S2 <-> No-Pos (each gain negated)", _swap_table1,
            ("gain_s1", "gain_s2"),
            paper_direction=lambda ev: {**ev, "size": "small", "data_stand_in": False,
-                                       "min_margin_over_floor": 0.0, "gain_s1": 0.2, "gain_s2": 0.2})
-label_swap("horn.shift-robustness", "Absolute <-> S1 and S2", _swap_shift, ("retention",),
+                                       "min_margin_over_floor": 0.0, "gain_s1": 0.2, "gain_s2": 0.2,
+                                       "se_gain_s1": 0.01, "se_gain_s2": 0.01, "budget_fraction": 1.0})
+label_swap("horn.shift-robustness", "Absolute <-> S1 and S2", _swap_shift, ("retention_worst",),
            paper_direction=lambda ev: {**ev, "size": "small", "data_stand_in": False,
-                                       "min_margin_over_floor": 0.0,
-                                       "retention": {"no-pos": 0.5, "absolute": 0.1, "s1": 0.9, "s2": 0.9}})
+                                       "min_margin_over_floor": 0.0, "budget_fraction": 1.0,
+                                       "retention_worst": {"no-pos": 0.5, "absolute": 0.1, "s1": 0.9,
+                                                           "s2": 0.9}})

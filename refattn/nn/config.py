@@ -91,12 +91,15 @@ def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
     return out
 
 
+#: the query/key projections' initialisations (refattn.nn.init.init_mha)
+QK_INITS = ("glorot", "torch")
+
 _DEFAULTS = {
     "task": None, "input": "tokens", "vocab_size": None, "n_classes": None, "patch": None,
     "image_shape": None,
     "d_model": None, "n_heads": None, "n_layers": None, "d_ff": None, "max_len": None, "position": "sinusoid",
     "readout": "mean", "attention": "softmax", "causal": None, "dtype": "float64",
-    "attn_dropout": 0.0, "resid_dropout": 0.0,
+    "attn_dropout": 0.0, "resid_dropout": 0.0, "qk_init": "glorot",
 }
 
 
@@ -108,7 +111,8 @@ def check_config(config: dict) -> dict:
     ``image_shape = (H, W, C)`` for ``input="patches"``. Defaults: ``d_ff = 4 d_model``,
     ``position="sinusoid"``, ``readout="mean"``, ``attention="softmax"``, ``causal`` = (task == "lm"),
     ``dtype="float64"``, ``attn_dropout = resid_dropout = 0`` (dropout off; rates in [0, 1), applied only when
-    the caller passes masks drawn by :func:`refattn.nn.init.draw_dropout_masks`).
+    the caller passes masks drawn by :func:`refattn.nn.init.draw_dropout_masks`), ``qk_init="glorot"`` (the
+    query/key projections' initialisation, :func:`refattn.nn.init.init_mha`: ``"glorot"`` or ``"torch"``).
 
     Parameters
     ----------
@@ -138,6 +142,7 @@ def check_config(config: dict) -> dict:
     check_choice(c["input"], "config['input']", ("tokens", "patches"))
     check_choice(c["position"], "config['position']", ("sinusoid", "learned", "none"))
     check_choice(c["readout"], "config['readout']", ("mean", "first"))
+    check_choice(c["qk_init"], "config['qk_init']", QK_INITS)
     check_choice(c["dtype"], "config['dtype']", ("float64", "float32"))
     for key in ("attn_dropout", "resid_dropout"):
         rate = c[key]

@@ -18,16 +18,18 @@ import math
 import numpy as np
 
 from ..features.generative import GeneratorState
+from ..layers import DenseParams
 from ..random import (check_dtype_arg, check_rng, draw_dropout_mask, draw_fastfood, draw_flt_noise,
                       draw_gaussian, draw_generator_noise, draw_gmm_noise, draw_orthogonal, init_batchnorm,
                       init_dense, init_embedding, init_generator, init_gmm, init_layernorm, init_s1_params,
                       rng_for_step)
+from ..rpe import S1Params
 from ..rpe.spectra import (Box, BSpline, CauchyKernel, GaussianBasis, GaussianKernel, GaussianMixture,
                            LaplaceKernel, Proposal, SinPower)
 from .._docs import fill_doc
-from .._xp import check_positive_int
+from .._xp import check_choice, check_positive_int
 from ..limits import check_nbytes
-from .config import check_attention_config, check_config, implied_param_count
+from .config import QK_INITS, check_attention_config, check_config, implied_param_count
 from ..tree import tree_map
 from .kinds import ATTENTION_KINDS
 
@@ -66,8 +68,19 @@ def _generator_state(rng, *, d, dtype, n_hidden=4):
     return GeneratorState(norms=tuple(init_batchnorm(d, dtype=dtype)[1] for _ in range(n_hidden)))
 
 
-def _s1(rng, *, n_axes, n_lengthscales, dtype):
-    return init_s1_params(rng, n_axes, n_lengthscales, dtype=dtype)
+def _s1(rng, *, n_axes, n_lengthscales, dtype, init="sinusoid", base=None, heads=None):
+    """S1's parameters. ``init="sinusoid"``: :func:`refattn.random.init_s1_params` (base 10^4, alpha 1,
+    small betas; shared by the heads). ``init="authors"``: Horn et al.'s code -- frequencies
+    ``base ** (-s / S)`` on every axis (``base`` = twice the grid's longest side: ``max_timescale_init =
+    max_pos * 2``), alpha and beta ~ N(0, 1) iid per head, axis and lengthscale (``torch.nn.init.normal_``),
+    shape ``(heads, A, S)``."""
+    if init == "sinusoid":
+        return init_s1_params(rng, n_axes, n_lengthscales, dtype=dtype)
+    S = n_lengthscales
+    freqs = np.broadcast_to(float(base) ** (-np.arange(S) / S), (heads, n_axes, S))      # (H, A, S)
+    alpha = rng.standard_normal((heads, n_axes, S))
+    beta = rng.standard_normal((heads, n_axes, S))
+    return S1Params(np.array(freqs, dtype=dtype), alpha.astype(dtype), beta.astype(dtype))
 
 
 def _normal(rng, *, shape, scale, dtype):
@@ -173,7 +186,8 @@ SAMPLER_NBYTES = {
     "generator": lambda s, *, d, n_hidden=4, **_: ((n_hidden + 1) * (d * d + d) + 2 * n_hidden * d) * s,
     "generator_noise": lambda s, *, m, d, **_: m * d * s,
     "generator_state": lambda s, *, d, n_hidden=4, **_: 2 * n_hidden * d * s,
-    "s1": lambda s, *, n_axes, n_lengthscales, **_: 3 * n_axes * n_lengthscales * s,
+    "s1": lambda s, *, n_axes, n_lengthscales, heads=None, **_: (3 * (heads or 1) * n_axes * n_lengthscales
+                                                                  * s),
     "normal": lambda s, *, shape, **_: math.prod(shape) * s,
     "zeros": lambda s, *, shape, **_: math.prod(shape) * s,
     "flt_noise": lambda s, *, r, D, **_: r * D * s,
@@ -299,7 +313,16 @@ def _check_model_bytes(cfg):
                  f"drawn attention arrays ({features} bytes) it implies")
 
 
-def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shared=True):
+def _torch_linear(rng, d_in, d_out, *, dtype):
+    """torch.nn.Linear's default initialisation: ``W, b ~ U(-1/sqrt(d_in), 1/sqrt(d_in))`` (kaiming-uniform
+    with a = sqrt(5)); output entries for unit-variance inputs have variance 1/3, against Glorot's
+    ``2 d_in / (d_in + d_out)`` (1 for a square layer)."""
+    a = 1.0 / math.sqrt(d_in)
+    return DenseParams(W=rng.uniform(-a, a, size=(d_in, d_out)).astype(dtype),
+                       b=rng.uniform(-a, a, size=d_out).astype(dtype))
+
+
+def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shared=True, qk_init="glorot"):
     r"""Initial multi-head attention parameters (NumPy), for :func:`refattn.nn.mha.mha`.
 
     A kind's parameters shared across layers (``kind.shared``, e.g. FLT's per-head spectra) are included
@@ -320,6 +343,10 @@ def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shar
         Dtype of the arrays.
     include_shared : bool
         Also draw the kind's shared parameters into ``"attn"``.
+    qk_init : {"glorot", "torch"}
+        The query and key projections: Glorot-uniform with zero bias, or torch.nn.Linear's default
+        (``W, b ~ U(-1/sqrt(D), 1/sqrt(D))``, as in the Performer code Horn et al. build on: query/key
+        entries of standard deviation ~0.58 for unit-variance inputs, against ~1.0 for Glorot).
 
     Returns
     -------
@@ -359,8 +386,11 @@ def init_mha(rng, d_model, n_heads, attention, *, dtype=np.float64, include_shar
         own += declared_nbytes(kind.shared(att, d_head=d_head, n_heads=n_heads), dtype=dt)
     check_nbytes(4 * (d_model * d_model + d_model) * dt.itemsize + own,
                  f"attention {att} (init_mha: the projections and the kind's parameters)")
+    check_choice(qk_init, "qk_init", QK_INITS)
     r = rng.spawn(5)
     out = {name: init_dense(ri, d_model, d_model, dtype=dt) for name, ri in zip("qkvo", r[:4], strict=True)}
+    if qk_init == "torch":                                  # the same child streams, torch's law
+        out["q"], out["k"] = (_torch_linear(ri, d_model, d_model, dtype=dt) for ri in r[:2])
     declared = kind.params(att, d_head=d_head, n_heads=n_heads)
     out["attn"] = draw_declared(r[4], declared, dtype=dt)
     if include_shared and kind.shared is not None:
@@ -494,7 +524,8 @@ def init_transformer(rng, config):
         ra, r1, r2 = rb.spawn(3)
         blocks.append({
             "ln1": init_layernorm(D, dtype=dt),
-            "attn": init_mha(ra, D, cfg["n_heads"], cfg["attention"], dtype=dt, include_shared=False),
+            "attn": init_mha(ra, D, cfg["n_heads"], cfg["attention"], dtype=dt, include_shared=False,
+                             qk_init=cfg["qk_init"]),
             "ln2": init_layernorm(D, dtype=dt),
             "ff1": init_dense(r1, D, cfg["d_ff"], dtype=dt),
             "ff2": init_dense(r2, cfg["d_ff"], D, dtype=dt),

@@ -463,29 +463,56 @@ def test_pooling_commutes_with_even_shifts():
 
 # ---- the claims' decision rules: each moves when the evidence says the opposite ----------------------------
 def _ev(**kw):
-    ev = {"size": "full", "data_stand_in": False, "min_margin_over_floor": 0.05, "gain_s1": 0.2,
-          "gain_s2": 0.15, "gain_flt": 0.05, "spread": 0.02,
-          "retention": {"absolute": 0.1, "s1": 0.95, "s2": 0.85, "no-pos": 1.0}}
+    ev = {"size": "full", "data_stand_in": False, "min_margin_over_floor": 0.05, "budget_fraction": 1.0,
+          "gain_s1": 0.2, "gain_s2": 0.15, "se_gain_s1": 0.02, "se_gain_s2": 0.02,
+          "gain_flt": 0.05, "se_gain_flt": 0.02,
+          "retention_worst": {"absolute": 0.1, "s1": 0.95, "s2": 0.85, "no-pos": 1.0}}
     ev.update(kw)
     return ev
 
 
 def test_image_claim_rules():
+    """At the paper's compute (budget_fraction 1) the criteria decide holds / fails; below it a fails reads
+    not-reproduced, and the learning guard applies."""
     assert IM.decide_table1(_ev()) == "holds"
-    assert IM.decide_table1(_ev(gain_s2=0.09)) == "fails"
+    assert IM.decide_table1(_ev(gain_s2=0.09)) == "fails"                             # below the margin
+    assert IM.decide_table1(_ev(se_gain_s2=0.08)) == "fails"                          # within 2 SE
     assert IM.decide_table1(_ev(gain_s1=-0.2, gain_s2=-0.15)) == "fails"             # labels swapped
     assert IM.decide_shift(_ev()) == "holds"
-    assert IM.decide_shift(_ev(retention={"absolute": 0.95, "s1": 0.1, "s2": 0.85})) == "fails"  # swapped
-    assert IM.decide_shift(_ev(retention={"absolute": 0.31, "s1": 0.95, "s2": 0.85})) == "fails"
+    assert IM.decide_shift(_ev(retention_worst={"absolute": 0.95, "s1": 0.1, "s2": 0.85})) == "fails"
+    assert IM.decide_shift(_ev(retention_worst={"absolute": 0.31, "s1": 0.95, "s2": 0.85})) == "fails"
     assert IM.decide_flt(_ev()) == "holds"
     assert IM.decide_flt(_ev(gain_flt=-0.05)) == "fails"
-    assert IM.decide_flt(_ev(gain_flt=0.015)) == "fails"                              # within the spread
-    for rule in (IM.decide_table1, IM.decide_shift, IM.decide_flt):                   # the guard
-        assert rule(_ev(min_margin_over_floor=-0.03)) == "not-checkable"
-        assert rule(_ev(min_margin_over_floor=float("nan"))) == "not-checkable"
+    assert IM.decide_flt(_ev(gain_flt=0.035)) == "fails"                              # within 2 SE
+    for rule in (IM.decide_table1, IM.decide_shift, IM.decide_flt):
         assert rule(_ev(size="tiny")) == "not-checkable"
         assert rule(_ev(data_stand_in=True)) == "not-checkable"
         assert rule(_ev(size="small", data_stand_in=True)) != "not-checkable"
+        below = _ev(budget_fraction=0.01)
+        assert rule(below) == "holds"
+        assert rule(dict(below, min_margin_over_floor=-0.03)) == "not-checkable"    # the learning guard
+        assert rule(dict(below, min_margin_over_floor=float("nan"))) == "not-checkable"
+        assert rule(_ev(min_margin_over_floor=-0.03)) == "holds"                    # no guard at the paper's
+    assert IM.decide_table1(_ev(budget_fraction=0.01, gain_s2=0.0)) == "not-reproduced"
+    assert IM.decide_shift(_ev(budget_fraction=0.01,
+                               retention_worst={"absolute": 0.9, "s1": 0.95, "s2": 0.85})) == "not-reproduced"
+    assert IM.decide_flt(_ev(budget_fraction=0.01, gain_flt=0.0)) == "not-reproduced"
+
+
+def test_image_rung_and_decision_numbers():
+    """The ladder rung of a grid's evidence, from its runs: table1's effect is the smaller gain minus the
+    margin, with that arm's SE from the seed spread."""
+    runs = [{"method": m, "test_acc": a, "shifts": [-1, 0, 1], "shift_acc": sh, "n_trousers": 5}
+            for m, accs, sh in (("no-pos", (0.50, 0.52), (1, 1, 1)), ("s1", (0.70, 0.74), (0.9, 1, 0.8)),
+                                ("s2", (0.60, 0.60), (0.5, 1, 1)), ("absolute", (0.8, 0.8), (0.1, 1, 1)))
+            for a in accs]
+    ev = {"size": "small", "budget_fraction": 0.001}
+    t1 = IM.decision_numbers("table1", runs, ev)
+    assert t1["gain_s1"] == pytest.approx(0.21) and t1["gain_s2"] == pytest.approx(0.09)
+    se2 = np.sqrt(0.0 / 2 + np.var([0.50, 0.52], ddof=1) / 2)
+    assert t1["se_gain_s2"] == pytest.approx(se2)
+    assert t1["ladder"] == [{"size": "small", "budget_fraction": 0.001, "effect": pytest.approx(-0.01),
+                             "se": pytest.approx(se2)}]
 
 
 def test_extrapolated_steps():

@@ -2,8 +2,20 @@ r"""Kind ``s1``: Horn et al. Strategy 1 (Sec. 2.2), rotary relative positions th
 keys (:func:`refattn.rpe.s1_rotation.s1_attention`).
 
 Options: ``features`` (None: exact softmax on the augmented vectors; or a FAVOR map), ``m``, ``draw``,
-``lengthscales`` S, ``grid`` and ``pos_dim`` A. Learnable: ``attn["s1"]`` (frequencies, alpha, beta;
-``(A, S)``, shared by the heads). Drawn (FAVOR only): ``omega: (m, d + 2 A S)``.
+``lengthscales`` S, ``grid`` and ``pos_dim`` A, ``init``. Learnable: ``attn["s1"]`` (frequencies, alpha,
+beta). Drawn (FAVOR only): ``omega: (m, d + 2 A S)``.
+
+Initialisation (``init``; the paper says only "initialized in a similar manner as conventional absolute
+positional encodings", App. A.2):
+
+* ``"sinusoid"`` (default): :func:`refattn.random.init_s1_params` -- frequencies ``10^4 ** (-s / S)``, alpha
+  1, beta ~ N(0, 0.1^2); ``(A, S)``, shared by the heads.
+* ``"authors"``: Horn et al.'s code (``train.py``, ``LearnableSinusoidEncoding(pos_scales * 2,
+  max_timescale_init=max_pos * 2)``; ``ConstrainedLinear.reset_parameters``: ``init.normal_`` of alpha and
+  beta, one per head and (axis, scale)) -- frequencies ``base ** (-s / S)`` with ``base`` twice the grid's
+  longest side (64 for their 32 x 32 images), alpha and beta ~ N(0, 1) iid; ``(H, A, S)``, one set per head
+  (and per layer, as every layer draws its own). Needs ``grid``. The authors learn one frequency set shared
+  by heads, axes and layers; here each head, axis and layer learns its own from the same start.
 
 Positions: 1-D ``0..L-1`` by default (the paper writes S1 for scalar positions). **2-D positions are this
 project's extension** for images: ``grid=(H, W)`` uses the row-major (row, column) coordinates of the token
@@ -45,7 +57,17 @@ def _bwd(do, cache):
 
 
 def _params(att, *, d_head, n_heads):
-    return {"s1": Draw("s1", {"n_axes": pos_dim(att), "n_lengthscales": att["lengthscales"]})}   # (A, S)
+    args = {"n_axes": pos_dim(att), "n_lengthscales": att["lengthscales"]}
+    if att["init"] == "authors":                                                    # (H, A, S)
+        args.update(init="authors", base=2 * max(att["grid"]), heads=n_heads)
+    return {"s1": Draw("s1", args)}                                                  # (A, S) by default
+
+
+def _check(att, *, d_head, n_heads):
+    if att["init"] == "authors" and att.get("grid") is None:
+        raise ValueError("attention.init: 'authors' sets the frequency base to twice the grid's longest side "
+                         "and needs attention.grid = (H, W); got grid None")
+    return att
 
 
 def _features(att, *, d_head, n_heads):
@@ -56,6 +78,7 @@ def _features(att, *, d_head, n_heads):
 KIND = AttentionKind(
     "s1", _fwd, _bwd,
     options={"features": None, "m": None, "draw": "orthogonal", "lengthscales": 4, "grid": None,
-             "pos_dim": None},
-    choices={"features": (None,) + tuple(FAVOR_FEATURES), "draw": ("iid", "orthogonal")},
-    params=_params, features=_features, omega="redrawn")
+             "pos_dim": None, "init": "sinusoid"},
+    choices={"features": (None,) + tuple(FAVOR_FEATURES), "draw": ("iid", "orthogonal"),
+             "init": ("sinusoid", "authors")},
+    params=_params, features=_features, omega="redrawn", check=_check)
