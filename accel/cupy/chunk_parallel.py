@@ -16,12 +16,12 @@ state entry. With positions cut into chunks ``c`` of length ``C`` (``q_c, k_c: (
     S_c = sum_{c' < c} exp(mc_{c'} - P_{c-1}) U_{c'}           exclusive scan over c          (scan_fwd)
     numer_c = (q_c k_c^T * E_c) u_c + exp(P_{c-1} - M_c) * (q_c S_c)                      batched GEMMs
 
-Log-scales (design.md trap 3) follow the reference exactly: ``M_i`` is the prefix maximum of ``s`` at each
-position, ``mc_c`` the maximum of ``s`` inside chunk ``c``, ``P_c = max_{c' <= c} mc_{c'}`` (= M at the end of
-chunk c), ``w_j = exp(s_j - mc_c) <= 1``, ``E_ij = exp(s_j - M_i) <= 1`` for ``j <= i`` in the chunk (0 above
-the diagonal). Every factor is ``<= 1``, no later key changes an earlier output (M is a prefix maximum), and
-nothing is recovered by subtraction. Without log-scales all these factors are 1 and the scan is a plain
-exclusive prefix sum.
+Log-scales (the stabiliser of ``refattn.attention.linear``) follow the reference exactly: ``M_i`` is the
+prefix maximum of ``s`` at each position, ``mc_c`` the maximum of ``s`` inside chunk ``c``, ``P_c = max_{c' <=
+c} mc_{c'}`` (= M at the end of chunk c), ``w_j = exp(s_j - mc_c) <= 1``, ``E_ij = exp(s_j - M_i) <= 1`` for
+``j <= i`` in the chunk (0 above the diagonal). Every factor is ``<= 1``, no later key changes an earlier
+output (M is a prefix maximum), and nothing is recovered by subtraction. Without log-scales all these factors
+are 1 and the scan is a plain exclusive prefix sum.
 
 Backward, with ``g = d numer_aug``: the forward scan is recomputed for ``dphi_q``; a reverse scan carries
 

@@ -30,8 +30,9 @@ log-scales: the frame of query i is the prefix maximum ``M_i = max_{j<=i} s_j``,
 factors are per row. A chunk whose frames spread by more than ``SPREAD_LIMIT`` (``E - frame`` above e^20 for
 some feature; the reference's guard) takes the exact path: the weights ``exp(s_j - frame_i)`` per (i, j) (per
 feature for frames, O(C^2 m) exponentials; per row for row scales, a masked GEMM), as the reference does.
-Frames and maxima depend on the prefix only, so the output for a prefix never depends on later positions
-(design.md trap 3); every ``exp`` argument is <= 0 except ``E - frame`` <= ``SPREAD_LIMIT``.
+Frames and maxima depend on the prefix only, so the output for a prefix never depends on later positions (the
+prefix invariance of ``refattn.attention.linear``); every ``exp`` argument is <= 0 except ``E - frame`` <=
+``SPREAD_LIMIT``.
 
 Backward, with ``g = d numer_aug``: two sweeps, each with the one (m, d_v + 1) state (nothing is stored per
 chunk, nothing recovered by subtraction): a forward sweep recomputes S for

@@ -10,9 +10,9 @@ primitive    backend       dtypes            registered as
 
 Same signature and result as the core's hot primitive (``refattn.features.fastfood``: ``kernel(x)``):
 ``x: (..., D) -> x H`` with H the unnormalised Sylvester Hadamard matrix (D a power of two), along the last
-axis, ``H_2h = [[H_h, H_h], [H_h, -H_h]]`` (design.md trap 6). The butterflies are the reference's, done in
-place in one copy of each row (parallel over rows): the same additions in the same order, so the result is
-bit-for-bit the reference's. Cost O(D log D) per row against O(D^2) for a dense product with H
+axis, ``H_2h = [[H_h, H_h], [H_h, -H_h]]`` (``refattn.features.fwht``). The butterflies are the reference's,
+done in place in one copy of each row (parallel over rows): the same additions in the same order, so the
+result is bit-for-bit the reference's. Cost O(D log D) per row against O(D^2) for a dense product with H
 (benchmarks/accel.py measures where each wins).
 """
 

@@ -13,13 +13,13 @@ Same signature and outputs as :func:`refattn.features.positive._positive_feature
 
     phi = exp(u - max_row u) in (0, 1],     log_scale = max_row u - |x|^2/2 - log(m)/2,     u = x omega^T
 
-(Choromanski et al. Lemma 1 with the max-subtraction stabiliser, design.md trap 3). The projection is the same
-single 2-D GEMM as the reference (BLAS does that best); the kernel then fuses, per row and in parallel over
-rows, the row maximum, the subtraction *in place* in the GEMM's output, and |x|^2 with the log-scale (two
-passes over a row that stays in L1); the ``exp`` is then applied in place by NumPy's SIMD ufunc (numba without
-Intel SVML calls the scalar libm ``exp``, which is slower per element than NumPy's vectorised one). No (...,
-L, m) temporary beyond the output, against the reference's extra one. Each row's maximum entry is exactly
-exp(0) = 1.
+(Choromanski et al. Lemma 1 with the max-subtraction stabiliser of ``refattn.features.positive``). The
+projection is the same single 2-D GEMM as the reference (BLAS does that best); the kernel then fuses, per row
+and in parallel over rows, the row maximum, the subtraction *in place* in the GEMM's output, and |x|^2 with
+the log-scale (two passes over a row that stays in L1); the ``exp`` is then applied in place by NumPy's SIMD
+ufunc (numba without Intel SVML calls the scalar libm ``exp``, which is slower per element than NumPy's
+vectorised one). No (..., L, m) temporary beyond the output, against the reference's extra one. Each row's
+maximum entry is exactly exp(0) = 1.
 
 Every feature map built on ``positive_features_stable`` (FAVOR+ in ``refattn.attention.favor``, the GMM maps)
 picks this kernel up inside ``accel.use("numba")``; together with the causal scan

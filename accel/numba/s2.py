@@ -15,9 +15,9 @@ adjoint)``:
 * ``adjoint=True``: ``u: (..., L, R, e) -> (..., L, e)``, ``out_j = sum_i sum_r [class(i, j) = r] u_ir``.
 
 **1-D signed** (``grid=None``, classes r = -k..k, R = 2k + 1, index r + k): the near classes |r| < k are
-shifted rows; the two far classes (``j - i >= k`` and ``j - i <= -k``, design.md trap 8) are a running suffix
-and a running prefix sum, accumulated in one sweep each (no difference of cumulative sums, so no
-cancellation). The adjoint uses ``class(i, j) = r  <=>  class(j, i) = -r``. O(L k e).
+shifted rows; the two far classes (``j - i >= k`` and ``j - i <= -k``, ``refattn.rpe.s2_clipped``) are a
+running suffix and a running prefix sum, accumulated in one sweep each (no difference of cumulative sums, so
+no cancellation). The adjoint uses ``class(i, j) = r  <=>  class(j, i) = -r``. O(L k e).
 
 **2-D Manhattan** (``grid=(H, W)``, row-major, classes 0..k, R = k + 1): near classes are rings
 ``|dy| + |dx| = r`` summed cell by cell; the far class is ``total - window`` (Horn's regrouping, as in the

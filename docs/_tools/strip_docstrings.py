@@ -1,6 +1,6 @@
 """Write the tracked ``.py`` files of a git revision, outside tests/ and docs/, with every docstring removed.
 
-For counting duplicated *code* with the workplace's clone detector (issue 21): numpydoc Parameters/Returns
+For counting duplicated *code* with a clone detector: numpydoc Parameters/Returns
 sections repeat by design between a forward, its backward and the plain call, and would dominate the count.
 Both revisions are normalised the same way (``ast.unparse``), so their counts compare.
 

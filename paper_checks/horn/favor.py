@@ -108,8 +108,8 @@ def _matrix_bias(ctx: Context, normalise: bool, wrong_target: bool = False):
                   "(delta method: -Cov(num, den)/E den^2 + E num Var den / E den^3). The check shows Q'K'^T "
                   "(Horn's trig map) unbiased and A_hat biased, |bias| falling with m (m * bias tends to a "
                   "constant as m grows). A_hat is measured with the positive map (FAVOR+): with trig "
-                  "features the normaliser can be <= 0 in some draws (design.md trap 4), and then the ratio "
-                  "has no finite mean at all, which does not make it unbiased either.",
+                  "features the normaliser can be <= 0 in some draws (refattn.features.trig), and then the "
+                  "ratio has no finite mean at all, which does not make it unbiased either.",
        decide=printed_vs_corrected("z_attention_matrix_m2", "z_unnormalised_max", n_se=5.0))
 def attention_matrix(ctx: Context) -> Result:
     raw, ev = _matrix_bias(ctx, normalise=False)

@@ -296,8 +296,8 @@ def _decide_signed(ev: dict) -> str:
                  "sum_j <q'_i, a'_ij> v_j = <q'_i, w'_k> sum_j v_j + sum_m <q'_i, a'_im - w'_k> v_m.",
        expected="erratum",
        derivation="With the signed clip as printed, pairs with j - i <= -k use w_{-k}, not w_k, so the "
-                  "one-baseline formula is wrong unless w_{-k} = w_k (design.md trap 8); the corrected form "
-                  "has two far regions, each a prefix sum. Exact, not statistical.",
+                  "one-baseline formula is wrong unless w_{-k} = w_k (refattn.rpe.s2_clipped); the corrected "
+                  "form has two far regions, each a prefix sum. Exact, not statistical.",
        decide=with_rule(_decide_signed, "holds iff the printed one-baseline formula equals the naive "
                                         "signed-clip sum within 1e-12 (relative); erratum iff it does not "
                                         "and the two-far-region form (refattn's class sums) "

@@ -23,15 +23,15 @@ class Defect:
     check: str
 
 
-#: key -> the known defect (design.md's traps and what the cross-checks of public code found)
+#: key -> the known defect (the numerical traps refattn's modules document, and what the cross-checks of
+#: public code found)
 DEFECTS: dict[str, Defect] = {d.key: d for d in (
-    Defect("non-haar-qr", "non-Haar orthogonal draws: QR without the sign(diag R) correction (design.md "
-                          "trap 2)", "haar"),
+    Defect("non-haar-qr", "non-Haar orthogonal draws: QR without the sign(diag R) correction", "haar"),
     Defect("non-haar-bias", "bias of the positive-feature estimate from non-Haar draws, direction-dependent",
            "unbiased"),
     Defect("zero-draw", "a degenerate draw (all zeros, or not finite)", "haar"),
-    Defect("global-max-eps", "causal leak: a key stabiliser taken over all positions, plus an additive eps "
-                             "(design.md trap 3)", "prefix_invariance"),
+    Defect("global-max-eps", "causal leak: a key stabiliser taken over all positions, plus an additive eps",
+           "prefix_invariance"),
     Defect("global-max-underflow", "causal leak: a key stabiliser taken over all positions without eps "
                                    "(later keys push earlier ones' features to zero)", "prefix_invariance"),
     Defect("batch-max", "a stabiliser (maximum) taken over the whole batch: one batch element's keys change "
@@ -42,7 +42,7 @@ DEFECTS: dict[str, Defect] = {d.key: d for d in (
     Defect("extra-d-quarter", "an extra d^-1/4 scaling of x (the scaled family's map under the unscaled "
                               "name)", "kernel"),
     Defect("wrong-offset", "wrong feature offset: exp(x.w - |x|^2) (KL Eq. (9), a Gaussian kernel) for "
-                           "exp(x.w - |x|^2/2) (design.md trap 1)", "kernel"),
+                           "exp(x.w - |x|^2/2)", "kernel"),
     Defect("gaussian-for-softmax", "Gaussian-kernel features where the softmax kernel is claimed (the "
                                    "exp(|x|^2/2) factor left out, or the maps swapped)", "kernel"),
     Defect("softmax-for-gaussian", "softmax-kernel features where the Gaussian kernel is claimed (an "

@@ -1,4 +1,4 @@
-"""``kernel``: which kernel the candidate estimates, and that it is unbiased for it (design.md trap 1).
+"""``kernel``: which kernel the candidate estimates, and that it is unbiased for it.
 
 features: the mean of ``phi(q) . phi(k)`` over iid Gaussian omegas on 10 pairs of points is tested against
 each kernel of :data:`validation.checks.favor.KERNELS` (``validation.montecarlo.mean_test``, Bonferroni

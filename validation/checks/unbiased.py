@@ -1,8 +1,8 @@
 """``unbiased``: the estimate is unbiased along a coordinate axis, the all-ones direction and two random ones.
 
 draw: over many of the candidate's own draws, refattn's positive-feature estimate of ``exp(q.k)`` is unbiased
-(design.md trap 2: non-Haar orthogonal draws bias it, direction-dependently); features: the candidate's
-estimate of its kernel is unbiased along those directions under Haar-orthogonal draws. z-scores by
+(non-Haar orthogonal draws bias it, direction-dependently: ``refattn.random.draw_orthogonal``); features: the
+candidate's estimate of its kernel is unbiased along those directions under Haar-orthogonal draws. z-scores by
 ``validation.montecarlo.mean_test`` (standard error from the replicates), Bonferroni critical z.
 """
 

@@ -6,10 +6,10 @@ r"""Horn et al. Strategy 2 (clipped relative-position keys): the candidates' con
     clip(x, k) = max(-k, min(k, x)),   row r + k of w holds w_r (r = -k..k)
 
 (exact softmax kernel; refattn.rpe.s2_attention with ``grid=None, omega=None``). Signed distances have *two*
-far regions, j - i >= k and j - i <= -k (design.md trap 8): the paper's one-sided O(L k^2) formula is for
-non-negative (Manhattan) distances. No causal mode. Checks: values (L = 20 > 2k, k = 3), gradients for q, v, w
-(refattn's manual backward), batch_independence (batch element 0's q and v changed, the others' outputs
-kept), dtype.
+far regions, j - i >= k and j - i <= -k (``refattn.rpe.s2_clipped``): the paper's one-sided O(L k^2) formula
+is for non-negative (Manhattan) distances. No causal mode. Checks: values (L = 20 > 2k, k = 3), gradients for
+q, v, w (refattn's manual backward), batch_independence (batch element 0's q and v changed, the others'
+outputs kept), dtype.
 
 On 2-D grids, as Horn et al. run it on images (``s2-grid``, ``s2-grid-cls``):
 
