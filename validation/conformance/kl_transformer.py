@@ -95,6 +95,12 @@ IMPLEMENTATION = Implementation(
                 "with the standard-normal spectrum GaussianMixturePositive is refattn's positive Gaussian "
                 "map "
                 "exp(w.x - |x|^2) / sqrt(m) (Eq. 9's offset |x|^2)", _T + "test_gmm_prf_closed_form"),
+        Finding("GaussianMixtureFourierFeatures (GMM-RKS)", "values", "FAIL", "defect",
+                "compared through the kernel estimates (its width is 4m, refattn's 2m), phi(X) phi(X)^T is "
+                "exactly twice refattn's Gaussian [cos, sin] estimate on the same projections",
+                _T + "test_gmm_rks_estimates_twice_the_kernel",
+                "scale by sqrt(2 / n_dims) instead of sqrt(4 / n_dims) in "
+                "GaussianMixtureFourierFeatures.forward"),
         Finding("GaussianMixtureFourierFeatures (GMM-RKS)", "unbiased", "FAIL", "defect",
                 "each head lists the mirrored mean's [cos, sin] features beside the mean's, both scaled by "
                 "sqrt(4 / n_dims) = 1/sqrt(n): the estimate is twice the kernel of the spectrum (the paper's "

@@ -43,3 +43,12 @@ def test_record_reproduced_every_finding_and_names_versions():
     declared = {(i.name, f.row, f.check) for i in IMPLEMENTATIONS for f in i.findings}
     recorded = {(i["name"], f["row"], f["check"]) for i in doc["implementations"] for f in i["findings"]}
     assert declared == recorded
+
+
+def test_docs_page_quotes_the_record():
+    page = (ROOT / "docs" / "guide" / "conformance.md").read_text()
+    begin = "<!-- conformance: begin (validation/records/conformance.md, pasted verbatim; "
+    start = page.index(begin)
+    body = page[page.index("\n", start) + 1:page.index("<!-- conformance: end -->")]
+    assert body == (ROOT / "validation" / "records" / "conformance.md").read_text()
+    assert "conformance" in (ROOT / "docs" / "guide" / "index.md").read_text().split()
