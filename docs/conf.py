@@ -26,19 +26,24 @@ version = release
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
-    "sphinx.ext.mathjax",
+    "mathml",        # equations -> MathML at build time (_ext/mathml.py): no script, no network
     "sphinx.ext.viewcode",
     "numpydoc",
     "apigen",
     "paperclaims",
     "executed",
+    "xrefs",         # a reference by any import path resolves to the object's one API page (_ext/xrefs.py)
     "myst_parser",   # docs/guide/*.md: the README's detail sections, moved (issue 31 item 5)
 ]
 
-# Offline build: no intersphinx (it would fetch inventories from the network). MathJax: when the system has
-# MathJax 2 (Debian/Ubuntu `apt-get install libjs-mathjax`), the few files it needs are copied into the site
-# (about 1.5 MB, see _copy_mathjax) so pages render equations without a network; otherwise the pages load
-# MathJax from its CDN when read (the build itself reaches nothing either way).
+# Offline build: no intersphinx (it would fetch inventories from the network). Equations are converted to
+# MathML while the site is built (_ext/mathml.py, latex2mathml from the docs extra): the pages load no script
+# and reach no network to show them; docs/README.md compares this with the alternatives.
+html_math_renderer = "mathml"
+# Every cross-reference must resolve (with -W an unresolved one fails the build). Names outside this project
+# have no target without intersphinx (offline), so they are listed here, each with its reason.
+nitpicky = True
+nitpick_ignore: list[tuple[str, str]] = []
 autosummary_generate = True
 # autosummary's table shows a docstring's first sentence, cut at the first ". " that does not end a known
 # abbreviation; docstrings cite "Eq. (3)", "Eqs. 3-5", "Sec. 2.1" in their summaries, so those are added
@@ -77,29 +82,3 @@ html_sidebars = {"papers/*": [], "tutorials/*": [], "tour": []}
 html_static_path = ["_static"]
 html_css_files = ["refattn.css"]
 suppress_warnings: list[str] = []
-
-SYSTEM_MATHJAX = Path("/usr/share/javascript/mathjax")
-MATHJAX_PARTS = ("MathJax.js", "config/TeX-AMS_CHTML.js", "jax/input/TeX", "jax/output/CommonHTML",
-                 "jax/element",
-                 "extensions", "localization/en", "fonts/HTML-CSS/TeX/woff")
-if (SYSTEM_MATHJAX / "MathJax.js").exists():
-    mathjax_path = "mathjax/MathJax.js?config=TeX-AMS_CHTML"   # relative: under _static/
-
-
-def _copy_mathjax(app, exc) -> None:
-    import shutil
-
-    if exc is not None or app.builder.format != "html" or not (SYSTEM_MATHJAX / "MathJax.js").exists():
-        return
-    dest = Path(app.outdir) / "_static" / "mathjax"
-    for part in MATHJAX_PARTS:
-        src = SYSTEM_MATHJAX / part
-        if src.is_dir():
-            shutil.copytree(src, dest / part, dirs_exist_ok=True)
-        elif src.exists():
-            (dest / part).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / part)
-
-
-def setup(app):
-    app.connect("build-finished", _copy_mathjax)

@@ -6,18 +6,30 @@
 ``.. executed::`` (content: Python code) runs one cell of a tutorial page. The cells of a page share one
 namespace, in page order, like a notebook run top to bottom; each cell is shown with what it printed and how
 long it ran, and every matplotlib figure it left open is saved as a PNG (``<outdir>/../executed/``) and shown
-below it, then closed. Pages with cells are re-read on every build, so their numbers are this build's.
+below it, then closed.
 
-Code runs in a fresh namespace with stdout captured. An exception fails the build (-W or not): a tutorial
-that does not run is not published.
+Code runs with stdout captured. An exception fails the build (-W or not): a tutorial that does not run is not
+published.
+
+**Cached by input hash.** A page's outputs depend on its inputs: the page's source (every cell; for the tour,
+README.md), the package sources it can import (every ``.py`` under :data:`SOURCE_PACKAGES`) and the installed
+distributions with their versions. :func:`input_key` hashes them. A page is re-read whenever its key differs
+from the key of its last successful read (or it has none: a page whose code raised is re-read on every build),
+so an incremental build never shows a stale or empty page. Its outputs (printed text, seconds, figures) are
+stored under ``<outdir>/../executed-cache/<key>/``; a page whose key is there is shown from it without
+running, with a caption saying so, and a clean ``docs/_build`` starts with no cache.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
+import json
 import os
 import re
+import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -28,6 +40,7 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 
+SOURCE_PACKAGES = ("refattn", "validation", "paper_checks", "accel")   # what executed code imports from here
 _TOUR = re.compile(r"<!-- section: tour.*?-->.*?```python\n(.*?)```.*?<!-- end section: tour -->", re.S)
 
 
@@ -68,6 +81,103 @@ def save_open_figures(directory: Path, stem: str) -> list[Path]:
     return paths
 
 
+def environment_fingerprint() -> str:
+    """The Python version and every installed distribution with its version, one string (sorted)."""
+    from importlib import metadata
+
+    dists = sorted({f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions()
+                    if d.metadata['Name']})
+    return "\n".join([sys.version, *dists])
+
+
+def sources_digest(root: Path, packages=SOURCE_PACKAGES) -> str:
+    """sha256 over the paths and contents of every ``.py`` file under ``root/<package>`` for `packages`."""
+    h = hashlib.sha256()
+    for pkg in packages:
+        for f in sorted((Path(root) / pkg).rglob("*.py")):
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def input_key(page_text: str, sources: str, environment: str) -> str:
+    """The cache key of a page: sha256 of its source text, the package sources' digest and the environment."""
+    h = hashlib.sha256()
+    for part in (page_text, sources, environment):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()
+
+
+_BUILD_INPUTS: dict[str, str] = {}      # per build: the sources' digest and the environment (computed once)
+
+
+def page_key(env, docname: str) -> str:
+    """:func:`input_key` of `docname` as it is now (README.md's text joins a page that shows the tour)."""
+    if not _BUILD_INPUTS:
+        _BUILD_INPUTS["sources"] = sources_digest(Path(env.srcdir).parent)
+        _BUILD_INPUTS["environment"] = environment_fingerprint()
+    text = Path(env.doc2path(docname)).read_text()
+    if ".. readme-tour::" in text:
+        text += "\0" + (Path(env.srcdir).parent / "README.md").read_text()
+    return input_key(text, _BUILD_INPUTS["sources"], _BUILD_INPUTS["environment"])
+
+
+def _cache_dir(env) -> Path:
+    return Path(env.app.outdir).parent / "executed-cache"
+
+
+def _page_state(env) -> dict:
+    """This read's state of the current page: key, cached cells (or None), cells run, failure flag."""
+    state = env.temp_data.get("refattn_exec")
+    if state is None:
+        key = page_key(env, env.docname)
+        entry = _cache_dir(env) / key / "cells.json"
+        cached = json.loads(entry.read_text()) if entry.exists() else None
+        state = env.temp_data["refattn_exec"] = {"key": key, "cached": cached, "cells": [], "failed": False,
+                                                 "namespace": {"__name__": "__main__"}}
+        shown = getattr(env, "refattn_executed_docs", set())
+        shown.add(env.docname)
+        env.refattn_executed_docs = shown
+    return state
+
+
+def _run_cell(directive, code: str, label: str) -> tuple[str, float, list[Path], str | None]:
+    """Printed text, seconds, figure files and the cache date of the page's next cell: from the page's cache
+    entry when its key is there, else by running `code` in the page's namespace."""
+    env = directive.state.document.settings.env
+    state = _page_state(env)
+    n = len(state["cells"])
+    figdir = Path(env.app.outdir).parent / "executed"
+    stem = f"{env.docname.replace('/', '-')}-cell{n + 1}"
+    cached = state["cached"]
+    if cached is not None and n < len(cached["cells"]) and cached["cells"][n]["code"] == code:
+        cell = cached["cells"][n]
+        figs = []
+        for name in cell["figures"]:
+            figdir.mkdir(parents=True, exist_ok=True)
+            figs.append(Path(shutil.copy2(_cache_dir(env) / state["key"] / name, figdir / name)))
+        state["cells"].append(cell)
+        return cell["printed"], cell["seconds"], figs, cached["date"]
+    if cached is not None:                       # the entry does not fit this page: run it all afresh
+        raise directive.error(f"{label}: the cache entry {_cache_dir(env) / state['key']} does not hold "
+                              "this cell (a damaged cache: delete it)")
+    try:
+        printed, secs = run_code(code, label, state["namespace"])
+    except Exception as exc:                       # fail the build, saying where
+        state["failed"] = True
+        raise directive.error(f"{label} raised {type(exc).__name__}: {exc}") from exc
+    figs = save_open_figures(figdir, stem)
+    state["cells"].append({"code": code, "printed": printed, "seconds": secs,
+                           "figures": [f.name for f in figs]})
+    return printed, secs, figs, None
+
+
+def _caption(secs: float, date: str | None) -> str:
+    if date is None:
+        return f"Output ({secs:.2f} s, run while this page was built):"
+    return (f"Output ({secs:.2f} s when run on {date} for the same inputs: this page, the package sources "
+            "and the installed versions, by hash):")
+
+
 class ReadmeTour(Directive):
     has_content = False
 
@@ -76,12 +186,9 @@ class ReadmeTour(Directive):
         readme = Path(env.srcdir).parent / "README.md"
         env.note_dependency(str(readme))
         code = readme_tour(readme)
-        try:
-            printed, secs = run_code(code, "README.md tour")
-        except Exception as exc:                       # fail the build, saying where
-            raise self.error(f"readme-tour: the README tour raised {type(exc).__name__}: {exc}") from exc
+        printed, secs, _, date = _run_cell(self, code, "readme-tour: the README tour")
         block = nodes.literal_block(code, code, language="python")
-        caption = nodes.paragraph(text=f"Output (executed while this page was built, {secs:.1f} s):")
+        caption = nodes.paragraph(text=_caption(secs, date))
         out = nodes.literal_block(printed, printed or "(nothing printed)", language="text")
         return [block, caption, out]
 
@@ -97,63 +204,85 @@ class Executed(Directive):
 
         matplotlib.use("Agg")                           # no display while building
         env = self.state.document.settings.env
-        shown = getattr(env, "refattn_executed_docs", set())
-        shown.add(env.docname)
-        env.refattn_executed_docs = shown
-        spaces = env.temp_data.setdefault("refattn_namespaces", {})
-        ns = spaces.setdefault(env.docname, {"__name__": "__main__"})
-        cell = env.temp_data["refattn_cell"] = env.temp_data.get("refattn_cell", 0) + 1
         code = "\n".join(self.content) + "\n"
-        label = f"{env.docname}.rst, cell {cell}"
+        cell = len(_page_state(env)["cells"]) + 1
+        label = f"executed: {env.docname}.rst, cell {cell}"
         cpu0 = time.process_time()
-        try:
-            printed, secs = run_code(code, label, ns)
-        except Exception as exc:                       # fail the build, saying where
-            raise self.error(f"executed: {label} raised {type(exc).__name__}: {exc}") from exc
+        printed, secs, figs, date = _run_cell(self, code, label)
         times = env.temp_data.setdefault("refattn_seconds", {})
-        wall, cpu = times.get(env.docname, (0.0, 0.0))
-        times[env.docname] = (wall + secs, cpu + time.process_time() - cpu0)
+        wall, cpu = times.get(env.docname, (0.0, 0.0, None))[:2]
+        times[env.docname] = (wall + secs, cpu + time.process_time() - cpu0, date)
         out: list = [nodes.literal_block(code, code, language="python")]
         if printed and "hide-output" not in self.options:
-            out.append(nodes.paragraph(text=f"Output ({secs:.2f} s while this page was built):"))
+            out.append(nodes.paragraph(text=_caption(secs, date)))
             out.append(nodes.literal_block(printed, printed, language="text"))
-        figdir = Path(env.app.outdir).parent / "executed"
-        for fig in save_open_figures(figdir, f"{env.docname.replace('/', '-')}-cell{cell}"):
+        for fig in figs:
             rel = Path(os.path.relpath(fig, Path(env.srcdir).resolve())).as_posix()
             container = nodes.container(classes=["executed-figure"])
+            drawn = "while this page was built" if date is None else f"when run on {date} (cached by hash)"
             lines = [f".. figure:: /{rel}", "   :width: 85%", "",
-                     f"   Drawn by cell {cell} while this page was built.", ""]
+                     f"   Drawn by cell {cell} {drawn}.", ""]
             self.state.nested_parse(StringList(lines, source=label), self.content_offset, container)
             out.append(container)
         return out
 
 
-def _reread_executed(app, env, added, changed, removed):
-    """Pages with executed cells show this build's numbers, so they are re-read on every build."""
-    return sorted(getattr(env, "refattn_executed_docs", set()) & set(env.found_docs))
+def _store(app, doctree) -> None:
+    """After a page's read: remember its key (not after a failure) and store a run's outputs in the cache."""
+    env = app.env
+    state = env.temp_data.get("refattn_exec")
+    if state is None:
+        return
+    keys = getattr(env, "refattn_executed_keys", {})
+    env.refattn_executed_keys = keys
+    if state["failed"]:
+        keys.pop(env.docname, None)               # re-read (and re-run) on the next build
+        return
+    keys[env.docname] = state["key"]
+    secs = env.temp_data.get("refattn_seconds", {}).get(env.docname)
+    if state["cached"] is not None:
+        logger.info(f"[executed] {env.docname}: shown from the cache ({state['key'][:12]})")
+        return
+    if secs is not None:
+        logger.info(f"[executed] {env.docname}: cells ran in {secs[0]:.1f} s ({secs[1]:.1f} s CPU)")
+    entry = _cache_dir(env) / state["key"]
+    entry.mkdir(parents=True, exist_ok=True)
+    figdir = Path(app.outdir).parent / "executed"
+    for cell in state["cells"]:
+        for name in cell["figures"]:
+            shutil.copy2(figdir / name, entry / name)
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    tmp = entry / "cells.json.tmp"
+    tmp.write_text(json.dumps({"date": date, "docname": env.docname, "cells": state["cells"]}))
+    os.replace(tmp, entry / "cells.json")
+
+
+def _outdated(app, env, added, changed, removed):
+    """Pages with executed code whose inputs changed since their last successful read (or that failed)."""
+    keys = getattr(env, "refattn_executed_keys", {})
+    _BUILD_INPUTS.clear()
+    return sorted(d for d in getattr(env, "refattn_executed_docs", set()) & set(env.found_docs)
+                  if keys.get(d) != page_key(env, d))
 
 
 def _purge(app, env, docname):
     getattr(env, "refattn_executed_docs", set()).discard(docname)
+    getattr(env, "refattn_executed_keys", {}).pop(docname, None)
 
 
 def _merge(app, env, docnames, other):
     env.refattn_executed_docs = (getattr(env, "refattn_executed_docs", set())
                                  | getattr(other, "refattn_executed_docs", set()))
-
-
-def _log_time(app, doctree):
-    env = app.env
-    secs = env.temp_data.get("refattn_seconds", {}).get(env.docname)
-    if secs is not None:
-        logger.info(f"[executed] {env.docname}: cells ran in {secs[0]:.1f} s ({secs[1]:.1f} s CPU)")
+    keys = getattr(env, "refattn_executed_keys", {})
+    keys.update({d: k for d, k in getattr(other, "refattn_executed_keys", {}).items() if d in docnames})
+    env.refattn_executed_keys = keys
 
 
 def setup(app):
     directives.register_directive("executed", Executed)
-    app.connect("env-get-outdated", _reread_executed)
+    directives.register_directive("readme-tour", ReadmeTour)
+    app.connect("env-get-outdated", _outdated)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)
-    app.connect("doctree-read", _log_time)
-    directives.register_directive("readme-tour", ReadmeTour)
+    app.connect("doctree-read", _store)
     return {"version": "0.1", "parallel_read_safe": True}

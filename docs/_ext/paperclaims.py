@@ -1,13 +1,16 @@
-"""Render paper-check verdicts and evidence on the paper pages, generated at build time.
+"""Render paper-check verdicts and evidence on the paper pages, from committed records.
 
-At ``builder-inited`` this runs
-``python -m paper_checks --size tiny --seed 0 --json <outdir>/../paper_checks.json``
-and ``--report <outdir>/../paper_checks_report`` (figures): the non-slow claims, 5-12 s on 2 cores, in a
-subprocess; it keeps the rows. Three directives read them:
+At ``builder-inited`` this reads the fast (non-slow) claims' results from the committed record
+``paper_checks/records/docs-tiny/`` (written by ``python docs/_tools/record_checks.py``: the ``--json`` rows
+of ``python -m paper_checks --size tiny --seed 0``, its figures and its command.txt), so the build runs no
+claim; the pages say which record, commit and date they show. ``REFATTN_DOCS_RUN_CHECKS=1`` runs that command
+afresh instead (in a subprocess, 20-60 s on 2 cores; the figures under ``<outdir>/../paper_checks_report``),
+and ``REFATTN_DOCS_CHECKS_JSON=<path>`` renders an existing JSON. A registered fast claim with no row in what
+is rendered is a warning (an error under ``-W``). Three directives read the rows:
 
 ``.. paper-claim:: <claim id>``
     the claim as the registry states it (section, statement, expected verdict, decision rule), then the
-    verdict this build measured, the summary, the corrected statement for an erratum and the evidence table.
+    measured verdict, the summary, the corrected statement for an erratum and the evidence table.
 ``.. paper-claims-table:: <glob>``
     one row per matching claim: id (linking to its paper-claim block), section, expected, measured verdict.
 ``.. code-of:: <module.function>``
@@ -19,13 +22,13 @@ A slow claim (skipped at this size) is rendered from the newest committed experi
 it: ``paper_checks/records/<group>/results.json`` (the ``--json`` output of a run with ``--all``), with
 its figures (``<group>/figures/*.png``) and the command, date and machine of ``<group>/command.txt``,
 under a note "from the committed record of <date>, size <size>"; without a record it says "no committed
-record yet" and gives the command that runs it. Set ``REFATTN_DOCS_CHECKS_JSON=<path>`` to render an
-existing JSON instead of running the checks (the path is printed on the page's provenance line either
-way), and ``REFATTN_DOCS_RECORDS=<dir>`` to read records from another directory.
+record yet" and gives the command that runs it. ``REFATTN_DOCS_RECORDS=<dir>`` reads records from another
+directory.
 """
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import json
 import os
@@ -47,6 +50,7 @@ _META: dict[str, object] = {}
 _RECORDS: dict[str, dict] = {}    # claim id -> the newest record row that has it (load_records)
 REPO = Path(__file__).resolve().parents[2]
 RECORDS_DIR = REPO / "paper_checks" / "records"
+FAST_RECORD = "docs-tiny"           # the group of the fast claims' record (docs/_tools/record_checks.py)
 NOT_MEASURED = ("skipped", "error")   # verdicts that say nothing about the claim
 
 _DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2})(?::\d{2})?)?\s*(UTC|Z|[+-]\d{2}:?\d{2})?")
@@ -91,6 +95,8 @@ def load_records(root: Path) -> dict[str, dict]:
         return best
     for res in sorted(root.glob("*/results.json")):
         group_dir = res.parent
+        if group_dir.name == FAST_RECORD:      # the fast claims' record: rendered as this build's rows
+            continue
         try:
             rows = json.loads(res.read_text())
         except json.JSONDecodeError as exc:
@@ -116,9 +122,11 @@ def load_records(root: Path) -> dict[str, dict]:
 
 def _run_checks(app) -> None:
     given = os.environ.get("REFATTN_DOCS_CHECKS_JSON")
+    record = RECORDS_DIR / FAST_RECORD
+    _META.clear()
     if given:
         path = Path(given)
-    else:
+    elif os.environ.get("REFATTN_DOCS_RUN_CHECKS") == "1":
         path = Path(app.outdir).parent / "paper_checks.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         report = path.parent / "paper_checks_report"      # figures (PNGs) of the checks that draw them
@@ -132,8 +140,20 @@ def _run_checks(app) -> None:
         if proc.returncode == 1:              # a claim raised: shown as such, and -W fails the build
             logger.warning(f"paper checks: some claims raised (exit 1): {proc.stderr.strip()[-1500:]}")
         _META["seconds"] = time.perf_counter() - t0
+        _META["fresh"] = True
         logger.info(f"[paperclaims] ran {' '.join(cmd[1:])} in {_META['seconds']:.1f} s")
+    else:
+        path = record / "results.json"
+        if not path.exists():
+            raise RuntimeError(f"{path} is missing: run `python docs/_tools/record_checks.py` (or build with "
+                               "REFATTN_DOCS_RUN_CHECKS=1)")
+        cmd_file = record / "command.txt"
+        _META["record"] = {"command": cmd_file.read_text().strip() if cmd_file.exists() else "",
+                           "commit": _git(["log", "-1", "--format=%h", "--", str(path)], cwd=record)}
     rows = json.loads(path.read_text())
+    if "record" in _META:                 # figure paths in the record are relative to it
+        for r in rows:
+            r["figures"] = [str(record / f) for f in r.get("figures") or []]
     _ROWS.clear()
     _ROWS.update({r["id"]: r for r in rows})
     _META["path"] = str(path)
@@ -173,9 +193,26 @@ def _esc(text: str) -> str:
 def _provenance_line() -> str:
     p = _META.get("provenance", {})
     keys = ("refattn", "git_commit", "numpy", "seed", "size")
-    return ("Generated at build time: " + ", ".join(f"{k} {p.get(k)}" for k in keys if k in p)
-            + f" (``{Path(str(_META.get('path', '?'))).name}``). Slow (trained) claims: from the newest "
-            + "committed record under ``paper_checks/records/`` where one exists, marked as such.")
+    measured = ", ".join(f"{k} {p.get(k)}" for k in keys if k in p)
+    rec = _META.get("record")
+    if rec is not None:
+        date = record_date(rec["command"]) or "an unknown date"
+        commit = f"commit ``{rec['commit']}``" if rec["commit"] else "**not committed yet**"
+        head = (f"Fast claims: from the committed record ``paper_checks/records/{FAST_RECORD}/`` ({commit}), "
+                f"run on {_esc(date)}: {measured}; ``python docs/_tools/record_checks.py`` re-runs it. ")
+    elif _META.get("fresh"):
+        head = f"Fast claims: run while this site was built: {measured}. "
+    else:
+        head = f"Fast claims: from ``{Path(str(_META.get('path', '?'))).name}``: {measured}. "
+    return head + ("Slow (trained) claims: from the newest committed record under ``paper_checks/records/`` "
+                   "where one exists, marked as such.")
+
+
+def _measured_where() -> str:
+    """How the fast claims' figures came to be, for their captions."""
+    if "record" in _META:
+        return f"from the record ``{FAST_RECORD}``"
+    return "drawn by the check during this build" if _META.get("fresh") else "from the rendered JSON"
 
 
 def _row_lines(r: dict, srcdir: Path, figure_caption: str) -> list[str]:
@@ -227,7 +264,7 @@ def claim_lines(cid: str, row: dict | None, record: dict | None, srcdir: Path) -
     record's command.txt; without a record the block says "no committed record yet" and gives the command."""
     lines: list[str] = [f".. _claim-{cid}:", ""]
     if row is not None and row.get("verdict") != "skipped":     # measured (or raised) in this build
-        return lines + _row_lines(row, srcdir, "drawn by the check during this build")
+        return lines + _row_lines(row, srcdir, _measured_where())
     if record is not None:
         meta = record["_record"]
         where = f"``paper_checks/records/{meta['group']}/``"
@@ -311,12 +348,111 @@ class PaperClaimsTable(Directive):
         return [container]
 
 
+# what computes: arithmetic operators, and the array functions that do maths (not shapes, not checks)
+_ARITH_OPS = (ast.Add, ast.Sub, ast.Mult, ast.Div, ast.MatMult, ast.Pow, ast.FloorDiv)
+MATH_CALLS = frozenset({
+    "exp", "expm1", "log", "log1p", "logaddexp", "sin", "cos", "tan", "tanh", "sinh", "cosh", "arctan2",
+    "sqrt", "square", "abs", "sum", "cumsum", "prod", "mean", "var", "max", "min", "maximum", "minimum",
+    "matmul", "einsum", "tensordot", "vecdot", "outer", "sinc", "fft", "ifft", "rfft", "irfft", "softmax",
+    "logsumexp", "clip", "sign", "where", "erf",
+})
+
+
+def _computes(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, _ARITH_OPS):
+            return True
+        if isinstance(sub, ast.UnaryOp) and isinstance(sub.op, ast.USub) \
+                and not isinstance(sub.operand, ast.Constant):
+            return True
+        if isinstance(sub, ast.Call):
+            f = sub.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name in MATH_CALLS:
+                return True
+    return False
+
+
+def arithmetic_lines(source: str) -> list[int]:
+    """1-based line numbers (within `source`, one function's dedented source) of the statements that compute:
+    an assignment, augmented assignment, return or yield whose value holds an arithmetic operator (``+ - * /
+    @ ** //``, a negation) or a maths call (:data:`MATH_CALLS`: exp, cos, sum, einsum, ...). Argument checks
+    (``check_*`` calls, ``raise``, ``assert``) and plain calls of another function are not arithmetic."""
+    fn = ast.parse(source).body[0]
+    lines: set[int] = set()
+    for node in ast.walk(fn):
+        assigns = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)
+        if isinstance(node, assigns) and node.value is not None:
+            value = node.value
+        elif isinstance(node, ast.Expr) and isinstance(node.value, (ast.Yield, ast.YieldFrom)):
+            value = node.value
+        else:
+            continue
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, _ARITH_OPS) or _computes(value):
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return sorted(lines)
+
+
+def core_calls(source: str) -> list[str]:
+    """The names of the ``*_core`` functions that one function's `source` calls, in order of appearance."""
+    fn = ast.parse(source).body[0]
+    calls = []
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name.endswith("_core") and name not in calls:
+                calls.append(name)
+    return calls
+
+
+def excerpt_problem(source: str, composition: str | None) -> str | None:
+    """Why one function's `source` cannot stand beside an equation (None when it can): it needs an arithmetic
+    line (:func:`arithmetic_lines`); a function marked as a composition (its equation is a chain of layers,
+    each computed in its own core) instead needs to call at least two ``*_core`` functions and no checks."""
+    if arithmetic_lines(source):
+        return None
+    if composition:
+        cores = core_calls(source)
+        checks = re.findall(r"\bcheck_\w+\(", source.split('"""')[-1])
+        if len(cores) >= 2 and not checks:
+            return None
+        return (f"marked as a composition, but it calls {len(cores)} core(s) ({', '.join(cores) or 'none'}) "
+                f"and {len(checks)} check(s): a composition calls two or more cores and no check")
+    return "no arithmetic line (only checks and calls): show the core or the lines that compute the equation"
+
+
+def public_of(qual: str, given: str | None) -> str | None:
+    """The documented public function whose computation `qual` is: `given` (an option) when set, else the
+    name without its ``_core`` suffix (``f_fwd_core`` -> ``f_fwd``), then without ``_fwd`` (-> ``f``);
+    None when none of them has an API page."""
+    from xrefs import resolve_name
+
+    if given:
+        return resolve_name(given, None)
+    modname, name = qual.rsplit(".", 1)
+    base = name[:-len("_core")] if name.endswith("_core") else name
+    tries = [base] + ([base[:-len("_fwd")]] if base.endswith("_fwd") else [])
+    for n in tries:
+        if n.startswith("_"):
+            continue
+        found = resolve_name(f"{modname}.{n}", None)
+        if found is not None:
+            return found
+    return None
+
+
 class CodeOf(Directive):
+    """``.. code-of:: module.function``: the function's source, docstring elided, with its arithmetic lines
+    highlighted and a link to the public function it computes for (option ``:public: name`` when the name
+    cannot be derived; ``:composition: reason`` for a function that chains layer cores, see
+    :func:`excerpt_problem`)."""
+
     required_arguments = 1
     has_content = False
+    option_spec = {"public": directives.unchanged, "composition": directives.unchanged_required}
 
     def run(self):
-        import ast
         import importlib
         import inspect
         import textwrap
@@ -328,11 +464,17 @@ class CodeOf(Directive):
         except (ImportError, AttributeError) as exc:
             raise self.error(f"code-of: cannot import {qual!r}: {exc}") from None
         src, start = inspect.getsourcelines(obj)
-        tree = ast.parse(textwrap.dedent("".join(src)))
-        fn = tree.body[0]
+        source = textwrap.dedent("".join(src))
+        fn = ast.parse(source).body[0]
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             raise self.error(f"code-of: the source inspect found for {qual!r} (line {start}) does not start "
                              "with its def: was the file edited while the site was being built?")
+        composition = self.options.get("composition")
+        problem = excerpt_problem(source, composition)
+        if problem is not None:
+            raise self.error(f"code-of: {qual}: {problem}")
+        arith = arithmetic_lines(source) or [n for n, ln in enumerate(source.splitlines(), 1)
+                                             if any(f"{c}(" in ln for c in core_calls(source))]
         body = fn.body
         keep = list(range(len(src)))
         first = body[0] if body else None
@@ -350,21 +492,33 @@ class CodeOf(Directive):
             rel = path.relative_to(Path(self.state.document.settings.env.srcdir).parent)
         except ValueError:
             rel = path
-        public = getattr(obj, "__module__", modname)
-        intro = StringList([f"{rel}, line {start}: :func:`{public}.{name}`", ""], source=f"code-of {qual}")
+        public = public_of(qual, self.options.get("public"))
+        if public is not None:
+            link = f"computes :func:`{public}`" if callable(obj) else f"of :obj:`{public}`"
+            intro = f"``{rel}``, line {start}: ``{name}``, {link}"
+            if composition:
+                intro += f"; a composition ({_esc(composition)}): the highlighted calls are its steps"
+        elif modname.split(".")[0] == "paper_checks":
+            intro = f"``{rel}``, line {start}: ``{name}``, the check's own construction (not an API function)"
+        else:
+            raise self.error(f"code-of: no documented public function for {qual!r}: give ':public: <name>'")
         para = nodes.container(classes=["code-of"])
-        self.state.nested_parse(intro, self.content_offset, para)
+        self.state.nested_parse(StringList([intro, ""], source=f"code-of {qual}"), self.content_offset, para)
         block = nodes.literal_block(text, text, language="python", linenos=True)
-        # highlight the lines whose comment names an equation ("# ... Eq. (7)"): the ones that compute it
-        shown = text.splitlines()
-        hl = [i + 1 for i, ln in enumerate(shown) if re.search(r"#.*\b(Eqs?\.|Lemma|Thm|Theorem|Alg)", ln)]
-        block["highlight_args"] = {"linenostart": start, **({"hl_lines": hl} if hl else {})}
+        # highlight the lines that compute (numbered as shown: the docstring is one line there)
+        shift = {}
+        for shown_i, src_i in enumerate(keep):
+            if src_i >= 0:
+                shift[src_i + 1] = shown_i + 1
+        hl = sorted(shift[n] for n in arith if n in shift)
+        block["highlight_args"] = {"linenostart": start, "hl_lines": hl}
         para += block
         return [para]
 
 
 def _always_reread(app, env, added, changed, removed):
-    """The paper pages show this build's verdicts, so they are re-read on every build."""
+    """The paper pages show the rows and the source code as they are now, so they are re-read on every build
+    (reading them runs nothing)."""
     return [d for d in env.found_docs if d.startswith("papers/")]
 
 
@@ -376,6 +530,9 @@ def _check_coverage(app, env):
     for cid in sorted(REGISTRY):
         if cid.startswith(PAPER_PREFIXES) and cid not in shown:
             logger.warning(f"paper claim {cid!r} is registered but no paper page shows it (.. paper-claim::)")
+        if cid.startswith(PAPER_PREFIXES) and not REGISTRY[cid].slow and cid not in _ROWS:
+            logger.warning(f"paper claim {cid!r} is registered but has no row in {_META.get('path')}: run "
+                           "`python docs/_tools/record_checks.py` to bring the record up to date")
 
 
 def _purge(app, env, docname):
