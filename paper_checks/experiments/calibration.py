@@ -27,7 +27,7 @@ from . import eigenvalues as eig
 from . import published as P  # noqa: N812 (the published numbers)
 
 __all__ = ["horn_run_sd", "horn_table1", "horn_shift", "flt_image", "kl_listops", "kl_sparsity",
-           "kl_eigenvalues", "CASES", "RULES", "calibrate", "main"]
+           "kl_eigenvalues", "CASES", "RULES", "calibrate", "table", "main"]
 
 AT_PAPER = {"size": "authors", "data_stand_in": False, "budget_fraction": 1.0}
 
@@ -155,12 +155,19 @@ def calibrate() -> list[dict]:
     return out
 
 
+def table(rows: list[dict] | None = None) -> str:
+    """The calibration as a markdown table (the docs page's block)."""
+    rows = calibrate() if rows is None else rows
+    out = ["| claim | case | the paper's data imply | the rule gives | source |",
+           "| --- | --- | --- | --- | --- |"]
+    out += [f"| `{r['claim']}` | {r['case']} | {r['expected']} | {r['verdict']} | {r['source']} |"
+            for r in rows]
+    return "\n".join(out)
+
+
 def main() -> int:
     rows = calibrate()
-    print("| claim | case | the paper's data imply | the rule gives | source |")
-    print("| --- | --- | --- | --- | --- |")
-    for r in rows:
-        print(f"| `{r['claim']}` | {r['case']} | {r['expected']} | {r['verdict']} | {r['source']} |")
+    print(table(rows))
     return 0 if all(r["verdict"] == r["expected"] for r in rows) else 1
 
 

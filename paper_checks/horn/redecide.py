@@ -77,7 +77,8 @@ def redecide_rows(rows: list[dict], record_dir: Path) -> tuple[list[dict], list[
         verdict = claim.decide(ev)
         if verdict != rec["verdict"]:
             changes.append(f"{cid}: {rec['verdict']} -> {verdict}")
-            summary = f"{verdict} (budget {ev['budget_fraction']:.2g} of the paper's): {summary}"
+            if cid not in IMAGE_CLAIMS:                     # (the image summary states its compute itself)
+                summary = f"{verdict} (budget {ev['budget_fraction']:.2g} of the paper's): {summary}"
         out.append({**rec, "rule": claim.rule, "verdict": verdict, "summary": summary,
                     "evidence": json_safe(ev)})
     return out, changes

@@ -89,3 +89,18 @@ def test_the_taxonomy_keeps_fails_on_a_ladder_that_shows_it():
     assert rule(ev) == "fails"
     ev["ladder"][1]["effect"] = -0.05
     assert rule(ev) == "not-reproduced"
+
+
+def test_docs_page_tables_are_the_generated_ones():
+    """docs/guide/experiments.md's provenance and calibration blocks equal what the code generates (no table
+    typed twice); a changed setting or rule fails here until the page is regenerated with
+    ``python -m paper_checks.experiments.provenance_docs --docs docs/guide/experiments.md``."""
+    from pathlib import Path
+
+    from paper_checks.experiments import provenance_docs
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "guide" / "experiments.md"
+    text = page.read_text()
+    for name in provenance_docs.tables():
+        assert provenance_docs.docs_section(name) in text, name
+    assert provenance_docs.replace_sections(text) == text
