@@ -33,7 +33,7 @@ extensions = [
     "paperclaims",
     "executed",
     "xrefs",         # a reference by any import path resolves to the object's one API page (_ext/xrefs.py)
-    "myst_parser",   # docs/guide/*.md: the README's detail sections, moved (issue 31 item 5)
+    "myst_parser",   # docs/guide/*.md: the guide pages (the README's detail sections)
 ]
 
 # Offline build: no intersphinx (it would fetch inventories from the network). Equations are converted to

@@ -137,7 +137,8 @@ PROVENANCE = (
             "(refattn.positive_features_stable)", "refattn's choice",
             code="performer_pytorch.py l. 94 (per-row max for queries), l. 97 (one max over all keys), eps "
                  "1e-4",
-            note="the same estimator without the additive eps (design.md trap 3)"),
+            note="the same estimator without the additive eps (which leaks the future in causal mode: "
+                 "docs/tutorials/causal-linear-attention.rst)"),
     Setting("optimiser", f"Adam (AdamW, weight decay 0), betas ({SETTINGS['beta1']}, {SETTINGS['beta2']}), "
             "eps 1e-8", "authors' code", code="train.py l. 120-123 (torch.optim.Adam, betas [0.9, 0.98])"),
     Setting("learning rate", _sizes("lr"), "scaled to the budget",

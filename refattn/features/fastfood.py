@@ -244,7 +244,7 @@ def fastfood_prf_features(x: Array, params: FastFoodParams, *, sigma: float = 1.
     """FastFood-PRF features ``exp(x V^T - |x|^2) / sqrt(M)`` (Chowdhury et al. Eq. 12 with Eq. 9).
 
     Unbiased, over the initial law of the draw, for :func:`fastfood_prf_kernel` (the Gaussian kernel
-    ``exp(-|q - k|^2 / 2)`` at sigma = 1; design.md trap 1: the offset is ``|x|^2``). Unstabilised: overflows
+    ``exp(-|q - k|^2 / 2)`` at sigma = 1: the offset is ``|x|^2``, not ``|x|^2/2``). Unstabilised: overflows
     for large inputs; attention should use :func:`fastfood_prf_features_stable`. Backward: ``de = dphi * phi``
     goes through :func:`fastfood_projection_bwd` as ``du``, and ``-|x|^2`` adds ``-2 x sum_M(de)`` to ``dx``.
 
@@ -347,7 +347,7 @@ def fastfood_prf_features_stable(x: Array, params: FastFoodParams, *,
     """Row-stabilised FastFood-PRF features: :func:`fastfood_prf_features` as ``phi * exp(log_scale)``.
 
     Chowdhury et al. Eq. 12 with the row maximum of the exponent and ``1/sqrt(M)`` factored into
-    ``log_scale`` (design.md trap 3); never overflows. Backward: the row maximum's gradient goes to its argmax
+    ``log_scale``; never overflows. Backward: the row maximum's gradient goes to its argmax
     (ties share it equally).
 
     {params}

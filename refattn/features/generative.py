@@ -691,7 +691,7 @@ def generative_prf_features_stable(x: Array, noise: Array, params: GeneratorPara
     """Row-stabilised Generative-PRF features: :func:`generative_prf_features` as ``phi * exp(log_scale)``.
 
     Chowdhury et al. Eq. (11) with the row maximum of the exponent, the ``|x|^2`` offset of Eq. (9) and
-    ``1/sqrt(M)`` factored into ``log_scale`` (design.md trap 3); never overflows.
+    ``1/sqrt(M)`` factored into ``log_scale``; never overflows.
 
     {x_doc}
     {gen_params}

@@ -367,8 +367,8 @@ def gmm_prf_features_stable(x: Array, noise: Array, params: GMMParams) -> tuple[
     """Row-stabilised GMM-PRF features: :func:`gmm_prf_features` as ``phi * exp(log_scale)``.
 
     Chowdhury et al. Eq. (10) on :func:`positive_features_stable` (offset ``|x|^2/2``): the row maximum of the
-    exponent, the extra ``-|x|^2/2`` of Eq. (9) and the ``1/sqrt(M)`` factored into ``log_scale`` (design.md
-    trap 3); never overflows.
+    exponent, the extra ``-|x|^2/2`` of Eq. (9) and the ``1/sqrt(M)`` factored into ``log_scale``; never
+    overflows.
 
     {x_noise}
     {params}

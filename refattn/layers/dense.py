@@ -10,7 +10,7 @@ Gradient layout (walked by ``validation.check_vjp`` by argument name): ``dense_b
 argument, so a nested parameter container is matched leaf by leaf.
 
 The weight gradient is a 2-D contraction over all leading axes flattened, ``x2^T dy2`` with
-``x2: (N, d_in)`` (design.md section 6: a broadcast batched matmul followed by a sum is several times slower);
+``x2: (N, d_in)`` (a broadcast batched matmul followed by a sum would run as many small products);
 on NumPy its long row axis is summed in blocks of :data:`ROWS_PER_BLOCK` rows, one GEMM each, which keeps
 OpenBLAS's operands in the cache.
 """
