@@ -6,10 +6,14 @@ same recurrence C rows at a time. This module holds the chunk loops:
 
 * row log-scales ``s: (..., L)`` or none: :func:`causal_fwd_states` (the forward, also keeping states for the
   backward), :func:`causal_bwd_stored` (one reverse sweep from the kept states) and the dispatched references
-  ``_causal_fwd_reference`` / ``_causal_bwd_reference`` (two sweeps, nothing kept);
+  ``_causal_fwd_reference`` / ``_causal_bwd_reference`` (two sweeps, nothing kept); one chunk of the first
+  two is :func:`_chunk_fwd` / :func:`_chunk_fwd_scaled` and :func:`_chunk_bwd` / :func:`_chunk_bwd_scaled`;
 * per-feature frames ``s: (..., L, m)``: ``_causal_frames_fwd_reference`` and ``_causal_frames_bwd_reference``
   (dispatched), each chunk on the chunk-frame path (GEMMs) while its spread is within :data:`SPREAD_LIMIT`,
-  else on the exact path (:func:`_exact_weights`).
+  else on the exact path (:func:`_exact_weights`); one chunk is :func:`_frames_chunk_fwd`, and
+  :func:`_frames_dq` with :func:`_frames_dk_dv` backward.
+
+Each chunk step sits under a two-line comment with the equation it implements.
 
 Axes: ``...`` batch and heads, ``L`` positions, ``C`` chunk length, ``m`` features, and ``d_v + 1`` the
 width of the augmented values ``[v, 1]``.
@@ -118,14 +122,36 @@ def _tril_masks(L, chunk_size, *, xp, device):
     return {c: _tril_mask(c, xp=xp, device=device) for c in sizes}
 
 
-# numer_aug[a:b] = tril(Q K^T) U + Q S_a,  S_b = S_a + K^T U        (linear_attention_step, C rows at once)
-# row scales: the weights times exp(s_j - M_i), the state rescaled by exp(M_a - M_b)  (module ``linear``)
+# numer_c = tril(Q_c K_c^T) U_c + Q_c S_a,   S_b = S_a + K_c^T U_c    (linear_attention_step, C rows at once)
+def _chunk_fwd(pq, pk, ua, S, *, xp, tril):
+    """One chunk without scales: ``(numer_c: (..., c, d_v + 1), S_b, A = tril(Q_c K_c^T): (..., c, c))``."""
+    A = pq @ xp.matrix_transpose(pk)                                  # (..., c, c) phi_q_i . phi_k_j
+    A = xp.where(tril, A, xp.zeros_like(A))
+    return A @ ua + pq @ S, S + xp.matrix_transpose(pk) @ ua, A
+
+
+# row scales: numer_c = (A * E) U_c + exp(M_{a-1} - M_i) Q_c S_a,  E_ij = exp(s_j - M_i)  (module ``linear``)
+#             S_b = exp(M_{a-1} - M_b) S_a + K_c^T (exp(s_c - M_b) U_c),  M the prefix maximum of s
+def _chunk_fwd_scaled(pq, pk, ua, s_c, S, Mp, *, xp, tril):
+    """One chunk with row log-scales `s_c` and the state's frame `Mp` (the prefix maximum before the chunk):
+    ``(numer_c, S_b, Mi: (..., c) prefix maxima, A * E: (..., c, c))``."""
+    A = pq @ xp.matrix_transpose(pk)                                              # (..., c, c)
+    Mi, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
+    inter = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1) * (pq @ S)
+    A = A * E
+    Mn = Mi[..., -1]                                                              # (...,) max over the prefix
+    w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mn, axis=-1)), axis=-1)      # (..., c, 1)
+    S = bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
+    return A @ ua + inter, S, Mi, A
+
+
 def causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
     """The chunked causal forward; read :func:`~refattn.attention.linear.linear_attention_step` first.
 
     :func:`_causal_fwd_reference`, also returning what its one-sweep backward :func:`causal_bwd_stored` needs:
     a :class:`KeptStates` (the states before chunks 0, stride, 2 stride, ... and, within the memory bound,
-    every chunk's masked intra-chunk weights), or ``None`` when `stride` is None.
+    every chunk's masked intra-chunk weights), or ``None`` when `stride` is None. Each chunk is
+    :func:`_chunk_fwd` (no scales) or :func:`_chunk_fwd_scaled` (row log-scales).
     """
     xp = namespace(phi_q, phi_k, v_aug)
     L, m = phi_q.shape[-2], phi_q.shape[-1]
@@ -146,110 +172,115 @@ def causal_fwd_states(phi_q, phi_k, v_aug, s, chunk_size, stride):
             kept[..., idx // stride, :, :] = xp.matrix_transpose(S)               # S^T before this chunk
         b = min(L, a + chunk_size)
         pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
-        tril = masks[b - a]
-        A = pq @ xp.matrix_transpose(pk)  # (..., c, c) phi_q_i . phi_k_j
         if s is None:
-            A = xp.where(tril, A, xp.zeros_like(A))
-            numer[..., a:b, :] = A @ ua + pq @ S                                  # (..., c, d_v + 1)
-            S = S + xp.matrix_transpose(pk) @ ua                                  # (..., m, d_v + 1)
+            numer_c, S, A = _chunk_fwd(pq, pk, ua, S, xp=xp, tril=masks[b - a])
         else:
-            s_c = s[..., a:b]                                                     # (..., c)
-            Mi, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
-            inter = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1) * (pq @ S)
-            A = A * E
-            numer[..., a:b, :] = A @ ua + inter                                   # (..., c, d_v + 1)
-            Mn = Mi[..., -1]                                                      # (...,) max over the prefix
-            w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mn, axis=-1)), axis=-1)  # (..., c, 1)
-            S = bcast2(xp.exp(Mp - Mn), xp=xp) * S + xp.matrix_transpose(pk) @ (w * ua)
-            Mp = Mn
+            numer_c, S, Mi, A = _chunk_fwd_scaled(pq, pk, ua, s[..., a:b], S, Mp, xp=xp, tril=masks[b - a])
             M[..., a:b] = Mi
+            Mp = Mi[..., -1]
+        numer[..., a:b, :] = numer_c                                              # (..., c, d_v + 1)
         if intra is not None:
             intra.append(A)                                                       # masked weights (..., c, c)
     return numer, M, _kept_states(kept, intra)
 
 
+def _block_states(ST, phi_k, v_aug, s, M, chunks, *, xp):
+    """The transposed states ``(..., d_v + 1, m)`` before each chunk ``(a, b)`` of `chunks` (a block), from
+    the kept state `ST` before the first: one state update per chunk but the last."""
+    block = [ST]
+    for a, b in chunks[:-1]:
+        pk, ua = phi_k[..., a:b, :], v_aug[..., a:b, :]
+        if s is None:
+            ST = ST + xp.matrix_transpose(ua) @ pk
+        else:
+            Mn = M[..., b - 1]
+            w = xp.expand_dims(xp.exp(s[..., a:b] - xp.expand_dims(Mn, axis=-1)), axis=-1)
+            Mp = xp.full_like(Mn, -float("inf")) if a == 0 else M[..., a - 1]    # frame of the state
+            ST = bcast2(xp.exp(Mp - Mn), xp=xp) * ST + xp.matrix_transpose(w * ua) @ pk
+        block.append(ST)
+    return block
+
+
+# dphi_q = tril(g U^T) K_c + g S_a^T,  dphi_k = tril(g U^T)^T Q_c + U_c G^T,  dv_aug = A^T g + K_c G
+# G = sum over later chunks of Q^T g (the state's cotangent), carried in reverse
+def _chunk_bwd(gc, pq, pk, ua, ST, G, AE, *, xp, tril):
+    """One chunk of the backward without scales, given the transposed state `ST` before it, the cotangent
+    `G` of the state after it (None for the last chunk) and its masked weights `AE` (None: recomputed).
+    Returns ``(dphi_q_c, dphi_k_c, dv_aug_c, G before the chunk)``."""
+    Bm = gc @ xp.matrix_transpose(ua)                                             # (..., c, c) g_i . v_aug_j
+    zero = xp.zeros_like(Bm)
+    if AE is None:
+        AE = xp.where(tril, pq @ xp.matrix_transpose(pk), zero)
+    Bm = xp.where(tril, Bm, zero)
+    dq = Bm @ pk + gc @ ST                                                        # (..., c, m)
+    dk = xp.matrix_transpose(Bm) @ pq                                             # (..., c, m)
+    dv = xp.matrix_transpose(AE) @ gc                                             # (..., c, d_v + 1)
+    if G is not None:
+        dk = dk + ua @ xp.matrix_transpose(G)
+        dv = dv + pk @ G
+    G = xp.matrix_transpose(pq) @ gc if G is None else G + xp.matrix_transpose(pq) @ gc
+    return dq, dk, dv, G
+
+
+# row scales: Bm and A times E_ij = exp(s_j - M_i); the state terms times r_i = exp(M_{a-1} - M_i) (queries)
+# and w_j = exp(s_j - M_b) (keys);  G <- exp(M_{a-1} - M_b) G + (r Q_c)^T g, kept in the frame M_{a-1}
+def _chunk_bwd_scaled(gc, pq, pk, ua, s_c, Mi, Mp, ST, G, AE, *, xp, tril, carry):
+    """:func:`_chunk_bwd` with row log-scales: `Mi` the chunk's prefix maxima, `Mp` the state's frame;
+    `carry` False for the first chunk (no earlier state takes a cotangent)."""
+    Bm = gc @ xp.matrix_transpose(ua)                                             # (..., c, c)
+    _, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
+    if AE is None:
+        AE = (pq @ xp.matrix_transpose(pk)) * E
+    Bm = Bm * E
+    rq = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1)        # (..., c, 1) <= 1
+    dq = Bm @ pk + rq * (gc @ ST)
+    dk = xp.matrix_transpose(Bm) @ pq
+    dv = xp.matrix_transpose(AE) @ gc
+    if G is not None:
+        w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(Mi[..., -1], axis=-1)), axis=-1)   # (..., c, 1)
+        dk = dk + (w * ua) @ xp.matrix_transpose(G)
+        dv = dv + w * (pk @ G)
+    if carry:                                                                     # G in the frame M[a - 1]
+        upd = xp.matrix_transpose(rq * pq) @ gc
+        G = upd if G is None else bcast2(xp.exp(Mp - Mi[..., -1]), xp=xp) * G + upd
+    return dq, dk, dv, G
+
+
 def causal_bwd_stored(g, phi_q, phi_k, v_aug, s, M, chunk_size, kept, stride):
     """Backward of :func:`causal_fwd_states` from what it kept (a :class:`KeptStates`): one reverse sweep.
 
-    The states before the chunks of a block of `stride` chunks are recomputed from the block's kept state (one
-    state update per chunk, ``stride - 1`` per block), then the block's chunks are processed in reverse: the
-    intra-chunk terms, ``dphi_q``'s inter-chunk term from the state, and the reverse-accumulated cotangent
-    ``G`` for ``dphi_k`` and ``dv_aug`` (as in :func:`_causal_bwd_reference`, which recomputes every state in
-    a separate forward sweep). The chunks' masked intra-chunk weights are the forward's when it kept them (one
-    ``(c, m) x (m, c)`` product and, with row scales, ``c^2`` exponentials per chunk saved). Memory beyond
-    the outputs: the kept states and `stride` states of a block.
+    The states before the chunks of a block of `stride` chunks are recomputed from the block's kept state
+    (:func:`_block_states`), then the block's chunks are processed in reverse (:func:`_chunk_bwd`,
+    :func:`_chunk_bwd_scaled`): the intra-chunk terms, ``dphi_q``'s inter-chunk term from the state, and the
+    reverse-accumulated cotangent ``G`` for ``dphi_k`` and ``dv_aug`` (as in :func:`_causal_bwd_reference`,
+    which recomputes every state in a separate forward sweep). The chunks' masked intra-chunk weights are the
+    forward's when it kept them (one ``(c, m) x (m, c)`` product and, with row scales, ``c^2`` exponentials
+    per chunk saved). Memory beyond the outputs: the kept states and `stride` states of a block.
     """
     xp = namespace(g, phi_q, phi_k, v_aug)
     states, intra = kept
     L = phi_q.shape[-2]
     dev = device_of(phi_q)
     masks = _tril_masks(L, chunk_size, xp=xp, device=dev) if L else {}
-    starts = list(range(0, L, chunk_size))
-    n = len(starts)
+    chunks = [(a, min(L, a + chunk_size)) for a in range(0, L, chunk_size)]
     dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
-    neg_inf = None if s is None else xp.full(tuple(s.shape[:-1]), -float("inf"), dtype=s.dtype, device=dev)
-
-    def prev_max(a):
-        return neg_inf if a == 0 else M[..., a - 1]                               # (...,) frame of the state
-
     G = None
-    for blk in range((n - 1) // stride * stride, -1, -stride):
-        ST = states[..., blk // stride, :, :]                                     # (..., d_v + 1, m) S^T
-        block = [ST]
-        for idx in range(blk, min(n, blk + stride) - 1):                          # recompute inside the block
-            a = starts[idx]
-            b = min(L, a + chunk_size)
-            pk, ua = phi_k[..., a:b, :], v_aug[..., a:b, :]
-            if s is None:
-                ST = ST + xp.matrix_transpose(ua) @ pk
-            else:
-                Mn = M[..., b - 1]
-                w = xp.expand_dims(xp.exp(s[..., a:b] - xp.expand_dims(Mn, axis=-1)), axis=-1)
-                ST = bcast2(xp.exp(prev_max(a) - Mn), xp=xp) * ST + xp.matrix_transpose(w * ua) @ pk
-            block.append(ST)
-        for idx in range(min(n, blk + stride) - 1, blk - 1, -1):
-            a = starts[idx]
-            b = min(L, a + chunk_size)
-            ST = block[idx - blk]
+    for blk in range((len(chunks) - 1) // stride * stride, -1, -stride):
+        block = _block_states(states[..., blk // stride, :, :], phi_k, v_aug, s, M, chunks[blk:blk + stride],
+                              xp=xp)
+        for idx in range(min(len(chunks), blk + stride) - 1, blk - 1, -1):
+            a, b = chunks[idx]
             pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
-            tril = masks[b - a]
-            AE = None if intra is None else intra[idx]                           # (..., c, c) masked weights
-            Bm = gc @ xp.matrix_transpose(ua)                                     # (..., c, c) g_i . v_aug_j
+            ST, AE = block[idx - blk], None if intra is None else intra[idx]     # (..., d_v + 1, m) S^T
             if s is None:
-                zero = xp.zeros_like(Bm)
-                if AE is None:
-                    AE = xp.where(tril, pq @ xp.matrix_transpose(pk), zero)
-                Bm = xp.where(tril, Bm, zero)
-                dphi_q[..., a:b, :] = Bm @ pk + gc @ ST                           # (..., c, m)
-                dk = xp.matrix_transpose(Bm) @ pq                                 # (..., c, m)
-                dv = xp.matrix_transpose(AE) @ gc                                 # (..., c, d_v + 1)
-                if G is not None:
-                    dk = dk + ua @ xp.matrix_transpose(G)
-                    dv = dv + pk @ G
-                G = xp.matrix_transpose(pq) @ gc if G is None else G + xp.matrix_transpose(pq) @ gc
+                dq, dk, dv, G = _chunk_bwd(gc, pq, pk, ua, ST, G, AE, xp=xp, tril=masks[b - a])
             else:
-                s_c, Mi = s[..., a:b], M[..., a:b]
-                Mp = prev_max(a)
-                _, E = _chunk_weights(s_c, Mp, xp=xp, tril=tril)
-                if AE is None:
-                    AE = (pq @ xp.matrix_transpose(pk)) * E
-                Bm = Bm * E
-                rq = xp.expand_dims(xp.exp(xp.expand_dims(Mp, axis=-1) - Mi), axis=-1)   # (..., c, 1) <= 1
-                dphi_q[..., a:b, :] = Bm @ pk + rq * (gc @ ST)
-                dk = xp.matrix_transpose(Bm) @ pq
-                dv = xp.matrix_transpose(AE) @ gc
-                if G is not None:
-                    R = Mi[..., -1]
-                    w = xp.expand_dims(xp.exp(s_c - xp.expand_dims(R, axis=-1)), axis=-1)   # (..., c, 1)
-                    dk = dk + (w * ua) @ xp.matrix_transpose(G)
-                    dv = dv + w * (pk @ G)
-                if idx > 0:                                                       # G in the frame M[a - 1]
-                    upd = xp.matrix_transpose(rq * pq) @ gc
-                    G = upd if G is None else bcast2(xp.exp(Mp - Mi[..., -1]), xp=xp) * G + upd
-            dphi_k[..., a:b, :] = dk
-            dv_aug[..., a:b, :] = dv
+                Mp = xp.full_like(M[..., 0], -float("inf")) if a == 0 else M[..., a - 1]
+                dq, dk, dv, G = _chunk_bwd_scaled(gc, pq, pk, ua, s[..., a:b], M[..., a:b], Mp, ST, G, AE,
+                                                  xp=xp, tril=masks[b - a], carry=idx > 0)
+            dphi_q[..., a:b, :], dphi_k[..., a:b, :], dv_aug[..., a:b, :] = dq, dk, dv
     return dphi_q, dphi_k, dv_aug
 
 
@@ -421,6 +452,29 @@ def _frame_chunk(phi_k, s, a, chunk_size, *, xp):
     return b, sc, E_end, Kc, Pprev, decay, down
 
 
+# chunk frame: numer_c = tril(Qc Kc^T) U_c + Qc (decay S),  S <- decay S + Kc^T U_c  (in the chunk end frame)
+# exact path:  numer_c = W U_c + (q_c exp(P - s_c)) S,  W_ij = sum_f q_if k_jf exp(s_jf - s_if)
+def _frames_chunk_fwd(pq, pk, ua, fr, S, ok, *, xp, tril):
+    """One chunk of the frames forward, `fr` its :func:`_frame_chunk`, `S` the state in the frame ``Pprev``,
+    `ok` its path (True: chunk frame). Returns ``(numer_c, S after the chunk, tril(Qc Kc^T) or None)``."""
+    b, sc, E_end, Kc, Pprev, decay, down = fr
+    if ok:
+        Qc = pq / down  # (..., c, m) pq exp(E_end - sc) <= e^SPREAD_LIMIT
+        A = Qc @ xp.matrix_transpose(Kc)                                          # (..., c, c)
+        A = xp.where(tril, A, xp.zeros_like(A))
+        numer_c = A @ ua                                                          # (..., c, d_v + 1) intra
+        if decay is not None:
+            S = decay * S                                                         # frame E_end
+            numer_c = numer_c + Qc @ S                                            # inter
+    else:
+        A = None                                                                  # exact path: not kept
+        numer_c = _exact_weights(pq, pk, sc, xp=xp, tril=tril) @ ua               # (..., c, d_v + 1) intra
+        if decay is not None:  # each query in its own frame
+            numer_c = numer_c + (pq * xp.exp(Pprev - sc)) @ S                     # (..., c, m) factors <= 1
+            S = decay * S
+    return numer_c, S + xp.matrix_transpose(Kc) @ ua, A                          # S in the frame E_end
+
+
 @_dispatch.define("linear_attention.causal_frames_fwd")
 def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size, stride):
     """Causal numerator and normaliser with per-feature frames ``s: (..., L, m)`` (nondecreasing along L).
@@ -428,8 +482,9 @@ def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size, stride):
     Parameters: ``phi_q, phi_k: (..., L, m)``, ``v_aug: (..., L, d_v + 1)``, ``s: (..., L, m)``,
     ``chunk_size: int``, ``stride``: keep the state before every stride-th chunk for the one-sweep backward
     (None: keep none). Returns ``numer_aug: (..., L, d_v + 1)`` (last column: the normaliser) and a
-    :class:`KeptStates` (or None). Extra memory O(L d_v + m d_v + C m), plus O(C^2 m) in a chunk that takes
-    the exact path, plus what is kept (at most about ``2 L m`` elements per batch index).
+    :class:`KeptStates` (or None). Each chunk is :func:`_frames_chunk_fwd`. Extra memory O(L d_v + m d_v +
+    C m), plus O(C^2 m) in a chunk that takes the exact path, plus what is kept (at most about ``2 L m``
+    elements per batch index).
     """
     xp = namespace(phi_q, phi_k, v_aug, s)
     L, m = phi_q.shape[-2], phi_q.shape[-1]
@@ -445,25 +500,10 @@ def _causal_frames_fwd_reference(phi_q, phi_k, v_aug, s, chunk_size, stride):
     for idx, (a, ok) in enumerate(zip(starts, cheap, strict=True)):
         if kept is not None and idx % stride == 0:
             kept[..., idx // stride, :, :] = xp.matrix_transpose(S)               # S^T, frame s[a - 1]
-        b, sc, E_end, Kc, Pprev, decay, down = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
+        fr = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
+        b = fr[0]
         pq, pk, ua = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :]
-        tril = masks[b - a]
-        if ok:
-            Qc = pq / down  # (..., c, m) pq exp(E_end - sc) <= e^SPREAD_LIMIT
-            A = Qc @ xp.matrix_transpose(Kc)                                      # (..., c, c)
-            A = xp.where(tril, A, xp.zeros_like(A))
-            numer_c = A @ ua                                                      # (..., c, d_v + 1) intra
-            if decay is not None:
-                S = decay * S                                                     # frame E_end
-                numer_c = numer_c + Qc @ S                                        # inter
-        else:
-            A = None                                                              # exact path: not kept
-            numer_c = _exact_weights(pq, pk, sc, xp=xp, tril=tril) @ ua           # (..., c, d_v + 1) intra
-            if decay is not None:  # each query in its own frame
-                numer_c = numer_c + (pq * xp.exp(Pprev - sc)) @ S                 # (..., c, m) factors <= 1
-                S = decay * S
-        numer[..., a:b, :] = numer_c
-        S = S + xp.matrix_transpose(Kc) @ ua  # (..., m, d_v + 1) frame E_end
+        numer[..., a:b, :], S, A = _frames_chunk_fwd(pq, pk, ua, fr, S, ok, xp=xp, tril=masks[b - a])
         if intra is not None:
             intra.append(A)
     return numer, _kept_states(kept, intra)
@@ -474,13 +514,79 @@ def _times(d, phi, log_features):
     return d * phi if log_features else d
 
 
+# chunk frame: dQc = Bm Kc + g (decay S)^T,  dphi_q = dQc / down            (Bm = tril(g U_c^T))
+# exact path:  dphi_q = dW-term + (g S^T) exp(P - s_c)   (dW = Bm: the cotangent of the exact weights W)
+def _frames_dq(gc, Bm, pq, pk, fr, ST, ok, *, xp, tril):
+    """``dphi_q`` of one chunk from the transposed state `ST` ``(..., d_v + 1, m)`` in the frame ``Pprev``.
+    Returns ``(dphi_q_c, dpk)``, ``dpk`` the exact path's key cotangent from the same pass (None on the chunk
+    frame) for :func:`_frames_dk_dv`."""
+    b, sc, E_end, Kc, Pprev, decay, down = fr
+    if ok:
+        dQc = Bm @ Kc                                                             # (..., c, m)
+        if decay is not None:
+            dQc = dQc + gc @ (xp.matrix_transpose(decay) * ST)
+        return dQc / down, None                                                   # times exp(E_end - sc)
+    dpq, dpk = _exact_weights_bwd(Bm, pq, pk, sc, xp=xp, tril=tril)
+    if decay is not None:
+        dpq = dpq + (gc @ ST) * xp.exp(Pprev - sc)
+    return dpq, dpk
+
+
+# chunk frame: dphi_k = (U_c G^T + Bm^T Qc) down,  dv_aug = Kc G + tril(Qc Kc^T)^T g,  G <- decay (G + Qc^T g)
+# exact path:  dphi_k = (U_c G^T) down + dW-term,  dv_aug = Kc G + W^T g,  G <- decay G + (q exp(P - s))^T g
+def _frames_dk_dv(gc, Bm, pq, pk, ua, fr, G, ok, A, dpk, *, xp, tril):
+    """``dphi_k``, ``dv_aug`` of one chunk from the cotangent `G` of the state after it (its end frame), and
+    `G` carried to the frame ``Pprev``. `A`: the forward's ``tril(Qc Kc^T)`` (None: recomputed); `dpk`: from
+    :func:`_frames_dq` (None: recomputed on the exact path). Returns ``(dphi_k_c, dv_aug_c, G)``."""
+    b, sc, E_end, Kc, Pprev, decay, down = fr
+    dKc = ua @ xp.matrix_transpose(G)                                             # (..., c, m) via the state
+    dua = Kc @ G                                                                  # (..., c, d_v + 1)
+    if ok:
+        Qc = pq / down  # (..., c, m) pq exp(E_end - sc) <= e^SPREAD_LIMIT
+        if A is None:
+            A = Qc @ xp.matrix_transpose(Kc)
+            A = xp.where(tril, A, xp.zeros_like(A))                               # (..., c, c)
+        dKc = dKc + xp.matrix_transpose(Bm) @ Qc
+        dua = dua + xp.matrix_transpose(A) @ gc
+        if decay is not None:
+            G = decay * (G + xp.matrix_transpose(Qc) @ gc)
+        return dKc * down, dua, G
+    if dpk is None:
+        _, dpk = _exact_weights_bwd(Bm, pq, pk, sc, xp=xp, tril=tril)
+    W = _exact_weights(pq, pk, sc, xp=xp, tril=tril)
+    dua = dua + xp.matrix_transpose(W) @ gc
+    if decay is not None:
+        G = decay * G + xp.matrix_transpose(pq * xp.exp(Pprev - sc)) @ gc
+    return dKc * down + dpk, dua, G
+
+
+def _frames_block_states(ST, phi_k, v_aug, s, starts, chunk_size, *, xp):
+    """The transposed states before each chunk of a block (chunk `starts`), from the kept state `ST` before
+    the first, and the :func:`_frame_chunk` of every chunk but the last (reused by the reverse pass)."""
+    block, frames = [ST], {}
+    for a in starts[:-1]:
+        frames[a] = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
+        b, sc, E_end, Kc, Pprev, decay, down = frames[a]
+        ua = v_aug[..., a:b, :]
+        ST = (ST if decay is None else xp.matrix_transpose(decay) * ST) + xp.matrix_transpose(ua) @ Kc
+        block.append(ST)
+    return block, frames
+
+
+def _masked_gu(gc, ua, tril, *, xp):
+    """``Bm = tril(g U_c^T): (..., c, c)``, g_i . v_aug_j for j <= i."""
+    Bm = gc @ xp.matrix_transpose(ua)
+    return xp.where(tril, Bm, xp.zeros_like(Bm))
+
+
 @_dispatch.define("linear_attention.causal_frames_bwd")
 def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size, kept, stride, log_features=False):
     """Backward of :func:`_causal_frames_fwd_reference` given ``g = d numer_aug: (..., L, d_v + 1)`` and what
     the forward kept (a :class:`KeptStates` for `stride`, or None).
 
     With kept states, one reverse sweep: the states inside a block of `stride` chunks recomputed from the
-    block's kept state, the chunk-frame weights ``tril(Qc Kc^T)`` the forward's when kept (see
+    block's kept state (:func:`_frames_block_states`), then per chunk :func:`_frames_dq` and
+    :func:`_frames_dk_dv`, the chunk-frame weights ``tril(Qc Kc^T)`` the forward's when kept (see
     :func:`causal_bwd_stored`). Without, :func:`_causal_frames_bwd_recompute` (two sweeps). Returns
     ``dphi_q, dphi_k: (..., L, m)``, ``dv_aug: (..., L, d_v + 1)``; the frames' cotangent is
     ``phi_k dphi_k - phi_q dphi_q`` (formed by the caller: the output depends on s only through the
@@ -499,119 +605,59 @@ def _causal_frames_bwd_reference(g, phi_q, phi_k, v_aug, s, chunk_size, kept, st
     dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
-
     G = xp.zeros(tuple(states.shape[:-3]) + (states.shape[-1], states.shape[-2]), dtype=states.dtype,
                  device=dev)                                                      # (..., m, d_v + 1)
     for blk in range((n - 1) // stride * stride, -1, -stride):
-        ST = states[..., blk // stride, :, :]                                     # (..., d_v + 1, m) S^T
-        block, frames = [ST], {}
-        for idx in range(blk, min(n, blk + stride) - 1):                          # recompute inside the block
-            frames[idx] = _frame_chunk(phi_k, s, starts[idx], chunk_size, xp=xp)  # reused by the reverse pass
-            b, sc, E_end, Kc, Pprev, decay, down = frames[idx]
-            ST = ((ST if decay is None else xp.matrix_transpose(decay) * ST)
-                  + xp.matrix_transpose(v_aug[..., starts[idx]:b, :]) @ Kc)
-            block.append(ST)
+        block, frames = _frames_block_states(states[..., blk // stride, :, :], phi_k, v_aug, s,
+                                             starts[blk:blk + stride], chunk_size, xp=xp)
         for idx in range(min(n, blk + stride) - 1, blk - 1, -1):
             a, ok = starts[idx], cheap[idx]
-            b, sc, E_end, Kc, Pprev, decay, down = (frames.pop(idx) if idx in frames
-                                                    else _frame_chunk(phi_k, s, a, chunk_size, xp=xp))
-            ST = block[idx - blk]                                                 # frame Pprev
+            fr = frames.pop(a) if a in frames else _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
+            b = fr[0]
             pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
             tril = masks[b - a]
-            Bm = gc @ xp.matrix_transpose(ua)                                     # (..., c, c) g_i . v_aug_j
-            Bm = xp.where(tril, Bm, xp.zeros_like(Bm))
-            dKc = ua @ xp.matrix_transpose(G)                                     # (..., c, m) via the state
-            dua = Kc @ G                                                          # (..., c, d_v + 1)
-            if ok:
-                Qc = pq / down  # (..., c, m) pq exp(E_end - sc) <= e^SPREAD_LIMIT
-                dQc = Bm @ Kc
-                if decay is not None:
-                    dQc = dQc + gc @ (xp.matrix_transpose(decay) * ST)
-                dphi_q[..., a:b, :] = _times(dQc / down, pq, log_features)
-                A = None if intra is None else intra[idx]
-                if A is None:
-                    A = Qc @ xp.matrix_transpose(Kc)
-                    A = xp.where(tril, A, xp.zeros_like(A))                       # (..., c, c)
-                dKc = dKc + xp.matrix_transpose(Bm) @ Qc
-                dua = dua + xp.matrix_transpose(A) @ gc
-                dphi_k[..., a:b, :] = _times(dKc * down, pk, log_features)
-                if decay is not None:
-                    G = decay * (G + xp.matrix_transpose(Qc) @ gc)
-            else:
-                dpq, dpk = _exact_weights_bwd(Bm, pq, pk, sc, xp=xp, tril=tril)
-                W = _exact_weights(pq, pk, sc, xp=xp, tril=tril)
-                dua = dua + xp.matrix_transpose(W) @ gc
-                if decay is not None:
-                    dpq = dpq + (gc @ ST) * xp.exp(Pprev - sc)
-                dphi_q[..., a:b, :] = _times(dpq, pq, log_features)
-                dphi_k[..., a:b, :] = _times(dKc * down + dpk, pk, log_features)
-                if decay is not None:
-                    G = decay * G + xp.matrix_transpose(pq * xp.exp(Pprev - sc)) @ gc
-            dv_aug[..., a:b, :] = dua
+            Bm = _masked_gu(gc, ua, tril, xp=xp)                                  # (..., c, c)
+            dq, dpk = _frames_dq(gc, Bm, pq, pk, fr, block[idx - blk], ok, xp=xp, tril=tril)
+            A = None if intra is None else intra[idx]
+            dk, dv, G = _frames_dk_dv(gc, Bm, pq, pk, ua, fr, G, ok, A, dpk, xp=xp, tril=tril)
+            dv_aug[..., a:b, :] = dv
+            dphi_q[..., a:b, :] = _times(dq, pq, log_features)
+            dphi_k[..., a:b, :] = _times(dk, pk, log_features)
     return dphi_q, dphi_k, dv_aug
 
 
 def _causal_frames_bwd_recompute(g, phi_q, phi_k, v_aug, s, chunk_size, log_features):
     """:func:`_causal_frames_bwd_reference` for a forward that kept nothing: a forward sweep recomputes the
-    state for ``dphi_q``; a reverse sweep carries the state's cotangent ``G`` (in each chunk's end frame) for
-    the inter-chunk terms of ``dphi_k`` and ``dv_aug``. Chunks take the same path (chunk frame or exact) as in
-    the forward. Memory: one state, nothing per chunk."""
+    state for ``dphi_q`` (:func:`_frames_dq`); a reverse sweep carries the state's cotangent ``G`` (in each
+    chunk's end frame) for the inter-chunk terms of ``dphi_k`` and ``dv_aug`` (:func:`_frames_dk_dv`). Chunks
+    take the same path (chunk frame or exact) as in the forward. Memory: one state, nothing per chunk."""
     xp = namespace(g, phi_q, phi_k, v_aug, s)
     m = phi_q.shape[-1]
     batch = tuple(phi_q.shape[:-2])
     dev = device_of(phi_q)
     starts, cheap = chunk_plan(s, chunk_size, xp=xp)
+    masks = _tril_masks(phi_q.shape[-2], chunk_size, xp=xp, device=dev) if starts else {}
     dphi_q = xp.empty(tuple(phi_q.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dphi_k = xp.empty(tuple(phi_k.shape), dtype=phi_q.dtype, device=dev)        # (..., L, m)
     dv_aug = xp.empty(tuple(v_aug.shape), dtype=phi_q.dtype, device=dev)        # (..., L, d_v + 1)
 
     def chunk(a):
-        b, sc, E_end, Kc, Pprev, decay, down = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
-        gc, ua = g[..., a:b, :], v_aug[..., a:b, :]
-        tril = _tril_mask(b - a, xp=xp, device=dev)
-        Bm = gc @ xp.matrix_transpose(ua)                                         # (..., c, c) g_i . v_aug_j
-        Bm = xp.where(tril, Bm, xp.zeros_like(Bm))
-        return b, sc, E_end, Kc, Pprev, decay, down, gc, ua, tril, Bm
+        fr = _frame_chunk(phi_k, s, a, chunk_size, xp=xp)
+        b = fr[0]
+        pq, pk, ua, gc = phi_q[..., a:b, :], phi_k[..., a:b, :], v_aug[..., a:b, :], g[..., a:b, :]
+        return fr, b, pq, pk, ua, gc, masks[b - a], _masked_gu(gc, ua, masks[b - a], xp=xp)
 
     S = xp.zeros(batch + (m, v_aug.shape[-1]), dtype=phi_q.dtype, device=dev)
     for a, ok in zip(starts, cheap, strict=True):                                 # forward sweep: dphi_q
-        b, sc, E_end, Kc, Pprev, decay, down, gc, ua, tril, Bm = chunk(a)
-        pq = phi_q[..., a:b, :]
-        if ok:
-            dQc = Bm @ Kc                                                         # (..., c, m)
-            if decay is not None:
-                S = decay * S
-                dQc = dQc + gc @ xp.matrix_transpose(S)
-            dphi_q[..., a:b, :] = _times(dQc / down, pq, log_features)            # times exp(E_end - sc)
-        else:
-            dpq, _ = _exact_weights_bwd(Bm, pq, phi_k[..., a:b, :], sc, xp=xp, tril=tril)
-            if decay is not None:
-                dpq = dpq + (gc @ xp.matrix_transpose(S)) * xp.exp(Pprev - sc)
-                S = decay * S
-            dphi_q[..., a:b, :] = _times(dpq, pq, log_features)
-        S = S + xp.matrix_transpose(Kc) @ ua
+        fr, b, pq, pk, ua, gc, tril, Bm = chunk(a)
+        dq, _ = _frames_dq(gc, Bm, pq, pk, fr, xp.matrix_transpose(S), ok, xp=xp, tril=tril)
+        dphi_q[..., a:b, :] = _times(dq, pq, log_features)
+        decay, Kc = fr[5], fr[3]
+        S = (S if decay is None else decay * S) + xp.matrix_transpose(Kc) @ ua
     G = xp.zeros_like(S)                                                          # (..., m, d_v + 1)
-    for idx in range(len(starts) - 1, -1, -1):  # reverse sweep: dphi_k, dv_aug
-        a, ok = starts[idx], cheap[idx]
-        b, sc, E_end, Kc, Pprev, decay, down, gc, ua, tril, Bm = chunk(a)
-        pq, pk = phi_q[..., a:b, :], phi_k[..., a:b, :]
-        dKc = ua @ xp.matrix_transpose(G)                                         # (..., c, m) via the state
-        dua = Kc @ G                                                              # (..., c, d_v + 1)
-        if ok:
-            Qc = pq / down                                                        # pq exp(E_end - sc)
-            A = Qc @ xp.matrix_transpose(Kc)
-            A = xp.where(tril, A, xp.zeros_like(A))                               # (..., c, c)
-            dKc = dKc + xp.matrix_transpose(Bm) @ Qc
-            dua = dua + xp.matrix_transpose(A) @ gc
-            dphi_k[..., a:b, :] = _times(dKc * down, pk, log_features)
-            if decay is not None:
-                G = decay * (G + xp.matrix_transpose(Qc) @ gc)
-        else:
-            W = _exact_weights(pq, pk, sc, xp=xp, tril=tril)
-            dua = dua + xp.matrix_transpose(W) @ gc
-            _, dpk = _exact_weights_bwd(Bm, pq, pk, sc, xp=xp, tril=tril)
-            dphi_k[..., a:b, :] = _times(dKc * down + dpk, pk, log_features)
-            if decay is not None:
-                G = decay * G + xp.matrix_transpose(pq * xp.exp(Pprev - sc)) @ gc
-        dv_aug[..., a:b, :] = dua
+    for a, ok in zip(reversed(starts), reversed(cheap), strict=True):             # reverse: dphi_k, dv_aug
+        fr, b, pq, pk, ua, gc, tril, Bm = chunk(a)
+        dk, dv, G = _frames_dk_dv(gc, Bm, pq, pk, ua, fr, G, ok, None, None, xp=xp, tril=tril)
+        dv_aug[..., a:b, :] = dv
+        dphi_k[..., a:b, :] = _times(dk, pk, log_features)
     return dphi_q, dphi_k, dv_aug
