@@ -38,10 +38,12 @@ python3 -c "import xdist" 2>/dev/null && opts+=(-n 8)
 python3 -c "import pytest_timeout" 2>/dev/null && opts+=(--timeout 60)
 budget=$(( $(left) - 100 < TESTS_S ? $(left) - 100 : TESTS_S ))
 budget=$(( budget < 20 ? 20 : budget ))
-timeout -s INT -k 10 "$budget" python3 -m pytest "${opts[@]}" tests/accel tests/attention -k cupy > "$OUT/tests.log" 2>&1
-echo "pytest exit status $? (limit ${budget} s; 124: cut there by SIGINT, the summary covers what ran; 137: killed 10 s later)" >> "$OUT/tests.log"
+timeout -s INT -k 10 "$budget" python3 -m pytest "${opts[@]}" tests/accel tests/attention -k cupy \
+    > "$OUT/tests.log" 2>&1
+echo "pytest exit status $? (limit ${budget} s; 124: cut there by SIGINT, the summary covers what ran;" \
+    "137: killed 10 s later)" >> "$OUT/tests.log"
 
-budget=$(( $(left) - 5 ))
+budget=$(( $(left) - 10 ))
 budget=$(( budget < 30 ? 30 : budget ))
 timeout -k 5 "$budget" python3 -u benchmarks/gpu.py --L 16384,65536 --dtypes float32 --repeat 10 \
     --sections ceilings,favor,roofline,fla --out "$OUT/gpu.md" > "$OUT/gpu.log" 2>&1
