@@ -11,8 +11,13 @@ path; for every other reference it emits ``missing-reference``, and this handler
    page, found by identity (and, for a str/int/float constant, also by name), resolves to that page;
 2. a module resolves to the page of the listed module that contains it (``refattn.rpe.spectra`` ->
    ``refattn.rpe``, which documents what ``refattn.rpe.spectra`` exports);
-3. a bare or partial name is tried inside the reference's current module and its parents, then as the
-   unique documented object with that last name.
+3. a bare or partial name is tried inside the reference's current module (and class) and its parents, then as
+   the unique documented object with that last name;
+4. an object of this project that has no API page (a helper, a registry constant, a submodule's class)
+   resolves to its definition in the site's source listing (``sphinx.ext.viewcode``'s ``_modules/`` page
+   of its module, at the object's anchor for a function, class or method, at the top for a constant); the
+   listing is created for it. The source is found without importing the module, so a module that needs an
+   extra the docs build lacks (``paper_checks.scale`` and dask) still resolves.
 
 A reference that none of these resolves stays unresolved: under ``nitpicky`` (conf.py) and ``-W`` the build
 fails and names it.
@@ -20,9 +25,13 @@ fails and names it.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import types
 
+from docutils import nodes
+from sphinx.pycode import ModuleAnalyzer
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
@@ -77,20 +86,87 @@ def documented_name(path: str) -> str | None:
     return by_id.get((id(obj), path.rsplit(".", 1)[-1]))
 
 
-def candidates(target: str, module: str | None) -> list[str]:
-    """Dotted paths to try for `target` written in `module`: inside it and its parents, then as written."""
+PROJECT = ("refattn", "validation", "paper_checks", "accel")
+
+
+def candidates(target: str, module: str | None, klass: str | None = None) -> list[str]:
+    """Dotted paths to try for `target` written in `module` (in `klass`): inside the class, the module and its
+    parents, then as written."""
     out = []
     if module:
+        if klass:
+            out.append(f"{module}.{klass}.{target}")
         parts = module.split(".")
         out += [".".join(parts[:i]) + "." + target for i in range(len(parts), 0, -1)]
     out.append(target)
     return out
 
 
-def resolve_name(target: str, module: str | None) -> str | None:
-    """The documented name `target` (written in `module`) refers to (see the module docstring), else None."""
+def source_target(path: str) -> tuple[str, str, str | None] | None:
+    """(module, kind, anchor) of the definition of `path` in this project's source, found without importing
+    the module: kind ``tag`` (a def or class, anchor its qualified name) or ``data`` (a module-level
+    assignment, no anchor); None when `path` names nothing defined in a project module."""
+    parts = path.split(".")
+    if parts[0] not in PROJECT:
+        return None
+    for i in range(len(parts) - 1, 0, -1):
+        modname, qual = ".".join(parts[:i]), ".".join(parts[i:])
+        try:
+            spec = importlib.util.find_spec(modname)
+        except (ImportError, ValueError):
+            continue
+        if spec is None or not (spec.origin or "").endswith(".py"):
+            continue
+        analyzer = ModuleAnalyzer.for_module(modname)
+        analyzer.find_tags()
+        if qual in analyzer.tags:
+            return modname, "tag", qual
+        assigned = {t.id for node in ast.parse(analyzer.code).body
+                    if isinstance(node, (ast.Assign, ast.AnnAssign))
+                    for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                    if isinstance(t, ast.Name)}
+        if qual in assigned:
+            return modname, "data", None
+        head, _, rest = qual.partition(".")
+        for node in ast.parse(analyzer.code).body:      # imported there: follow it to its definition
+            if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == head for a in node.names):
+                name = next(a.name for a in node.names if (a.asname or a.name) == head)
+                package = modname if spec.submodule_search_locations else modname.rpartition(".")[0]
+                source = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+                return source_target(".".join(x for x in (source, name, rest) if x))
+    return None
+
+
+def _source_reference(app, env, node, contnode, target: str):
+    """A reference node to `target`'s definition in the source listing (see the module docstring, 4.)."""
+    if app.builder.format != "html" or "sphinx.ext.viewcode" not in app.extensions:
+        return None
+    for path in candidates(target.lstrip("~."), node.get("py:module"), node.get("py:class")):
+        found = source_target(path)
+        if found is None:
+            continue
+        modname, _, anchor = found
+        modules = env.__dict__.setdefault("_viewcode_modules", {})
+        entry = modules.get(modname)
+        if not entry:
+            analyzer = ModuleAnalyzer.for_module(modname)
+            analyzer.find_tags()
+            entry = modules[modname] = (analyzer.code, analyzer.tags, {}, modname)
+        if anchor is not None:
+            entry[2].setdefault(anchor, node["refdoc"])       # viewcode writes the anchor for it
+        page = "_modules/" + modname.replace(".", "/")
+        uri = app.builder.get_relative_uri(node["refdoc"], page) + (f"#{anchor}" if anchor else "")
+        ref = nodes.reference("", "", internal=True, refuri=uri, reftitle=f"{path} (source)")
+        ref += contnode
+        return ref
+    return None
+
+
+def resolve_name(target: str, module: str | None, klass: str | None = None) -> str | None:
+    """The documented name `target` (written in `module`, `klass`) refers to (module docstring, 1.-3.), else
+    None."""
     target = target.lstrip("~.")
-    for path in candidates(target, module):
+    for path in candidates(target, module, klass):
         found = documented_name(path)
         if found is not None:
             return found
@@ -104,9 +180,9 @@ def resolve_name(target: str, module: str | None) -> str | None:
 def _missing_reference(app, env, node, contnode):
     if node.get("refdomain") != "py":
         return None
-    found = resolve_name(node["reftarget"], node.get("py:module"))
+    found = resolve_name(node["reftarget"], node.get("py:module"), node.get("py:class"))
     if found is None:
-        return None
+        return _source_reference(app, env, node, contnode, node["reftarget"])
     domain = env.get_domain("py")
     role = "mod" if node.get("reftype") == "mod" or found in _documented()[2] else "obj"
     return domain.resolve_xref(env, node["refdoc"], app.builder, role, found, node, contnode)
