@@ -136,13 +136,13 @@ IMPLEMENTATION = Implementation(
                 "Favor is refattn's hyperbolic positive map of d^{-1/4} x on the same projections",
                 _T + "test_favor_closed_form"),
         Finding("RandomFourierFeatures", "kernel", "pass", "defect",
-                "RandomFourierFeatures estimates exp(-t |x - y|^2 / 2) (t = softmax_temp), while its "
-                "docstring "
+                "RandomFourierFeatures estimates exp(-t |x - y|^2 / 2) (t = "
+                "softmax_temp), while its docstring "
                 "states exp(-t |x - y|^2): the kernel is the scaled Gaussian, the documentation is off by "
                 "the factor 1/2",
                 _T + "test_random_fourier_kernel_has_the_half",
-                "state the kernel as exp(-t |x - y|^2 / 2) in the docstring (or scale x by sqrt(2 t) to "
-                "match "
+                "state the kernel as exp(-t |x - y|^2 / 2) in the docstring (or scale x by "
+                "sqrt(2 t) to match "
                 "the stated one)"),
         Finding("LinearAttention + Favor", "values", "pass", "pass",
                 "LinearAttention and CausalLinearAttention with Favor are refattn's hyperbolic FAVOR+ on the "

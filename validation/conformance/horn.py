@@ -110,23 +110,23 @@ IMPLEMENTATION = Implementation(
     ),
     findings=(
         Finding("S1 RelativePerformer attention", "values", "FAIL", "defect",
-                "the repository's FastAttention (a copy of an early performer-pytorch) adds eps = 1e-4 to "
-                "the "
-                "features after dividing by a key maximum over the whole tensor, so the S1 output is "
-                "about 2% "
+                "the repository's FastAttention (a copy of an early performer-pytorch) adds eps "
+                "= 1e-4 to the "
+                "features after dividing by a key maximum over the whole tensor, so the S1 "
+                "output is about 2% "
                 "off FAVOR+ on the same draws",
                 _T + "test_s1_eps_and_batch_maximum",
-                "in softmax_kernel, take the key maximum per sequence (amax over dims -1, -2) and default "
-                "eps "
+                "in softmax_kernel, take the key maximum per sequence (amax over dims -1, "
+                "-2) and default eps "
                 "to 0"),
         Finding("S1 RelativePerformer attention", "batch_independence", "FAIL", "defect",
-                "that key maximum (torch.max(data_dash), no dim) runs over the batch: with the eps, one "
-                "batch "
+                "that key maximum (torch.max(data_dash), no dim) runs over the batch: with "
+                "the eps, one batch "
                 "element's keys change the outputs of the others",
                 _T + "test_s1_eps_and_batch_maximum", "the same change"),
         Finding("S1 RelativePerformer attention", "prefix_invariance", "FAIL", "defect",
-                "in causal mode the same maximum over all positions lets later keys change earlier "
-                "outputs (a "
+                "in causal mode the same maximum over all positions lets later keys "
+                "change earlier outputs (a "
                 "causal leak)", _T + "test_s1_causal_leak",
                 "a per-position key maximum over the features (amax(dim=-1)) in causal mode"),
         Finding("S2 relative_attention", "values", "FAIL", "defect",

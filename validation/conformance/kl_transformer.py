@@ -92,8 +92,8 @@ IMPLEMENTATION = Implementation(
     ),
     findings=(
         Finding("GaussianMixturePositive (GMM-PRF)", "values", "pass", "pass",
-                "with the standard-normal spectrum GaussianMixturePositive is refattn's positive Gaussian "
-                "map "
+                "with the standard-normal spectrum GaussianMixturePositive is "
+                "refattn's positive Gaussian map "
                 "exp(w.x - |x|^2) / sqrt(m) (Eq. 9's offset |x|^2)", _T + "test_gmm_prf_closed_form"),
         Finding("GaussianMixtureFourierFeatures (GMM-RKS)", "values", "FAIL", "defect",
                 "compared through the kernel estimates (its width is 4m, refattn's 2m), phi(X) phi(X)^T is "

@@ -52,8 +52,8 @@ IMPLEMENTATION = Implementation(
                 _T + "test_draw_first_coordinate_is_not_sign_symmetric",
                 "the same sign correction"),
         Finding("features", "values", "FAIL", "defect",
-                "softmax_kernel adds eps = 1e-4 to every feature after dividing by the global key "
-                "maximum: an "
+                "softmax_kernel adds eps = 1e-4 to every feature after dividing by the "
+                "global key maximum: an "
                 "offset relative to the largest feature that biases the kernel estimate (the eps keyword "
                 "has no documented meaning beyond stability)",
                 _T + "test_features_offset_is_eps_times_max",

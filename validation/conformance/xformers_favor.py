@@ -1,6 +1,6 @@
 """xFormers' FAVOR (``xformers.components.attention.favor``, facebookresearch/xformers, from a source
-checkout;
-the module was removed from xFormers' main branch after release 0.0.29: the checkout is the commit before).
+checkout; the module was removed from xFormers' main branch after release 0.0.29: the checkout is the commit
+before).
 
 Bridged conventions (nothing else):
 
