@@ -9,6 +9,7 @@ import pytest
 
 from validation.conformance import IMPLEMENTATIONS
 from validation.conformance.base import JUDGEMENTS
+from validation.conformance.report import to_markdown
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 RECORD = ROOT / "validation" / "records" / "conformance.json"
@@ -40,9 +41,13 @@ def test_record_reproduced_every_finding_and_names_versions():
     for impl in doc["implementations"]:
         assert impl["status"] == "run" and impl["version"] not in (None, "unknown commit"), impl["name"]
         assert all(f["reproduced"] for f in impl["findings"]), impl["name"]
-    declared = {(i.name, f.row, f.check) for i in IMPLEMENTATIONS for f in i.findings}
-    recorded = {(i["name"], f["row"], f["check"]) for i in doc["implementations"] for f in i["findings"]}
+    declared = {(i.name, f.row, f.check): (f.sentence, f.judgement, f.confirmed_by, f.fix)
+                for i in IMPLEMENTATIONS for f in i.findings}
+    recorded = {(i["name"], f["row"], f["check"]):
+                (f["sentence"], f["judgement"], f["confirmed_by"], f["fix"])
+                for i in doc["implementations"] for f in i["findings"]}
     assert declared == recorded
+    assert to_markdown(doc) == RECORD.with_suffix(".md").read_text()      # the markdown is the JSON's
 
 
 def test_docs_page_quotes_the_record():
