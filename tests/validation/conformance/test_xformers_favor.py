@@ -23,7 +23,7 @@ def test_smreg_draw_has_norm_sqrt_d(sources):
     np.testing.assert_allclose(w @ w.T, D * np.eye(D), atol=1e-5 * D)
     r2 = 0.36
     factor = scipy.special.hyp0f1(D / 2, D * r2) / np.exp(2 * r2)
-    assert factor < 0.99                                  # about -2.7 % at |x| = 0.6, d = 16
+    assert factor < 0.99                                  # about -2.6 % at |x| = 0.6, d = 16
     rng = np.random.default_rng(0)                        # the closed form, by Monte Carlo on its own draws
     x = rng.standard_normal(D)
     x *= np.sqrt(r2) / np.linalg.norm(x)
