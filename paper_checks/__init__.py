@@ -3,7 +3,7 @@
 Layers, bottom first; a module imports only from its own layer or the layers below it, and nothing imports
 the package itself from inside it:
 
-1. registry: ``registry``, ``rules``, ``mutations``, ``figures``, ``report``
+1. registry: ``registry``, ``rules``, ``mutations``, ``figures``, ``report``, ``rounding``
 2. runner: ``runner``, ``companions``
 3. experiment drivers: ``experiments.*``
 4. per-paper claims: ``horn.*``, ``chowdhury.*``, ``choromanski.*``
@@ -14,7 +14,8 @@ the package itself from inside it:
 ::
 
     registry     what a claim is (Claim, Result, Context, REGISTRY, @claim, @must_fail), decision-rule
-      |          builders, mutations (@mutation, patched, scaled), figures, JSON/report writers
+      |          builders, rounding-error bounds, mutations (@mutation, patched, scaled), figures,
+      |          JSON/report writers
     runner       run_check (re-derives the verdict from the evidence), run_one, label-swap companions
       |
     experiments  the trained experiments (run, decide, CRITERION) and their harness

@@ -83,7 +83,7 @@ ONLY = [
 LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
     "paper_checks": [
         ("registry", ("paper_checks.registry", "paper_checks.rules", "paper_checks.mutations",
-                      "paper_checks.figures", "paper_checks.report")),
+                      "paper_checks.figures", "paper_checks.report", "paper_checks.rounding")),
         ("runner", ("paper_checks.runner", "paper_checks.companions")),
         ("experiment drivers", ("paper_checks.experiments",)),
         ("per-paper claims", ("paper_checks.horn", "paper_checks.chowdhury", "paper_checks.choromanski")),
@@ -452,7 +452,8 @@ def core_xp_problems(source: str, name: str) -> list[str]:
         if isinstance(n, ast.FunctionDef) and n.name.endswith("_core"):
             kw = {a.arg: d for a, d in zip(n.args.kwonlyargs, n.args.kw_defaults, strict=True)}
             if "xp" not in kw:
-                where = "positional" if "xp" in [a.arg for a in n.args.posonlyargs + n.args.args] else "absent"
+                positional = [a.arg for a in n.args.posonlyargs + n.args.args]
+                where = "positional" if "xp" in positional else "absent"
                 bad.append(f"{name}:{n.lineno} {n.name}: expected a keyword-only xp; it is {where}")
             elif kw["xp"] is not None:
                 bad.append(f"{name}:{n.lineno} {n.name}: xp has a default (expected a required keyword)")

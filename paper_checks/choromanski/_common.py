@@ -21,11 +21,11 @@ from refattn.rpe import (
     kernel_proposal,
 )
 
+from ..rounding import log_density_bound, mean_of_equal_replicates, weight_depth
 from ..rules import value
 
 A = np.array
 N_SE = 5.0
-EXACT_TOL = 1e-12          # exact identities: rounding only
 SE_FLOOR = 1e-14           # an SE at or below this is rounding noise: the entry is compared exactly
 
 
@@ -36,6 +36,17 @@ def blocks(features, pos, eps, spec, prop, n, **kw):
     L = N1.shape[0]
     r = N1.shape[1] // 2 // n
     return n * np.einsum("icbk,jcbk->bij", N1.reshape(L, 2, n, r), N2.reshape(L, 2, n, r))
+
+
+def block_tolerance(est, eps, kind: str, r: int) -> float:
+    """The rounding bound of a zero-SE entry of :func:`blocks` (a kernel's own density on the diagonal, where
+    every block equals C exactly): one block is n times an einsum of 2r products of the factors
+    ``sqrt(|w|/r) cos a`` and ``sqrt(|w|/r) sin a`` (at most 2r + 8 roundings beyond the weight's,
+    :func:`~paper_checks.rounding.weight_depth`; ``cos^2 + sin^2`` of one computed angle is 1 up to 2u, so
+    the angle's own error cancels), and the mean over the n blocks adds ``gamma_n``
+    (:func:`~paper_checks.rounding.mean_of_equal_replicates`, scale ``max |est|``)."""
+    depth = 2 * r + 8 + weight_depth(log_density_bound(eps, kind))
+    return mean_of_equal_replicates(est.shape[0], depth, np.max(np.abs(est)))
 
 
 def cases(D):

@@ -1,0 +1,152 @@
+"""The analytic claims' rounding bounds (paper_checks.rounding): they cover the rounding they bound, a bound
+without its summation term would not, and a realistic bug still flips every claim that uses them.
+
+The plants are bugs whose effect on the exactly compared entries is far above the bounds but, for two of
+them, far below the Monte Carlo tests' reach: only the rounding comparison can catch them, so a bound made
+loose enough to hide them would show here.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from paper_checks import Context, load_all
+from paper_checks.mutations import patched, wrapped
+from paper_checks.rounding import U, gamma, log_density_bound, mean_of_equal_replicates, weight_depth
+from paper_checks.runner import run_check
+from refattn.random import draw_flt_noise
+from refattn.rpe import CauchyKernel, GaussianKernel, LaplaceKernel, flt_importance_weights, kernel_proposal
+
+REGISTRY = load_all()
+
+
+def test_gamma():
+    assert gamma(0) == 0.0
+    assert gamma(3) == pytest.approx(3 * U, rel=1e-15)
+    assert gamma(2) + gamma(5) <= gamma(7)
+    with pytest.raises(ValueError, match="k u < 1"):
+        gamma(2.0 ** 53)
+
+
+def test_mean_bound_needs_the_summation_term():
+    """The mean over axis 0 of 20000 replicates equal in exact arithmetic (the size of flt.lemmaA2's mean
+    test): its error is within gamma_{n + depth} scale, and far above what a bound of the replicates' own
+    rounding alone (no gamma_n) allows."""
+    x = np.full((20000, 4), 1.2) * (1 + np.linspace(-4, 4, 20000)[:, None] * U)   # x_b = 1.2 (1 + d_b)
+    dev = float(np.max(np.abs(x.mean(axis=0) - 1.2)))
+    assert dev <= mean_of_equal_replicates(20000, 4, 1.2)
+    assert dev > gamma(8) * 1.2, f"{dev:.2e}: the planted per-replicate bound would have held"
+
+
+def test_log_density_bound_covers_each_kind():
+    from refattn.rpe import proposal_log_density
+
+    rng = np.random.default_rng(0)
+    for kind in ("gaussian", "laplace", "cauchy", "mv_cauchy", "uniform"):
+        for D in (1, 2, 3):
+            eps = draw_flt_noise(rng, 2000, D, kind)
+            E = log_density_bound(eps, kind)
+            lp = np.asarray(proposal_log_density(kind, eps))
+            assert float(np.max(np.abs(lp))) <= E, (kind, D)
+            assert E <= float(np.max(np.abs(lp))) + 2 * D + 3, (kind, D)     # the bound is not vacuous
+
+
+@pytest.mark.parametrize("kernel", [GaussianKernel, LaplaceKernel, CauchyKernel])
+@pytest.mark.parametrize("D", [1, 2, 3])
+def test_weight_depth_covers_refattn_weights(kernel, D):
+    """Under a kernel's own density every importance weight is C in exact arithmetic; refattn's computed
+    weights stay within gamma_{weight_depth(E)} relative (E from the draws), heavy tails included, and beyond
+    a bound that leaves the exponents' magnitude out (planted: gamma_7, the operation count alone)."""
+    spec = kernel(np.asarray(1.3), np.asarray(0.6))
+    prop = kernel_proposal(spec, D)
+    eps = draw_flt_noise(np.random.default_rng(D), 20000, D, prop.kind)
+    w = np.asarray(flt_importance_weights(eps, spec, prop)[0])
+    rel = float(np.max(np.abs(w - 1.3))) / 1.3
+    assert rel <= gamma(weight_depth(log_density_bound(eps, prop.kind)) + 1)
+    assert rel > gamma(7), f"{rel:.2e}: the planted bound without the condition would have held"
+
+
+# ---- planted realistic bugs: each claim whose rule compares against a rounding bound flips ----------------
+def _module(cid):
+    return sys.modules[REGISTRY[cid].check.__module__]
+
+
+def _normaliser_off_by_one(cid):
+    """flt_features normalised by R - 1 draws for R (the block estimates' diagonal becomes C R / (R - 1):
+    every replicate equal, so only the zero-SE comparison sees it; the bias, 1/R, is far below the SE)."""
+    def wrap(f):
+        def g(pos, eps, *a, **k):
+            R = np.asarray(eps).shape[0]
+            return tuple(np.asarray(x) * np.sqrt(R / (R - 1)) for x in f(pos, eps, *a, **k))
+        return g
+    return wrapped(_module(cid), "flt_features", wrap)
+
+
+def _jacobian_exponent_off_by_one(cid):
+    """flt_importance_weights with the proposal's Jacobian prod_j scale_j over D - 1 axes for D: the weights
+    times one scale (under the kernel's own density the zero-SE mean at z = 0 is then s C, not C)."""
+    def wrap(f):
+        def g(eps, spec, prop, *a, **k):
+            w = f(eps, spec, prop, *a, **k)
+            return (w[0] * float(np.asarray(prop.scale).ravel()[0]), *w[1:])
+        return g
+    return wrapped(_module(cid), "flt_importance_weights", wrap)
+
+
+def _causal_write_off_by_one(cid):
+    """flt_attention's causal output written one position late (y_i <- y_{i-1}, y_0 = 0): position 0, the
+    zero-SE entries, is then off by v_0."""
+    def wrap(f):
+        def g(*a, causal=False, **k):
+            y = np.asarray(f(*a, causal=causal, **k))
+            if not causal:
+                return y
+            out = np.zeros_like(y)
+            out[..., 1:, :] = y[..., :-1, :]
+            return out
+        return g
+    return wrapped(_module(cid), "flt_attention", wrap)
+
+
+def _converse_sign(cid):
+    """The four-term decomposition with (b + c)/2 for (b - c)/2 on the difference term (a sign slip)."""
+    mod = _module(cid)
+    orig = mod.four_terms
+
+    def four_terms(M, omega, z, zp, with_sum_terms=True):
+        a, b, c, d = np.asarray(M).ravel()
+        return orig(M, omega, z, zp, with_sum_terms) + c * np.sin(omega * (z - zp))
+    return patched(mod, "four_terms", four_terms)
+
+
+PLANTS = [
+    ("flt.shift-invariant-kernels", _normaliser_off_by_one),
+    ("flt.thm4.1-unbiased", _normaliser_off_by_one),
+    ("flt.lemmaA2-variance", _jacobian_exponent_off_by_one),
+    ("flt.thmA3-variance-bound", _jacobian_exponent_off_by_one),
+    ("flt.alg1-favor", _causal_write_off_by_one),
+    ("horn.lemma1-converse", _converse_sign),
+]
+
+
+@pytest.mark.parametrize(("cid", "plant"), PLANTS, ids=[c for c, _ in PLANTS])
+def test_a_planted_realistic_bug_flips_the_claim(cid, plant):
+    claim = REGISTRY[cid]
+    base = run_check(claim, Context(seed=0, size="tiny", claim_id=cid))
+    with plant(cid):
+        bad = run_check(claim, Context(seed=0, size="tiny", claim_id=cid))
+    assert base.verdict == claim.expected_at("tiny")
+    assert bad.verdict != base.verdict, (cid, bad.verdict, bad.summary)
+
+
+def test_the_off_by_one_normaliser_hides_from_the_z_test():
+    """The plant of the block estimates moves only the exactly compared diagonal: with the z statistics
+    alone (the zero-SE entries ignored) flt.shift-invariant-kernels would still hold."""
+    cid = "flt.shift-invariant-kernels"
+    with _normaliser_off_by_one(cid):
+        res = run_check(REGISTRY[cid], Context(seed=0, size="tiny", claim_id=cid))
+    ev = res.evidence
+    assert ev["z_kernel"] < 5.0 and ev["zero_se_dev_over_rounding_bound"] > 1e6, ev
