@@ -132,6 +132,10 @@ IMPLEMENTATION = Implementation(
                 "projection directions are not Haar-distributed",
                 _T + "test_draw_first_coordinate_is_not_sign_symmetric",
                 "multiply Q's columns by sign(diag(R)) after torch.linalg.qr in orthogonal_random_matrix_"),
+        Finding("orthogonal_random_matrix_", "unbiased", "FAIL", "defect",
+                "through those draws the positive-feature estimate of exp(|x|^2) is biased, by an amount "
+                "that depends on the direction of x", _T + "test_draw_first_coordinate_is_not_sign_symmetric",
+                "the same sign correction"),
         Finding("Favor features", "values", "pass", "pass",
                 "Favor is refattn's hyperbolic positive map of d^{-1/4} x on the same projections",
                 _T + "test_favor_closed_form"),

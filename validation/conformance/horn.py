@@ -119,6 +119,11 @@ IMPLEMENTATION = Implementation(
                 "in softmax_kernel, take the key maximum per sequence (amax over dims -1, "
                 "-2) and default eps "
                 "to 0"),
+        Finding("S1 RelativePerformer attention", "gradients", "FAIL", "defect",
+                "its gradient is the derivative of its own forward (central differences agree): it differs "
+                "from refattn's by the forward's eps and batch-wide maximum",
+                _T + "test_s1_eps_and_batch_maximum",
+                "the same change"),
         Finding("S1 RelativePerformer attention", "batch_independence", "FAIL", "defect",
                 "that key maximum (torch.max(data_dash), no dim) runs over the batch: with "
                 "the eps, one batch "
@@ -136,6 +141,9 @@ IMPLEMENTATION = Implementation(
                 _T + "test_s2_class_token_query_sits_below_the_grid",
                 "mark the class token's row of valid as False (valid[-1] = False) so that it has no position "
                 "as a query either"),
+        Finding("S2 relative_attention", "gradients", "FAIL", "defect",
+                "its gradient follows its forward, so the class token's position shows in the gradients too",
+                _T + "test_s2_class_token_query_sits_below_the_grid", "the same change"),
         Finding("S2 relative_attention", "dtype", "FAIL", "defect",
                 "relative_attention allocates its padded values with torch.zeros in the default dtype, so "
                 "float64 inputs raise a dtype error", _T + "test_s2_float64_raises",

@@ -101,6 +101,10 @@ IMPLEMENTATION = Implementation(
                 _T + "test_gmm_rks_estimates_twice_the_kernel",
                 "scale by sqrt(2 / n_dims) instead of sqrt(4 / n_dims) in "
                 "GaussianMixtureFourierFeatures.forward"),
+        Finding("GaussianMixtureFourierFeatures (GMM-RKS)", "gradients", "FAIL", "defect",
+                "its gradient is the derivative of its own forward (central differences agree), so it "
+                "carries the same factor 2", _T + "test_gmm_rks_estimates_twice_the_kernel",
+                "the same change"),
         Finding("GaussianMixtureFourierFeatures (GMM-RKS)", "unbiased", "FAIL", "defect",
                 "each head lists the mirrored mean's [cos, sin] features beside the mean's, both scaled by "
                 "sqrt(4 / n_dims) = 1/sqrt(n): the estimate is twice the kernel of the spectrum (the paper's "

@@ -68,6 +68,16 @@ IMPLEMENTATION = Implementation(
                 _T + "test_causal_prefix_depends_on_later_keys",
                 "take the key maximum per position over the features only (amax(dim=-1)), or over the "
                 "prefix, in softmax_kernel when the attention is causal"),
+        Finding("FastAttention", "gradients", "FAIL", "defect",
+                "softmax_kernel detaches its key maximum, which with the eps does not cancel, so "
+                "FastAttention's autograd gradient is not the derivative of its own forward",
+                _T + "test_gradient_is_not_the_derivative_of_its_forward",
+                "do not detach the maximum in softmax_kernel (or default eps to 0, with which it cancels)"),
+        Finding("FastAttention, eps 0", "stability", "FAIL", "convention",
+                "with the documented eps at 0, the global key maximum cannot keep keys far below it from "
+                "underflowing: causal rows whose keys all underflow are 0/0 (the default eps keeps them "
+                "finite)",
+                _T + "test_eps0_underflows_to_nan"),
         Finding("FastAttention, eps 0", "prefix_invariance", "pass", "pass",
                 "with eps = 0 the global key maximum cancels and the prefix outputs do not depend on later "
                 "keys", _T + "test_causal_prefix_depends_on_later_keys"),

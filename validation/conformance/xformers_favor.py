@@ -113,6 +113,11 @@ IMPLEMENTATION = Implementation(
                 "SMReg draws orthogonal projections of fixed norm sqrt(d), the paper's regularised estimator "
                 "SMREG+ (documented as such), which is not an unbiased estimate of exp(x.y) through positive "
                 "features", _T + "test_smreg_draw_has_norm_sqrt_d"),
+        Finding("FavorAttention", "gradients", "FAIL", "defect",
+                "its causal gradient is that of the running mean of v (central differences of its own "
+                "forward agree): the forward's defect",
+                _T + "test_causal_output_is_running_mean_of_own_values",
+                "the same change"),
         Finding("FavorAttention", "stability", "FAIL", "defect",
                 "the feature maps subtract no maximum from the exponent (normalize_inputs, off by default, "
                 "subtracts the largest |x|^2 only), so on large-norm keys the causal output is 0/0",
@@ -123,6 +128,9 @@ IMPLEMENTATION = Implementation(
                 "the documented epsilon (1e-6) is added inside the exponent, multiplying every feature by "
                 "exp(1e-6): a constant factor that cancels in attention",
                 _T + "test_epsilon_is_a_constant_factor"),
+        Finding("SMOrf features", "gradients", "FAIL", "convention",
+                "the same constant factor exp(1e-6) in the gradient (central differences of its own forward "
+                "agree)", _T + "test_epsilon_is_a_constant_factor"),
         Finding("SMOrf features, epsilon 0", "values", "pass", "pass",
                 "with epsilon = 0, SMOrf is refattn's positive map of d^{-1/4} x on the same projections",
                 _T + "test_epsilon_is_a_constant_factor"),

@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 
 from validation.conformance import fast_transformers as ft  # noqa: E402
 
-from .test_performer_pytorch import first_coordinate_z  # noqa: E402
+from .test_performer_pytorch import first_coordinate_z, positive_estimate_z  # noqa: E402
 
 D = 16
 NO_EXTENSION = "needs the causal_product_cpu extension (python -m validation.conformance.layout --build)"
@@ -30,7 +30,9 @@ def linear_attention(pq, pk, v, causal):
 
 def test_draw_first_coordinate_is_not_sign_symmetric(sources):
     fn = ft.draw(sources(ft.SUBDIR))
-    assert abs(first_coordinate_z([fn(s, D, D).numpy().astype(np.float64) for s in range(600)])) > 8
+    draws = [fn(s, D, D).numpy().astype(np.float64) for s in range(600)]
+    assert abs(first_coordinate_z(draws)) > 8
+    assert positive_estimate_z(draws, np.full(D, 0.6 / np.sqrt(D))) < -5      # biased low along all-ones
 
 
 def test_favor_closed_form(sources):

@@ -93,3 +93,38 @@ def test_causal_prefix_depends_on_later_keys():
             full = fn(*(torch.from_numpy(a) for a in (q2, k2, v2, om)), True).numpy()[:, :, :24]
         change = np.max(np.abs(full - short)) / np.max(np.abs(short))
         assert (change > 1e-3) if leaks else (change < 1e-10), (fn, change)
+
+
+def test_gradient_is_not_the_derivative_of_its_forward():
+    """The directional derivative of sum(out * c) along a random dq, by central differences (step 1e-6,
+    truncation O(h^2) ~ 1e-12 relative), against the autograd gradient: they differ with the default eps and
+    agree with eps = 0."""
+    q, k, v, om = inputs(5, L=16)
+    rng = np.random.default_rng(6)
+    c, dq = rng.standard_normal(q.shape), rng.standard_normal(q.shape)
+    for fn, agrees in ((pp.attention, False), (adapter.attention_eps0, True)):
+        for causal in (False, True):
+            tq = torch.from_numpy(q).requires_grad_(True)
+            out = fn(tq, *(torch.from_numpy(a) for a in (k, v, om)), causal)
+            (g,) = torch.autograd.grad((out * torch.from_numpy(c)).sum(), tq)
+            h = 1e-6
+            with torch.no_grad():
+                f = [float((fn(torch.from_numpy(q + s * h * dq), *(torch.from_numpy(a) for a in (k, v, om)),
+                                causal) * torch.from_numpy(c)).sum()) for s in (1, -1)]
+            fd, ad = (f[0] - f[1]) / (2 * h), float((g.numpy() * dq).sum())
+            rel = abs(fd - ad) / abs(fd)
+            assert (rel < 1e-6) if agrees else (rel > 1e-4), (fn, causal, rel)
+
+
+def test_eps0_underflows_to_nan():
+    """Keys of the first 4 positions far below the last key's exponent: with eps = 0 their features
+    underflow to 0 after dividing by the global maximum, and causal rows 0-3 are 0/0; the default eps keeps
+    them finite."""
+    q, k, v, om = inputs(7, L=8)
+    top = om[np.argmax(np.linalg.norm(om, axis=1))]
+    k[..., 7, :] = 500.0 * top / np.linalg.norm(top)          # its x'.w ~ 250 |w| > 745: the rest underflow
+    t = [torch.from_numpy(a) for a in (q, k, v, om)]
+    with torch.no_grad():
+        y0 = adapter.attention_eps0(*t, True).numpy()
+        y = pp.attention(*t, True).numpy()
+    assert np.isnan(y0[..., :4, :]).all() and np.isfinite(y).all()
