@@ -57,3 +57,11 @@ def test_docs_page_quotes_the_record():
     body = page[page.index("\n", start) + 1:page.index("<!-- conformance: end -->")]
     assert body == (ROOT / "validation" / "records" / "conformance.md").read_text()
     assert "conformance" in (ROOT / "docs" / "guide" / "index.md").read_text().split()
+
+
+def test_every_failing_check_of_the_record_has_a_judgement():
+    doc = json.loads(RECORD.read_text())
+    unjudged = [(i["name"], r["label"], c["name"]) for i in doc["implementations"] for r in i["rows"]
+                for c in r["checks"] if c["verdict"] in ("FAIL", "inconclusive")
+                and (r["label"], c["name"]) not in {(f["row"], f["check"]) for f in i["findings"]}]
+    assert not unjudged, unjudged
