@@ -27,6 +27,7 @@ import numpy as np
 
 from ..registry import Context
 from . import harness, listops, sparse_task
+from . import provenance
 
 NAME = "eigenvalues"
 METHODS = ("gmm-rks", "gmm-prf")
@@ -93,6 +94,7 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=Non
                 for m in METHODS for wd in WEIGHT_DECAYS}
     record = {
         "experiment": NAME, "size": size, "seed": seed, **budget(size),
+        "provenance": provenance.rows(sparse_task.PROVENANCE),
         "scale": {k: sz[k] for k in ("L", "steps", "lr", "seeds", "d_model", "n_heads", "n_layers", "m")} | {
             "task": f"stand-in: the sparse sum task of Appendix E at p={p} (the sparse-task grid's runs), "
                     "weight decay 0.1 and 0", "lr_schedule": harness.warmup_cosine(sz["steps"], sz["lr"]),

@@ -480,7 +480,7 @@ def claim_result(ctx, name: str, run: Callable, decide: Callable, *, scale_note:
                 "json": str(out / f"{name}.json"), "criterion": record.get("criterion"),
                 "criterion_values": record.get("criterion_values"), "results": record.get("summary"),
                 "learning": record.get("learning"), "budget_fraction": record.get("budget_fraction"),
-                "budget": record.get("budget")}
+                "budget": record.get("budget"), "provenance": record.get("provenance")}
     figures = []
     for png in record.get("figures", []):
         figures.append(png)

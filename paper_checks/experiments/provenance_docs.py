@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import calibration, images, sparse_task
+from . import calibration, images, listops, sparse_task
 from .provenance import markdown
 from .published import HORN_COMMIT, HORN_REPO
 
@@ -24,6 +24,7 @@ def tables() -> dict[str, str]:
     return {"images": markdown(images.PROVENANCE, code_ref=ref),
             "images-flt": markdown(images.PROVENANCE_FLT, code_ref="no public code for the image models"),
             "sparse-task": markdown(sparse_task.PROVENANCE, code_ref="not consulted"),
+            "listops": markdown(listops.PROVENANCE, code_ref="not consulted"),
             "calibration": calibration.table()}
 
 

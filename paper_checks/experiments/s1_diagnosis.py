@@ -1,4 +1,4 @@
-"""Why S1 on FAVOR+ learns no more than No-Pos on Fashion-MNIST: one S1 model, three estimators.
+"""S1 on FAVOR+ against exact S1 attention on Fashion-MNIST: one S1 model, three estimators.
 
 At ``--size full`` (records in ``paper_checks/records/images-full``) Horn's S1 on FAVOR+ (m = 64) ends at the
 No-Pos accuracy (0.513 vs 0.520, three seeds each) although, at initialisation, its output does depend on the
@@ -6,7 +6,8 @@ token positions. This script trains the *same* S1 model (same data, seed, schedu
 with the attention evaluated three ways and prints its test-accuracy curve:
 
 - ``exact``: the S1 attention computed exactly (softmax of the augmented logits, Lemma 1; no random features);
-- ``m64``: FAVOR+ positive features, m = 64, redrawn every step (the ``full`` configuration);
+- ``m64``: FAVOR+ positive features, m = 64 (the ``full`` configuration, with the image experiments' settings
+  ``images.SETTINGS``: redraw interval, S1 and query/key initialisation, betas, clipping);
 - ``m256``: the same with m = 256.
 
 If ``exact`` learns positions and the FAVOR+ variants do not, the relative logits and their gradients are not
@@ -15,6 +16,10 @@ the problem (the FAVOR+ backward of S1 is also checked by finite differences in
 
     python -m paper_checks.experiments.s1_diagnosis exact --steps 1500 --out DIR
     python -m paper_checks.experiments.s1_diagnosis errors --out DIR
+
+The committed records (``records/images-full/s1-diagnosis``) were made before the image experiments took the
+authors' settings: features redrawn every step, refattn's S1 initialisation, Glorot query/key weights, betas
+(0.9, 0.999), no clipping.
 
 ``errors`` measures the other half of the explanation without training: the relative error of the FAVOR+
 attention output against the exact one, for S1 and for plain softmax attention, on queries, keys and values
@@ -116,6 +121,7 @@ def run(variant: str, steps: int, *, seed: int = 0, n_test: int = 1000, every: i
 
     with H.single_thread():
         H.train_loop(cfg, x_tr, y_tr, seed=seed, steps=steps, batch=sz["batch"], lr=sz["lr"],
+                     beta1=I.SETTINGS["beta1"], beta2=I.SETTINGS["beta2"], clip_norm=I.SETTINGS["clip_norm"],
                      schedule=I.schedule(sz), callback=record, callback_every=every)
     return {"variant": variant, "attention": cfg["attention"], "steps": steps, "seed": seed,
             "n_test": n_test, "data": desc["name"], "curve": curve}

@@ -42,7 +42,7 @@ import numpy as np
 from ..registry import Context
 from . import harness, measures
 from .data import SPARSE_CLASSES, sparse_features, sparse_sum_task
-from .provenance import Setting
+from .provenance import Setting, rows
 
 NAME = "sparse_task"
 METHODS = ("gmm-rks", "gmm-prf")
@@ -295,7 +295,7 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=Non
         return None if a is None or b is None else a / b
 
     record = {
-        "experiment": NAME, "size": size, "seed": seed, **budget(size),
+        "experiment": NAME, "size": size, "seed": seed, **budget(size), "provenance": rows(PROVENANCE),
         "scale": {k: v for k, v in sz.items() if k != "workers"} | {
             "dtype": "float32", "lr_schedule": harness.warmup_cosine(sz["steps"], sz["lr"]),
             "weight_decay": WEIGHT_DECAY, "paper_scale": "200K sequences, L=200, batch 400, AdamW lr 5e-6"},

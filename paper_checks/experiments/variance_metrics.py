@@ -19,6 +19,7 @@ import numpy as np
 
 from ..registry import Context
 from . import harness, listops, sparse_task
+from . import provenance
 
 NAME = "variance_metrics"
 REQUIRED = ("gmm-rks", "gmm-prf")
@@ -91,6 +92,7 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=Non
     methods = list(dict.fromkeys(p["method"] for p in points))
     record = {
         "experiment": NAME, "size": size, "seed": seed, **budget(size),
+        "provenance": provenance.rows(sparse_task.PROVENANCE),
         "scale": {"passes": sparse_task.SIZES[size]["passes"],
                   "listops_passes": listops.SIZES[size]["passes"],
                   "models": "the trained sparse-task (every p, seed) and ListOps models (same runs)",
