@@ -26,7 +26,7 @@ JUDGEMENTS = {
     "defect": "the implementation computes something other than what it claims",
     "convention": "it computes a documented other thing (a convention difference)",
     "pass": "it computes what it claims, within the check's threshold",
-    "limitation": "the validator could not say (a validator limitation, fixed in the validator)",
+    "limitation": "the validator's verdict misses the fact (a validator limitation found on the way)",
 }
 
 

@@ -72,3 +72,15 @@ def test_favor_attention_underflows_to_nan(sources):
     s = np.where(np.tril(np.ones((6, 6))) > 0, s, -np.inf)
     a = np.exp(s - s.max(-1, keepdims=True))
     assert np.all(np.isfinite(a / a.sum(-1, keepdims=True) @ v[0, 0]))
+
+
+def test_smorf_draw_is_biased_along_all_ones(sources):
+    """Over 12000 SMOrf draws (m = d = 16) the positive estimate of exp(|x|^2), |x| = 0.6, is biased low
+    along all-ones (z < -5; 20000 draws: z = -10.2, -2.2 %), while along e1, where each projection's
+    coordinate is exactly N(0, 1) (a chi(m) norm times a coordinate of a uniform unit vector of R^m), it is
+    within noise."""
+    from .test_performer_pytorch import positive_estimate_z
+    fn = xf.draw(sources(xf.SUBDIR), "SMOrf")
+    draws = [fn(s, D, D).numpy().astype(np.float64) for s in range(12000)]
+    assert positive_estimate_z(draws, np.full(D, 0.6 / np.sqrt(D))) < -5
+    assert abs(positive_estimate_z(draws, 0.6 * np.eye(D)[0])) < 4
