@@ -32,9 +32,9 @@ star imports, no code).
 The two APIs (docs/guide/foundation.md, "Two APIs: checked over unchecked"): no module imports an
 underscore-prefixed name from another module (nor reads one as ``module._name``); a private module
 (``_causal.py``) or private package is imported only from inside the package that holds it; every function
-``f_core`` in refattn has its public ``f`` in the same module and takes ``xp`` as a required keyword-only
-argument (outside the NumPy edge ``refattn.random``); no ``*_core`` name is in an ``__all__`` or
-imported by a package ``__init__``.
+``f_core`` in refattn has its public ``f`` in the same module, takes ``xp`` as a required keyword-only
+argument and checks nothing but its own result (outside the NumPy edge ``refattn.random``); no ``*_core``
+name is in an ``__all__`` or imported by a package ``__init__``.
 
 An import ``from a.b import c`` is an arrow to ``a.b.c`` when that is a module, else to ``a.b``; the implicit
 import of parent packages is not an arrow (every submodule would otherwise "import" its package).
@@ -460,6 +460,34 @@ def core_xp_problems(source: str, name: str) -> list[str]:
     return bad
 
 
+#: The only checks a core may make: on its own result or its own allocation, which no caller can make for it.
+CORE_OWN_CHECKS = {
+    "check_normaliser": "the normaliser the core computed (linear attention, the Toeplitz RPE)",
+    "check_nbytes": "the allocation bound of a buffer the core sizes (the token embedding's one-hot)",
+}
+
+
+def core_check_problems(source: str, name: str) -> list[str]:
+    """No top-level ``f_core`` looks its namespace up or checks its arguments: a call of ``namespace``,
+    ``array_namespace`` or a name starting with ``check``, ``_check`` or ``_validate`` in its body (its
+    checked ``f`` does that), other than :data:`CORE_OWN_CHECKS`."""
+    bad = []
+    for n in ast.parse(source).body:
+        if isinstance(n, ast.FunctionDef) and n.name.endswith("_core"):
+            for c in ast.walk(n):
+                if not isinstance(c, ast.Call):
+                    continue
+                f = c.func
+                called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+                if called in CORE_OWN_CHECKS:
+                    continue
+                if called in ("namespace", "array_namespace") or called.startswith(("check", "_check",
+                                                                                     "_validate")):
+                    bad.append(f"{name}:{c.lineno} {n.name} calls {called} (checks belong to its public "
+                               "function or to the caller that checked once)")
+    return bad
+
+
 def exported_core_problems(source: str, name: str, is_pkg: bool) -> list[str]:
     """``*_core`` names in ``__all__``, or imported by a package ``__init__`` (cores stay in their module)."""
     bad = []
@@ -490,6 +518,12 @@ def test_every_core_takes_a_keyword_only_xp():
     bad = [b for m, p in ALL.items() if not any(_under(m, e) for e in NUMPY_EDGES)
            for b in core_xp_problems(p.read_text(), m)]
     assert not bad, "cores without a required keyword-only xp:\n" + "\n".join(bad)
+
+
+def test_no_core_checks_its_arguments():
+    bad = [b for m, p in ALL.items() if not any(_under(m, e) for e in NUMPY_EDGES)
+           for b in core_check_problems(p.read_text(), m)]
+    assert not bad, "cores that check or look up their namespace:\n" + "\n".join(bad)
 
 
 def test_no_core_is_exported():
@@ -541,6 +575,17 @@ def test_planted_core_without_its_public_function_is_reported():
 def test_planted_core_without_a_keyword_only_xp_is_reported(source, want):
     assert any(want in b for b in core_xp_problems(source, "m")), core_xp_problems(source, "m")
     assert core_xp_problems("def g_core(x, *, scale=1.0, xp):\n    return x\n", "m") == []
+
+
+@pytest.mark.parametrize(("source", "want"), [
+    ("def g_core(x, *, xp):\n    xp = namespace(x)\n    return x\n", "calls namespace"),
+    ("def g_core(x, *, xp):\n    check_shape('x', x, 'L')\n    return x\n", "calls check_shape"),
+    ("def g_core(x, *, xp):\n    _check_struct(x)\n    return x\n", "calls _check_struct"),
+    ("def g_core(x, *, xp):\n    checks.check_dy(x, x)\n    return x\n", "calls check_dy"),
+])
+def test_planted_core_that_checks_is_reported(source, want):
+    assert any(want in b for b in core_check_problems(source, "m")), core_check_problems(source, "m")
+    assert core_check_problems("def g_core(x, *, xp):\n    check_normaliser(x)\n    return x\n", "m") == []
 
 
 def test_planted_exported_core_is_reported():

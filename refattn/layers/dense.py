@@ -69,17 +69,23 @@ TypeError
 """
 
 
-def check_dense(x, params):
+def check_dense(x, params, *, width=None):
     """Structural checks of :func:`dense_fwd` (container, namespaces, dtypes, shapes): no data read.
 
-    The model runs them where the layer is used and checks values once at its boundary.
+    The model runs them before its cores and checks values once at its boundary. `width`, if given, is the
+    layer input's last axis (a later layer checked before its input exists: `x` then gives only the
+    namespace and dtype).
     """
     if not (isinstance(params, tuple) and hasattr(params, "W") and hasattr(params, "b")):
         raise TypeError(f"params: expected DenseParams(W, b); got {type(params).__name__}")
     xp = namespace(x, params.W, params.b, names=("x", "params.W", "params.b"))
     sizes = check_shape("params.W", params.W, "d_in, d_out")
     check_shape("params.b", params.b, "d_out", sizes)
-    check_shape("x", x, "..., d_in", sizes)
+    if width is None:
+        check_shape("x", x, "..., d_in", sizes)
+    elif width != params.W.shape[0]:
+        raise ValueError(f"params.W: expected shape (d_in, d_out) with d_in = {width} (the layer input's "
+                         f"width); got {tuple(params.W.shape)}")
     return xp
 
 

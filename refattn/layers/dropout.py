@@ -75,10 +75,12 @@ def dropout_fwd(x, mask):
     return dropout_fwd_core(x, mask, xp=xp)
 
 
-def check_dropout(x, mask, *, name="mask"):
+def check_dropout(x, mask, *, name="mask", shape=None):
     """Structural checks of :func:`dropout_fwd` (a mask given, namespaces, dtypes, a broadcastable shape).
 
-    Metadata only, no data read; `name` is the mask's argument name in the messages.
+    Metadata only, no data read; `name` is the mask's argument name in the messages; `shape`, if given, is
+    the shape of the array the mask will multiply (a later layer's, checked before it exists: `x` then
+    gives only the namespace and dtype).
     """
     if mask is None:
         raise ValueError(
@@ -87,11 +89,12 @@ def check_dropout(x, mask, *, name="mask"):
             "move it with refattn.random.as_xp(mask, like=x), and pass it as dropout(x, mask)"
         )
     xp = namespace(x, mask, names=("x", name))
-    full = tuple(x.shape)
+    full = tuple(x.shape) if shape is None else tuple(shape)
     tail = full[len(full) - mask.ndim:] if mask.ndim <= len(full) else ()
     ok = mask.ndim <= len(full) and all(m in (1, f) for m, f in zip(tuple(mask.shape), tail, strict=True))
     if not ok:
-        raise ValueError(f"{name}: expected a shape broadcastable to x's {full}; got {tuple(mask.shape)}")
+        what = "x's" if shape is None else "the masked array's"
+        raise ValueError(f"{name}: expected a shape broadcastable to {what} {full}; got {tuple(mask.shape)}")
     return xp
 
 

@@ -199,16 +199,17 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
     ------
     {raises}
     """
-    xp, att = check_mha(x, params, n_heads, attention, positions)
+    xp, att = check_mha(x, params, n_heads, attention, positions, dropout_mask)
     check_trees(("params", params), ("features", features), ("x", x), ("dropout_mask", dropout_mask),
                 ("positions", positions), dtype=x.dtype)                         # once, named leaf by leaf
     return mha_fwd_core(x, params, features, n_heads=n_heads, att=att, causal=causal,
                         dropout_mask=dropout_mask, positions=positions, train=train, xp=xp)
 
 
-def check_mha(x, params, n_heads, attention, positions):
-    """Structural checks of :func:`mha_fwd` (namespaces, dtypes, shapes, heads, the attention configuration):
-    metadata only, no data read. Returns ``(xp, normalised attention configuration)``."""
+def check_mha(x, params, n_heads, attention, positions, dropout_mask=None):
+    """Structural checks of :func:`mha_fwd` (namespaces, dtypes, shapes of the four projections and the
+    dropout mask, heads, the attention configuration): metadata only, no data read. Returns ``(xp,
+    normalised attention configuration)``."""
     xp = namespace(x, names=("x",))
     sizes = check_shape("x", x, "..., L, D")
     D = x.shape[-1]
@@ -219,6 +220,12 @@ def check_mha(x, params, n_heads, attention, positions):
     att = check_attention_config(attention, d_head=D // n_heads, n_heads=n_heads)
     _check_params(params, D)
     check_shape("params['q'].W", params["q"].W, "D, D", sizes)
+    for key in ("q", "k", "v", "o"):                # the merged heads, o's input, have x's shape
+        with naming(f"params['{key}']"):
+            check_dense(x, params[key])
+    if dropout_mask is not None:                    # on the per-head output (..., H, L, d)
+        check_dropout(x, dropout_mask, name="dropout_mask",
+                      shape=tuple(x.shape[:-2]) + (n_heads, x.shape[-2], D // n_heads))
     if positions is not None:
         namespace(x, positions, names=("x", "positions"))                          # same namespace and dtype
     return xp, att
@@ -230,23 +237,17 @@ def mha_fwd_core(x, params, features, *, n_heads, att, causal, dropout_mask, pos
     # y = concat_h(dropout(o_h)) W_o + b_o
     n_heads = int(n_heads)
     kind = ATTENTION_KINDS[att["kind"]]
-    with naming("params['q']"):
-        q, cq = dense_fwd_core(x, params["q"], xp=check_dense(x, params["q"]))      # (..., L, D)
-    with naming("params['k']"):
-        k, ck = dense_fwd_core(x, params["k"], xp=check_dense(x, params["k"]))      # (..., L, D)
-    with naming("params['v']"):
-        v, cv = dense_fwd_core(x, params["v"], xp=check_dense(x, params["v"]))      # (..., L, D)
+    q, cq = dense_fwd_core(x, params["q"], xp=xp)                                  # (..., L, D)
+    k, ck = dense_fwd_core(x, params["k"], xp=xp)                                  # (..., L, D)
+    v, cv = dense_fwd_core(x, params["v"], xp=xp)                                  # (..., L, D)
     qh, kh, vh = (split_heads(t, n_heads, xp=xp) for t in (q, k, v))                # (..., H, L, d)
     with naming("params['attn'] / features"):
         oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=positions,
                           train=bool(train), causal=bool(causal), options=att)
     cd = None
     if dropout_mask is not None:
-        check_dropout(oh, dropout_mask, name="dropout_mask")
         oh, cd = dropout_fwd_core(oh, dropout_mask, xp=xp)                          # (..., H, L, d)
-    with naming("params['o']"):
-        o = merge_heads(oh, xp=xp)                                                  # (..., L, D)
-        y, co = dense_fwd_core(o, params["o"], xp=check_dense(o, params["o"]))      # (..., L, D)
+    y, co = dense_fwd_core(merge_heads(oh, xp=xp), params["o"], xp=xp)             # (..., L, D)
     return y, MHACache(cq, ck, cv, ca, co, att["kind"], n_heads, cd)
 
 

@@ -65,10 +65,8 @@ class TransformerGrads(NamedTuple):
 
 
 # ---- one block ---------------------------------------------------------------------------------------------
-def _drop_fwd(x, mask):
-    if mask is None:
-        return x, None
-    return dropout_fwd_core(x, mask, xp=check_dropout(x, mask))                    # its shape (no data read)
+def _drop_fwd(x, mask, *, xp):
+    return (x, None) if mask is None else dropout_fwd_core(x, mask, xp=xp)
 
 
 def _drop_bwd(dy, cache, *, xp):
@@ -76,12 +74,12 @@ def _drop_bwd(dy, cache, *, xp):
 
 
 def _layernorm(x, params):
-    """The model's layer norm: its structural checks (no data read), then the core."""
+    """The model's final layer norm: its structural checks (no data read), then the core."""
     return layernorm_fwd_core(x, params, 1e-5, xp=check_layernorm(x, params))
 
 
 def _dense(x, params):
-    """The model's dense layer: its structural checks (no data read), then the core."""
+    """The model's head: its structural checks (no data read), then the core."""
     return dense_fwd_core(x, params, xp=check_dense(x, params))
 
 
@@ -123,34 +121,56 @@ def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, sha
     shared = shared or {}
     check_trees(("params", params), ("features", features), ("shared", shared), ("x", x), ("masks", masks),
                 ("positions", positions), dtype=getattr(x, "dtype", None))     # once, named leaf by leaf
-    return block_fwd_core(x, params, features, cfg=cfg, masks=masks, positions=positions, shared=shared,
-                          train=train, xp=namespace(x, names=("x",)))
+    xp, att = check_block(x, params, cfg=cfg, masks=masks, positions=positions, shared=shared)
+    return block_fwd_core(x, params, features, cfg=cfg, att=att, masks=masks, positions=positions,
+                          shared=shared, train=train, xp=xp)
 
 
-def block_fwd_core(x, params, features, *, cfg, masks, positions, shared, train, xp):
-    """Unchecked core of :func:`block_fwd` (see its docstring); the caller checked the trees once."""
+def _attn_params(params, shared):
+    """The block's attention parameters with the shared ones merged into ``attn``."""
+    if not shared:
+        return params["attn"]
+    return {**params["attn"], "attn": {**params["attn"].get("attn", {}), **shared}}
+
+
+def check_block(x, params, *, cfg, masks, positions, shared):
+    """Structural checks of one block against its input ``x: (..., L, D)`` (every sub-layer's parameters
+    and the dropout masks; metadata only, no data read). Returns ``(xp, normalised attention
+    configuration)``."""
+    with naming("params['ln1']"):
+        check_layernorm(x, params["ln1"])
+    with naming("params['attn']"):
+        xp, att = check_mha(x, _attn_params(params, shared), cfg["n_heads"], cfg["attention"], positions,
+                            masks.get("attn"))
+    with naming("params['ln2']"):
+        check_layernorm(x, params["ln2"])
+    with naming("params['ff1']"):
+        check_dense(x, params["ff1"])
+    with naming("params['ff2']"):                  # its input is ff1's output, (..., L, d_ff)
+        check_dense(x, params["ff2"], width=params["ff1"].W.shape[1])
+    for key in ("resid_attn", "resid_ff"):         # on sub-layer outputs of x's shape
+        if masks.get(key) is not None:
+            check_dropout(x, masks[key], name=f"masks['{key}']")
+    return xp, att
+
+
+def block_fwd_core(x, params, features, *, cfg, att, masks, positions, shared, train, xp):
+    """Unchecked core of :func:`block_fwd` (see its docstring); the caller ran :func:`check_block`."""
     # h = x + dropout(MHA(LN1(x)))
     # y = h + dropout(W2 gelu(W1 LN2(h) + b1) + b2)
-    attn_params = params["attn"]
-    if shared:
-        attn_params = {**attn_params, "attn": {**attn_params.get("attn", {}), **shared}}
-    with naming("params['ln1']"):
-        a, c_ln1 = _layernorm(x, params["ln1"])                                     # (..., L, D)
-    with naming("params['attn']"):
-        _, att = check_mha(a, attn_params, cfg["n_heads"], cfg["attention"], positions)
+    attn_params = _attn_params(params, shared)
+    a, c_ln1 = layernorm_fwd_core(x, params["ln1"], 1e-5, xp=xp)                   # (..., L, D)
+    with naming("params['attn']"):                 # the kinds' own value checks (a permutation, a variance)
         a, c_att = mha_fwd_core(a, attn_params, features, n_heads=cfg["n_heads"], att=att,
                                 causal=cfg["causal"], dropout_mask=masks.get("attn"), positions=positions,
                                 train=train, xp=xp)
-    a, c_da = _drop_fwd(a, masks.get("resid_attn"))                                # (..., L, D)
+    a, c_da = _drop_fwd(a, masks.get("resid_attn"), xp=xp)                         # (..., L, D)
     h = x + a                                                                       # (..., L, D) residual
-    with naming("params['ln2']"):
-        f, c_ln2 = _layernorm(h, params["ln2"])                                     # (..., L, D)
-    with naming("params['ff1']"):
-        f, c_ff1 = _dense(f, params["ff1"])                                         # (..., L, d_ff)
+    f, c_ln2 = layernorm_fwd_core(h, params["ln2"], 1e-5, xp=xp)                   # (..., L, D)
+    f, c_ff1 = dense_fwd_core(f, params["ff1"], xp=xp)                              # (..., L, d_ff)
     f, c_act = gelu_fwd_core(f, xp=xp)                                              # (..., L, d_ff)
-    with naming("params['ff2']"):
-        f, c_ff2 = _dense(f, params["ff2"])                                         # (..., L, D)
-    f, c_df = _drop_fwd(f, masks.get("resid_ff"))                                  # (..., L, D)
+    f, c_ff2 = dense_fwd_core(f, params["ff2"], xp=xp)                              # (..., L, D)
+    f, c_df = _drop_fwd(f, masks.get("resid_ff"), xp=xp)                           # (..., L, D)
     return h + f, (c_ln1, c_att, c_da, c_ln2, c_ff1, c_act, c_ff2, c_df, tuple(shared))
 
 
@@ -335,8 +355,9 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     shared = params.get("shared", {}).get("attn", {})
     for i, (blk, f, mk) in enumerate(zip(params["blocks"], feats, masks, strict=True)):
         with naming(f"params['blocks'][{i}] / features[{i}]"):
-            h, cb = block_fwd_core(h, blk, f, cfg=cfg, masks=mk or {}, positions=positions, shared=shared,
-                                   train=train, xp=xp)                              # (..., L, D)
+            _, att = check_block(h, blk, cfg=cfg, masks=mk or {}, positions=positions, shared=shared)
+            h, cb = block_fwd_core(h, blk, f, cfg=cfg, att=att, masks=mk or {}, positions=positions,
+                                   shared=shared, train=train, xp=xp)               # (..., L, D)
         c_blocks.append(cb)
     with naming("params['ln_f']"):
         h, c_lnf = _layernorm(h, params["ln_f"])                                    # (..., L, D)

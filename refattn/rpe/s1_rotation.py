@@ -586,12 +586,9 @@ def s1_attention_bwd(dy, cache: _AttnCache, *, omega_grad=True) -> S1AttentionGr
 # y = softmax([q, Q_p] [k, K_p]^T / sqrt(d + P)) v   (exact), or FAVOR+ on the augmented q and k
 # d[q, Q_p], d[k, K_p] from the attention backward, then the augmentation's backward
 def s1_attention_fwd_core(q, k, v, pos, params, *, omega, causal, features, xp, keep=True):
-    """Unchecked core of :func:`s1_attention_fwd` on ``(L, A)`` float positions: the augmentation's and the
-    softmax's unchecked cores, or FAVOR (which checks only its result; ``keep=False``: no causal states kept
-    for a backward)."""
-    check_s1_params(params)
-    if q.shape[-2] < 1:
-        raise ValueError(f"q: expected shape (..., L, d) with L >= 1 positions; got {tuple(q.shape)}")
+    """Unchecked core of :func:`s1_attention_fwd` on ``(L, A)`` float positions (the caller ran
+    :func:`check_s1_params` and checked ``L >= 1``): the augmentation's and the softmax's unchecked cores, or
+    FAVOR (which checks only its result; ``keep=False``: no causal states kept for a backward)."""
     (q_aug, k_aug), ac = s1_augment_fwd_core(q, k, pos, params, xp=xp)
     if omega is None:
         y, cache = softmax_attention_fwd_core(q_aug, k_aug, v, None, causal, float(q_aug.shape[-1] ** -0.5),

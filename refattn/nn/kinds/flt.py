@@ -194,8 +194,9 @@ def _one_fwd(q, k, v, pos, stored_spectrum, stored_proposal, attn_params, featur
     if truncated and isinstance(spectrum, Box):
         bound = box_truncation_bias_bound(spectrum, options["truncation"], pos, xp=xp)
     if options["feature_map"] == "favor":
+        check_flt_inputs(pos, features["eps"], spectrum, proposal, truncated, finite=False)  # pair, signs
         y, c = flt_attention_fwd_core(q, k, v, pos, features["eps"], spectrum, proposal, features["omega"],
-                                       causal=causal, allow_truncation=truncated, xp=xp, keep=keep)
+                                       causal=causal, xp=xp, keep=keep)
     else:
         y, c = _learned_fwd(q, k, v, pos, features["eps"], spectrum, proposal, attn_params["W"],
                             causal=causal, options=options, xp=xp, keep=keep)

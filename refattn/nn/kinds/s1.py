@@ -45,6 +45,8 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
     pos = token_positions(positions, q.shape[-2], options, q, xp=xp, kind="s1")       # (L, A)
     params = attn_params["s1"]
     check_s1_params(params)
+    if q.shape[-2] < 1:
+        raise ValueError(f"q: expected shape (..., L, d) with L >= 1 positions; got {tuple(q.shape)}")
     pos = check_s1_positions(pos, params.freqs.shape[-2], params.freqs, xp=xp)        # (L, A), no data read
     # the unchecked core: q, k, v, the parameters and the positions were checked once by the model
     return s1_attention_fwd_core(q, k, v, pos, params, omega=omega, causal=causal,
