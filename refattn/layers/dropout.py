@@ -76,11 +76,8 @@ def dropout_fwd(x, mask):
 
 
 def check_dropout(x, mask, *, name="mask", shape=None):
-    """Structural checks of :func:`dropout_fwd` (a mask given, namespaces, dtypes, a broadcastable shape).
-
-    Metadata only, no data read; `name` is the mask's argument name in the messages; `shape`, if given, is
-    the shape of the array the mask will multiply (a later layer's, checked before it exists: `x` then
-    gives only the namespace and dtype).
+    """Structural checks of :func:`dropout_fwd` (a mask given, namespaces, dtypes, a broadcastable shape; no
+    data read); `name` names the mask in messages, `shape` (default x's) is that of the array it multiplies.
     """
     if mask is None:
         raise ValueError(
