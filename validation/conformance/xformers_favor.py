@@ -109,12 +109,16 @@ IMPLEMENTATION = Implementation(
                  "heads folded into the batch"),
     ),
     findings=(
-        Finding("SMOrf draw", "unbiased", "pass", "limitation",
+        Finding("SMOrf draw", "unbiased", "pass", "defect",
                 "SMOrf's projections are columns of row-scaled Haar blocks: each coordinate is exactly "
                 "N(0, 1) but the rows are not (norms not chi(d), rows not orthogonal, both reported by "
                 "haar), and the positive estimate of exp(|x|^2) along all-ones is 2.2 % low, which 20000 "
-                "draws show (z = -10.2) and the check's 2000 draws do not",
-                _T + "test_smorf_draw_is_biased_along_all_ones"),
+                "draws show (z = -10.2) and the check's 2000 draws do not (a validator limitation: its "
+                "power)",
+                _T + "test_smorf_draw_is_biased_along_all_ones",
+                "draw ceil(m / d) blocks of d x d Haar matrices (_get_random_ortho_matrix(ceil(m / d), d)), "
+                "keep m rows, scale each row by an independent chi(d) norm and transpose, instead of taking "
+                "the first d rows of m x m blocks"),
         Finding("SMReg draw", "unbiased", "FAIL", "convention",
                 "SMReg draws orthogonal projections of fixed norm sqrt(d), the paper's regularised estimator "
                 "SMREG+ (documented as such), which is not an unbiased estimate of exp(x.y) through positive "
