@@ -58,7 +58,7 @@ METHODS: dict[str, tuple[str, dict]] = {
     "favor+": ("favor", {"features": "positive", "draw": "orthogonal"}),
     "favor-trig": ("favor", {"features": "trig", "draw": "iid", "on_nonpositive": "ignore"}),
     "elu": ("elu", {}),
-    # KL maps: RKS normalisers can be <= 0 (design.md trap 4): computed faithfully ("ignore" = do not raise)
+    # KL maps: RKS normalisers can be <= 0 (refattn.features.trig): computed faithfully ("ignore" = no raise)
     "gmm-rks": ("gmm", {"features": "rks", "covariance": "full", "on_nonpositive": "ignore"}),
     "gmm-prf": ("gmm", {"features": "prf", "covariance": "full"}),
     "fastfood-rks": ("fastfood", {"features": "rks", "on_nonpositive": "ignore"}),
@@ -171,7 +171,8 @@ def draw_features(seed: int, step: int, config: dict):
 
 def _nonfinite_error(exc: Exception) -> bool:
     """True for refattn's error about a non-finite normaliser or output (RKS normalisers can be ~0 and their
-    products overflow float32: design.md trap 4), which the experiments record instead of crashing."""
+    products overflow float32: refattn.attention.normaliser), which the experiments record instead of
+    crashing."""
     return isinstance(exc, ValueError) and "not finite" in str(exc)
 
 
@@ -221,7 +222,7 @@ def train_loop(config: dict, x: np.ndarray, y: np.ndarray, *, seed: int, steps: 
     clipped to global norm `clip_norm` first (``refattn.nn.optim.clip_by_global_norm``, as torch's
     ``clip_grad_norm_``; None: no clipping).
     ``callback(step, params)`` runs every `callback_every` steps and after the last one; returning True stops
-    training. A step whose loss or gradients are not finite (an RKS normaliser at ~0: design.md trap 4) is
+    training. A step whose loss or gradients are not finite (an RKS normaliser at ~0) is
     skipped (no update, as a loss-scaling trainer skips an overflowing step) and counted in
     ``stats["skipped_steps"]`` (with the first such steps in ``stats["skipped_at"]``); more than a tenth of
     the steps skipped stops the run (``stats["diverged_at"]``). Returns the final parameters."""
