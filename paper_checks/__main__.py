@@ -32,7 +32,7 @@ from refattn.files import write_text_atomic
 
 from . import scale
 from .catalog import run_by_id, select
-from .experiments.idx import DATA_ENV, load_mnist_format, mnist_files
+from .experiments.idx import DATA_ENV, DEFAULT_DATA_DIR, find_real_data, load_mnist_format, mnist_files
 from .power import power_table, run_power
 from .registry import SIZES
 from .report import provenance, totals_line, write_json, write_report
@@ -315,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         claims = select(args.only)
     except ValueError as exc:
         problems.append(str(exc))
+    if args.data is None and args.all and any(c.slow for c in claims):
+        problems.extend(_implicit_data_problems())
     report_problem = None if args.report is None else _writable(Path(args.report), True, "--report")
     if report_problem:
         problems.append(report_problem)
@@ -333,6 +335,26 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.report).mkdir(exist_ok=True)   # the directory the user named (its parent exists: checked)
     with _data_environment(args.data):
         return _run(claims, args, argv)
+
+
+def _implicit_data_problems() -> list[str]:
+    """The data the slow claims will read without ``--data`` (``$PAPER_CHECKS_DATA``, else the default
+    directory when it holds the files), every file read and checked before any claim runs: one message per
+    problem, naming where the directory came from (empty when there is nothing to read or all is well)."""
+    named = os.environ.get(DATA_ENV)
+    where = f"${DATA_ENV}={named}" if named else f"the default data directory {DEFAULT_DATA_DIR}"
+    if named and mnist_files(named) is None:      # an explicit choice never falls back to the stand-in
+        return [f"{where} does not hold the MNIST-format files "
+                "{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]; set it to such a directory or pass "
+                "--data DIR"]
+    found = find_real_data()
+    if found is None:
+        return []
+    try:
+        load_mnist_format(found)
+    except (ValueError, OSError) as exc:
+        return [f"{where}: {exc}; pass --data DIR to read another directory"]
+    return []
 
 
 @contextlib.contextmanager

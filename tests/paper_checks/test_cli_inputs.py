@@ -145,6 +145,27 @@ def test_malformed_data_directory_is_refused_before_any_claim(tmp_path, nothing_
     assert str(f) in err and "truncated IDX data" in err and "Traceback" not in err
 
 
+def test_implicit_data_directory_is_checked_before_any_claim(tmp_path, nothing_runs, capsys, monkeypatch):
+    """Without --data the slow claims read $PAPER_CHECKS_DATA (or the default directory): a malformed or empty
+    one is refused up front, naming where it came from, never read inside a claim or replaced by the
+    stand-in silently."""
+    bad = _mnist_dir(tmp_path / "bad", bad_label=True)
+    monkeypatch.setenv(DATA_ENV, str(bad))
+    assert cli.main(["--all", "--only", "horn.table1-ordering", "--size", "tiny"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"${DATA_ENV}={bad}" in err and "label 200 out of range" in err and "Traceback" not in err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv(DATA_ENV, str(empty))
+    assert cli.main(["--all", "--only", "horn.table1-ordering", "--size", "tiny"]) == cli.EXIT_USAGE
+    assert "does not hold the MNIST-format files" in capsys.readouterr().err
+    monkeypatch.delenv(DATA_ENV)
+    monkeypatch.setattr(cli, "DEFAULT_DATA_DIR", bad)        # the default directory, named as such
+    monkeypatch.setattr(cli, "find_real_data", lambda: bad)
+    assert cli.main(["--all", "--only", "horn.table1-ordering", "--size", "tiny"]) == cli.EXIT_USAGE
+    assert f"the default data directory {bad}" in capsys.readouterr().err
+
+
 def test_wellformed_data_directory_passes(tmp_path, capsys):
     good = _mnist_dir(tmp_path / "good")
     before = os.environ.get(DATA_ENV)
