@@ -1,10 +1,11 @@
-"""Sphinx configuration of the refattn site. Build (offline, warnings as errors)::
+"""Sphinx configuration of the refattn site. Build (offline, warnings as errors, the docs extra alone)::
 
-    python -m sphinx -W -b html docs docs/_build/html
+    python -m sphinx -W -q -b html docs docs/_build/html
 
 The API reference is generated from each module's ``__all__`` (``_ext/apigen.py``); the paper pages' verdicts
-and evidence are generated at build time by running ``python -m paper_checks --size tiny --json`` on the
-non-slow claims (``_ext/paperclaims.py``), never typed by hand.
+and evidence are rendered from the committed records under ``paper_checks/records/`` (``_ext/paperclaims.py``:
+the fast claims from ``docs-tiny``, written by ``python docs/_tools/record_checks.py``), never typed by hand;
+equations become MathML at build time (``_ext/mathml.py``). How each part works: ``docs/README.md``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ html_math_renderer = "mathml"
 # Every cross-reference must resolve (with -W an unresolved one fails the build). Names outside this project
 # have no target without intersphinx (offline), so they are listed here, each with its reason.
 nitpicky = True
+# the guide's Markdown pages link sections as GitHub renders them (paper-checks.md#the-criterion, also from
+# README.md): MyST makes the same slugs for headings down to level 3
+myst_heading_anchors = 3
 nitpick_ignore: list[tuple[str, str]] = []
 autosummary_generate = True
 # autosummary's table shows a docstring's first sentence, cut at the first ". " that does not end a known

@@ -72,6 +72,19 @@ def test_offline_check_finds_network_loads_missing_files_and_unrendered_math(tmp
     assert n == 1 and any(expected in p for p in problems), problems
 
 
+def test_offline_check_follows_the_fonts_a_stylesheet_loads(tmp_path):
+    check_offline = pytest.importorskip("check_offline")
+    site = _site(tmp_path, '<span class="math"><math><mi>x</mi></math></span>')
+    css = tmp_path / "_static" / "site.css"
+    css.write_text('@font-face { src: url("fonts/STIXTwoMath-Regular.ttf"); }')
+    assert any("not in the build" in p for p in check_offline.site_problems(site)[1])
+    (tmp_path / "_static" / "fonts").mkdir()
+    (tmp_path / "_static" / "fonts" / "STIXTwoMath-Regular.ttf").write_bytes(b"font")
+    assert check_offline.site_problems(site) == (1, [])
+    css.write_text('@import url("https://fonts.googleapis.com/css?family=X");')
+    assert any("from the network" in p for p in check_offline.site_problems(site)[1])
+
+
 # --- executed pages: re-run when an input changes
 
 def test_input_key_changes_with_the_page_the_sources_and_the_environment(tmp_path):
@@ -177,6 +190,7 @@ def test_references_by_any_import_path_resolve_to_the_documented_page():
     assert xrefs.source_target("paper_checks.scale.DaskMap") == ("paper_checks.scale", "tag", "DaskMap")
     assert xrefs.source_target("validation.runner.DEFAULT_TIMEOUT") == ("validation.worker", "data", None)
     assert xrefs.source_target("numpy.ndarray") is None                                # not this project
+    assert xrefs.source_target("refattn.attention") is None      # 'from . import attention': no loop
 
 
 @pytest.mark.slow

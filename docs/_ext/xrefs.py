@@ -12,7 +12,8 @@ path; for every other reference it emits ``missing-reference``, and this handler
 2. a module resolves to the page of the listed module that contains it (``refattn.rpe.spectra`` ->
    ``refattn.rpe``, which documents what ``refattn.rpe.spectra`` exports);
 3. a bare or partial name is tried inside the reference's current module (and class) and its parents, then as
-   the unique documented object with that last name;
+   the unique documented object with that last name (for 4., first in the module that defines the object
+   whose API page holds the reference);
 4. an object of this project that has no API page (a helper, a registry constant, a submodule's class)
    resolves to its definition in the site's source listing (``sphinx.ext.viewcode``'s ``_modules/`` page
    of its module, at the object's anchor for a function, class or method, at the top for a constant); the
@@ -102,12 +103,12 @@ def candidates(target: str, module: str | None, klass: str | None = None) -> lis
     return out
 
 
-def source_target(path: str) -> tuple[str, str, str | None] | None:
+def source_target(path: str, _seen: frozenset = frozenset()) -> tuple[str, str, str | None] | None:
     """(module, kind, anchor) of the definition of `path` in this project's source, found without importing
     the module: kind ``tag`` (a def or class, anchor its qualified name) or ``data`` (a module-level
     assignment, no anchor); None when `path` names nothing defined in a project module."""
     parts = path.split(".")
-    if parts[0] not in PROJECT:
+    if parts[0] not in PROJECT or path in _seen or len(_seen) > 8:
         return None
     for i in range(len(parts) - 1, 0, -1):
         modname, qual = ".".join(parts[:i]), ".".join(parts[i:])
@@ -133,15 +134,27 @@ def source_target(path: str) -> tuple[str, str, str | None] | None:
                 name = next(a.name for a in node.names if (a.asname or a.name) == head)
                 package = modname if spec.submodule_search_locations else modname.rpartition(".")[0]
                 source = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
-                return source_target(".".join(x for x in (source, name, rest) if x))
+                return source_target(".".join(x for x in (source, name, rest) if x), _seen | {path})
     return None
+
+
+def _page_module(docname: str) -> str | None:
+    """The defining module of the object an API page (``api/generated/<name>``) documents, else None."""
+    if not docname.startswith("api/generated/"):
+        return None
+    obj = import_path(docname.rsplit("/", 1)[-1])
+    return getattr(obj, "__module__", None) if obj is not None else None
 
 
 def _source_reference(app, env, node, contnode, target: str):
     """A reference node to `target`'s definition in the source listing (see the module docstring, 4.)."""
     if app.builder.format != "html" or "sphinx.ext.viewcode" not in app.extensions:
         return None
-    for path in candidates(target.lstrip("~."), node.get("py:module"), node.get("py:class")):
+    paths = candidates(target.lstrip("~."), node.get("py:module"), node.get("py:class"))
+    home = _page_module(node["refdoc"])          # a docstring's bare name: the documented object's module
+    if home and "." not in target:
+        paths.insert(0, f"{home}.{target.lstrip('~.')}")
+    for path in paths:
         found = source_target(path)
         if found is None:
             continue

@@ -8,7 +8,8 @@ For each ``*.html`` page under the directory (``_static/`` holds the theme's tem
 - nothing is loaded from another host: no ``src=``/``href=`` of a ``<script>``, ``<link>``, ``<img>``,
   ``<iframe>``, ``<source>`` or ``<object>`` starts with ``http:``, ``https:`` or ``//``, and no script or
   ``<link>`` names a known CDN or MathJax (the equations are MathML, rendered by the browser itself);
-- every file the page loads (a relative ``src``/``href`` of those tags) is present in the build;
+- every file the page loads (a relative ``src``/``href`` of those tags) is present in the build, and so is
+  every file its local stylesheets load (``url(...)``: the math font);
 - math is rendered: a page with math elements (``class="math``) holds ``<math`` elements and no LaTeX left
   between ``\\(``/``\\[`` delimiters for a script to typeset.
 
@@ -31,6 +32,22 @@ _MATH_CLASS = re.compile(r"class=\"math\b")
 _UNRENDERED = re.compile(r"\\\(.+?\\\)|\\\[.+?\\\]", re.S)
 
 
+_CSS_URL = re.compile(r"url\(\s*[\"']?([^\"')]+)[\"']?\s*\)")
+
+
+def css_problems(css: Path) -> list[str]:
+    """What a stylesheet loads from the network, or names and lacks (fonts, images: ``url(...)``)."""
+    out = []
+    for url in _CSS_URL.findall(css.read_text(encoding="utf-8", errors="replace")):
+        if url.startswith("data:") or url.startswith("#"):
+            continue
+        if _REMOTE.match(url):
+            out.append(f"loads {url} from the network")
+        elif not (css.parent / unquote(urlsplit(url).path)).exists():
+            out.append(f"loads {url}, which is not in the build")
+    return out
+
+
 def page_problems(page: Path, root: Path) -> list[str]:
     """The problems of one built page (see the module docstring); [] when it passes."""
     text = page.read_text(encoding="utf-8", errors="replace")
@@ -47,8 +64,11 @@ def page_problems(page: Path, root: Path) -> list[str]:
         path = unquote(urlsplit(url).path)
         if not path or url.startswith(("#", "data:", "mailto:")):
             continue
-        if not (page.parent / path).resolve().exists():
+        target = (page.parent / path).resolve()
+        if not target.exists():
             problems.append(f"{rel}: <{tag}> loads {url}, which is not in the build")
+        elif target.suffix == ".css":
+            problems += [f"{rel}: {url} {p}" for p in css_problems(target)]
     for code in re.findall(r"<script\b.*?</script>|<link\b[^>]*>", text, flags=re.S | re.I):
         for m in _CDN.finditer(code):     # in a script or a link tag (prose may name MathJax)
             problems.append(f"{rel}: a script or link names {m.group(0)!r}: {code[:120]!r}")
