@@ -24,6 +24,7 @@ def test_at_least_six_implementations_with_rows():
 def test_findings_are_well_formed(impl):
     labels = [r.label for r in impl.rows]
     assert len(set(labels)) == len(labels), "row labels must be unique"
+    assert {f.row for f in impl.findings} == set(labels), "every row carries at least one finding"
     for f in impl.findings:
         assert f.row in labels, f
         assert f.judgement in JUDGEMENTS, f
