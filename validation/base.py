@@ -46,6 +46,10 @@ class Framework:
     name = "numpy"
     autograd = False
     module = "numpy"
+    #: whether a candidate can change the framework's arrays in place (the input-modification check compares
+    #: them before and after each call; an immutable array, e.g. JAX's, is never compared: inside ``jax.vjp``
+    #: it is a tracer that cannot be read)
+    mutable = True
 
     def available(self) -> bool:
         return importlib.util.find_spec(self.module) is not None

@@ -114,7 +114,10 @@ def _copy(fw: Framework, a: Any) -> Any:
 
 
 def _changed(fw: Framework, before: Any, after: Any, name: str) -> list[str]:
-    """Names (``params/W`` inside trees) whose value in `after` differs from `before`, bit for bit."""
+    """Names (``params/W`` inside trees) whose value in `after` differs from `before`, bit for bit (arrays
+    of an immutable framework cannot change: not compared)."""
+    if fw.is_array(before) and not fw.mutable:
+        return []
     if fw.is_array(before) or isinstance(before, np.ndarray):
         x = np.asarray(fw.to_numpy(before) if fw.is_array(before) else before)
         try:

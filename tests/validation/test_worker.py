@@ -64,6 +64,35 @@ def test_the_guard_names_tree_leaves_and_leaves_the_callers_arrays_alone():
     assert log.modified["x"][0] == 2 and log.result().figure == 4.0
 
 
+def test_the_guard_never_reads_arrays_of_an_immutable_framework():
+    """JAX arrays cannot change in place, and inside ``jax.vjp`` they are tracers that refuse conversion to
+    NumPy: the guard neither copies nor compares them (an array that refuses ``to_numpy`` stands for the
+    tracer; tests/validation/test_crosscheck.py::test_jax_adapter runs the real one where jax is
+    installed)."""
+    from validation.base import Framework
+
+    class Traced:
+        pass
+
+    class Immutable(Framework):
+        name = "immutable"
+        mutable = False
+
+        def is_array(self, x):
+            return isinstance(x, Traced)
+
+        def copy(self, x):
+            return x
+
+        def to_numpy(self, x):
+            raise TypeError("a tracer cannot be converted to NumPy")
+
+    log = InputLog()
+    t = Traced()
+    assert guarded(lambda x, n: n, Immutable(), ("x", "n"), log)(t, 3) == 3
+    assert log.calls == 1 and not log.modified
+
+
 def test_closures_are_sent_by_value():
     def outer(a):
         def inner(b, c=2):

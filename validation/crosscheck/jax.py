@@ -17,6 +17,7 @@ class JaxFramework(Framework):
     name = "jax"
     autograd = True
     module = "jax"
+    mutable = False                                       # JAX arrays are immutable
 
     def asarray(self, a: np.ndarray) -> Any:
         import jax
