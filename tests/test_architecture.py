@@ -672,3 +672,52 @@ def test_code_line_count_ignores_docstrings_only():
     assert code_lines(src) == 2 + 3                                   # def + return, three assignments
     assert code_lines(src.replace('    """Doc."""\n', "")) == 5
     assert code_lines(src + "y = 1\n") == 6                           # planted code line counts
+
+
+#: Docstring lines at most half of a module's lines (``wc -l``): a method's derivation is said once (its
+#: module or public function docstring, the others refer to it) and a block shared by several docstrings is a
+#: ``refattn._docs.fill_doc`` constant, which is code.
+MAX_DOCSTRING_SHARE = 0.5
+
+
+def docstring_lines(src: str) -> int:
+    """Lines inside module, class and function docstrings (the first statement when it is a string constant,
+    found with ``ast.walk``); comments and other strings are not docstrings."""
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)):
+                lines.update(range(first.lineno, first.end_lineno + 1))
+    return len(lines)
+
+
+def docstring_share_problems(sources: dict[str, str]) -> list[str]:
+    """``path: docstring/total = share`` for every source whose docstring lines exceed half its lines."""
+    out = []
+    for path, src in sorted(sources.items()):
+        total, doc = len(src.splitlines()), docstring_lines(src)
+        if total and doc > MAX_DOCSTRING_SHARE * total:
+            out.append(f"{path}: {doc}/{total} = {doc / total:.1%}")
+    return out
+
+
+def test_no_refattn_module_is_mostly_docstring():
+    sources = {str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / "refattn").rglob("*.py")}
+    problems = docstring_share_problems(sources)
+    assert not problems, f"modules over {MAX_DOCSTRING_SHARE:.0%} docstring lines: {problems}"
+
+
+def test_docstring_share_counts_docstrings_only():
+    src = ('"""Module doc\n\nmore."""\n\n#: a comment\nBLOCK = """\nshared\nblock\n"""\n\n\n'
+           'class A:\n    """Class doc."""\n\n    def f(self):\n        """Method\n        doc."""\n'
+           '        return 1\n')
+    assert docstring_lines(src) == 3 + 1 + 2               # module, class, method; comment and BLOCK not
+    assert docstring_share_problems({"ok.py": src}) == []     # 6 of 18 lines
+    long_doc = '"""Class\n    doc\n    that\n    runs\n    on\n    and\n    on."""'
+    at_half = src.replace('"""Class doc."""', long_doc)
+    assert docstring_lines(at_half) == 3 + 7 + 2
+    assert docstring_share_problems({"half.py": at_half}) == []                  # 12 of 24: at the limit
+    over = at_half.replace("        return 1\n", "")
+    assert docstring_share_problems({"over.py": over}) == ["over.py: 12/23 = 52.2%"]

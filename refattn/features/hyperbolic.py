@@ -10,11 +10,12 @@ from typing import Any, NamedTuple
 
 from .._docs import fill_doc
 from .._xp import namespace
-from .trig import MSE_PARAMETERS, MSE_RAISES, mse_terms, nonneg
+from .trig import MSE_SECTIONS, mse_terms, nonneg
 from .projection import BWD_RAISES, OMEGA_GRAD_PARAMETER, X_OMEGA_PARAMETERS, X_OMEGA_RAISES, check_x_omega
 from .key_frames import check_causal, positive_key_features_stable_bwd, positive_key_features_stable_fwd_core
-from .positive import (PositiveFeaturesCache, PositiveFeaturesGrads, check_frame, positive_features_bwd,
-                       positive_features_fwd, positive_features_stable_bwd, positive_features_stable_fwd_core)
+from .positive import (GRADS_RETURNS, PositiveFeaturesCache, PositiveFeaturesGrads, check_frame,
+                       positive_features_bwd, positive_features_fwd, positive_features_stable_bwd,
+                       positive_features_stable_fwd_core)
 
 __all__ = [
     "hyperbolic_features", "hyperbolic_features_fwd", "hyperbolic_features_bwd",
@@ -34,6 +35,9 @@ _CAUSAL_DOC = """
 causal : bool, default False
     Prefix maxima instead of maxima over all positions.
 """
+#: the stable query maps' and the key maps' parameters: x and omega, then the frame resp. `causal`
+_STABLE_PARAMETERS = X_OMEGA_PARAMETERS.rstrip("\n") + _FRAME_DOC
+_KEY_PARAMETERS = X_OMEGA_PARAMETERS.rstrip("\n") + _CAUSAL_DOC
 _DOUT_DOC = """
 Parameters
 ----------
@@ -88,12 +92,11 @@ def _fold(g, cache, *, frame=True):
 def hyperbolic_features(x, omega):
     r"""Hyperbolic positive features ``[exp(u), exp(-u)] exp(-|x|^2/2) / sqrt(2m)``, ``u = x omega^T``.
 
-    With antithetic projections ``+-omega``, ``phi(q) . phi(k) = (1/m) sum_i cosh(omega_i . (q + k))
-    exp(-|q|^2/2 - |k|^2/2)``: unbiased for :func:`~refattn.features.trig.softmax_kernel` ``exp(q . k)`` with
-    ``omega ~ N(0, I_d)`` (Choromanski et al. 2021, Lemma 1, hyperbolic form), with a smaller variance than
-    :func:`positive_features`: ``Var = exp(-|q|^2 - |k|^2) (exp(|q + k|^2) - 1)^2 / (2m)`` (derived in
-    ``tests/features/test_positive.py``). Backward: that of :func:`positive_features` on ``[omega; -omega]``,
-    then ``domega = domega_+ - domega_-``. Raw: attention should use :func:`hyperbolic_features_stable`.
+    With antithetic projections ``+-omega``, ``phi(q) . phi(k)`` is unbiased for ``exp(q . k)``
+    (:func:`~refattn.features.trig.softmax_kernel`; Choromanski et al. 2021, Lemma 1, hyperbolic form) with a
+    smaller MSE than :func:`positive_features`, both derived in :func:`hyperbolic_mse`. Backward: that of
+    :func:`positive_features` on ``[omega; -omega]``, then ``domega = domega_+ - domega_-``. Raw: attention
+    should use :func:`hyperbolic_features_stable`.
 
     {x_omega_parameters}
 
@@ -136,7 +139,7 @@ def hyperbolic_features_fwd(x, omega):
     return phi, HyperbolicFeaturesCache(cache)
 
 
-@fill_doc(raises=BWD_RAISES)
+@fill_doc(returns=GRADS_RETURNS, raises=BWD_RAISES)
 def hyperbolic_features_bwd(dphi, cache: HyperbolicFeaturesCache) -> PositiveFeaturesGrads:
     """Gradients of :func:`hyperbolic_features` (equations there) from the features' cotangent.
 
@@ -146,10 +149,7 @@ def hyperbolic_features_bwd(dphi, cache: HyperbolicFeaturesCache) -> PositiveFea
         Cotangent of the features; same namespace and dtype as the cache, finite.
     cache : HyperbolicFeaturesCache
 
-    Returns
-    -------
-    PositiveFeaturesGrads
-        ``x : (..., L, d)``, ``omega : (m, d)``.
+    {returns}
 
     {raises}
     """
@@ -164,12 +164,11 @@ def hyperbolic_features_stable_fwd_core(x, omega, k_log_scale, *, xp):
     return out, HyperbolicFeaturesCache(cache)
 
 
-@fill_doc(x_omega_parameters=X_OMEGA_PARAMETERS, frame=_FRAME_DOC, raises=_STABLE_RAISES_DOC)
+@fill_doc(parameters=_STABLE_PARAMETERS, raises=_STABLE_RAISES_DOC)
 def hyperbolic_features_stable(x, omega, *, k_log_scale=None):
     r"""Row-stabilised :func:`hyperbolic_features`: :func:`positive_features_stable` on ``[omega; -omega]``.
 
-    {x_omega_parameters}
-    {frame}
+    {parameters}
 
     Returns
     -------
@@ -182,12 +181,11 @@ def hyperbolic_features_stable(x, omega, *, k_log_scale=None):
     return hyperbolic_features_stable_fwd(x, omega, k_log_scale=k_log_scale)[0]
 
 
-@fill_doc(x_omega_parameters=X_OMEGA_PARAMETERS, frame=_FRAME_DOC)
+@fill_doc(parameters=_STABLE_PARAMETERS)
 def hyperbolic_features_stable_fwd(x, omega, *, k_log_scale=None):
     """:func:`hyperbolic_features_stable` and the cache for its backward (equations, shapes and errors there).
 
-    {x_omega_parameters}
-    {frame}
+    {parameters}
 
     Returns
     -------
@@ -200,7 +198,7 @@ def hyperbolic_features_stable_fwd(x, omega, *, k_log_scale=None):
     return hyperbolic_features_stable_fwd_core(x, omega, k_log_scale, xp=xp)
 
 
-@fill_doc(dout=_DOUT_DOC, omega_grad=OMEGA_GRAD_PARAMETER, raises=BWD_RAISES)
+@fill_doc(dout=_DOUT_DOC, omega_grad=OMEGA_GRAD_PARAMETER, returns=GRADS_RETURNS, raises=BWD_RAISES)
 def hyperbolic_features_stable_bwd(dout, cache: HyperbolicFeaturesCache, *,
                                    omega_grad=True) -> PositiveFeaturesGrads:
     """Gradients of :func:`hyperbolic_features_stable` (equations there) from ``(dphi, dlog_scale)``.
@@ -209,10 +207,7 @@ def hyperbolic_features_stable_bwd(dout, cache: HyperbolicFeaturesCache, *,
     cache : HyperbolicFeaturesCache
     {omega_grad}
 
-    Returns
-    -------
-    PositiveFeaturesGrads
-        ``x : (..., L, d)``, ``omega : (m, d)`` (or ``None``), ``k_log_scale``: the folded frame's shape.
+    {returns}
 
     {raises}
     """
@@ -227,12 +222,11 @@ def hyperbolic_key_features_stable_fwd_core(x, omega, *, causal=False, xp):
     return out, HyperbolicFeaturesCache(cache)
 
 
-@fill_doc(x_omega_parameters=X_OMEGA_PARAMETERS, causal=_CAUSAL_DOC, raises=_KEY_RAISES_DOC)
+@fill_doc(parameters=_KEY_PARAMETERS, raises=_KEY_RAISES_DOC)
 def hyperbolic_key_features_stable(x, omega, *, causal=False):
     r""":func:`positive_key_features_stable` on ``[omega; -omega]``: keys' features, per-feature frames.
 
-    {x_omega_parameters}
-    {causal}
+    {parameters}
 
     Returns
     -------
@@ -246,12 +240,11 @@ def hyperbolic_key_features_stable(x, omega, *, causal=False):
     return hyperbolic_key_features_stable_fwd(x, omega, causal=causal)[0]
 
 
-@fill_doc(x_omega_parameters=X_OMEGA_PARAMETERS, causal=_CAUSAL_DOC)
+@fill_doc(parameters=_KEY_PARAMETERS)
 def hyperbolic_key_features_stable_fwd(x, omega, *, causal=False):
     """:func:`hyperbolic_key_features_stable` and the cache for its backward (maths and errors there).
 
-    {x_omega_parameters}
-    {causal}
+    {parameters}
 
     Returns
     -------
@@ -262,7 +255,7 @@ def hyperbolic_key_features_stable_fwd(x, omega, *, causal=False):
     return hyperbolic_key_features_stable_fwd_core(x, omega, causal=causal, xp=xp)
 
 
-@fill_doc(omega_grad=OMEGA_GRAD_PARAMETER, raises=BWD_RAISES)
+@fill_doc(omega_grad=OMEGA_GRAD_PARAMETER, returns=GRADS_RETURNS, raises=BWD_RAISES)
 def hyperbolic_key_features_stable_bwd(dout, cache: HyperbolicFeaturesCache, *,
                                        omega_grad=True) -> PositiveFeaturesGrads:
     """Gradients of :func:`hyperbolic_key_features_stable` (equations there) from ``(dphi, dk_log_scale)``.
@@ -274,10 +267,7 @@ def hyperbolic_key_features_stable_bwd(dout, cache: HyperbolicFeaturesCache, *,
     cache : HyperbolicFeaturesCache
     {omega_grad}
 
-    Returns
-    -------
-    PositiveFeaturesGrads
-        ``x : (..., L, d)`` and ``omega : (m, d)`` (or ``None``).
+    {returns}
 
     {raises}
     """
@@ -285,26 +275,19 @@ def hyperbolic_key_features_stable_bwd(dout, cache: HyperbolicFeaturesCache, *,
     return _fold(g, cache, frame=False)
 
 
-@fill_doc(parameters=MSE_PARAMETERS, raises=MSE_RAISES)
+@fill_doc(sections=MSE_SECTIONS)
 def hyperbolic_mse(q, k, m):
     r"""MSE of :func:`hyperbolic_features`' softmax-kernel estimate,
     ``exp(-|q|^2 - |k|^2) (exp(|q + k|^2) - 1)^2 / (2m)``.
 
     Derivation (iid ``omega_i ~ N(0, I_d)``, m projections, 2m features, ``s = q + k``): ``phi(q) . phi(k)``
-    is the mean of m iid ``Y_i = cosh(omega_i . s) exp(-|q|^2/2 - |k|^2/2)``, unbiased for ``exp(q . k)``.
-    ``E cosh(omega . s) = exp(|s|^2/2)`` and ``E cosh^2(omega . s) = (1 + E cosh(2 omega . s)) / 2 =
+    is the mean of m iid ``Y_i = cosh(omega_i . s) exp(-|q|^2/2 - |k|^2/2)``, unbiased for ``exp(q . k)``:
+    ``E cosh(omega . s) = exp(|s|^2/2)``; and ``E cosh^2(omega . s) = (1 + E cosh(2 omega . s)) / 2 =
     (1 + exp(2|s|^2)) / 2``, so ``Var cosh = (exp(|s|^2) - 1)^2 / 2`` and ``Var Y = exp(-|q|^2 - |k|^2)
     (exp(|s|^2) - 1)^2 / 2``, over m. Equal to ``positive_mse(q, k, m) (1 - exp(-|s|^2)) / 2``: below the
     positive map's at the same m (Choromanski et al. 2021, Lemma 2, hyperbolic form).
 
-    {parameters}
-
-    Returns
-    -------
-    mse : (..., Lq, Lk) array
-        ``E[(phi(q) . phi(k) - softmax_kernel(q, k))^2]``; same namespace and dtype as `q`.
-
-    {raises}
+    {sections}
 
     See Also
     --------

@@ -1,10 +1,17 @@
 r"""Positive random features (PRF, FAVOR+) ``exp(x omega^T - c |x|^2) / sqrt(m)`` and their row stabiliser.
 
 :func:`positive_features` (c = 1/2: the softmax kernel), :func:`gaussian_positive_features` (c = 1, Chowdhury
-et al. Eq. (9): the Gaussian kernel) and :func:`positive_features_stable` (the first as ``(phi, log_scale)``;
-the dispatch point ``"positive_features_stable"``), each derived in its docstring. Keys with one frame per
-feature are in :mod:`refattn.features.key_frames`, the antithetic maps in :mod:`refattn.features.hyperbolic`.
-Axes: ``...`` batch and heads, ``L`` positions, ``d`` input width, ``m`` projections (the feature width).
+et al. Eq. (9): the Gaussian kernel), :func:`positive_features_stable` (the first as ``(phi, log_scale)``;
+the dispatch point ``"positive_features_stable"``) and the estimates' MSEs. Keys with one frame per feature
+are in :mod:`refattn.features.key_frames`, the antithetic maps in :mod:`refattn.features.hyperbolic`. Axes:
+``...`` batch and heads, ``L`` positions, ``d`` input width, ``m`` projections (the feature width).
+
+**The estimate and its MSE**, both offsets (iid ``omega_i ~ N(0, I_d)``, ``s = q + k``): ``phi(q) . phi(k)``
+is the mean of m iid ``Y_i = exp(omega_i . s - c|q|^2 - c|k|^2)``. From ``E exp(omega . a) = exp(|a|^2/2)``,
+``E Y = exp(|s|^2/2 - c|q|^2 - c|k|^2)`` and ``E Y^2 = exp(2|s|^2 - 2c|q|^2 - 2c|k|^2) = (E Y)^2
+exp(|s|^2)``, so the MSE (``Var Y / m``: unbiased) is ``(E Y)^2 (exp(|s|^2) - 1) / m``. c = 1/2: ``E Y =
+exp(q . k)``, the softmax kernel (Choromanski et al. 2021, Lemmas 1 and 2); c = 1: ``E Y = exp(-|q -
+k|^2/2)``, the Gaussian kernel. Every estimate is positive.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ from .._docs import fill_doc
 from .._xp import check_finite, check_shape, device_of, namespace
 from .projection import (BWD_RAISES, OMEGA_GRAD_PARAMETER, X_OMEGA_PARAMETERS, X_OMEGA_RAISES, check_x_omega,
                           project, project_bwd, sq_norm_half)
-from .trig import MSE_PARAMETERS, MSE_RAISES, mse_terms, nonneg
+from .trig import MSE_SECTIONS, mse_terms, nonneg
 
 __all__ = [
     "positive_features", "positive_features_fwd", "positive_features_bwd",
@@ -33,6 +40,15 @@ Parameters
 ----------
 dphi : (..., L, m) array
     Cotangent of the features; same namespace and dtype as the cache, finite.
+cache : PositiveFeaturesCache
+    From the map's ``_fwd``.
+"""
+GRADS_RETURNS = """
+Returns
+-------
+PositiveFeaturesGrads
+    ``x : (..., L, d)``; ``omega : (m, d)``, ``None`` when `omega_grad` is False; ``k_log_scale``: the folded
+    key frame's gradient, its shape (a stable query map with a frame), else ``None``.
 """
 _FRAME_DOC = """
 k_log_scale : (..., 1, m) or (..., L, m) array, optional
@@ -47,6 +63,12 @@ ValueError
     than ``(..., 1, m)`` or ``(..., L, m)``, or an input is not finite.
 TypeError
     If `x`, `omega` and `k_log_scale` differ in namespace or dtype, or are not real floating.
+"""
+_RAW_RETURNS_DOC = """
+Returns
+-------
+phi : (..., L, m) array
+    Positive; same namespace, dtype and device as `x`.
 """
 
 
@@ -100,25 +122,19 @@ def positive_features_bwd_core(dphi, cache, *, omega_grad=True, xp):
     return PositiveFeaturesGrads(x=dx, omega=domega)
 
 
-@fill_doc(x_omega_parameters=X_OMEGA_PARAMETERS, raises=X_OMEGA_RAISES)
+@fill_doc(x_omega_parameters=X_OMEGA_PARAMETERS, returns=_RAW_RETURNS_DOC, raises=X_OMEGA_RAISES)
 def positive_features(x, omega):
     r"""Positive random features (FAVOR+) ``exp(x omega^T - |x|^2/2) / sqrt(m)`` (Performer Lemma 1).
 
-    For ``omega ~ N(0, I_d)``, ``E[exp(omega . s)] = exp(|s|^2/2)``; with ``s = q + k``,
-    ``E[exp(omega.q - |q|^2/2) exp(omega.k - |k|^2/2)] = exp(|s|^2/2 - |q|^2/2 - |k|^2/2) = exp(q . k)``:
-    ``phi(q) . phi(k)`` estimates :func:`~refattn.features.trig.softmax_kernel` without bias (Choromanski et
-    al. 2021, Lemma 1), every estimate positive, ``Var = exp(2 q.k) (exp(|s|^2) - 1) / m`` (derived in
-    ``tests/features/test_positive.py``). Raw: entries overflow or underflow once ``|x omega_i - |x|^2/2|``
-    exceeds ~88 (float32) / ~709 (float64); attention should use :func:`positive_features_stable`.
-
-    Backward: with ``du = dphi * phi``, ``dx = du omega - sum_m(du) x`` and ``domega = du^T x``.
+    ``phi(q) . phi(k)`` estimates :func:`~refattn.features.trig.softmax_kernel` ``exp(q . k)`` without bias
+    (c = 1/2 in the module docstring's derivation; MSE :func:`positive_mse`). Raw: entries overflow or
+    underflow once ``|x omega_i - |x|^2/2|`` exceeds ~88 (float32) / ~709 (float64); attention should use
+    :func:`positive_features_stable`. Backward: with ``du = dphi * phi``, ``dx = du omega - sum_m(du) x`` and
+    ``domega = du^T x``.
 
     {x_omega_parameters}
 
-    Returns
-    -------
-    phi : (..., L, m) array
-        Positive; same namespace, dtype and device as `x`.
+    {returns}
 
     {raises}
 
@@ -147,26 +163,20 @@ def positive_features_fwd(x, omega):
 
     Returns
     -------
-    phi : (..., L, m) array
-    cache : PositiveFeaturesCache
+    (phi, cache) : ((..., L, m) array, PositiveFeaturesCache)
     """
     xp, _ = check_x_omega(x, omega)
     return positive_features_fwd_core(x, omega, xp=xp)
 
 
-@fill_doc(dphi=_DPHI_DOC, omega_grad=OMEGA_GRAD_PARAMETER, raises=BWD_RAISES)
+@fill_doc(dphi=_DPHI_DOC, omega_grad=OMEGA_GRAD_PARAMETER, returns=GRADS_RETURNS, raises=BWD_RAISES)
 def positive_features_bwd(dphi, cache: PositiveFeaturesCache, *, omega_grad=True) -> PositiveFeaturesGrads:
     """Gradients of :func:`positive_features` (equations there) from the features' cotangent.
 
     {dphi}
-    cache : PositiveFeaturesCache
-        From :func:`positive_features_fwd`.
     {omega_grad}
 
-    Returns
-    -------
-    PositiveFeaturesGrads
-        ``x : (..., L, d)``, ``omega : (m, d)`` (or ``None``); ``k_log_scale`` is ``None``.
+    {returns}
 
     {raises}
     """
@@ -174,24 +184,20 @@ def positive_features_bwd(dphi, cache: PositiveFeaturesCache, *, omega_grad=True
     return positive_features_bwd_core(dphi, cache, omega_grad=omega_grad, xp=xp)
 
 
-@fill_doc(x_omega_parameters=X_OMEGA_PARAMETERS, raises=X_OMEGA_RAISES)
+@fill_doc(x_omega_parameters=X_OMEGA_PARAMETERS, returns=_RAW_RETURNS_DOC, raises=X_OMEGA_RAISES)
 def gaussian_positive_features(x, omega):
     r"""The PRF map of Chowdhury et al. Eq. (9), ``exp(x omega^T - |x|^2) / sqrt(m)``.
 
     Eq. (9) writes ``PRF(x) = exp(-|x|^2) [exp(omega_1 . x), ...] / sqrt(M)``: offset ``|x|^2``, not
-    ``|x|^2/2``. The computation of :func:`positive_features` then gives ``exp(|q + k|^2/2 - |q|^2 - |k|^2) =
-    exp(-|q - k|^2/2)``: the **Gaussian kernel** :func:`~refattn.features.trig.gaussian_kernel`, not the
-    softmax kernel the sentence before the equation suggests; the two differ by
-    ``exp(-|q|^2/2 - |k|^2/2)``, whose key factor does not cancel in attention. ``Var = exp(-|q - k|^2)
-    (exp(|q + k|^2) - 1) / m``. Raw. Backward: that of :func:`positive_features` with ``dx = du omega - 2
-    sum_m(du) x``.
+    ``|x|^2/2`` (c = 1 in the module docstring's derivation), so ``phi(q) . phi(k)`` estimates ``exp(-|q -
+    k|^2/2)``: the **Gaussian kernel** :func:`~refattn.features.trig.gaussian_kernel`, not the softmax kernel
+    the sentence before the equation suggests; the two differ by ``exp(-|q|^2/2 - |k|^2/2)``, whose key
+    factor does not cancel in attention. MSE: :func:`gaussian_positive_mse`. Raw. Backward: that of
+    :func:`positive_features` with ``dx = du omega - 2 sum_m(du) x``.
 
     {x_omega_parameters}
 
-    Returns
-    -------
-    phi : (..., L, m) array
-        Positive; same namespace, dtype and device as `x`.
+    {returns}
 
     {raises}
 
@@ -220,25 +226,19 @@ def gaussian_positive_features_fwd(x, omega):
 
     Returns
     -------
-    phi : (..., L, m) array
-    cache : PositiveFeaturesCache
+    (phi, cache) : ((..., L, m) array, PositiveFeaturesCache)
     """
     xp, _ = check_x_omega(x, omega)
     return positive_features_fwd_core(x, omega, offset=1.0, xp=xp)
 
 
-@fill_doc(dphi=_DPHI_DOC, raises=BWD_RAISES)
+@fill_doc(dphi=_DPHI_DOC, returns=GRADS_RETURNS, raises=BWD_RAISES)
 def gaussian_positive_features_bwd(dphi, cache: PositiveFeaturesCache) -> PositiveFeaturesGrads:
     """Gradients of :func:`gaussian_positive_features` (equations there) from the features' cotangent.
 
     {dphi}
-    cache : PositiveFeaturesCache
-        From :func:`gaussian_positive_features_fwd`.
 
-    Returns
-    -------
-    PositiveFeaturesGrads
-        ``x : (..., L, d)``, ``omega : (m, d)``; ``k_log_scale`` is ``None``.
+    {returns}
 
     {raises}
     """
@@ -364,9 +364,7 @@ def positive_features_stable_fwd(x, omega, *, k_log_scale=None):
 
     Returns
     -------
-    (phi, log_scale) : ((..., L, m), (..., L)) arrays
-        The features and their row log-scales.
-    cache : PositiveFeaturesCache
+    ((phi, log_scale), cache) : (((..., L, m), (..., L)) arrays, PositiveFeaturesCache)
     """
     xp, m = check_x_omega(x, omega)
     if k_log_scale is not None:
@@ -375,7 +373,7 @@ def positive_features_stable_fwd(x, omega, *, k_log_scale=None):
     return positive_features_stable_fwd_core(x, omega, k_log_scale, xp=xp)
 
 
-@fill_doc(omega_grad=OMEGA_GRAD_PARAMETER, raises=BWD_RAISES)
+@fill_doc(omega_grad=OMEGA_GRAD_PARAMETER, returns=GRADS_RETURNS, raises=BWD_RAISES)
 def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache, *,
                                  omega_grad=True) -> PositiveFeaturesGrads:
     """Gradients of :func:`positive_features_stable` (equations there) from ``(dphi, dlog_scale)``.
@@ -388,10 +386,7 @@ def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache, *,
         From :func:`positive_features_stable_fwd`.
     {omega_grad}
 
-    Returns
-    -------
-    PositiveFeaturesGrads
-        ``x : (..., L, d)``, ``omega : (m, d)`` (or ``None``), ``k_log_scale``: the folded frame's shape.
+    {returns}
 
     {raises}
     """
@@ -411,26 +406,16 @@ def positive_features_stable_bwd(dout, cache: PositiveFeaturesCache, *,
 # closed-form MSEs (iid omega_i ~ N(0, I_d)); E exp(omega . a) = exp(|a|^2/2)
 
 
-@fill_doc(parameters=MSE_PARAMETERS, raises=MSE_RAISES)
+@fill_doc(sections=MSE_SECTIONS)
 def positive_mse(q, k, m):
     r"""MSE of :func:`positive_features`' softmax-kernel estimate, ``exp(2 q.k) (exp(|q + k|^2) - 1) / m``.
 
-    Derivation (iid ``omega_i ~ N(0, I_d)``, ``s = q + k``): ``phi(q) . phi(k)`` is the mean of m iid
-    ``Y_i = exp(omega_i . s - |q|^2/2 - |k|^2/2)``, unbiased for ``exp(q . k)`` (Choromanski et al. 2021,
-    Lemma 1). ``E Y^2 = exp(2|s|^2 - |q|^2 - |k|^2) = exp(2 q.k) exp(|s|^2)`` (``E exp(omega . 2s) =
-    exp(2|s|^2)``), so ``Var Y = exp(2 q.k) (exp(|s|^2) - 1)`` and the MSE is that over m: Lemma 2's
-    ``exp(|s|^2) SM^2(q, k) (1 - exp(-|s|^2)) / m``. Small where ``q + k`` is small (opposite vectors), not
-    where ``q = k``. Haar-orthogonal blocks (``draw_orthogonal``) give another (smaller) MSE.
+    The module docstring's ``(E Y)^2 (exp(|s|^2) - 1) / m`` with ``E Y = exp(q . k)`` (iid ``omega_i ~ N(0,
+    I_d)``, ``s = q + k``): Choromanski et al. 2021, Lemma 2's ``exp(|s|^2) SM^2(q, k) (1 - exp(-|s|^2)) /
+    m``. Small where ``q + k`` is small (opposite vectors), not where ``q = k``. Haar-orthogonal blocks
+    (``draw_orthogonal``) give another (smaller) MSE.
 
-    {parameters}
-
-    Returns
-    -------
-    mse : (..., Lq, Lk) array
-        ``E[(phi(q) . phi(k) - softmax_kernel(q, k))^2]``; inf where the exponent overflows; same namespace
-        and dtype as `q`.
-
-    {raises}
+    {sections}
 
     See Also
     --------
@@ -452,23 +437,14 @@ def positive_mse(q, k, m):
     return xp.exp(2.0 * qk) * xp.expm1(ss) / m
 
 
-@fill_doc(parameters=MSE_PARAMETERS, raises=MSE_RAISES)
+@fill_doc(sections=MSE_SECTIONS)
 def gaussian_positive_mse(q, k, m):
     r"""MSE of :func:`gaussian_positive_features`' Gaussian-kernel estimate (Chowdhury et al. Eq. (9)).
 
-    ``exp(-|q - k|^2) (exp(|q + k|^2) - 1) / m``. Derivation (iid ``omega_i ~ N(0, I_d)``, ``s = q + k``):
-    ``Y = exp(omega . s - |q|^2 - |k|^2)`` has mean ``exp(|s|^2/2 - |q|^2 - |k|^2) = exp(-|q - k|^2/2)``
-    and ``E Y^2 = exp(2|s|^2 - 2|q|^2 - 2|k|^2) = exp(-|q - k|^2) exp(|s|^2)``, so ``Var Y =
-    exp(-|q - k|^2) (exp(|s|^2) - 1)``, over m for the mean of m draws.
+    ``exp(-|q - k|^2) (exp(|q + k|^2) - 1) / m``: the module docstring's ``(E Y)^2 (exp(|s|^2) - 1) / m``
+    with ``E Y = exp(-|q - k|^2/2)`` (c = 1; iid ``omega_i ~ N(0, I_d)``, ``s = q + k``).
 
-    {parameters}
-
-    Returns
-    -------
-    mse : (..., Lq, Lk) array
-        ``E[(phi(q) . phi(k) - gaussian_kernel(q, k))^2]``; same namespace and dtype as `q`.
-
-    {raises}
+    {sections}
 
     See Also
     --------

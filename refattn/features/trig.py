@@ -152,9 +152,9 @@ def gaussian_kernel(q, k):
 
 # ----------------------------------------------------------------------------------------------------------
 # closed-form MSEs of the kernel estimates phi(q) . phi(k), iid omega_i ~ N(0, I_d) (shared by the positive
-# and hyperbolic maps' modules)
+# and hyperbolic maps' modules): Parameters, Returns and Raises of every MSE function
 
-MSE_PARAMETERS = """
+MSE_SECTIONS = """
 Parameters
 ----------
 q : (..., Lq, d) array
@@ -163,8 +163,13 @@ k : (..., Lk, d) array
     Keys, with the batch axes and width of `q`; same namespace and dtype.
 m : int
     Number of projections: rows of the ``(m, d)`` omega passed to the map, m >= 1.
-"""
-MSE_RAISES = """
+
+Returns
+-------
+mse : (..., Lq, Lk) array
+    ``E[(phi(q) . phi(k) - K(q, k))^2]`` for the kernel K the map estimates (in the summary line); inf where
+    an exponent overflows; same namespace and dtype as `q`.
+
 Raises
 ------
 ValueError
@@ -191,7 +196,7 @@ def nonneg(e, *, xp):
     return xp.maximum(e, xp.zeros_like(e))
 
 
-@fill_doc(parameters=MSE_PARAMETERS, raises=MSE_RAISES)
+@fill_doc(sections=MSE_SECTIONS)
 def trig_mse(q, k, m):
     r"""MSE of :func:`trig_features`' Gaussian-kernel estimate, ``(1 - exp(-|q - k|^2))^2 / (2m)``.
 
@@ -199,17 +204,11 @@ def trig_mse(q, k, m):
     cos(omega_i . delta)``, the mean of m iid terms, unbiased for ``exp(-|delta|^2/2)``. With
     ``E cos(omega . a) = exp(-|a|^2/2)``, ``E cos^2(omega . delta) = (1 + E cos(2 omega . delta)) / 2 =
     (1 + exp(-2|delta|^2)) / 2``, so ``Var cos = (1 + e^{-2|delta|^2}) / 2 - e^{-|delta|^2} =
-    (1 - e^{-|delta|^2})^2 / 2`` and the MSE (= variance: unbiased) is that over m. Zero at ``q = k``, where
-    every draw gives exactly 1. Haar-orthogonal blocks (``draw_orthogonal``) give another (smaller) MSE.
+    (1 - e^{-|delta|^2})^2 / 2`` and the MSE (= variance: unbiased) is that over m, in [0, 1/(2m)]. Zero at
+    ``q = k``, where every draw gives exactly 1. Haar-orthogonal blocks (``draw_orthogonal``) give another
+    (smaller) MSE.
 
-    {parameters}
-
-    Returns
-    -------
-    mse : (..., Lq, Lk) array
-        ``E[(phi(q) . phi(k) - gaussian_kernel(q, k))^2]``, in [0, 1/(2m)]; same namespace and dtype as `q`.
-
-    {raises}
+    {sections}
 
     See Also
     --------
@@ -230,23 +229,17 @@ def trig_mse(q, k, m):
     return xp.expm1(-dd) ** 2 / (2.0 * m)
 
 
-@fill_doc(parameters=MSE_PARAMETERS, raises=MSE_RAISES)
+@fill_doc(sections=MSE_SECTIONS)
 def softmax_trig_mse(q, k, m):
     r"""MSE of :func:`softmax_trig_features`' softmax-kernel estimate (Horn et al. Sec. 2.1's map).
 
     ``exp(|q|^2 + |k|^2) (1 - exp(-|q - k|^2))^2 / (2m)``: the estimate is ``h(q) h(k)`` times the RKS
     estimate (:func:`trig_mse`), ``h(x) = exp(|x|^2/2)`` deterministic, so the MSE scales by
     ``h(q)^2 h(k)^2`` (iid ``omega_i ~ N(0, I_d)``). Grows without bound with the norms (the same variance
-    at fixed ``q - k``), which is why FAVOR+ uses positive features instead. Zero at ``q = k``.
+    at fixed ``q - k``), which is why FAVOR+ uses positive features instead. Zero at ``q = k``; inf where
+    ``|q|^2 + |k|^2`` overflows ``exp``.
 
-    {parameters}
-
-    Returns
-    -------
-    mse : (..., Lq, Lk) array
-        ``E[(phi(q) . phi(k) - softmax_kernel(q, k))^2]``; inf where ``|q|^2 + |k|^2`` overflows ``exp``.
-
-    {raises}
+    {sections}
 
     See Also
     --------
@@ -306,11 +299,9 @@ def trig_features(x, omega):
     With projections ``omega_i ~ N(0, I_d)`` (iid, or Haar-orthogonal with chi norms), i = 1..m,
     ``phi(q) . phi(k) = (1/m) sum_i cos(omega_i . (q - k))``, whose mean is the characteristic function of
     ``N(0, I)`` at ``q - k``: the Gaussian kernel :func:`gaussian_kernel` ``exp(-|q - k|^2/2)`` (Bochner,
-    Chowdhury et al. Eq. (2)); *not* the softmax kernel (use :func:`softmax_trig_features` for that). Each
-    ``cos(omega . delta)`` has mean ``e^{-|delta|^2/2}`` and ``E cos^2 = (1 + e^{-2|delta|^2}) / 2``, so
-    ``MSE = (1 - exp(-|q - k|^2))^2 / (2m)`` (derived and checked in ``tests/features/test_trig.py``); the
-    estimate can be zero or negative. Backward: ``du = (-sin u dphi_cos + cos u dphi_sin) / sqrt(m)``, then
-    ``dx = du omega`` and ``domega = du^T x``.
+    Chowdhury et al. Eq. (2)); *not* the softmax kernel (use :func:`softmax_trig_features` for that). The
+    estimate can be zero or negative; its MSE is derived in :func:`trig_mse`. Backward: ``du = (-sin u
+    dphi_cos + cos u dphi_sin) / sqrt(m)``, then ``dx = du omega`` and ``domega = du^T x``.
 
     {x_omega_parameters}
 
@@ -400,8 +391,8 @@ def softmax_trig_features(x, omega):
 
     FAVOR with ``h(x) = exp(|x|^2/2)``, ``f_1 = sin``, ``f_2 = cos``. Since ``exp(q . k) = exp(|q|^2/2)
     exp(|k|^2/2) exp(-|q - k|^2/2)``, ``exp(|x|^2/2) trig_features(x)`` is unbiased for :func:`softmax_kernel`
-    with ``omega ~ N(0, I_d)``, ``MSE = exp(|q|^2 + |k|^2) (1 - exp(-|q - k|^2))^2 / (2m)``. Raw: ``h``
-    overflows float32 for ``|x| > ~13.3``, float64 for ``|x| > ~37.7``; attention uses the ``_stable`` form.
+    with ``omega ~ N(0, I_d)`` (MSE: :func:`softmax_trig_mse`). Raw: ``h`` overflows float32 for ``|x| >
+    ~13.3``, float64 for ``|x| > ~37.7``; attention uses the ``_stable`` form.
 
     Backward: with ``phi = h t``, ``dt = h dphi`` goes through :func:`trig_features_bwd`, plus
     ``x sum_m(dphi * phi)`` from ``dh/dx = h x``; an overflowing ``h dphi`` raises.
