@@ -3,8 +3,8 @@
 :func:`validation.check` (``check(fn, kind=..., framework=..., family=...)``, in :mod:`validation.runner`)
 runs the named checks on a candidate and returns a :class:`~validation.checks.report.Report`; ``python -m
 validation check TARGET --kind KIND [--as FAMILY]`` does the same from the command line. One module per named
-check (``values``, ``gradients``, ``kernel``, ``unbiased``, ``haar``, ``prefix_invariance`` with
-``stability``, ``same_features``, ``batch_independence``, ``dtype``), the shared context in
+check (``values``, ``gradients``, ``kernel``, ``unbiased``, ``haar``, ``row_norms``, ``prefix_invariance``
+with ``stability``, ``same_features``, ``batch_independence``, ``dtype``), the shared context in
 :mod:`~validation.checks.context`, the omega contract's families in :mod:`~validation.checks.favor`, the table
 of checks by kind here.
 
@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from . import (batch_independence, dtype, gradients, haar, kernel, prefix_invariance, same_features, unbiased,
-               values)
+from . import (batch_independence, dtype, gradients, haar, kernel, prefix_invariance, row_norms,
+               same_features, unbiased, values)
 from .context import Ctx
 from .report import CheckResult
 
@@ -40,6 +40,7 @@ CHECKS = (
     "kernel",
     "unbiased",
     "haar",
+    "row_norms",
     "prefix_invariance",
     "stability",
     "same_features",
@@ -48,7 +49,7 @@ CHECKS = (
 )
 #: which checks apply to which kind (omega contract; a family spec lists its own)
 KIND_CHECKS = {
-    "draw": ("haar", "unbiased"),
+    "draw": ("haar", "unbiased", "row_norms"),
     "features": ("values", "gradients", "kernel", "unbiased", "dtype"),
     "attention": (
         "values",
@@ -68,6 +69,7 @@ RUNNERS: dict[str, Callable[[Ctx], CheckResult]] = {
     "kernel": kernel.run,
     "unbiased": unbiased.run,
     "haar": haar.run,
+    "row_norms": row_norms.run,
     "prefix_invariance": prefix_invariance.run,
     "stability": prefix_invariance.run_stability,
     "same_features": same_features.run,

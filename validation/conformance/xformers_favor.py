@@ -113,12 +113,22 @@ IMPLEMENTATION = Implementation(
                 "SMOrf's projections are columns of row-scaled Haar blocks: each coordinate is exactly "
                 "N(0, 1) but the rows are not (norms not chi(d), rows not orthogonal, both reported by "
                 "haar), and the positive estimate of exp(|x|^2) along all-ones is 2.2 % low, which 20000 "
-                "draws show (z = -10.2) and the check's 2000 draws do not (a validator limitation: its "
-                "power)",
+                "draws show (z = -10.2) and this check's 2000 draws do not (its power; row_norms fails the "
+                "draw)",
                 _T + "test_smorf_draw_is_biased_along_all_ones",
                 "draw ceil(m / d) blocks of d x d Haar matrices (_get_random_ortho_matrix(ceil(m / d), d)), "
                 "keep m rows, scale each row by an independent chi(d) norm and transpose, instead of taking "
                 "the first d rows of m x m blocks"),
+        Finding("SMOrf draw", "row_norms", "FAIL", "defect",
+                "the norm of an SMOrf projection has chi^2(d)'s mean d but a variance near 6 instead of 2d = "
+                "32: its rows are not N(0, I_d), a necessary condition of an unbiased positive estimate",
+                _T + "test_smorf_row_norms_are_not_chi",
+                "draw ceil(m / d) blocks of d x d Haar matrices (_get_random_ortho_matrix(ceil(m / d), d)), "
+                "keep m rows, scale each row by an independent chi(d) norm and transpose, instead of taking "
+                "the first d rows of m x m blocks"),
+        Finding("SMReg draw", "row_norms", "FAIL", "convention",
+                "SMReg's projections all have norm sqrt(d), SMREG+'s documented regularisation (no chi(d) "
+                "law)", _T + "test_smreg_draw_has_norm_sqrt_d"),
         Finding("SMReg draw", "unbiased", "FAIL", "convention",
                 "SMReg draws orthogonal projections of fixed norm sqrt(d), the paper's regularised estimator "
                 "SMREG+ (documented as such), which is not an unbiased estimate of exp(x.y) through positive "

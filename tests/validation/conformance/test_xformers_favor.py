@@ -84,3 +84,20 @@ def test_smorf_draw_is_biased_along_all_ones(sources):
     draws = [fn(s, D, D).numpy().astype(np.float64) for s in range(12000)]
     assert positive_estimate_z(draws, np.full(D, 0.6 / np.sqrt(D))) < -5
     assert abs(positive_estimate_z(draws, 0.6 * np.eye(D)[0])) < 4
+
+
+def test_smorf_row_norms_are_not_chi(sources):
+    """A row of an unbiased draw is N(0, I_d), so |w|^2 ~ chi^2(d): mean d, variance 2d = 32, and the sample
+    variance of n = 2000 independent values has standard error sqrt((mu_4 - sigma^4) / n) with mu_4 = sigma^4
+    (3 + 12/d) (chi^2's excess kurtosis 12/d): sqrt(2816 / 2000) = 1.19. SMOrf's row norms (row i mod d of
+    draw i, so independent) have the right mean but a variance near 6: more than 10 standard errors below 32;
+    a KS test against chi(d) rejects at p < 1e-10."""
+    import scipy.stats
+    fn = xf.draw(sources(xf.SUBDIR), "SMOrf")
+    n = 2000
+    sq = np.array([np.sum(fn(s, D, D).numpy().astype(np.float64)[s % D] ** 2) for s in range(n)])
+    sigma2 = 2.0 * D
+    se = np.sqrt(sigma2 ** 2 * (3 + 12 / D - 1) / n)
+    assert abs(sq.mean() - D) / np.sqrt(sigma2 / n) < 4                     # the mean is chi^2's
+    assert (sq.var(ddof=1) - sigma2) / se < -10
+    assert scipy.stats.kstest(np.sqrt(sq), scipy.stats.chi(D).cdf).pvalue < 1e-10
