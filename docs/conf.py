@@ -41,8 +41,10 @@ extensions = [
 # MathML while the site is built (_ext/mathml.py, latex2mathml from the docs extra): the pages load no script
 # and reach no network to show them; docs/README.md compares this with the alternatives.
 html_math_renderer = "mathml"
-# Every cross-reference must resolve (with -W an unresolved one fails the build). Names outside this project
-# have no target without intersphinx (offline), so they are listed here, each with its reason.
+# Every cross-reference must resolve (with -W an unresolved one fails the build; _ext/xrefs.py resolves a
+# reference by any import path). A name outside this project has no target without intersphinx (offline) and
+# would be listed in nitpick_ignore with its reason; none is needed: numpydoc's type fields are plain text
+# (numpydoc_xref_param_type = False) and no docstring links an outside name.
 nitpicky = True
 # the guide's Markdown pages link sections as GitHub renders them (paper-checks.md#the-criterion, also from
 # README.md): MyST makes the same slugs for headings down to level 3
