@@ -13,12 +13,17 @@ row ``i mod m``, so the ``n`` norms are independent (distinct draws) and, under 
 of one draw may be dependent (orthogonal blocks, shared norms) without changing this. The one-sample
 Kolmogorov-Smirnov test against chi(d) gives ``p``; the figure is its two-sided normal equivalent
 ``z = Phi^{-1}(1 - p / 2)`` and the threshold ``zcrit(1)``, so the check fails iff ``p < ALPHA``: false
-alarm ``ALPHA`` (the KS p-value is uniform under a continuous null, exact for these ``n``).
+alarm ``ALPHA`` (the KS p-value is uniform under a continuous null, exact for these ``n``). Where ``p``
+underflows (below 1e-300: constant norms, say), the Dvoretzky-Kiefer-Wolfowitz bound ``p <= 2 exp(-2 n D^2)``
+(``D`` the KS statistic) gives a finite lower bound of ``z`` instead.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import scipy.special
 import scipy.stats
 
 from .causes import cause, unmatched
@@ -33,8 +38,10 @@ def row_norm_z(W: np.ndarray) -> tuple[float, float, np.ndarray]:
     """``(z, p, norms)`` for draws `W` (n, m, d): KS test of row ``i mod m`` of draw ``i`` against chi(d)."""
     n, m, d = W.shape
     norms = np.linalg.norm(W[np.arange(n), np.arange(n) % m], axis=-1)                 # (n,) independent
-    p = float(scipy.stats.kstest(norms, scipy.stats.chi(d).cdf).pvalue)
-    return float(scipy.stats.norm.isf(p / 2)), p, norms
+    ks = scipy.stats.kstest(norms, scipy.stats.chi(d).cdf)
+    p = float(ks.pvalue)
+    log_p = math.log(p) if p > 1e-300 else math.log(2.0) - 2.0 * n * float(ks.statistic) ** 2     # DKW bound
+    return float(-scipy.special.ndtri_exp(log_p - math.log(2.0))), p, norms
 
 
 def run(ctx: Ctx) -> CheckResult:
@@ -47,8 +54,9 @@ def run(ctx: Ctx) -> CheckResult:
     z, p, norms = row_norm_z(W)
     zc = zcrit(1)
     sq = norms * norms
+    bound = " (DKW bound)" if p <= 1e-300 else ""
     detail = (f"KS test of the norm of row i mod {m} of draw i against chi({d}), {n} independent norms: "
-              f"p = {p:.2g} (z = {z:.3g}); mean |w|^2 {float(sq.mean()):.3g} (chi: {d}), var |w|^2 "
+              f"p = {p:.2g}{bound} (z = {z:.3g}); mean |w|^2 {float(sq.mean()):.3g} (chi: {d}), var |w|^2 "
               f"{float(sq.var(ddof=1)):.3g} (chi: {2 * d}); false alarm {ALPHA:g}")
     ok = z <= zc
     return CheckResult("row_norms", ok, z, zc, detail,
