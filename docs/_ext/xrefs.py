@@ -37,6 +37,7 @@ from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 _INDEX: dict[str, object] = {}
+_BACK_IDS: set[tuple[str, str]] = set()     # (page, id) given to a reference as a viewcode back-link target
 
 
 def _documented() -> tuple[dict[tuple[int, str], str], dict[str, list[str]], tuple[str, ...]]:
@@ -165,12 +166,18 @@ def _source_reference(app, env, node, contnode, target: str):
             analyzer = ModuleAnalyzer.for_module(modname)
             analyzer.find_tags()
             entry = modules[modname] = (analyzer.code, analyzer.tags, {}, modname)
-        if anchor is not None:
-            entry[2].setdefault(anchor, node["refdoc"])       # viewcode writes the anchor for it
         page = "_modules/" + modname.replace(".", "/")
         uri = app.builder.get_relative_uri(node["refdoc"], page) + (f"#{anchor}" if anchor else "")
         ref = nodes.reference("", "", internal=True, refuri=uri, reftitle=f"{path} (source)")
         ref += contnode
+        if anchor is not None:
+            # viewcode writes the anchor with a "[docs]" link back to <first referring page>#<refname>.<name>:
+            # that id is given to this reference, so the link back lands on it
+            if entry[2].setdefault(anchor, node["refdoc"]) == node["refdoc"]:
+                back = f"{entry[3]}.{anchor}"
+                if (node["refdoc"], back) not in _BACK_IDS:
+                    _BACK_IDS.add((node["refdoc"], back))
+                    ref["ids"].append(back)
         return ref
     return None
 
