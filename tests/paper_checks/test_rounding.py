@@ -129,6 +129,7 @@ PLANTS = [
     ("flt.thmA3-variance-bound", _jacobian_exponent_off_by_one),
     ("flt.alg1-favor", _causal_write_off_by_one),
     ("horn.lemma1-converse", _converse_sign),
+    ("horn.s1-shift-invariance", lambda cid: _key_sin_cos_swapped(cid)),
 ]
 
 
@@ -150,3 +151,123 @@ def test_the_off_by_one_normaliser_hides_from_the_z_test():
         res = run_check(REGISTRY[cid], Context(seed=0, size="tiny", claim_id=cid))
     ev = res.evidence
     assert ev["z_kernel"] < 5.0 and ev["zero_se_dev_over_rounding_bound"] > 1e6, ev
+
+
+# ---- horn.s1-shift-invariance: the exact S1 change and the FAVOR outputs against their rounding bounds ----
+def _s1_inputs(seed):
+    """Inputs built as the claim builds them (L = 8, d = 4, two lengthscales), from another seed."""
+    from refattn.random.positional import init_s1_params
+    from refattn.rpe.s1_rotation import S1Params
+
+    rng = np.random.default_rng(seed)
+    p0 = init_s1_params(rng, n_axes=1, n_lengthscales=2, base=10.0)
+    p = S1Params(p0.freqs, p0.alpha + 0.7 * rng.standard_normal(p0.alpha.shape), p0.beta + 0.7)
+    q, k, v = (0.7 * rng.standard_normal((8, 4)) for _ in range(3))
+    return q, k, v, np.arange(8.0), p
+
+
+def _augment_longdouble(x, z, p, query):
+    """[x, Q_p(z)] or [x, K_p(z)] in extended precision, written from the S1 definition (not refattn's code):
+    per (axis, lengthscale) the pair (sin t, cos t), t = z omega, or its rotation by [[alpha, beta], [-beta,
+    alpha]]."""
+    t = np.asarray(z, np.longdouble)[:, None] * np.asarray(p.freqs, np.longdouble).ravel()[None, :]
+    s, c = np.sin(t), np.cos(t)
+    if query:
+        al = np.asarray(p.alpha, np.longdouble).ravel()
+        be = np.asarray(p.beta, np.longdouble).ravel()
+        s, c = al * s - be * c, be * s + al * c
+    pos = np.stack([s, c], axis=-1).reshape(len(t), -1)
+    return np.concatenate([np.asarray(x, np.longdouble), pos], axis=-1)
+
+
+def _phi_longdouble(x, w):
+    """The positive features exp(x~ w^T - |x~|^2/2), x~ = D^-1/4 x (the 1/sqrt(m) cancels in the ratio)."""
+    xs = x * np.longdouble(x.shape[-1]) ** np.longdouble(-0.25)
+    return np.exp(xs @ w.T - (xs * xs).sum(axis=-1, keepdims=True) / 2)
+
+
+def test_s1_bounds_cover_the_rounding_they_bound():
+    """Each float64 output (exact S1, and FAVOR+ at three fixed draws; at the positions and shifted by tau;
+    six input sets) is within its rounding bound of an extended-precision reference written from the
+    definitions; and the errors exceed one rounding of max|v| (planted: a bound of u max|v| would not cover
+    them), so the comparison can fail."""
+    from paper_checks.horn.rpe import exact_s1_change_bound, favor_output_rounding_bound
+    from refattn.random.performer import draw_gaussian
+    from refattn.rpe import s1_rotation
+    from refattn.rpe.s1_rotation import s1_attention
+
+    in_units = {"exact": [], "favor": []}                                          # err / (u max|v|)
+    for case in range(6):
+        q, k, v, pos, p = _s1_inputs(case)
+        vmax = float(np.max(np.abs(v)))
+        one_exact = exact_s1_change_bound(q, k, v, (pos, pos + 1.3), p) / 2            # per output
+        for z in (pos, pos + 1.3):
+            qa, ka = _augment_longdouble(q, z, p, True), _augment_longdouble(k, z, p, False)
+            D = qa.shape[-1]
+            s = qa @ ka.T / np.sqrt(np.longdouble(D))
+            a = np.exp(s - s.max(axis=-1, keepdims=True))
+            ref = (a / a.sum(axis=-1, keepdims=True)) @ np.asarray(v, np.longdouble)
+            err = float(np.max(np.abs(s1_attention(q, k, v, z, p) - ref)))
+            assert err <= one_exact, (case, err, one_exact)
+            in_units["exact"].append(err / (U * vmax))
+            q64, k64 = s1_rotation.s1_augment(q, k, z, p)
+            for draw in range(3):
+                omega = draw_gaussian(np.random.default_rng([case, draw]), 16, D)
+                w = np.asarray(omega, np.longdouble)
+                K = _phi_longdouble(qa, w) @ _phi_longdouble(ka, w).T
+                ref = (K @ np.asarray(v, np.longdouble)) / K.sum(axis=-1, keepdims=True)
+                err = float(np.max(np.abs(s1_attention(q, k, v, z, p, omega=omega) - ref)))
+                assert err <= favor_output_rounding_bound(q64, k64, omega, v), (case, draw, err)
+                in_units["favor"].append(err / (U * vmax))
+    assert min(max(u) for u in in_units.values()) > 1, in_units
+
+
+def _key_sin_cos_swapped(cid):
+    """s1_augment_fwd storing each key's positional pair as (cos t, sin t) for (sin t, cos t), an index slip
+    in K_p: the positional logit becomes alpha sin(t_i + t_j) - beta cos(t_i + t_j), absolute, not
+    relative."""
+    from refattn.rpe import s1_rotation
+
+    def wrap(f):
+        def g(q, k, positions, params):
+            (q_aug, k_aug), cache = f(q, k, positions, params)
+            d, ka = q.shape[-1], np.asarray(k_aug)
+            pairs = ka[..., d:].reshape(*ka.shape[:-1], -1, 2)[..., ::-1].reshape(ka[..., d:].shape)
+            return (q_aug, np.concatenate([ka[..., :d], pairs], axis=-1)), cache
+        return g
+    return wrapped(s1_rotation, "s1_augment_fwd", wrap)
+
+
+def _positions_from_the_first(cid):
+    """s1_augment_fwd measuring positions from the first one (z - z_0): every draw becomes exactly invariant,
+    so the claim's single-draw observation is lost (only the single-draw rule sees it)."""
+    from refattn.rpe import s1_rotation
+
+    def wrap(f):
+        return lambda q, k, positions, params: f(q, k, positions - positions[:1], params)
+    return wrapped(s1_rotation, "s1_augment_fwd", wrap)
+
+
+def test_s1_index_slip_flips_the_exact_comparison():
+    """The swapped key pair moves the exact S1 output past its rounding bound: that comparison alone fails the
+    claim (the paired z tests see it too)."""
+    cid = "horn.s1-shift-invariance"
+    with _key_sin_cos_swapped(cid):
+        res = run_check(REGISTRY[cid], Context(seed=0, size="tiny", claim_id=cid))
+    assert res.verdict == "fails"
+    assert res.evidence["exact_softmax_change_over_rounding_bound"] > 1, res.evidence     # it alone flips
+
+
+def test_s1_single_draw_rule_decides_alone():
+    """Positions measured from the first make every draw invariant (in exact arithmetic): the paired
+    differences are rounding, every entry is zero-SE and within the derived bound, the exact comparison holds,
+    and the claim fails only because one draw's change is within its rounding bound."""
+    cid = "horn.s1-shift-invariance"
+    with _positions_from_the_first(cid):
+        res = run_check(REGISTRY[cid], Context(seed=0, size="tiny", claim_id=cid))
+    ev = res.evidence
+    assert res.verdict == "fails"
+    assert ev["exact_softmax_change_over_rounding_bound"] <= 1
+    assert ev["zero_se_entries"] > 0 and ev["zero_se_dev_over_rounding_bound"] <= 1     # rounding-level pairs
+    assert ev["max_z_mean_difference"] < ev["z_critical"]
+    assert ev["single_draw_change_over_rounding_bound"] <= 1
