@@ -34,6 +34,7 @@ import numpy as np
 
 from refattn.files import write_text_atomic
 
+from .. import figures
 from ..registry import Result
 from ..report import json_safe
 from ..rules import trained, with_rule
@@ -141,12 +142,9 @@ def new_figure(n_panels: int = 1, *, width: float = 4.2, height: float = 3.4):
 
 
 def save_figure(fig, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    """:func:`paper_checks.figures.save_figure` at 110 dpi (atomic: an interrupted write keeps the previous
+    PNG), returning the path."""
+    return Path(figures.save_figure(fig, path, dpi=110))
 
 
 @contextlib.contextmanager

@@ -32,3 +32,20 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
         save_figure(fig, path, dpi=50)
     assert path.read_bytes() == b"previous"
     assert [p.name for p in tmp_path.iterdir()] == ["f.png"]
+
+
+def test_the_experiments_figures_go_through_the_atomic_writer(tmp_path, monkeypatch):
+    from paper_checks.experiments import harness
+
+    path = tmp_path / "curve.png"
+    path.write_bytes(b"previous")
+    fig, axes = harness.new_figure(2)
+
+    def broken(fh, **kw):
+        fh.write(b"half a png")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(fig, "savefig", broken)
+    with pytest.raises(OSError, match="disk full"):
+        harness.save_figure(fig, path)
+    assert path.read_bytes() == b"previous" and [p.name for p in tmp_path.iterdir()] == ["curve.png"]
