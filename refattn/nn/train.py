@@ -160,16 +160,22 @@ def _fingerprint(inputs, labels) -> str:
     return h.hexdigest()
 
 
-def _open_log(log_path, start):
-    """The log, open for appending: truncated for a fresh run; for a resumed one, its lines of steps before
-    `start` kept (a torn last line dropped) and rewritten atomically."""
+def _open_log(log_path, start, eval_every):
+    """The log, open for appending: truncated for a fresh run; for a resumed one, the lines an uninterrupted
+    run has before `start` kept (a torn last line dropped, and the evaluation the interrupted run made after
+    its own last step unless `eval_every` also asks for it there) and rewritten atomically."""
     if log_path is None:
         return None
     if start == 0 or not os.path.exists(log_path):
         return open(log_path, "w", encoding="utf-8")
     entries, _ = read_jsonl(log_path)
-    kept = [e for e in entries
-            if isinstance(e, dict) and isinstance(e.get("step"), int) and e["step"] < start]
+
+    def uninterrupted_has(e):
+        if not (isinstance(e, dict) and isinstance(e.get("step"), int) and e["step"] < start):
+            return False
+        return "eval_loss" not in e or bool(eval_every) and (e["step"] + 1) % eval_every == 0
+
+    kept = [e for e in entries if uninterrupted_has(e)]
     write_text_atomic(log_path, "".join(json.dumps(e, allow_nan=False) + "\n" for e in kept))
     return open(log_path, "a", encoding="utf-8")
 
@@ -336,7 +342,7 @@ def train(config: dict, inputs, labels, *, seed: int, steps: int, batch_size: in
         except ImportError:
             bar = None
     history: list = []
-    log = _open_log(log_path, start)
+    log = _open_log(log_path, start, eval_every)
 
     def record(entry):
         history.append(entry)
