@@ -181,19 +181,20 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
 
     A silent listener (or an HTTP server, which waits for a request) times out; a server that answers with
     something else gives a header that is not a dask frame length; both raise :class:`SchedulerError`
-    naming the address. ``tls://`` addresses are not probed (the handshake is encrypted); ``Client``'s own
-    timeout covers them."""
+    naming the address. A ``tls://`` address gets the TCP connection only (no listener, an unreachable host:
+    refused here); its handshake is encrypted and needs the client's certificates, which ``Client`` brings,
+    and its own timeout covers a listener that is not a scheduler."""
     scheme, sep, rest = address.partition("://")
     if not sep:
         scheme, rest = "tcp", address
-    if scheme != "tcp":
-        return
     host, _, port = rest.rpartition(":")
     host = host.strip("[]")
     what = f"--scheduler {address}"
     timeout = CONNECT_TIMEOUT if timeout is None else timeout
     try:
         with socket.create_connection((host, int(port)), timeout=timeout) as sock:
+            if scheme == "tls":
+                return
             sock.settimeout(timeout)
             head = b""
             while len(head) < 8:

@@ -100,6 +100,26 @@ def test_scheduler_address_that_is_not_dask_exits_2_naming_it(fixture, needle, r
     assert secs < 10, secs
 
 
+def test_tls_address_gets_the_connection_probed():
+    """A tls:// address with no listener is refused by the probe, naming it; with a listener the probe stops
+    after the TCP connection (the encrypted handshake is Client's)."""
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()                                        # nothing listens there now
+    with pytest.raises(scale.SchedulerError, match=f"--scheduler tls://127.0.0.1:{port}: cannot connect"):
+        scale.probe_scheduler(f"tls://127.0.0.1:{port}", timeout=1.0)
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(1)
+    try:
+        t0 = time.perf_counter()
+        scale.probe_scheduler(f"tls://127.0.0.1:{listening.getsockname()[1]}", timeout=1.0)
+        assert time.perf_counter() - t0 < 0.9                # no wait for a frame the server never sends
+    finally:
+        listening.close()
+
+
 def test_scheduler_timeout_default_is_a_few_seconds():
     assert 1 <= scale.CONNECT_TIMEOUT <= 10
 
