@@ -271,3 +271,106 @@ def test_s1_single_draw_rule_decides_alone():
     assert ev["zero_se_entries"] > 0 and ev["zero_se_dev_over_rounding_bound"] <= 1     # rounding-level pairs
     assert ev["max_z_mean_difference"] < ev["z_critical"]
     assert ev["single_draw_change_over_rounding_bound"] <= 1
+
+
+
+# ---- horn.s2-fast-equals-naive, horn.s2-signed-clip: window formulas and class sums against the naive sum -
+S2_FAST, S2_SIGNED = "horn.s2-fast-equals-naive", "horn.s2-signed-clip"
+
+
+def _s2_one_rounding(seed):
+    """At the claim's inputs for `seed` (its rng, its draws in its order: 6 x 7 grid, k = 3, d = 4, d_v = 3,
+    m = 8), the largest entry of |window formula - naive| and |s2_attention - s2_attention_naive| in units of
+    one rounding of the naive sum's terms (u A, u A / Z) and of the bounds' scale (u C, u C / Z)."""
+    from paper_checks.horn.rpe import paper_window_formula, s2_favor_scores, s2_scales
+    from refattn.rpe.s2_clipped import s2_attention, s2_attention_naive, s2_class_index
+
+    rng = Context(seed=seed, size="tiny", claim_id=S2_FAST).rng()
+    H, W, k, d, d_v, m = 6, 7, 3, 4, 3, 8
+    q, v = rng.standard_normal((H * W, d)), rng.standard_normal((H * W, d_v))
+    w, omega = rng.standard_normal((k + 1, d)), rng.standard_normal((m, d))
+    S = s2_favor_scores(q, w, omega)
+    cls = s2_class_index(H * W, k, (H, W), xp=np)
+    A, C, Z = s2_scales(S, cls, v, (k,))
+    paper = np.abs(paper_window_formula(S, v, H, W, k, k - 1) - np.take_along_axis(S, cls, axis=1) @ v)
+    fast = np.abs(s2_attention(q[None], v[None], w, k=k, grid=(H, W), omega=omega)[0]
+                  - s2_attention_naive(q[None], v[None], w, k=k, grid=(H, W), omega=omega)[0])
+    return {"paper_uA": float(np.max(paper / (U * A))), "fast_uA": float(np.max(fast * Z / (U * A))),
+            "paper_uC": float(np.max(paper / (U * C))), "fast_uC": float(np.max(fast * Z / (U * C)))}
+
+
+@pytest.mark.parametrize("s2_seed", range(6))
+def test_s2_bounds_cover_the_rounding_they_bound(s2_seed):
+    """Both claims decide as expected with every comparison that is exact in exact arithmetic far inside its
+    bound (measured / bound <= 0.1), while the same differences exceed one rounding of the naive sum's terms
+    (u A; planted: a one-rounding bound would call rounding a refutation)."""
+    fast = run_check(REGISTRY[S2_FAST], Context(seed=s2_seed, size="tiny", claim_id=S2_FAST))
+    signed = run_check(REGISTRY[S2_SIGNED], Context(seed=s2_seed, size="tiny", claim_id=S2_SIGNED))
+    assert (fast.verdict, signed.verdict) == ("holds", "erratum")
+    for ev, key in ((fast.evidence, "paper_formula"), (fast.evidence, "fast_vs_naive"),
+                    (signed.evidence, "two_far_regions")):
+        assert ev[f"{key}_diff_over_rounding_bound"] <= 0.1, (key, ev)
+    units = _s2_one_rounding(s2_seed)
+    assert units["paper_uA"] > 1 and units["fast_uA"] > 1, units
+
+
+def test_s2_one_rounding_of_the_bound_scale_is_exceeded():
+    """A bound of one rounding of C (the bound's own scale, without its chain length n) is exceeded, by the
+    window formula and by refattn's fast path, at some of the six seeds."""
+    units = [_s2_one_rounding(seed) for seed in range(6)]
+    assert max(u["paper_uC"] for u in units) > 1 and max(u["fast_uC"] for u in units) > 1, units
+
+
+def _refattn_ring_off_by_one(cid):
+    """refattn's s2_class_index (read by s2_attention_naive) with Manhattan distances 1..k-1 inside the window
+    off by one (d -> d + 1): the near rings take their neighbours' vectors; the fast path is untouched."""
+    from refattn.rpe import s2_clipped
+
+    def wrap(f):
+        def g(L, k, grid=None, **kw):
+            c = f(L, k, grid, **kw)
+            return c if grid is None else np.where(c > 0, np.minimum(c + 1, k), c)
+        return g
+    return wrapped(s2_clipped, "s2_class_index", wrap)
+
+
+def _claim_grid_transposed(cid):
+    """The claim's own naive sum reading the (H, W) grid as (W, H) (its s2_class_index)."""
+    def wrap(f):
+        return lambda L, k, grid=None, **kw: f(L, k, None if grid is None else tuple(grid)[::-1], **kw)
+    return wrapped(_module(cid), "s2_class_index", wrap)
+
+
+def _claim_clip_sign(cid):
+    """The claim's naive signed-clip sum with clip(i - j, k) for clip(j - i, k) (a sign slip)."""
+    def wrap(f):
+        return lambda L, k, grid=None, **kw: 2 * k - f(L, k, grid, **kw)
+    return wrapped(_module(cid), "s2_class_index", wrap)
+
+
+def _class_sums_mirrored(cid):
+    """refattn's class sums with the classes in reverse order, i.e. of clip(i - j, k) (a sign slip)."""
+    def wrap(f):
+        return lambda u, k, grid, **kw: np.asarray(f(u, k, grid, **kw))[..., ::-1, :]
+    return wrapped(_module(cid), "s2_window_sums_reference", wrap)
+
+
+S2_PLANTS = [
+    (S2_FAST, _refattn_ring_off_by_one, "fast_vs_naive"),
+    (S2_FAST, _claim_grid_transposed, "paper_formula"),
+    (S2_SIGNED, _claim_clip_sign, "two_far_regions"),
+    (S2_SIGNED, _class_sums_mirrored, "two_far_regions"),
+]
+
+
+@pytest.mark.parametrize(("cid", "plant", "key"), S2_PLANTS, ids=[p.__name__ for _, p, _ in S2_PLANTS])
+def test_s2_planted_bug_flips_the_claim(cid, plant, key):
+    """An index or sign slip moves the comparison it touches past its rounding bound, and the claim flips
+    (holds -> fails, erratum -> fails)."""
+    claim = REGISTRY[cid]
+    base = run_check(claim, Context(seed=0, size="tiny", claim_id=cid))
+    with plant(cid):
+        bad = run_check(claim, Context(seed=0, size="tiny", claim_id=cid))
+    assert base.verdict == claim.expected_at("tiny")
+    assert bad.verdict == "fails", (cid, bad.verdict, bad.summary)
+    assert bad.evidence[f"{key}_diff_over_rounding_bound"] > 1, bad.evidence
