@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import calibration, images, listops, sparse_task
 from .provenance import markdown
-from .published import HORN_COMMIT, HORN_REPO
+from .published import HORN_COMMIT, HORN_REPO, KL_COMMIT, KL_REPO
 
 __all__ = ["tables", "docs_section", "replace_sections", "main"]
 
@@ -21,10 +21,12 @@ __all__ = ["tables", "docs_section", "replace_sections", "main"]
 def tables() -> dict[str, str]:
     """name -> the markdown of every declared provenance table (the docs page's sections)."""
     ref = f"{HORN_REPO} @ {HORN_COMMIT[:12]}"
+    kl = f"{KL_REPO} @ {KL_COMMIT[:12]}"
     return {"images": markdown(images.PROVENANCE, code_ref=ref),
             "images-flt": markdown(images.PROVENANCE_FLT, code_ref="no public code for the image models"),
-            "sparse-task": markdown(sparse_task.PROVENANCE, code_ref="not consulted"),
-            "listops": markdown(listops.PROVENANCE, code_ref="not consulted"),
+            "sparse-task": markdown(sparse_task.PROVENANCE,
+                                    code_ref=f"{kl}; no sparse-task code: its feature maps"),
+            "listops": markdown(listops.PROVENANCE, code_ref=kl),
             "calibration": calibration.table()}
 
 

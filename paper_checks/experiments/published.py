@@ -12,18 +12,22 @@ line (or table) named beside it; nothing is computed here.
 * Choromanski et al. (FLT): Table 2 of the paper (image classification, one run per model).
 * Chowdhury et al. (KL): Table 2 (LRA, test accuracy in %), Table 4 (eigenvalues of the learnt
   covariances) and Table 14's ratio column std(GMM-PRF) / std(GMM-RKS) (headed "GMM-RKS/GMM-PRF"; the
-  table's own columns give PRF/RKS: ``kl.table14-ratio-columns``).
+  table's own columns give PRF/RKS: ``kl.table14-ratio-columns``). Their code, :data:`KL_REPO` at commit
+  :data:`KL_COMMIT` (text, retrieval and ListOps; no sparse-task code), is cited by the KL provenance
+  tables (``listops.PROVENANCE``, ``sparse_task.PROVENANCE``); it publishes no run records.
 """
 
 from __future__ import annotations
 
 __all__ = ["HORN_REPO", "HORN_COMMIT", "HORN_RUNS_FILE", "HORN_RUNS", "HORN_SHIFT_FILES", "HORN_SHIFTS",
-           "HORN_SHIFT_PX", "HORN_TABLE1", "horn_run", "FLT_TABLE2", "FLT_TEST_IMAGES", "KL_TABLE2",
-           "KL_TABLE4", "KL_TABLE14_STD_RATIO"]
+           "HORN_SHIFT_PX", "HORN_TABLE1", "horn_run", "FLT_TABLE2", "FLT_TEST_IMAGES", "KL_REPO",
+           "KL_COMMIT", "KL_TABLE2", "KL_TABLE4", "KL_TABLE14_STD_RATIO"]
 
 HORN_REPO = "github.com/ExpectationMax/Translational-Equivariant-Performers"
 HORN_COMMIT = "c7a55af3b581426512eb4a57d3a13eb20e93fbd6"
 HORN_RUNS_FILE = "results/model_evaluations.csv"
+KL_REPO = "github.com/cs1160701/OnLearningTheKernel"
+KL_COMMIT = "a8e3d3bb80bd866c52a9d9ef5e4f8f5a771c65e6"
 
 #: (dataset, model, variant, test/acc, line of results/model_evaluations.csv). Models as the authors name
 #: them: NoposPerformer = No Pos., Performer = Absolute, RelativePerformer = Rel. S1,
