@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "validation" / "records" / "false_alarms.json"
 FINDINGS = ROOT / "validation" / "records" / "findings.md"
 GUIDE = ROOT / "docs" / "guide" / "validation.md"
-STATISTICAL = {"haar", "unbiased", "kernel"}
+STATISTICAL = {"haar", "unbiased", "row_norms", "kernel"}
 
 
 @pytest.fixture(scope="module")
