@@ -279,11 +279,13 @@ S2_FAST, S2_SIGNED = "horn.s2-fast-equals-naive", "horn.s2-signed-clip"
 
 
 def _s2_one_rounding(seed):
-    """At the claim's inputs for `seed` (its rng, its draws in its order: 6 x 7 grid, k = 3, d = 4, d_v = 3,
-    m = 8), the largest entry of |window formula - naive| and |s2_attention - s2_attention_naive| in units of
-    one rounding of the naive sum's terms (u A, u A / Z) and of the bounds' scale (u C, u C / Z)."""
+    """At the claims' inputs for `seed` (their rngs, their draws in their order), the largest entry of |window
+    formula - naive| and |s2_attention - s2_attention_naive| (6 x 7 grid, k = 3, d = 4, d_v = 3, m = 8) and of
+    |two-far-region class sums - naive| (L = 20, k = 3, signed clip) in units of one rounding of the naive
+    sum's terms (u A, u A / Z) and of the bounds' scale (u C, u C / Z)."""
     from paper_checks.horn.rpe import paper_window_formula, s2_favor_scores, s2_scales
-    from refattn.rpe.s2_clipped import s2_attention, s2_attention_naive, s2_class_index
+    from refattn.rpe.s2_clipped import (s2_attention, s2_attention_naive, s2_class_index,
+                                        s2_window_sums_reference)
 
     rng = Context(seed=seed, size="tiny", claim_id=S2_FAST).rng()
     H, W, k, d, d_v, m = 6, 7, 3, 4, 3, 8
@@ -295,7 +297,18 @@ def _s2_one_rounding(seed):
     paper = np.abs(paper_window_formula(S, v, H, W, k, k - 1) - np.take_along_axis(S, cls, axis=1) @ v)
     fast = np.abs(s2_attention(q[None], v[None], w, k=k, grid=(H, W), omega=omega)[0]
                   - s2_attention_naive(q[None], v[None], w, k=k, grid=(H, W), omega=omega)[0])
+
+    rng = Context(seed=seed, size="tiny", claim_id=S2_SIGNED).rng()
+    L = 20
+    q1, v1 = rng.standard_normal((L, d)), rng.standard_normal((L, d_v))
+    w1, omega1 = rng.standard_normal((2 * k + 1, d)), rng.standard_normal((m, d))
+    S1 = s2_favor_scores(q1, w1, omega1)
+    cls1 = s2_class_index(L, k, None, xp=np)
+    A1, _, _ = s2_scales(S1, cls1, v1, (0, 2 * k))
+    corrected = np.einsum("ir,ire->ie", S1, s2_window_sums_reference(v1[None], k, None)[0])
+    signed = np.abs(corrected - np.take_along_axis(S1, cls1, axis=1) @ v1)
     return {"paper_uA": float(np.max(paper / (U * A))), "fast_uA": float(np.max(fast * Z / (U * A))),
+            "signed_uA": float(np.max(signed / (U * A1))),
             "paper_uC": float(np.max(paper / (U * C))), "fast_uC": float(np.max(fast * Z / (U * C)))}
 
 
@@ -311,7 +324,7 @@ def test_s2_bounds_cover_the_rounding_they_bound(s2_seed):
                     (signed.evidence, "two_far_regions")):
         assert ev[f"{key}_diff_over_rounding_bound"] <= 0.1, (key, ev)
     units = _s2_one_rounding(s2_seed)
-    assert units["paper_uA"] > 1 and units["fast_uA"] > 1, units
+    assert min(units["paper_uA"], units["fast_uA"], units["signed_uA"]) > 1, units
 
 
 def test_s2_one_rounding_of_the_bound_scale_is_exceeded():
