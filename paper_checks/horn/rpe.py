@@ -330,8 +330,8 @@ def _s2_formula(ctx: Context, radius_offset: int) -> Result:
     S = s2_favor_scores(q, w, omega)
     cls = s2_class_index(L, k, (H, W), xp=np)
     naive = np.stack([S[i, cls[i]] for i in range(L)]) @ v                        # sum_j <q'_i, a'_ij> v_j
-    paper = paper_window_formula(S, v, H, W, k, k - 1 + radius_offset)
     radius = k - 1 + radius_offset
+    paper = paper_window_formula(S, v, H, W, k, radius)
     paper_diff, paper_bound, paper_ratio = _over_bound(
         paper, naive, window_formula_bound(S, cls, v, (k,), 1 + 2 * radius * (radius + 1)))
     fast = s2_attention(q[None], v[None], w, k=k, grid=(H, W), omega=omega)[0]
@@ -340,7 +340,7 @@ def _s2_formula(ctx: Context, radius_offset: int) -> Result:
         s2_fast_naive_bound(q, v, w, omega, k, (H, W)))
     # the table size: Manhattan distances clipped to k take k + 1 values (0 included: i = j)
     n_classes = len(np.unique(s2_class_index(32 * 32, 6, (32, 32), xp=np)))
-    ev = {**stat_evidence(n=L, seed=ctx.seed, detectable=min(paper_bound, fast_bound)), "grid": (H, W),
+    ev = {**stat_evidence(n=L, seed=ctx.seed, detectable=max(paper_bound, fast_bound)), "grid": (H, W),
           "k": k, "m": m,
           "paper_formula_max_abs_diff": paper_diff, "paper_formula_rounding_bound_max": paper_bound,
           "paper_formula_diff_over_rounding_bound": paper_ratio,
@@ -434,7 +434,7 @@ def _s2_signed(ctx: Context, two_sided: bool) -> Result:
     p_diff, p_bound, p_ratio = _over_bound(printed, naive, window_formula_bound(S, cls, v, far, 2 * k - 1))
     c_diff, c_bound, c_ratio = _over_bound(corrected, naive, window_formula_bound(S, cls, v, far, 2 * k))
     err_printed = float(np.max(np.abs(printed - naive)) / np.max(np.abs(naive)))
-    ev = {**stat_evidence(n=L, seed=ctx.seed, detectable=min(p_bound, c_bound)), "k": k,
+    ev = {**stat_evidence(n=L, seed=ctx.seed, detectable=max(p_bound, c_bound)), "k": k,
           "printed_formula_rel_err": err_printed, "printed_formula_max_abs_diff": p_diff,
           "printed_formula_rounding_bound_max": p_bound, "printed_formula_diff_over_rounding_bound": p_ratio,
           "two_far_regions_max_abs_diff": c_diff, "two_far_regions_rounding_bound_max": c_bound,
