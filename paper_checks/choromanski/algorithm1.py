@@ -11,7 +11,7 @@ import numpy as np
 from refattn import softmax_attention
 from refattn.random import draw_flt_noise, draw_orthogonal
 from refattn.rpe import GaussianMixture, Proposal, flt_attention, flt_features, rpe_mask
-from refattn.rpe import flt as flt_module
+from refattn.rpe import flt_linear as flt_module
 from validation.montecarlo import mean_test, mean_z2_test, scalar_z
 
 from ..figures import new_figure, save_figure

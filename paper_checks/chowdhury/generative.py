@@ -1,5 +1,5 @@
 """Chowdhury et al. Sec. 2.1, Eqs. (7)-(8), (11): generative spectra, omega = g(n), with the RKS and PRF maps
-(``refattn.features.generative``)."""
+(``refattn.features.generator_network``, ``refattn.features.generative``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 import numpy as np
 
-from refattn.features.generative import (generative_prf_features, generative_rks_features, generator,
-                                         generator_param_count)
+from refattn.features.generative import generative_prf_features, generative_rks_features
+from refattn.features.generator_network import generator, generator_param_count
 from refattn.random import draw_generator_noise, init_generator
 
 from ..mutations import mutation, wrapped

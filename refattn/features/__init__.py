@@ -48,9 +48,12 @@ from .fastfood import (
     fastfood_prf_features_stable_fwd, fastfood_prf_features_stable_bwd, fastfood_rks_kernel,
     fastfood_prf_kernel,
 )
+from .generator_network import (
+    GeneratorParams, GeneratorState, GeneratorOutput, GeneratorGrads, generator, generator_fwd, generator_bwd,
+    generator_param_count,
+)
 from .generative import (
-    GeneratorParams, GeneratorState, GeneratorOutput, GeneratorGrads, GenerativeOutput, GenerativeGrads,
-    generator, generator_fwd, generator_bwd, generator_param_count, generative_rks_features,
+    GenerativeOutput, GenerativeGrads, generative_rks_features,
     generative_rks_features_fwd, generative_rks_features_bwd, generative_prf_features,
     generative_prf_features_fwd, generative_prf_features_bwd, generative_prf_features_stable,
     generative_prf_features_stable_fwd, generative_prf_features_stable_bwd,

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ..features.generative import GeneratorState
+from ..features.generator_network import GeneratorState
 from ..layers import DenseParams
 from ..random import (check_dtype_arg, check_rng, draw_dropout_mask, draw_fastfood, draw_flt_noise,
                       draw_gaussian, draw_generator_noise, draw_gmm_noise, draw_orthogonal, init_batchnorm,

@@ -9,7 +9,7 @@ import array_api_compat
 import numpy as np
 
 from ..features.fastfood_transform import FastFoodParams, padded_dim
-from ..features.generative import GeneratorParams, GeneratorState
+from ..features.generator_network import GeneratorParams, GeneratorState
 from ..features.gmm_spectrum import GMMParams
 from .. import limits
 from .._docs import fill_doc

@@ -38,10 +38,12 @@ from .spectra import (  # FLT spectra and proposals
     proposal_log_density, check_spectrum, check_proposal, kernel_proposal, spectrum_dim, spectrum_arrays,
     check_proposal_shape, SpectrumGCache, SpectrumGGrads,
 )
-from .flt import (  # FLT features and Algorithm 1
+from .flt import (  # FLT features
     flt_frequencies, flt_importance_weights, flt_features, flt_features_fwd, flt_features_bwd,
-    flt_mask_estimate, flt_attention, flt_attention_fwd, flt_attention_bwd, FLTFeaturesCache,
-    FLTFeaturesGrads, FLTAttentionCache, FLTAttentionGrads,
+    flt_mask_estimate, FLTFeaturesCache, FLTFeaturesGrads,
+)
+from .flt_linear import (  # FLT Algorithm 1
+    flt_attention, flt_attention_fwd, flt_attention_bwd, FLTAttentionCache, FLTAttentionGrads,
 )
 
 __all__ = [

@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from refattn.features.generative import (
-    GeneratorParams, GeneratorState, generative_prf_features, generative_prf_features_bwd,
-    generative_prf_features_fwd, generative_prf_features_stable, generative_prf_features_stable_bwd,
-    generative_prf_features_stable_fwd, generative_rks_features, generative_rks_features_bwd,
-    generative_rks_features_fwd, generator, generator_bwd, generator_fwd, generator_param_count)
+    generative_prf_features, generative_prf_features_bwd, generative_prf_features_fwd,
+    generative_prf_features_stable, generative_prf_features_stable_bwd, generative_prf_features_stable_fwd,
+    generative_rks_features, generative_rks_features_bwd, generative_rks_features_fwd)
+from refattn.features.generator_network import (
+    GeneratorParams, GeneratorState, generator, generator_bwd, generator_fwd, generator_param_count)
 from refattn.features.positive import gaussian_positive_features
 from refattn.random import draw_generator_noise, init_generator
 from refattn.random import tree_as_xp
@@ -223,7 +224,7 @@ def test_bad_inputs(rng):
 def test_generator_fwd_names_the_layer_of_a_bad_parameter():
     """generator_fwd checks its trees once and names the layer: a wrong container type, a non-finite weight,
     a negative running variance."""
-    from refattn.features.generative import generator_fwd
+    from refattn.features.generator_network import generator_fwd
     from refattn.random import init_generator
 
     rng = np.random.default_rng(0)

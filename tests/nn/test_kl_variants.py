@@ -91,7 +91,7 @@ def test_batch_mode_is_the_same_at_training_and_evaluation():
 
 
 def test_running_statistics_are_updated_by_training_and_used_at_evaluation():
-    from refattn.features.generative import generator_fwd
+    from refattn.features.generator_network import generator_fwd
     from refattn.nn.train import train
     from refattn.nn.transformer import transformer
 

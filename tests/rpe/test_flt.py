@@ -11,9 +11,6 @@ from scipy import special
 from refattn import softmax_attention
 from refattn.random import draw_flt_noise, draw_gaussian, draw_orthogonal
 from refattn.rpe.flt import (
-    flt_attention,
-    flt_attention_bwd,
-    flt_attention_fwd,
     flt_features,
     flt_features_bwd,
     flt_features_fwd,
@@ -21,6 +18,7 @@ from refattn.rpe.flt import (
     flt_importance_weights,
     flt_mask_estimate,
 )
+from refattn.rpe.flt_linear import flt_attention, flt_attention_bwd, flt_attention_fwd
 from refattn.rpe.spectra import (
     Box,
     BSpline,

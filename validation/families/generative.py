@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from refattn.features import generative as generative_mod
-from refattn.features.generative import GeneratorParams, GeneratorState, generator
+from refattn.features.generator_network import GeneratorParams, GeneratorState, generator
 from refattn.random import init_generator
 from refattn.tree import tree_map
 

@@ -1,7 +1,7 @@
 r"""Kind ``flt``: FourierLearner-Transformers (Choromanski et al. 2023, Algorithm 1;
-:func:`refattn.rpe.flt.flt_attention`): the RPE mask ``N_ij = f(r_i - r_j)`` learned through its spectrum g,
-estimated with r frequencies drawn from a proposal (Theorem 4.1), inside linear attention on the augmented
-``[N1 | d^{-1/4} q]`` and ``[N2 | d^{-1/4} k]``.
+:func:`refattn.rpe.flt_linear.flt_attention`): the RPE mask ``N_ij = f(r_i - r_j)`` learned through its
+spectrum g, estimated with r frequencies drawn from a proposal (Theorem 4.1), inside linear attention on the
+augmented ``[N1 | d^{-1/4} q]`` and ``[N2 | d^{-1/4} k]``.
 
 Options
 
@@ -48,7 +48,7 @@ frequency noise ``eps: (r, D)`` (from the proposal's standard density) and, for 
 ``omega: (m, 2r + d)``.
 
 omega: **redrawn** for ``feature_map="favor"`` (never learned, so its gradient is not computed:
-``refattn.rpe.flt.flt_attention_bwd(..., omega_grad=False)``); **learnable** for
+``refattn.rpe.flt_linear.flt_attention_bwd(..., omega_grad=False)``); **learnable** for
 ``"linear"``/``"relu"``, where the projection is the parameter ``W`` and its gradient is returned.
 """
 
@@ -59,8 +59,8 @@ from typing import NamedTuple
 
 from ..._xp import namespace, sum_to_shape
 from ...attention.linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd_core, linear_attention_fwd_core
-from ...rpe.flt import (check_flt_inputs, flt_attention_bwd_core, flt_attention_fwd_core,
-                        flt_features_bwd_core, flt_features_fwd_core)
+from ...rpe.flt import check_flt_inputs, flt_features_bwd_core, flt_features_fwd_core
+from ...rpe.flt_linear import flt_attention_bwd_core, flt_attention_fwd_core
 from ...rpe.spectra import PROPOSAL_KINDS, Box, Proposal
 from ...tree import tree_leaves, tree_map
 from .base import AttentionKind, Draw, pos_dim, projection, resolve_on_nonpositive, token_positions

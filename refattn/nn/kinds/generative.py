@@ -27,10 +27,10 @@ omega: **none** (the frequencies are the generator's output: their gradient flow
 
 from __future__ import annotations
 
-from ...features.generative import (check_generative_features_struct, check_generator_state,
-                                    generative_prf_features_stable_bwd_core,
+from ...features.generative import (check_generative_features_struct, generative_prf_features_stable_bwd_core,
                                     generative_prf_features_stable_fwd_core, generative_rks_features_bwd_core,
                                     generative_rks_features_fwd_core)
+from ...features.generator_network import check_generator_state
 from .base import AttentionKind, Draw, resolve_on_nonpositive, spectral_kind
 
 __all__ = ["KIND", "running_updates"]
