@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from ..companions import label_swap
 from ..experiments import images as E  # noqa: N812 (the experiments' shared name)
+from ..experiments import images_rules as R  # noqa: N812 (the rules beside the driver E)
 from ..registry import CHOROMANSKI, Context, Result, claim
 
 
 @claim("flt.image-classification", paper=CHOROMANSKI, section="Sec. 5 (image classification)",
        statement="FLT's learned RPE improves image classification over the same linear-attention model "
-                 "without RPE. Pre-registered: " + E.CRITERIA["flt"],
+                 "without RPE. Pre-registered: " + R.CRITERIA["flt"],
        expected={"tiny": "not-checkable", "full": "holds"},
        derivation="Without an RPE a mean-pooled linear-attention model sees a bag of intensity tokens; the "
                   "FLT mask exp(f(r_i - r_j)) with a learned 2-D spectrum lets attention depend on "
                   "relative positions, which carry the shape. FAVOR+ features in both arms (the paper: "
                   "phi(x) = Wx); 2 layers, width 64, m = 64 at full, far below the paper's scale. Tiny: a "
                   "smoke run.",
-       decide=E.decide_flt, slow=True)
+       decide=R.decide_flt, slow=True)
 def image_classification(ctx: Context) -> Result:
     return E.claim_result(ctx, "flt")
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import sys
 
-from . import harness, images, listops, sparse_task
+from . import harness, images_rules, listops, sparse_task
 from . import eigenvalues as eig
 from . import published as P  # noqa: N812 (the published numbers)
 
@@ -46,7 +46,7 @@ def horn_run_sd() -> float:
 def horn_table1(dataset: str = "FashionMNIST", s1: str = "redraw1000", s2: str = "clip4",
                 nopos: str = "redraw1000") -> dict:
     """Table 1's evidence from the CSV rows: gains of S1 (variant `s1`) and S2 (`s2`) over No-Pos."""
-    gain_se = images.gain_se
+    gain_se = images_rules.gain_se
     sd = horn_run_sd()
     acc = {"no-pos": P.horn_run(dataset, "NoposPerformer", nopos)[0],
            "s1": P.horn_run(dataset, "RelativePerformer", s1)[0],
@@ -62,7 +62,7 @@ def horn_table1(dataset: str = "FashionMNIST", s1: str = "redraw1000", s2: str =
 def horn_shift(dataset: str = "FashionMNIST", px: int = 4) -> dict:
     """Fig. 1's evidence from the shift CSV: worse-direction retention at `px` pixels (4 px = the claims'
     2-token shift) of Absolute (Performer), S1 (RelativePerformer) and S2 (ClippedRelativePerformer)."""
-    worst_retention = images.worst_retention
+    worst_retention = images_rules.worst_retention
     names = {"absolute": "Performer", "s1": "RelativePerformer", "s2": "ClippedRelativePerformer"}
     by = {m: dict(zip(P.HORN_SHIFT_PX, P.HORN_SHIFTS[dataset][n][1], strict=True)) for m, n in names.items()}
     return {**AT_PAPER, "min_margin_over_floor": 0.0,
@@ -139,8 +139,9 @@ CASES = (
 
 #: claim -> its decision rule, built as the claim registers it (the test checks rule texts against the
 #: registry)
-RULES = {"horn.table1-ordering": images.decide_table1, "horn.shift-robustness": images.decide_shift,
-         "flt.image-classification": images.decide_flt,
+RULES = {"horn.table1-ordering": images_rules.decide_table1,
+         "horn.shift-robustness": images_rules.decide_shift,
+         "flt.image-classification": images_rules.decide_flt,
          "kl.lra-listops": harness.experiment_rule(listops.decide, listops.CRITERION),
          "kl.table4-eigenvalues": harness.experiment_rule(eig.decide, eig.CRITERION),
          "kl.sec4.2-sparsity": harness.experiment_rule(sparse_task.decide, sparse_task.CRITERION)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..companions import label_swap
 from ..experiments import images as E  # noqa: N812 (the experiments' shared name)
+from ..experiments import images_rules as R  # noqa: N812 (the rules beside the driver E)
 from ..registry import HORN, Context, Result, claim
 
 _SCALE = ("Scale: 2 layers, width 64, 4 heads, m = 64 FAVOR+ features, float32, 1500 steps at full (paper: "
@@ -22,14 +23,14 @@ _SCALE = ("Scale: 2 layers, width 64, 4 heads, m = 64 FAVOR+ features, float32, 
 
 @claim("horn.table1-ordering", paper=HORN, section="Sec. 3, Table 1 (Fashion-MNIST)",
        statement="Table 1 (Fashion-MNIST, Performer/FAVOR+): relative encodings beat No-Pos by a wide "
-                 "margin (S1 +23.1, S2 +19.4 points). Pre-registered: " + E.CRITERIA["table1"],
+                 "margin (S1 +23.1, S2 +19.4 points). Pre-registered: " + R.CRITERIA["table1"],
        expected={"tiny": "not-checkable", "full": "holds"},
        derivation="A No-Pos model with mean pooling sees each image as a bag of intensity tokens (its "
                   "natural level is the histogram floor); S1 and S2 add the relative geometry of the "
                   "tokens, which carries the garment's shape, so they should learn far more (Table 1: "
                   "+23.1 and +19.4). At tiny the run is a smoke test and the guard makes it "
                   "not-checkable. " + _SCALE,
-       decide=E.decide_table1, slow=True)
+       decide=R.decide_table1, slow=True)
 def table1_ordering(ctx: Context) -> Result:
     return E.claim_result(ctx, "table1")
 
@@ -39,7 +40,7 @@ def table1_ordering(ctx: Context) -> Result:
                  "after shifting the images only a few pixels to the left or to the right ... In both "
                  "scenarios the model with translational equivariance is much more robust to these "
                  "shifts.' (Fig. 1, Fashion-MNIST trousers that can be shifted 8 px both ways: Absolute ~0 "
-                 "after 3 px, S1 ~0.8 and S2 ~0.45 even at 8 px.) Pre-registered: " + E.CRITERIA["shift"],
+                 "after 3 px, S1 ~0.8 and S2 ~0.45 even at 8 px.) Pre-registered: " + R.CRITERIA["shift"],
        expected={"tiny": "not-checkable", "full": "holds"},
        derivation="S1 and S2 make the attention logits depend on positions only through differences, so "
                   "with a zero background and mean pooling a shift by whole tokens moves the content "
@@ -48,7 +49,7 @@ def table1_ordering(ctx: Context) -> Result:
                   "absolute model sees content at positions whose embeddings were trained on background "
                   "only, so its trouser accuracy should collapse by 4 px (2 tokens). At tiny the guard "
                   "makes it not-checkable. " + _SCALE,
-       decide=E.decide_shift, slow=True)
+       decide=R.decide_shift, slow=True)
 def shift_robustness(ctx: Context) -> Result:
     return E.claim_result(ctx, "shift")
 

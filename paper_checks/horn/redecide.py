@@ -25,7 +25,7 @@ from refattn.files import write_text_atomic
 
 from ..choromanski import experiments as _flt_claims  # noqa: F401 (registers flt.image-classification)
 from ..chowdhury import experiments as _kl_claims  # noqa: F401 (registers the KL trained claims)
-from ..experiments import eigenvalues, images, listops, sparse_task, variance_metrics
+from ..experiments import eigenvalues, images, images_rules, listops, sparse_task, variance_metrics
 from ..registry import REGISTRY, Result
 from ..report import json_safe, write_report
 from . import experiments as _horn_claims  # noqa: F401 (registers Horn's trained claims)
@@ -62,9 +62,9 @@ def redecide_rows(rows: list[dict], record_dir: Path) -> tuple[list[dict], list[
         if cid in IMAGE_CLAIMS:
             which = IMAGE_CLAIMS[cid]
             runs = _image_runs(record_dir) if runs is None else runs
-            mine = [r for r in runs if r["method"] in images.CLAIM_METHODS[which]]
+            mine = [r for r in runs if r["method"] in images_rules.CLAIM_METHODS[which]]
             ev.update(images.budget(ev["size"]))
-            ev.update(images.decision_numbers(which, mine, ev))
+            ev.update(images_rules.decision_numbers(which, mine, ev))
             summary = f"[{ev['size']}] {images.summary(which, ev)}"
             settings = PREVIOUS_IMAGE_SETTINGS
         else:

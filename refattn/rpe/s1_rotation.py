@@ -22,8 +22,7 @@ sequences, 2 for images) and S lengthscales the positional parts have width ``P 
 
 and ``Q = [Q_c, Q_p]``, ``K = [K_c, K_p]`` (width d + P) go into softmax attention (exact; the 1/sqrt(d + P)
 temperature is the one of the concatenated width) or FAVOR (``d^{-1/4}`` with d the concatenated width). The
-positional logit is ``Q_p(z_i) . K_p(z_j) = sum_(a, s) alpha_as cos(omega_as Delta_a) + beta_as sin(omega_as
-Delta_a)``: :func:`s1_relative_term`.
+positional logit ``Q_p(z_i) . K_p(z_j)`` is Lemma 1's, summed over (a, s): :func:`s1_relative_term`.
 
 **Shift invariance.** Exact softmax S1 attention is invariant to shifting every position (to float tolerance).
 With random features it is invariant *in distribution* only: a shift multiplies both Q and K by the same
@@ -219,10 +218,9 @@ TypeError
 def s1_positional(positions, params: S1Params):
     r"""Positional parts ``(Q_p, K_p)`` of Horn et al. Strategy 1 (Lemma 1 rotation features).
 
-    ``K_p(z) = [sin(omega_as z_a), cos(omega_as z_a)]_(a, s)`` and ``Q_p(z) = K_p(z) W_q*`` with the rotation
-    blocks ``W_q* = [[alpha, beta], [-beta, alpha]]`` (Horn et al. Lemma 1, Sec. 2.3 Eq. (3); see the module
-    docstring), so that ``Q_p(z_i) . K_p(z_j)`` depends on ``z_i - z_j`` only. Positions get no gradient
-    (they are indices or coordinates, not parameters).
+    ``K_p(z) = [sin(omega_as z_a), cos(omega_as z_a)]_(a, s)`` and ``Q_p(z) = K_p(z) W_q*``, one block
+    ``W_q* = [[alpha, beta], [-beta, alpha]]`` per (a, s) (module docstring), so ``Q_p(z_i) . K_p(z_j)``
+    depends on ``z_i - z_j`` only. Positions get no gradient (indices or coordinates, not parameters).
 
     Parameters
     ----------
@@ -441,15 +439,14 @@ def s1_augment_fwd_core(q, k, pos, params, *, xp):
     (Qp, Kp), pc = s1_positional_fwd_core(pos, params, xp=xp)                      # (*p, L, P)
     P = Qp.shape[-1]
     batch = tuple(q.shape[:-2])
+    bad = f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes {batch}"
     if Qp.ndim - 2 > len(batch):
-        raise ValueError(f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes "
-                         f"{batch}")
-    target = batch + (q.shape[-2], P)
+        raise ValueError(bad)
+    target = batch + (q.shape[-2], P)                                              # (..., L, P)
     try:
-        Qp, Kp = xp.broadcast_to(Qp, target), xp.broadcast_to(Kp, target)          # (..., L, P)
+        Qp, Kp = xp.broadcast_to(Qp, target), xp.broadcast_to(Kp, target)
     except ValueError:
-        raise ValueError(f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes "
-                         f"{batch}") from None
+        raise ValueError(bad) from None
     q_aug = xp.concat([q, Qp], axis=-1)                                            # (..., L, d + P)
     k_aug = xp.concat([k, Kp], axis=-1)                                            # (..., L, d + P)
     return (q_aug, k_aug), _AugCache(pc, q.shape[-1])

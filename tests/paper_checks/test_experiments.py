@@ -345,6 +345,7 @@ def test_same_seed_same_record(stand_ins, tmp_path, monkeypatch):
 # ---- real-data path: IDX reader (generated files only; the suite never reads the installed data) -----------
 from paper_checks.experiments import idx as IDX  # noqa: E402, N812
 from paper_checks.experiments import images as IM  # noqa: E402, N812
+from paper_checks.experiments import images_rules as IR  # noqa: E402, N812
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16, np.int32, np.float32, np.float64])
@@ -474,17 +475,17 @@ def _ev(**kw):
 def test_image_claim_rules():
     """At the paper's compute (budget_fraction 1) the criteria decide holds / fails; below it a fails reads
     not-reproduced, and the learning guard applies."""
-    assert IM.decide_table1(_ev()) == "holds"
-    assert IM.decide_table1(_ev(gain_s2=0.09)) == "fails"                             # below the margin
-    assert IM.decide_table1(_ev(se_gain_s2=0.08)) == "fails"                          # within 2 SE
-    assert IM.decide_table1(_ev(gain_s1=-0.2, gain_s2=-0.15)) == "fails"             # labels swapped
-    assert IM.decide_shift(_ev()) == "holds"
-    assert IM.decide_shift(_ev(retention_worst={"absolute": 0.95, "s1": 0.1, "s2": 0.85})) == "fails"
-    assert IM.decide_shift(_ev(retention_worst={"absolute": 0.31, "s1": 0.95, "s2": 0.85})) == "fails"
-    assert IM.decide_flt(_ev()) == "holds"
-    assert IM.decide_flt(_ev(gain_flt=-0.05)) == "fails"
-    assert IM.decide_flt(_ev(gain_flt=0.035)) == "fails"                              # within 2 SE
-    for rule in (IM.decide_table1, IM.decide_shift, IM.decide_flt):
+    assert IR.decide_table1(_ev()) == "holds"
+    assert IR.decide_table1(_ev(gain_s2=0.09)) == "fails"                             # below the margin
+    assert IR.decide_table1(_ev(se_gain_s2=0.08)) == "fails"                          # within 2 SE
+    assert IR.decide_table1(_ev(gain_s1=-0.2, gain_s2=-0.15)) == "fails"             # labels swapped
+    assert IR.decide_shift(_ev()) == "holds"
+    assert IR.decide_shift(_ev(retention_worst={"absolute": 0.95, "s1": 0.1, "s2": 0.85})) == "fails"
+    assert IR.decide_shift(_ev(retention_worst={"absolute": 0.31, "s1": 0.95, "s2": 0.85})) == "fails"
+    assert IR.decide_flt(_ev()) == "holds"
+    assert IR.decide_flt(_ev(gain_flt=-0.05)) == "fails"
+    assert IR.decide_flt(_ev(gain_flt=0.035)) == "fails"                              # within 2 SE
+    for rule in (IR.decide_table1, IR.decide_shift, IR.decide_flt):
         assert rule(_ev(size="tiny")) == "not-checkable"
         assert rule(_ev(data_stand_in=True)) == "not-checkable"
         assert rule(_ev(size="small", data_stand_in=True)) != "not-checkable"
@@ -493,10 +494,10 @@ def test_image_claim_rules():
         assert rule(dict(below, min_margin_over_floor=-0.03)) == "not-checkable"    # the learning guard
         assert rule(dict(below, min_margin_over_floor=float("nan"))) == "not-checkable"
         assert rule(_ev(min_margin_over_floor=-0.03)) == "holds"                    # no guard at the paper's
-    assert IM.decide_table1(_ev(budget_fraction=0.01, gain_s2=0.0)) == "not-reproduced"
-    assert IM.decide_shift(_ev(budget_fraction=0.01,
+    assert IR.decide_table1(_ev(budget_fraction=0.01, gain_s2=0.0)) == "not-reproduced"
+    assert IR.decide_shift(_ev(budget_fraction=0.01,
                                retention_worst={"absolute": 0.9, "s1": 0.95, "s2": 0.85})) == "not-reproduced"
-    assert IM.decide_flt(_ev(budget_fraction=0.01, gain_flt=0.0)) == "not-reproduced"
+    assert IR.decide_flt(_ev(budget_fraction=0.01, gain_flt=0.0)) == "not-reproduced"
 
 
 def test_image_rung_and_decision_numbers():
@@ -507,7 +508,7 @@ def test_image_rung_and_decision_numbers():
                                 ("s2", (0.60, 0.60), (0.5, 1, 1)), ("absolute", (0.8, 0.8), (0.1, 1, 1)))
             for a in accs]
     ev = {"size": "small", "budget_fraction": 0.001}
-    t1 = IM.decision_numbers("table1", runs, ev)
+    t1 = IR.decision_numbers("table1", runs, ev)
     assert t1["gain_s1"] == pytest.approx(0.21) and t1["gain_s2"] == pytest.approx(0.09)
     se2 = np.sqrt(0.0 / 2 + np.var([0.50, 0.52], ddof=1) / 2)
     assert t1["se_gain_s2"] == pytest.approx(se2)
@@ -543,7 +544,7 @@ def test_image_claims_tiny(tmp_path, monkeypatch, real):
         assert res.verdict == "not-checkable" and ev["size"] == "tiny"                 # a smoke run
         assert ev["data_stand_in"] is (not real) and ("STAND-IN" in res.summary) is (not real)
         assert ev["data"]["source"] == (str(data) if real else ev["data"]["source"])
-        for m in IM.CLAIM_METHODS[which]:
+        for m in IR.CLAIM_METHODS[which]:
             assert 0 <= ev["accuracy"][m]["mean"] <= 1
         assert res.figures and Path(res.figures[0]).read_bytes()[:4] == b"\x89PNG"
         rec = json.loads((rep / "experiments" / IM.NAME / f"{which}.json").read_text())
