@@ -46,6 +46,7 @@ import ast
 import functools
 import importlib.util
 import pathlib
+import subprocess
 
 import pytest
 
@@ -672,6 +673,38 @@ def test_code_line_count_ignores_docstrings_only():
     assert code_lines(src) == 2 + 3                                   # def + return, three assignments
     assert code_lines(src.replace('    """Doc."""\n', "")) == 5
     assert code_lines(src + "y = 1\n") == 6                           # planted code line counts
+
+
+#: Largest source file, in lines as ``wc -l`` counts them (newline characters), docstrings included: a file
+#: over this holds two concepts (split off the second) or says something twice (say it once).
+MAX_FILE_LINES = 700
+
+
+def tracked_sources() -> list[str]:
+    """Tracked ``.py`` files (``git ls-files``) under the source packages, relative to the repository root."""
+    out = subprocess.run(["git", "ls-files", "--", *(f"{pkg}/*.py" for pkg in SOURCE_PACKAGES)],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return out.split()
+
+
+def file_line_problems(sources: dict[str, str]) -> list[str]:
+    """``path: n lines`` for every source with more than ``MAX_FILE_LINES`` newlines (``wc -l``)."""
+    counts = {path: src.count("\n") for path, src in sources.items()}
+    return [f"{path}: {n} lines" for path, n in sorted(counts.items()) if n > MAX_FILE_LINES]
+
+
+def test_no_source_file_over_the_line_limit():
+    paths = tracked_sources()
+    assert any(p.startswith("refattn/") for p in paths), "git ls-files found no refattn sources"
+    problems = file_line_problems({p: (ROOT / p).read_text() for p in paths})
+    assert not problems, f"source files over {MAX_FILE_LINES} lines (wc -l): {problems}"
+
+
+def test_file_line_count_is_wc_l():
+    at_limit = "x = 1\n" * MAX_FILE_LINES
+    assert file_line_problems({"ok.py": at_limit}) == []
+    assert file_line_problems({"ok.py": at_limit + "y = 2"}) == []            # no final newline: wc -l 700
+    assert file_line_problems({"big.py": at_limit + "y = 2\n"}) == [f"big.py: {MAX_FILE_LINES + 1} lines"]
 
 
 #: Docstring lines at most half of a module's lines (``wc -l``): a method's derivation is said once (its
