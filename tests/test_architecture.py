@@ -696,7 +696,7 @@ def file_line_problems(sources: dict[str, str]) -> list[str]:
 def test_no_source_file_over_the_line_limit():
     paths = tracked_sources()
     assert any(p.startswith("refattn/") for p in paths), "git ls-files found no refattn sources"
-    problems = file_line_problems({p: (ROOT / p).read_text() for p in paths})
+    problems = file_line_problems({p: (ROOT / p).read_text() for p in paths if (ROOT / p).is_file()})
     assert not problems, f"source files over {MAX_FILE_LINES} lines (wc -l): {problems}"
 
 
