@@ -7,7 +7,7 @@ the package itself from inside it:
 2. runner: ``runner``, ``companions``
 3. experiment drivers: ``experiments.*``
 4. per-paper claims: ``horn.*``, ``chowdhury.*``, ``choromanski.*``
-5. catalog: ``catalog``, ``power``
+5. catalog: ``catalog``, ``power``, ``redecide``
 6. scale: ``scale``
 7. CLI: ``__main__``, ``readme_table``, the package (this file)
 
@@ -22,7 +22,8 @@ the package itself from inside it:
       |
     claims       horn/, chowdhury/, choromanski/: one module per topic registers its claims with their
       |          rules, must-fail companions and mutations (nothing edits another module's claims)
-    catalog      load_all, select, run_by_id (imports the paper packages); power (runs the mutations)
+    catalog      load_all, select, run_by_id (imports the paper packages); power (runs the mutations);
+      |          redecide (the current rules on committed trained records)
       |
     scale        claims as dask tasks
       |

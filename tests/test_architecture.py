@@ -88,7 +88,7 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
         ("runner", ("paper_checks.runner", "paper_checks.companions")),
         ("experiment drivers", ("paper_checks.experiments",)),
         ("per-paper claims", ("paper_checks.horn", "paper_checks.chowdhury", "paper_checks.choromanski")),
-        ("catalog", ("paper_checks.catalog", "paper_checks.power")),
+        ("catalog", ("paper_checks.catalog", "paper_checks.power", "paper_checks.redecide")),
         ("scale", ("paper_checks.scale",)),
         ("CLI", ("paper_checks.__main__", "paper_checks.readme_table", "paper_checks")),
     ],

@@ -1,6 +1,6 @@
 """Re-decide committed trained records under the current decision rules, without re-training.
 
-``python -m paper_checks.horn.redecide paper_checks/records/images-full paper_checks/records/kl-full``
+``python -m paper_checks.redecide paper_checks/records/images-full paper_checks/records/kl-full``
 rewrites each record's ``results.json`` (and regenerates its ``report.md``): for every trained claim it
 adds the numbers the current rule reads, derived from what the record already holds -- the image claims'
 gains, standard errors, worse-direction retentions and ladder rung from the committed per-run files
@@ -9,8 +9,8 @@ the size the record was run at) -- and stores the current rule's text and verdic
 unchanged: the evidence says which settings trained them (``evidence["redecided"]``). A line is appended to
 the record's ``command.txt``.
 
-It lives with Horn's claims for the layering of ``paper_checks`` (it reads the registered claims of all
-three papers' trained experiments, which sit in that layer).
+It sits in the catalog layer of ``paper_checks`` (above the per-paper claims: it reads the registered trained
+claims of all three papers).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from pathlib import Path
 
 from refattn.files import write_text_atomic
 
-from ..choromanski import experiments as _flt_claims  # noqa: F401 (registers flt.image-classification)
-from ..chowdhury import experiments as _kl_claims  # noqa: F401 (registers the KL trained claims)
-from ..experiments import eigenvalues, images, images_rules, listops, sparse_task, variance_metrics
-from ..registry import REGISTRY, Result
-from ..report import json_safe, write_report
-from . import experiments as _horn_claims  # noqa: F401 (registers Horn's trained claims)
+from .choromanski import experiments as _flt_claims  # noqa: F401 (registers flt.image-classification)
+from .chowdhury import experiments as _kl_claims  # noqa: F401 (registers the KL trained claims)
+from .experiments import eigenvalues, images, images_rules, listops, sparse_task, variance_metrics
+from .registry import REGISTRY, Result
+from .report import json_safe, write_report
+from .horn import experiments as _horn_claims  # noqa: F401 (registers Horn's trained claims)
 
 __all__ = ["IMAGE_CLAIMS", "KL_BUDGET", "redecide_rows", "main"]
 
@@ -125,7 +125,7 @@ def _report(record_dir: Path, rows: list[dict], ids: list[str]) -> None:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m paper_checks.horn.redecide", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m paper_checks.redecide", description=__doc__)
     ap.add_argument("records", nargs="+", type=Path, help="record directories (each with results.json)")
     args = ap.parse_args(argv)
     for d in args.records:
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
         write_text_atomic(d / "results.json", json.dumps(json_safe(new), indent=2))
         _report(d, new, [r["id"] for r in new if "redecided" in r["evidence"]])
         day = datetime.date.today().isoformat()
-        note = (f"re-decided: {day}, python -m paper_checks.horn.redecide {d} (the current rules on "
+        note = (f"re-decided: {day}, python -m paper_checks.redecide {d} (the current rules on "
                 f"the stored evidence, runs not retrained): " + ("; ".join(changes) or "no verdict changed"))
         old = (d / "command.txt").read_text().rstrip("\n")
         write_text_atomic(d / "command.txt", old + "\n" + note + "\n")
