@@ -44,8 +44,9 @@ from refattn.tree import tree_leaves, tree_map
 #: the two equal).
 IMAGE_CONFIG = {"task": "classify", "input": "tokens", "vocab_size": 17, "d_model": 64, "n_heads": 4,
                 "n_layers": 2, "d_ff": 128, "max_len": 196, "position": "none", "readout": "mean",
-                "n_classes": 10, "attention": {"kind": "favor", "features": "positive", "draw": "orthogonal",
-                                               "m": 64, "redraw_every": 1}, "dtype": "float32"}
+                "n_classes": 10, "qk_init": "torch",
+                "attention": {"kind": "favor", "features": "positive", "draw": "orthogonal", "m": 64,
+                              "redraw_every": 1000}, "dtype": "float32"}
 IMAGE_BATCH = 32
 IMAGE_LR = 1e-3
 
