@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from array_api_compat import array_namespace
 
 from refattn import favor_attention, linear_attention, linear_attention_step
 from refattn.attention import _causal, favor_attention_fwd, linear_attention_bwd, linear_attention_fwd
@@ -68,8 +69,8 @@ def test_inference_scan_equals_the_kept_state_scan(rng, dtype, scales, chunk_siz
 def test_inference_cache_keeps_nothing_and_still_differentiates(rng, scales):
     phi_q, phi_k, v, s = _inputs(rng, scales, np.float64)
     inputs = {"phi_q": phi_q, "phi_k": phi_k, "v": v, "k_log_scale": s}
-    y, lean = linear_attention_fwd_core(phi_q, phi_k, v, True, s, 10, "raise", xp=np, inputs=inputs,
-                                        keep=False)
+    y, lean = linear_attention_fwd_core(phi_q, phi_k, v, True, s, 10, "raise", xp=array_namespace(phi_q),
+                                        inputs=inputs, keep=False)
     assert lean.states is None and lean.stride is None
     y_k, kept = linear_attention_fwd(phi_q, phi_k, v, causal=True, k_log_scale=s, chunk_size=10)
     np.testing.assert_array_equal(y, y_k)
