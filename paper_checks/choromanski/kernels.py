@@ -135,9 +135,8 @@ def gm_pair(ctx: Context) -> Result:
     return Result(ctx.decide(ev), ev,
                   summary=f"at mu = 0 (Definition 3.1: f real) f is the Gaussian kernel c exp(-2 pi^2 "
                           f"sigma^2 D^2) (quadrature err {err0:.0e}); the other choice, mu = 0.6, gives a "
-                          "complex f "
-                          f"(max |Im f| {_at(ev, _MU6, 'max |Im f|'):.2f}), a modulated Gaussian outside "
-                          "Definition 3.1")
+                          f"complex f (max |Im f| {_at(ev, _MU6, 'max |Im f|'):.2f}), a modulated Gaussian "
+                          "outside Definition 3.1")
 
 
 @must_fail("flt.gm-pair")

@@ -510,10 +510,9 @@ def _decide_sin_k(ev: dict) -> str:
 
 
 @claim("flt.sin-k-pair", paper=CHOROMANSKI, section="Sec. 4.3 (generalisation)",
-       statement="g = C prod_j sin^{k_j}(2 pi v_j xi_j)/(pi xi_j) has inverse FT M prod_j f_j(D_j) with each "
-                 "f_j "
-                 "(a) continuous, (b) symmetric, (c) compactly supported, (d) piecewise polynomial of order "
-                 "k_j - 1.",
+       statement="g = C prod_j sin^{k_j}(2 pi v_j xi_j)/(pi xi_j) has inverse FT M prod_j f_j(D_j) with "
+                 "each f_j (a) continuous, (b) symmetric, (c) compactly supported, (d) piecewise "
+                 "polynomial of order k_j - 1.",
        expected="erratum",
        derivation="sin^k expands into sines (odd k) or cosines (even k) of multiples of the angle, so the "
                   "printed f is a signed sum of boxes (odd k: piecewise constant, jumps) or, for even k, i "

@@ -146,8 +146,7 @@ def thm41(ctx: Context) -> Result:
                             "exactly as Re of the complex one); for g not in L^1 (box / sinc) the "
                             "expectation does not exist",
                   summary=f"N1 N2^T unbiased (max z {ev['z_corrected']:.1f} over positive-SE entries, 6 "
-                          "spectra x "
-                          f"D = 1-3; {ev['zero_se_entries']} zero-SE diagonal entries exact to "
+                          f"spectra x D = 1-3; {ev['zero_se_entries']} zero-SE diagonal entries exact to "
                           f"{ev['zero_se_max_dev']:.0e}); but the hypothesis admits the local RPE, whose "
                           "int |g| grows "
                           f"{ev['local RPE (box C = 1, v = 2): last increment']:.3f} per decade (no mean): g "
