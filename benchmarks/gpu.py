@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import traceback
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -513,6 +514,8 @@ def fla_rows(L, repeat, ms, frames_max_L):
     """The causal scan against flash-linear-attention's chunk kernel (module docstring, item 7)."""
     import cupy
 
+    print("fla: importing torch and fla", flush=True)
+    t0 = time.perf_counter()
     try:
         import torch
         from fla.ops.linear_attn import chunk_linear_attn
@@ -529,6 +532,9 @@ def fla_rows(L, repeat, ms, frames_max_L):
     from refattn.attention.linear import DEFAULT_CHUNK_SIZE
     from refattn.attention._causal import state_stride
 
+    import triton
+    print(f"fla: torch {torch.__version__}, triton {triton.__version__} imported in "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     fwd, bwd = cupy_causal.causal_fwd, cupy_causal.causal_bwd
@@ -562,6 +568,7 @@ def fla_rows(L, repeat, ms, frames_max_L):
             return o
 
         label = f"fla L={L:6d} m={m:3d}"
+        print(f"{label}: warming up (Triton compiles and autotunes here, outside the timing)", flush=True)
         try:
             t_fla_f = torch_time(fla_fwd, repeat=repeat, warmup=3)
             t_fla_fb = torch_time(fla_fwd_bwd, repeat=repeat, warmup=3)
