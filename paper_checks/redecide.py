@@ -3,7 +3,8 @@
 ``python -m paper_checks.redecide paper_checks/records/images-full paper_checks/records/kl-full``
 rewrites each record's ``results.json`` (and regenerates its ``report.md``): for every trained claim it
 adds the numbers the current rule reads, derived from what the record already holds -- the image claims'
-gains, standard errors, worse-direction retentions and ladder rung from the committed per-run files
+gains, standard errors, worse-direction retentions (from the runs of the whole size) and budget ladder (one
+rung per ladder fraction whose runs are all there) from the committed per-run files
 (``experiments/images/runs/*.json``), every claim's compute against the paper's (``budget_fraction``, from
 the size the record was run at) -- and stores the current rule's text and verdict. The runs themselves are
 unchanged: the evidence says which settings trained them (``evidence["redecided"]``). A line is appended to
@@ -62,9 +63,10 @@ def redecide_rows(rows: list[dict], record_dir: Path) -> tuple[list[dict], list[
         if cid in IMAGE_CLAIMS:
             which = IMAGE_CLAIMS[cid]
             runs = _image_runs(record_dir) if runs is None else runs
-            mine = [r for r in runs if r["method"] in images_rules.CLAIM_METHODS[which]]
+            mine = [r for r in images.at_rung(runs, "1") if r["method"] in images_rules.CLAIM_METHODS[which]]
             ev.update(images.budget(ev["size"]))
             ev.update(images_rules.decision_numbers(which, mine, ev))
+            ev["ladder"] = images.ladder(which, runs, ev["size"]) or ev["ladder"]
             summary = f"[{ev['size']}] {images.summary(which, ev)}"
             settings = PREVIOUS_IMAGE_SETTINGS
         else:

@@ -22,10 +22,19 @@ paper), ``flt-gm`` (FLT RPE with a learnable 2-D Gaussian-mixture spectrum on FA
 rather than the paper's learnable phi(x) = Wx). Mean-pool readout (the authors' class token is not built:
 :data:`PROVENANCE`), 10 classes.
 
-**The grid** of (method, seed) training runs goes through ``ctx.map`` (serial at tiny, 2 local processes
-otherwise unless the context brings its own executor); every run is a pure function of its task (method, run
-seed = ``1000 * ctx.seed + s``, size, data directory), so the claims share runs: an in-process memo and, with
-``--report``, a cache file per run under ``<report>/experiments/images/runs``.
+**The grid** of (rung, method, seed) training runs goes through :func:`harness.run_grid` (``ctx.map``:
+serial at tiny, 2 local processes otherwise unless the context brings its own executor); every run is a pure
+function of its task (method, run seed = ``1000 * ctx.seed + s``, size, ladder rung, data directory), so the
+claims share runs: an in-process memo and, with ``--report``, a cache file per run under
+``<report>/experiments/images/runs``, written as soon as the run is done.
+
+**The budget ladder**: each size's grid is trained at the rungs :data:`LADDER` (1/4, 1/2 and 1 of its steps,
+the cheapest first), each rung a separate run whose steps, warm-up and evaluation interval are the size's
+times the fraction (:func:`rung_size`: the same schedule shape, the same peak rate), named in its cache key.
+The claims' rules decide on the whole size (rung 1) and read the ladder (``evidence["ladder"]``, one rung per
+fraction with its compute against the paper's) under the verdict taxonomy
+(:func:`paper_checks.rules.trained`). ``python -m paper_checks.experiments.images_ladder`` trains the whole
+ladder of every image method into a report's cache, cheapest rung first, with a chosen number of processes.
 
 Each run records its learning curve (train/test accuracy vs step and wall time), its final test accuracy on
 the whole test set, and its accuracy on the shiftable test images of label 1 at every shift in tokens. The
@@ -36,12 +45,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from fractions import Fraction
 import hashlib
 import json
 import math
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +76,30 @@ SIZES = {
 }
 # ``full``: the largest grid (4 Horn methods x 3 seeds, plus FLT with No-Pos shared) that runs in about an
 # hour on 2 cores.
+
+#: The budget ladder: every size trains its grid at these fractions of its ``steps`` (cheapest first), each
+#: rung a separate run whose budget-coupled settings are scaled as the size's own are (:func:`rung_size`).
+LADDER = ("1/4", "1/2", "1")
+#: The settings that scale with a rung's budget; every other entry of a size is the same on every rung.
+RUNG_SCALED = ("steps", "warmup", "eval_every")
+
+
+def rung_size(size: str, rung: str) -> dict:
+    """``SIZES[size]`` at `rung` (a fraction such as ``"1/4"``) of its budget: ``steps``, ``warmup`` and
+    ``eval_every`` times the fraction (rounded; at least 1 step and 1 between evaluations, the warm-up below
+    the steps), so the schedule (linear warm-up over the same share of the steps, cosine decay to lr / 10 at
+    the rung's last step) and the number of learning-curve points are those of the whole size; the peak
+    learning rate, model, batch, data and seeds are unchanged, so the rungs differ in training length
+    alone."""
+    if size not in SIZES:
+        raise ValueError(f"size: expected one of {sorted(SIZES)}; got {size!r}")
+    f = Fraction(rung)
+    if not 0 < f <= 1:
+        raise ValueError(f"rung: expected a fraction in (0, 1] such as '1/4'; got {rung!r}")
+    sz = dict(SIZES[size])
+    steps = max(1, round(sz["steps"] * f))
+    return {**sz, "steps": steps, "warmup": min(round(sz["warmup"] * f), steps - 1),
+            "eval_every": max(1, round(sz["eval_every"] * f))}
 
 #: The authors' budget-free settings (Horn et al.'s code, :data:`PROVENANCE`), the default of every run:
 #: features redrawn every 1000 steps, the test run on the draw of the last training step (the draw their
@@ -160,7 +193,8 @@ PROVENANCE = (
     Setting("steps", _sizes("steps"), "scaled to the budget",
             code="train.py l. 515-517 (early stopping on val/acc, patience 20 epochs: >= 52,500 steps of "
                  "batch 22)",
-            note="full: 35x fewer steps; compute fraction in the evidence (budget_fraction)"),
+            note="full: 35x fewer steps; the ladder also trains 1/4 and 1/2 of them (warm-up and schedule "
+                 "scaled alike, rung_size); compute fraction per rung in the evidence (ladder)"),
     Setting("readout", "mean over the tokens", "refattn's choice",
             code="train.py l. 49, 59, 88-117, 315-316 (a learned class token, N(0, 1), with a zero "
                  "positional encoding, read at position 0)",
@@ -268,16 +302,22 @@ def histogram_floor(data: ImageData, n_train: int | None, n_test: int | None) ->
 # ---- one training run (a ctx.map task) ---------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Task:
+    """One training run: `method` at seed `run_seed`, size `size` at ladder rung `rung` (a fraction of the
+    size's budget, :func:`rung_size`), on the data of `data_dir` (None: the stand-in)."""
+
     method: str
     run_seed: int
     size: str
     data_dir: str | None
+    rung: str = "1"
 
     def key(self) -> str:
-        sz = json.dumps(SIZES[self.size], sort_keys=True)
+        """The cache name: method, seed, size and rung in words, and a hash of every setting the run reads
+        (the rung's scaled size, :data:`SETTINGS`, the data directory)."""
+        sz = json.dumps(rung_size(self.size, self.rung), sort_keys=True)
         st = json.dumps(SETTINGS, sort_keys=True)
         h = hashlib.sha1(f"{self.method}|{self.run_seed}|{sz}|{st}|{self.data_dir}".encode()).hexdigest()[:12]
-        return f"{self.method}-s{self.run_seed}-{self.size}-{h}"
+        return f"{self.method}-s{self.run_seed}-{self.size}-r{self.rung.replace('/', 'of')}-{h}"
 
 
 def schedule(sz: dict) -> dict:
@@ -309,8 +349,8 @@ def s1_positions(sz: dict) -> str:
 
 
 def train_one(task: Task) -> dict:
-    """Train one (method, seed) model and measure it: learning curve, test accuracy, trouser shifts."""
-    sz = SIZES[task.size]
+    """Train one (method, seed, rung) model and measure it: learning curve, test accuracy, trouser shifts."""
+    sz = rung_size(task.size, task.rung)
     data, _ = load_tokens(task.data_dir)
     cfg = model_config(task.method, sz)
     x_tr = data.x_train[:sz["n_train"]].reshape(-1, 196) if sz["n_train"] else data.x_train.reshape(-1, 196)
@@ -354,7 +394,8 @@ def train_one(task: Task) -> dict:
         shifts = list(range(-sz["max_shift"], sz["max_shift"] + 1))
         shift_acc = [H.accuracy(H.predict_logits(params, shift_tokens(trousers, s).reshape(-1, 196), cfg,
                                                  feats), np.full(trousers.shape[0], TROUSER)) for s in shifts]
-    return {"method": task.method, "run_seed": task.run_seed, "curve": curve, "test_acc": test_acc,
+    return {"method": task.method, "run_seed": task.run_seed, "rung": task.rung, "steps": sz["steps"],
+            "lr_schedule": schedule(sz), "curve": curve, "test_acc": test_acc,
             "test_acc_by_draw": by_draw, "eval_draw": SETTINGS["eval_draw"],
             "n_test": int(n_test), "shifts": shifts, "shift_acc": shift_acc,
             "n_trousers": int(trousers.shape[0]), "train_seconds": round(clock["wall"], 1),
@@ -363,41 +404,25 @@ def train_one(task: Task) -> dict:
 
 
 # ---- the grid, shared by the claims ------------------------------------------------------------------------
-_MEMO: dict[str, dict] = {}
+def ladder_tasks(ctx, methods, *, data_dir: str | None, rungs=LADDER) -> list[Task]:
+    """Every (rung, method, seed) run of ``ctx.size``, the cheapest rung first."""
+    seeds = range(SIZES[ctx.size]["seeds"])
+    return [Task(m, 1000 * ctx.seed + s, ctx.size, data_dir, r)
+            for r in rungs for m in methods for s in seeds]
 
 
-def _cached(task: Task, cache_dir: Path | None) -> dict | None:
-    if task.key() in _MEMO:
-        return _MEMO[task.key()]
-    if cache_dir is not None and (cache_dir / f"{task.key()}.json").is_file():
-        _MEMO[task.key()] = json.loads((cache_dir / f"{task.key()}.json").read_text())
-        return _MEMO[task.key()]
-    return None
-
-
-def run_grid(ctx, methods, *, data_dir: str | None) -> list[dict]:
-    """Train every (method, seed) of ``SIZES[ctx.size]`` that is not cached, through ``ctx.map``."""
+def run_grid(ctx, methods, *, data_dir: str | None, workers: int | None = None) -> list[dict]:
+    """Train every (rung, method, seed) of ``ctx.size`` (:func:`ladder_tasks`) that is not memoised or cached,
+    through :func:`harness.run_grid` (`workers` local processes when the context has no executor; None: the
+    size's ``workers``); each run is cached as soon as it is done."""
     H.require_kinds(*["favor+" if m in ("no-pos", "absolute") else m for m in methods])
-    sz = SIZES[ctx.size]
-    tasks = [Task(m, 1000 * ctx.seed + s, ctx.size, data_dir) for m in methods for s in range(sz["seeds"])]
-    cache_dir = None
-    if ctx.report_dir is not None:
-        cache_dir = Path(ctx.report_dir) / "experiments" / NAME / "runs"
-        cache_dir.mkdir(parents=True, exist_ok=True)
-    todo = [t for t in tasks if _cached(t, cache_dir) is None]
-    if todo:
-        if ctx.executor is None and sz["workers"] > 1 and len(todo) > 1:
-            with ProcessPoolExecutor(max_workers=min(sz["workers"], len(todo))) as pool:
-                results = dataclasses.replace(ctx, executor=pool).map(train_one, todo)
-        else:
-            results = ctx.map(train_one, todo)
-        for t, r in zip(todo, results, strict=True):
-            _MEMO[t.key()] = r
-            if cache_dir is not None:
-                tmp = cache_dir / f"{t.key()}.json.tmp"
-                H.save_json(tmp, r)
-                tmp.replace(cache_dir / f"{t.key()}.json")
-    return [_MEMO[t.key()] for t in tasks]
+    n = SIZES[ctx.size]["workers"] if workers is None else workers
+    return H.run_grid(ctx, train_one, ladder_tasks(ctx, methods, data_dir=data_dir), name=NAME, workers=n)
+
+
+def at_rung(runs: list[dict], rung: str) -> list[dict]:
+    """The runs of ladder rung `rung` (a run without a ``rung`` entry was trained at the whole size)."""
+    return [r for r in runs if r.get("rung", "1") == rung]
 
 
 def _stats(runs: list[dict], methods) -> dict:
@@ -452,10 +477,28 @@ def learning_figure(runs: list[dict], out: Path, title: str) -> Path:
 
 
 # ---- the claims' side: evidence and results (the rules: images_rules) --------------------------------------
-def budget(size: str) -> dict:
-    """This size's compute against the paper's (:func:`harness.budget_record`; the paper's step count is a
-    lower bound, so the fraction is an upper bound). L = 196 tokens (no class token)."""
-    return H.budget_record({**SIZES[size], "L": 196}, "horn-images")
+def budget(size: str, rung: str = "1") -> dict:
+    """The compute of `size` at ladder rung `rung` against the paper's (:func:`harness.budget_record`; the
+    paper's step count is a lower bound, so the fraction is an upper bound). L = 196 tokens (no class
+    token)."""
+    return H.budget_record({**rung_size(size, rung), "L": 196}, "horn-images")
+
+
+def ladder(which: str, runs: list[dict], size: str) -> list[dict]:
+    """Claim `which`'s budget ladder from `runs` (any rungs, any methods): for each rung of :data:`LADDER`
+    whose runs hold every method of the claim, the rule's rung (:func:`images_rules.rung`: effect, se,
+    budget_fraction) with the rung's fraction of `size`, its steps, and each method's mean test accuracy."""
+    methods = CLAIM_METHODS[which]
+    out = []
+    for r in LADDER:
+        mine = [x for x in at_rung(runs, r) if x["method"] in methods]
+        if {x["method"] for x in mine} != set(methods):
+            continue
+        numbers = decision_numbers(which, mine, {"size": size, **budget(size, r)})
+        acc = {m: float(np.mean([x["test_acc"] for x in mine if x["method"] == m])) for m in methods}
+        out.append({**numbers["ladder"][0], "rung": r, "steps": rung_size(size, r)["steps"],
+                    "seeds": len(mine) // len(methods), "accuracy": acc})
+    return out
 
 
 def data_for(size: str) -> str | None:
@@ -478,13 +521,15 @@ def evidence(ctx, which: str) -> tuple[dict, list[dict]]:
             "criterion": CRITERIA[which], "guard": GUARD,
             "scale": {k: v for k, v in sz.items() if k != "workers"} | {
                 "L": 196, "dtype": "float32", "lr_schedule": schedule(sz),
-                "s1_positions": s1_positions(sz), "paper_scale": "32x32 images, depth 6, width 256, 8 heads"}}
+                "s1_positions": s1_positions(sz), "paper_scale": "32x32 images, depth 6, width 256, 8 heads",
+                "ladder": {r: {k: rung_size(ctx.size, r)[k] for k in RUNG_SCALED} for r in LADDER}}}
     if ctx.size == "full" and desc["stand_in"]:
         return {**stat_evidence(n=0, seed=ctx.seed, detectable=float("nan")), **base, **budget(ctx.size),
                 "min_margin_over_floor": float("nan"),
                 "reason": f"size full needs the real data: {INSTALL_HINT}"}, []
     t0 = time.perf_counter()
-    runs = run_grid(ctx, methods, data_dir=data_dir)
+    every = run_grid(ctx, methods, data_dir=data_dir)
+    runs = at_rung(every, LADDER[-1])                              # the whole size: the rule's own budget
     st = _stats(runs, methods)
     floor = histogram_floor(data, sz["n_train"], sz["n_test"])
     margins = {m: st[m]["mean"] - floor for m in methods}
@@ -507,13 +552,16 @@ def evidence(ctx, which: str) -> tuple[dict, list[dict]]:
                        for m in methods},
           "seconds_per_step": sps, "cpu_seconds_per_step": cps,
           "grid_seconds": round(time.perf_counter() - t0, 1),
-          "train_seconds_total": round(sum(r["train_seconds"] for r in runs), 1)}
+          "train_seconds_total": round(sum(r["train_seconds"] for r in runs), 1),
+          "ladder_train_cpu_seconds": {r: round(sum(x["train_cpu_seconds"] for x in at_rung(every, r)), 1)
+                                       for r in LADDER}}
     ev.update(budget(ctx.size), provenance=provenance_rows(which))
     ev.update(decision_numbers(which, runs, ev))
+    ev["ladder"] = ladder(which, every, ctx.size)
     ev["test_acc_by_draw"] = {m: {k: float(np.mean([r["test_acc_by_draw"][k] for r in runs
                                                      if r["method"] == m]))
                                   for k in ("training", "fresh")} for m in methods}
-    return ev, runs
+    return ev, every
 
 
 def summary(which: str, ev: dict) -> str:
@@ -532,6 +580,10 @@ def summary(which: str, ev: dict) -> str:
         txt += (f"; worse-direction retention at {SHIFT_CHECK} tokens: Abs {r['absolute']:.2f}, S1 "
                 f"{r['s1']:.2f}, S2 {r['s2']:.2f}, No-Pos {r['no-pos']:.2f}")
     txt += f"; compute {ev['budget_fraction']:.2g} of the paper's"
+    if ev.get("ladder"):
+        txt += "; ladder effect (SE) at " + ", ".join(
+            f"{r['rung']} ({r['budget_fraction']:.2g} of the paper's) {r['effect']:+.3f} ({r['se']:.3f})"
+            for r in ev["ladder"])
     if ev["steps_needed_to_reach_floor"]:
         txt += "; below floor: " + ", ".join(
             f"{m} (needs ~{n:.0f} steps)" if n else f"{m} (not rising)"
@@ -552,7 +604,7 @@ def claim_result(ctx, which: str):
     if runs and ctx.report_dir is not None:
         out = H.out_dir_for(ctx.report_dir, NAME)
         sz = SIZES[ctx.size]
-        png = learning_figure(runs, out / f"{which}.png",
+        png = learning_figure(at_rung(runs, LADDER[-1]), out / f"{which}.png",
                               f"{ev['data']['name']}, size {ctx.size}: {sz['steps']} steps, width "
                               f"{sz['d_model']}, {sz['n_layers']} layers, {sz['seeds']} seed(s)")
         dest = ctx.figure_path(which)

@@ -535,7 +535,7 @@ def test_image_claims_tiny(tmp_path, monkeypatch, real):
 
     data = _mnist_dir(tmp_path / "data") if real else tmp_path / "empty"
     monkeypatch.setenv(IDX.DATA_ENV, str(data))
-    monkeypatch.setattr(IM, "_MEMO", {})
+    monkeypatch.setattr(H, "_MEMO", {})
     rep = tmp_path / "report"
     for cid, which in (("horn.table1-ordering", "table1"), ("horn.shift-robustness", "shift"),
                        ("flt.image-classification", "flt")):
@@ -551,8 +551,78 @@ def test_image_claims_tiny(tmp_path, monkeypatch, real):
         assert rec["evidence"]["data"] == ev["data"] and rec["runs"][0]["curve"]["step"]
         if which == "shift":
             assert ev["n_trousers"] == (4 if real else ev["n_trousers"])     # 40 test images, 1 in 10
-    # the runs are shared: the second and third claims trained only FLT
-    assert len(list((rep / "experiments" / IM.NAME / "runs").glob("*.json"))) == 5
+    # the runs are shared: the second and third claims trained only FLT, at each rung of the ladder
+    assert len(list((rep / "experiments" / IM.NAME / "runs").glob("*.json"))) == 5 * len(IM.LADDER)
+
+
+# ---- the budget ladder: each rung a separate, shorter run of the same schedule shape -----------------------
+def test_rung_size_scales_the_budget_coupled_settings_only():
+    full = IM.SIZES["full"]
+    for rung, f in (("1/4", 0.25), ("1/2", 0.5), ("1", 1.0)):
+        sz = IM.rung_size("full", rung)
+        assert sz["steps"] == full["steps"] * f                                      # 375, 750, 1500
+        assert sz["warmup"] / sz["steps"] == pytest.approx(full["warmup"] / full["steps"], abs=1 / 750)
+        assert sz["steps"] / sz["eval_every"] == pytest.approx(full["steps"] / full["eval_every"], rel=0.01)
+        assert {k: v for k, v in sz.items() if k not in IM.RUNG_SCALED} == \
+               {k: v for k, v in full.items() if k not in IM.RUNG_SCALED}              # same lr, model, data
+        sched = IM.schedule(sz)
+        assert sched["total_steps"] == sz["steps"] and sched["min_lr"] == full["lr"] / 10
+    assert IM.rung_size("full", "1") == full
+    for bad in ("0", "3/2", "-1/4"):
+        with pytest.raises(ValueError, match="rung: expected a fraction in"):
+            IM.rung_size("full", bad)
+    with pytest.raises(ValueError, match="size: expected one of"):
+        IM.rung_size("huge", "1")
+
+
+def test_ladder_cache_keys_name_the_rung():
+    """Every (rung, method, seed) of a ladder is its own cache entry; the rung is in the key's words."""
+    from paper_checks import Context
+
+    ctx = Context(seed=0, size="full")
+    tasks = IM.ladder_tasks(ctx, ("no-pos", "s1"), data_dir="/data")
+    keys = [t.key() for t in tasks]
+    assert len(set(keys)) == len(tasks) == len(IM.LADDER) * 2 * IM.SIZES["full"]["seeds"]
+    assert [t.rung for t in tasks] == sorted((t.rung for t in tasks), key=IM.LADDER.index)   # cheapest first
+    one = IM.Task("s1", 0, "full", "/data", "1/2")
+    assert one.key().startswith("s1-s0-full-r1of2-")
+
+
+def test_image_ladder_tiny(tmp_path, monkeypatch):
+    """At tiny the claims' evidence holds three rungs at 1/4, 1/2 and 1 of the size's compute, each from
+    runs that trained that many steps; the ladder trainer fills the cache cheapest rung first and a rerun
+    trains nothing."""
+    from paper_checks import Context
+    from paper_checks.experiments import images_ladder as IL  # noqa: N812
+    from paper_checks.horn import experiments as horn_exp  # noqa: F401 (registers the claims)
+    from paper_checks.registry import REGISTRY
+    from paper_checks.runner import run_check
+
+    monkeypatch.setenv(IDX.DATA_ENV, str(_mnist_dir(tmp_path / "data")))
+    monkeypatch.setattr(H, "_MEMO", {})
+    rep = tmp_path / "report"
+    lines = []
+    assert IL.main(["--size", "tiny", "--report", str(rep)]) == 0
+    runs = sorted((rep / "experiments" / IM.NAME / "runs").glob("*.json"))
+    assert len(runs) == len(IL.METHODS) * len(IM.LADDER)
+    for p in runs:
+        r = json.loads(p.read_text())
+        assert r["curve"]["step"][-1] == r["steps"] == IM.rung_size("tiny", r["rung"])["steps"]
+    assert sorted({json.loads(p.read_text())["steps"] for p in runs}) == [1, 2, 4]
+    ctx = Context(seed=0, size="tiny", report_dir=rep, claim_id="images-ladder")
+    monkeypatch.setattr(H, "_MEMO", {})
+    monkeypatch.setattr(IM, "train_one", lambda t: pytest.fail(f"{t} trained again"))
+    IL.train_ladder(ctx, data_dir=IM.data_for("tiny"), log=lines.append)
+    assert [ln.split(":")[0] for ln in lines] == [t.key() for t in IM.ladder_tasks(ctx, IL.METHODS,
+                                                                                    data_dir=IM.data_for("tiny"))]
+    cid = "horn.table1-ordering"
+    ev = run_check(REGISTRY[cid], Context(seed=0, size="tiny", report_dir=rep, claim_id=cid)).evidence
+    lad = ev["ladder"]
+    assert [r["rung"] for r in lad] == list(IM.LADDER) and [r["steps"] for r in lad] == [1, 2, 4]
+    top = lad[-1]["budget_fraction"]
+    assert top == ev["budget_fraction"] and [r["budget_fraction"] / top for r in lad] == [0.25, 0.5, 1.0]
+    assert all({"effect", "se"} <= set(r) for r in lad)
+    assert lad[-1]["effect"] == IR.rung("table1", ev)["effect"]                     # the top rung: the rule's
 
 
 def test_full_without_real_data_is_not_checkable_and_names_the_install(tmp_path, monkeypatch):
