@@ -13,23 +13,34 @@ The claims then find every run in the cache and write the record without trainin
         --only 'flt.image-classification' --size full --report DIR --json DIR/results.json
 
 (the same ``--seed`` and ``--data`` as the ladder: both enter the runs' cache keys).
+
+``--collect DEST`` trains nothing: it copies the finished runs of the report's cache into ``DEST/runs`` and
+writes ``DEST/runs.md`` (a line per run, and per rung what is done, its CPU seconds and, once complete, each
+method's accuracy) with ``DEST/runs.json`` (:func:`ladder_status`), so a ladder's runs can be committed as
+they complete.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
+from refattn.files import write_text_atomic
+
 from ..registry import Context
+from ..report import json_safe
 from . import harness as H  # noqa: N812 (the experiments' shared name)
 from . import images
 from .idx import DATA_ENV, INSTALL_HINT
 from .images_rules import CLAIM_METHODS
 
-__all__ = ["METHODS", "train_ladder", "main"]
+__all__ = ["METHODS", "train_ladder", "ladder_status", "collect", "main"]
 
 #: every method of the image claims, each once, in the claims' order
 METHODS = tuple(dict.fromkeys(m for ms in CLAIM_METHODS.values() for m in ms))
@@ -56,6 +67,75 @@ def train_ladder(ctx, *, data_dir: str | None, workers: int = 1, methods=METHODS
     return out
 
 
+def ladder_status(runs: list[dict], size: str, methods=METHODS) -> dict:
+    """What of the ladder of `size` the `runs` (each with ``method``, ``run_seed``, ``rung``) hold: per rung
+    of :data:`images.LADDER`, the (method, seed) runs done and missing, its training CPU seconds, and, for a
+    complete rung, each method's mean test accuracy and seed SD; an estimate of the CPU seconds the missing
+    runs need (each missing run: its method's measured CPU seconds per training step times its steps, plus
+    that method's measured evaluation time per run, wall seconds: an upper bound on their CPU seconds)."""
+    seeds = range(images.SIZES[size]["seeds"])
+    done = {(r.get("rung", "1"), r["method"], r["run_seed"] % 1000): r for r in runs}
+    out: dict = {"rungs": {}, "estimate_cpu_seconds_to_finish": 0.0, "estimate_unknown": []}
+    for rung in images.LADDER:
+        want = [(m, s) for m in methods for s in seeds]
+        have = [done[(rung, m, s)] for m, s in want if (rung, m, s) in done]
+        missing = [f"{m} s{s}" for m, s in want if (rung, m, s) not in done]
+        row = {"steps": images.rung_size(size, rung)["steps"], "done": len(have), "of": len(want),
+               "missing": missing, "train_cpu_seconds": round(sum(r["train_cpu_seconds"] for r in have), 1)}
+        if not missing:
+            row["accuracy"] = {m: {"mean": float(np.mean(a)), "sd": float(np.std(a, ddof=1)) if len(a) > 1
+                                   else float("nan")}
+                               for m in methods for a in [[r["test_acc"] for r in have if r["method"] == m]]}
+        out["rungs"][rung] = row
+        for m, s in ((m, s) for m, s in want if (rung, m, s) not in done):
+            mine = [r for r in runs if r["method"] == m]
+            if not mine:
+                out["estimate_unknown"].append(f"{m} s{s} at {rung}")
+                continue
+            per_step = float(np.mean([r["cpu_seconds_per_step"] for r in mine]))
+            evaluation = float(np.mean([r["seconds"] - r["train_seconds"] for r in mine]))
+            out["estimate_cpu_seconds_to_finish"] += per_step * row["steps"] + evaluation
+    out["estimate_cpu_seconds_to_finish"] = round(out["estimate_cpu_seconds_to_finish"])
+    return out
+
+
+def collect(cache: Path, dest: Path, size: str) -> dict:
+    """Copy the finished runs of `size` from the run cache `cache` into ``dest/runs`` and write
+    ``dest/runs.md`` and ``dest/runs.json``: one line per run (rung, method, seed, steps, test accuracy on
+    the training draw and on a fresh draw, training CPU and wall seconds) and :func:`ladder_status`."""
+    files = sorted(p for p in Path(cache).glob(f"*-{size}-r*.json"))
+    runs = [json.loads(p.read_text()) for p in files]
+    (Path(dest) / "runs").mkdir(parents=True, exist_ok=True)
+    for p in files:
+        write_text_atomic(Path(dest) / "runs" / p.name, p.read_text())
+    status = ladder_status(runs, size)
+    lines = [f"# Image budget ladder, size {size}: runs done", "",
+             "| rung | method | seed | steps | test acc (training draw) | test acc (fresh draw) | training "
+             "CPU s | training wall s | run wall s (with evaluation) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    order = {r: i for i, r in enumerate(images.LADDER)}
+    for r in sorted(runs, key=lambda r: (order[r["rung"]], METHODS.index(r["method"]), r["run_seed"])):
+        d = r["test_acc_by_draw"]
+        lines.append(f"| {r['rung']} | {r['method']} | {r['run_seed']} | {r['steps']} | "
+                     f"{d['training']:.4f} | {d['fresh']:.4f} | {r['train_cpu_seconds']:.0f} | "
+                     f"{r['train_seconds']:.0f} | {r['seconds']:.0f} |")
+    lines += ["", "| rung | steps | runs done | training CPU s | missing | mean test acc (seed SD) |",
+              "|---|---|---|---|---|---|"]
+    for rung, row in status["rungs"].items():
+        acc = ", ".join(f"{m} {a['mean']:.4f} ({a['sd']:.4f})" for m, a in row.get("accuracy", {}).items())
+        lines.append(f"| {rung} | {row['steps']} | {row['done']} / {row['of']} | "
+                     f"{row['train_cpu_seconds']:.0f} | {', '.join(row['missing']) or 'none'} | "
+                     f"{acc or 'rung incomplete'} |")
+    lines += ["", f"Estimated CPU seconds to finish the ladder: {status['estimate_cpu_seconds_to_finish']} "
+              "(per missing run: its method's measured training CPU seconds per step times the rung's steps, "
+              "plus its measured evaluation wall seconds per run)"
+              + (f"; no estimate for {', '.join(status['estimate_unknown'])} (no run of the method yet)"
+                 if status["estimate_unknown"] else "") + ".", ""]
+    write_text_atomic(Path(dest) / "runs.md", "\n".join(lines))
+    write_text_atomic(Path(dest) / "runs.json", json.dumps(json_safe(status), indent=1))
+    return status
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m paper_checks.experiments.images_ladder",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -64,7 +144,15 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="training processes (default 1)")
     ap.add_argument("--seed", type=int, default=0, help="root seed (as python -m paper_checks --seed)")
     ap.add_argument("--data", metavar="DIR", help="MNIST-format directory (as python -m paper_checks --data)")
+    ap.add_argument("--collect", metavar="DEST",
+                    help="train nothing: copy the finished runs of --report's cache to DEST/runs and "
+                         "summarise them in DEST/runs.md")
     args = ap.parse_args(argv)
+    if args.collect is not None:
+        status = collect(Path(args.report) / "experiments" / images.NAME / "runs", Path(args.collect),
+                         args.size)
+        print(json.dumps(json_safe(status["rungs"]), indent=1))
+        return 0
     if args.workers < 1:
         ap.error(f"--workers: expected a count >= 1; got {args.workers}")
     if args.data is not None:

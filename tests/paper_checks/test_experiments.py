@@ -623,6 +623,19 @@ def test_image_ladder_tiny(tmp_path, monkeypatch):
     assert top == ev["budget_fraction"] and [r["budget_fraction"] / top for r in lad] == [0.25, 0.5, 1.0]
     assert all({"effect", "se"} <= set(r) for r in lad)
     assert lad[-1]["effect"] == IR.rung("table1", ev)["effect"]                     # the top rung: the rule's
+    # collected for a record: every run copied, each rung complete; a missing run leaves its rung incomplete
+    cache = rep / "experiments" / IM.NAME / "runs"
+    status = IL.collect(cache, tmp_path / "rec", "tiny")
+    assert sorted(p.name for p in (tmp_path / "rec" / "runs").iterdir()) == [p.name for p in runs]
+    assert [r["done"] for r in status["rungs"].values()] == [5, 5, 5]
+    assert set(status["rungs"]["1/4"]["accuracy"]) == set(IL.METHODS)
+    gone = next(p for p in runs if p.name.startswith("s2-s0-tiny-r1of2-"))
+    gone.unlink()
+    status = IL.collect(cache, tmp_path / "rec2", "tiny")
+    half = status["rungs"]["1/2"]
+    assert half["done"] == 4 and half["missing"] == ["s2 s0"] and "accuracy" not in half
+    assert "rung incomplete" in (tmp_path / "rec2" / "runs.md").read_text()
+    assert status["estimate_cpu_seconds_to_finish"] >= 0 and not status["estimate_unknown"]
 
 
 def test_full_without_real_data_is_not_checkable_and_names_the_install(tmp_path, monkeypatch):
