@@ -57,13 +57,8 @@ def _check_hyper(name, value, lo=0.0, hi=math.inf, lo_open=False, hi_open=False)
         raise ValueError(f"{name}: expected a number in {lb}{lo}, {hi}{rb}; got {value!r}")
 
 
-def _is_float(p) -> bool:
-    return array_namespace(p).isdtype(p.dtype, "real floating")
-
-
-def _leaf_kind(name, a):
+def _leaf_kind(name, a, xp):
     """``"float"`` (float32/float64) or ``"int"`` (an index leaf); anything else is a ``TypeError``."""
-    xp = array_namespace(a)
     if a.dtype in (xp.float32, xp.float64):
         return "float"
     if xp.isdtype(a.dtype, "integral") and a.dtype != xp.bool:
@@ -72,14 +67,23 @@ def _leaf_kind(name, a):
                     f"gradient); got dtype {a.dtype}")
 
 
-def _check_finite_leaf(name, a):
-    xp = array_namespace(a)
+def _check_finite_leaf(name, a, xp):
     if not bool(xp.all(xp.isfinite(a))):
         raise ValueError(f"{name}: expected finite values; got a NaN or an infinity")
 
 
+def _check_all_finite(named, xp):
+    """Every array of `named` (``(name, array)`` pairs, float) finite, by one reduction over all of them; only
+    after a failure is each array checked on its own, to name the first non-finite one."""
+    flat = [xp.reshape(a, (-1,)) for _, a in named]
+    if flat and not bool(xp.all(xp.isfinite(xp.concat(flat)))):
+        for name, a in named:
+            _check_finite_leaf(name, a, xp)
+
+
 def _check_like(name, a, ref_name, ref):
-    """`a` (a gradient or a state leaf) must be an array of exactly `ref`'s shape and dtype, finite."""
+    """`a` (a gradient or a state leaf) must be an array of exactly `ref`'s shape and dtype (finiteness:
+    :func:`_check_all_finite`)."""
     if not is_leaf(a):
         raise TypeError(f"{name}: expected an array like {ref_name} (shape {tuple(ref.shape)}); "
                         f"got {type(a).__name__}")
@@ -89,17 +93,18 @@ def _check_like(name, a, ref_name, ref):
     if a.dtype != ref.dtype:
         raise TypeError(f"{name}: expected the dtype of {ref_name} ({ref.dtype}); got {a.dtype} "
                         "(refattn never casts parameters silently)")
-    _check_finite_leaf(name, a)
 
 
-def _check_trees(params, grads, states, path=""):
-    """Walk `params` with `grads` and the optimiser state trees `states` (``{name: tree}``): same containers
-    and keys, every parameter leaf float32/float64 and finite (integer index leaves only with a ``None``
-    gradient), every gradient/state leaf of exactly its parameter's shape and dtype and finite."""
+def _zip_leaves(params, grads, states, path, out):
+    """The one walk of an update: `params` with `grads` and the optimiser state trees `states` (``{name:
+    tree}``), checking that they have the same containers and keys; appends ``(path, p, g, (s, ...))`` for
+    every parameter leaf to `out` (``g`` and ``s`` may be ``None``). The leaves are checked by
+    :func:`_check_leaf`."""
     where = f"[{path!r}]" if path else ""
     kids = tree_children(params)
     if kids is not None:
         keys = [k for k, _ in kids]
+        children = {}                                          # name -> the children of that tree, in order
         for name, tree in (("grads", grads),) + tuple(states.items()):
             if tree is None:
                 continue
@@ -108,29 +113,69 @@ def _check_trees(params, grads, states, path=""):
                 got = "a leaf" if tkids is None else f"keys {[k for k, _ in tkids]}"
                 raise ValueError(f"{name}{where}: expected the structure of params{where} (keys {keys}); "
                                  f"got {got}")
+            children[name] = [c for _, c in tkids]
         for i, (k, child) in enumerate(kids):
-            sub = {n: (None if t is None else tree_children(t)[i][1]) for n, t in states.items()}
-            g = None if grads is None else tree_children(grads)[i][1]
-            _check_trees(child, g, sub, f"{path}/{k}" if path else str(k))
+            sub = {n: (None if t is None else children[n][i]) for n, t in states.items()}
+            g = None if grads is None else children["grads"][i]
+            _zip_leaves(child, g, sub, f"{path}/{k}" if path else str(k), out)
         return
     if not is_leaf(params):
         for name, tree in (("grads", grads),) + tuple(states.items()):
             if is_leaf(tree):
                 raise ValueError(f"{name}{where}: params{where} is not an array ({params!r}); got an array")
         return
+    out.append((path, params, grads, tuple(states.values())))
+
+
+def _check_leaf(path, p, g, s, names, xp):
+    """A parameter leaf float32/float64 (an integer index leaf only with a ``None`` gradient), its gradient
+    and state leaves (named `names`) of exactly its shape and dtype; returns the ``(name, array)`` pairs of
+    the float ones, whose finiteness the caller checks (integer leaves are finite)."""
+    where = f"[{path!r}]" if path else ""
     pname = f"params{where}"
-    kind = _leaf_kind(pname, params)
-    _check_finite_leaf(pname, params)
-    if kind == "int":
-        if grads is not None:
+    if _leaf_kind(pname, p, xp) == "int":
+        if g is not None:
             raise TypeError(f"grads{where}: params{where} is an integer (index) array, which takes no "
-                            f"gradient; expected None, got {type(grads).__name__}")
-        return
-    if grads is not None:
-        _check_like(f"grads{where}", grads, pname, params)
-    for name, s in states.items():
-        if s is not None:
-            _check_like(f"{name}{where}", s, pname, params)
+                            f"gradient; expected None, got {type(g).__name__}")
+        return []
+    named = [(pname, p)]
+    if g is not None:
+        _check_like(f"grads{where}", g, pname, p)
+        named.append((f"grads{where}", g))
+    for name, si in zip(names, s, strict=True):
+        if si is not None:
+            _check_like(f"{name}{where}", si, pname, p)
+            named.append((f"{name}{where}", si))
+    return named
+
+
+def _checked_leaves(params, grads, states):
+    """``(records, xp)``: the leaf records of :func:`_zip_leaves`, every leaf checked (:func:`_check_leaf`,
+    then all of them finite: :func:`_check_all_finite`), and the namespace of the parameters, looked up once
+    (``None`` for a tree without arrays)."""
+    records = []
+    _zip_leaves(params, grads, states, "", records)
+    xp = array_namespace(*(p for _, p, _, _ in records)) if records else None
+    names = tuple(states)
+    named = [pair for path, p, g, s in records for pair in _check_leaf(path, p, g, s, names, xp)]
+    _check_all_finite(named, xp)
+    return records, xp
+
+
+def _unflatten(params, leaves):
+    """A tree of `params`' structure holding `leaves` (one per array leaf of `params`, in walk order)."""
+    it = iter(leaves)
+    return tree_map(lambda _: next(it), params)
+
+
+def _update(params, grads, states, leaf_step):
+    """The update: one checked walk (:func:`_checked_leaves`, one namespace lookup), then
+    ``leaf_step(xp, p, g, *s) -> (p, *s)`` on every leaf that is not frozen (:func:`_frozen`); returns the new
+    parameter tree and the new state trees (a tuple, in `states`' order), rebuilt in `params`' structure."""
+    records, xp = _checked_leaves(params, grads, states)
+    out = [(p, *s) if any(_frozen(g, si) for si in s) else leaf_step(xp, p, g, *s) for _, p, g, s in records]
+    new = [_unflatten(params, [o[j] for o in out]) for j in range(1 + len(states))]
+    return new[0], tuple(new[1:])
 
 
 def _check_step(step):
@@ -140,7 +185,9 @@ def _check_step(step):
 
 def _zeros_like_tree(params):
     """Zeros for every real floating leaf; ``None`` for integer leaves (e.g. FastFood permutations)."""
-    return tree_map(lambda p: p * 0 if _is_float(p) else None, params)
+    records, xp = _checked_leaves(params, None, {})
+    return _unflatten(params, [p * 0 if xp.isdtype(p.dtype, "real floating") else None
+                               for _, p, _, _ in records])
 
 
 def _frozen(g, s) -> bool:
@@ -167,7 +214,6 @@ def sgd_init(params) -> SGDState:
     TypeError, ValueError
         A leaf that is not a real floating or integer array, or not finite, naming its path.
     """
-    _check_trees(params, None, {})
     return SGDState(step=0, velocity=_zeros_like_tree(params))
 
 
@@ -219,10 +265,12 @@ def sgd_update(params, grads, state: SGDState, *, lr, momentum=0.0, weight_decay
     if not isinstance(state, SGDState):
         raise TypeError(f"state: expected SGDState (from sgd_init); got {type(state).__name__}")
     _check_step(state.step)
-    _check_trees(params, grads, {"state.velocity": state.velocity})
-    vel = tree_map(lambda p, g, v: v if _frozen(g, v) else momentum * v + (g + weight_decay * p),
-                   params, grads, state.velocity)
-    new = tree_map(lambda p, g, v: p if _frozen(g, v) else p - lr * v, params, grads, vel)
+
+    def leaf_step(xp, p, g, v):
+        v = momentum * v + (g + weight_decay * p)
+        return p - lr * v, v
+
+    new, (vel,) = _update(params, grads, {"state.velocity": state.velocity}, leaf_step)
     return new, SGDState(step=state.step + 1, velocity=vel)
 
 
@@ -244,7 +292,6 @@ def adam_init(params) -> AdamState:
     TypeError, ValueError
         A leaf that is not a real floating or integer array, or not finite.
     """
-    _check_trees(params, None, {})
     return AdamState(step=0, m=_zeros_like_tree(params), v=_zeros_like_tree(params))
 
 
@@ -253,26 +300,14 @@ def _adam(params, grads, state, lr, beta1, beta2, eps, l2, decoupled):
     c1 = 1.0 - beta1 ** t
     c2 = 1.0 - beta2 ** t
 
-    def moment1(p, g, mi):
-        return mi if _frozen(g, mi) else beta1 * mi + (1 - beta1) * (g + l2 * p)
+    def leaf_step(xp, p, g, m, v):
+        g = g + l2 * p                                         # L2 (Adam); l2 = 0 for AdamW
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * (g * g)
+        base = p * (1.0 - lr * decoupled) if decoupled else p  # decoupled decay (AdamW)
+        return base - lr * (m / c1) / (xp.sqrt(v / c2) + eps), m, v
 
-    def moment2(p, g, vi):
-        if _frozen(g, vi):
-            return vi
-        gl = g + l2 * p
-        return beta2 * vi + (1 - beta2) * (gl * gl)
-
-    m = tree_map(moment1, params, grads, state.m)
-    v = tree_map(moment2, params, grads, state.v)
-
-    def step(p, g, mi, vi):
-        if _frozen(g, mi):
-            return p
-        xp = array_namespace(p)
-        base = p * (1.0 - lr * decoupled) if decoupled else p
-        return base - lr * (mi / c1) / (xp.sqrt(vi / c2) + eps)
-
-    new = tree_map(step, params, grads, m, v)
+    new, (m, v) = _update(params, grads, {"state.m": state.m, "state.v": state.v}, leaf_step)
     return new, AdamState(step=t, m=m, v=v)
 
 
@@ -284,11 +319,10 @@ def _check_adam(lr, beta1, beta2, eps, weight_decay):
     _check_hyper("weight_decay", weight_decay)
 
 
-def _check_adam_state(params, grads, state):
+def _check_adam_state(state):
     if not isinstance(state, AdamState):
         raise TypeError(f"state: expected AdamState (from adam_init); got {type(state).__name__}")
     _check_step(state.step)
-    _check_trees(params, grads, {"state.m": state.m, "state.v": state.v})
 
 
 _ADAM = """
@@ -349,7 +383,7 @@ def adam_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0.
     array([-0.1,  0.1])
     """
     _check_adam(lr, beta1, beta2, eps, weight_decay)
-    _check_adam_state(params, grads, state)
+    _check_adam_state(state)
     return _adam(params, grads, state, lr, beta1, beta2, eps, weight_decay, 0.0)
 
 
@@ -371,7 +405,7 @@ def adamw_update(params, grads, state: AdamState, *, lr=1e-3, beta1=0.9, beta2=0
     {adam_returns}
     """
     _check_adam(lr, beta1, beta2, eps, weight_decay)
-    _check_adam_state(params, grads, state)
+    _check_adam_state(state)
     return _adam(params, grads, state, lr, beta1, beta2, eps, 0.0, weight_decay)
 
 
@@ -397,26 +431,28 @@ def global_norm(grads) -> float:
     ValueError, TypeError
         A non-finite or non-numeric leaf, naming its path.
     """
+    pairs = tree_paths(grads)
+    xp = array_namespace(*(g for _, g in pairs)) if pairs else None
     leaves = []
-    for path, g in tree_paths(grads):
+    for path, g in pairs:
         name = f"grads[{path!r}]" if path else "grads"
-        if _leaf_kind(name, g) == "int":
+        if _leaf_kind(name, g, xp) == "int":
             continue
-        _check_finite_leaf(name, g)
+        _check_finite_leaf(name, g, xp)
         leaves.append(g)
     # scaled by a power of two near the largest |g| (exact: the result equals the unscaled sum wherever that
     # neither overflows nor underflows), so |g| ~ 1e200 in float64 or 2e19 in float32 gives a finite norm
-    big = max((float(array_namespace(g).max(array_namespace(g).abs(g))) for g in leaves if g.size),
+    big = max((float(xp.max(xp.abs(g))) for g in leaves if g.size),
               default=0.0)
     if big == 0.0:
         return 0.0
     # 2^-e must be representable in every leaf's dtype (float32: |e| <= 120)
-    lim = 120 if any(g.dtype == array_namespace(g).float32 for g in leaves) else 1000
+    lim = 120 if any(g.dtype == xp.float32 for g in leaves) else 1000
     e = min(max(math.frexp(big)[1], -lim), lim)
     total = 0.0
     for g in leaves:
         gs = g * math.ldexp(1.0, -e) if g.size else g
-        total += float(array_namespace(g).sum(gs * gs))
+        total += float(xp.sum(gs * gs))
     return math.ldexp(math.sqrt(total), e)
 
 
