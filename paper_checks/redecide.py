@@ -41,8 +41,7 @@ KL_BUDGET = {"kl.sec4.2-sparsity": sparse_task.budget, "kl.lra-listops": listops
              "kl.sec4.1-variance-metrics": variance_metrics.budget,
              "kl.table4-eigenvalues": eigenvalues.budget}
 #: the settings the committed image runs were trained with (before :data:`images.SETTINGS`)
-PREVIOUS_IMAGE_SETTINGS = {"redraw_every": 1, "eval_draw": "fresh", "beta1": 0.9, "beta2": 0.999,
-                           "clip_norm": None, "s1_init": "sinusoid", "qk_init": "glorot", "readout": "mean"}
+PREVIOUS_IMAGE_SETTINGS = images.PREVIOUS_SETTINGS
 
 
 def _image_runs(record_dir: Path) -> list[dict]:

@@ -107,6 +107,12 @@ def rung_size(size: str, rung: str) -> dict:
 #: clipping at global norm 0.5, S1's initialisation (``init="authors"``) and torch's default query/key scale.
 SETTINGS = {"redraw_every": 1000, "eval_draw": "training", "beta1": 0.9, "beta2": 0.98, "clip_norm": 0.5,
             "s1_init": "authors", "qk_init": "torch", "readout": "mean"}
+#: The settings the image runs had before :data:`SETTINGS` (refattn's own choices: features redrawn every
+#: step and the test run on a fresh draw, Adam betas (0.9, 0.999), no clipping, S1 initialised with base
+#: 10^4 frequencies, Glorot query/key weights): the ablation's baseline
+#: (:mod:`paper_checks.experiments.images_ablation`) and the settings of the committed ``images-full`` runs.
+PREVIOUS_SETTINGS = {"redraw_every": 1, "eval_draw": "fresh", "beta1": 0.9, "beta2": 0.999, "clip_norm": None,
+                     "s1_init": "sinusoid", "qk_init": "glorot", "readout": "mean"}
 FRESH_STEP = 10**6               # the fresh evaluation draw: a step no run reaches
 
 
@@ -303,19 +309,34 @@ def histogram_floor(data: ImageData, n_train: int | None, n_test: int | None) ->
 @dataclasses.dataclass(frozen=True)
 class Task:
     """One training run: `method` at seed `run_seed`, size `size` at ladder rung `rung` (a fraction of the
-    size's budget, :func:`rung_size`), on the data of `data_dir` (None: the stand-in)."""
+    size's budget, :func:`rung_size`), on the data of `data_dir` (None: the stand-in), with :data:`SETTINGS`
+    but for `settings` (``(name, value)`` pairs: the ablation's configurations)."""
 
     method: str
     run_seed: int
     size: str
     data_dir: str | None
     rung: str = "1"
+    settings: tuple = ()
+
+    def run_settings(self) -> dict:
+        """:data:`SETTINGS` with this task's `settings` (``(name, value)`` pairs) in place of the defaults,
+        but S1's initialisation at its default for the methods without S1 (they do not read it, so tasks
+        that differ only there are one run)."""
+        unknown = sorted(set(dict(self.settings)) - set(SETTINGS))
+        if unknown:
+            raise ValueError(f"settings: unknown name(s) {unknown}; expected some of {sorted(SETTINGS)}")
+        st = {**SETTINGS, **dict(self.settings)}
+        if self.method != "s1":
+            st["s1_init"] = SETTINGS["s1_init"]
+        return st
 
     def key(self) -> str:
         """The cache name: method, seed, size and rung in words, and a hash of every setting the run reads
-        (the rung's scaled size, :data:`SETTINGS`, the data directory)."""
+        (the rung's scaled size, :meth:`run_settings`, the data directory): two tasks that train the same
+        run share it."""
         sz = json.dumps(rung_size(self.size, self.rung), sort_keys=True)
-        st = json.dumps(SETTINGS, sort_keys=True)
+        st = json.dumps(self.run_settings(), sort_keys=True)
         h = hashlib.sha1(f"{self.method}|{self.run_seed}|{sz}|{st}|{self.data_dir}".encode()).hexdigest()[:12]
         return f"{self.method}-s{self.run_seed}-{self.size}-r{self.rung.replace('/', 'of')}-{h}"
 
@@ -327,18 +348,21 @@ def schedule(sz: dict) -> dict:
             "min_lr": sz["lr"] / 10}
 
 
-def model_config(method: str, sz: dict) -> dict:
+def model_config(method: str, sz: dict, settings: dict | None = None) -> dict:
+    """The transformer configuration of `method` at size dict `sz` with `settings` (None:
+    :data:`SETTINGS`)."""
+    st = SETTINGS if settings is None else settings
     base = "favor+" if method in ("no-pos", "absolute") else method
     # 2-D grid positions for S2 (Manhattan, as in the paper), FLT, and S1 when the kind takes them (this
     # project's extension; attention_config drops the option for a kind without it: 1-D raster positions)
     extra = {"grid": [14, 14]} if method in ("s1", "s2", "flt-gm") else {}
     if method == "s1":
-        extra["init"] = SETTINGS["s1_init"]
+        extra["init"] = st["s1_init"]
     return dict(task="classify", input="tokens", vocab_size=N_IDS, d_model=sz["d_model"],
                 n_heads=sz["n_heads"], n_layers=sz["n_layers"], d_ff=2 * sz["d_model"], max_len=196,
-                position="learned" if method == "absolute" else "none", readout=SETTINGS["readout"],
-                n_classes=10, qk_init=SETTINGS["qk_init"],
-                attention=H.attention_config(base, m=sz["m"], redraw_every=SETTINGS["redraw_every"], **extra),
+                position="learned" if method == "absolute" else "none", readout=st["readout"],
+                n_classes=10, qk_init=st["qk_init"],
+                attention=H.attention_config(base, m=sz["m"], redraw_every=st["redraw_every"], **extra),
                 dtype="float32")
 
 
@@ -351,8 +375,9 @@ def s1_positions(sz: dict) -> str:
 def train_one(task: Task) -> dict:
     """Train one (method, seed, rung) model and measure it: learning curve, test accuracy, trouser shifts."""
     sz = rung_size(task.size, task.rung)
+    st = task.run_settings()
     data, _ = load_tokens(task.data_dir)
-    cfg = model_config(task.method, sz)
+    cfg = model_config(task.method, sz, st)
     x_tr = data.x_train[:sz["n_train"]].reshape(-1, 196) if sz["n_train"] else data.x_train.reshape(-1, 196)
     y_tr = data.y_train[:x_tr.shape[0]]
     n_test = sz["n_test"] or data.x_test.shape[0]
@@ -361,7 +386,7 @@ def train_one(task: Task) -> dict:
     steps = max(sz["steps"], 1)
     draws = {"training": H.draw_features(task.run_seed, steps - 1, cfg),          # the last step's draw
              "fresh": H.draw_features(task.run_seed, FRESH_STEP, cfg)}            # never used in training
-    feats = draws[SETTINGS["eval_draw"]]
+    feats = draws[st["eval_draw"]]
     curve = {"step": [], "seconds": [], "cpu_seconds": [], "train_acc": [], "test_acc": []}
     # training time only (evaluation excluded); CPU time is what a step costs on an idle core (wall time grows
     # with the machine's load)
@@ -384,11 +409,11 @@ def train_one(task: Task) -> dict:
 
     with H.single_thread():
         params = H.train_loop(cfg, x_tr, y_tr, seed=task.run_seed, steps=sz["steps"], batch=sz["batch"],
-                              lr=sz["lr"], beta1=SETTINGS["beta1"], beta2=SETTINGS["beta2"],
-                              clip_norm=SETTINGS["clip_norm"], schedule=schedule(sz), callback=record,
+                              lr=sz["lr"], beta1=st["beta1"], beta2=st["beta2"],
+                              clip_norm=st["clip_norm"], schedule=schedule(sz), callback=record,
                               callback_every=sz["eval_every"])
         by_draw = {k: H.accuracy(H.predict_logits(params, x_te, cfg, f), y_te) for k, f in draws.items()}
-        test_acc = by_draw[SETTINGS["eval_draw"]]
+        test_acc = by_draw[st["eval_draw"]]
         trousers = data.x_test[data.y_test == TROUSER]
         trousers = trousers[shiftable_tokens(trousers, sz["max_shift"])]
         shifts = list(range(-sz["max_shift"], sz["max_shift"] + 1))
@@ -396,7 +421,8 @@ def train_one(task: Task) -> dict:
                                                  feats), np.full(trousers.shape[0], TROUSER)) for s in shifts]
     return {"method": task.method, "run_seed": task.run_seed, "rung": task.rung, "steps": sz["steps"],
             "lr_schedule": schedule(sz), "curve": curve, "test_acc": test_acc,
-            "test_acc_by_draw": by_draw, "eval_draw": SETTINGS["eval_draw"],
+            "test_acc_by_draw": by_draw, "eval_draw": st["eval_draw"], "settings": st,
+            "model": {"qk_init": cfg["qk_init"], "readout": cfg["readout"], "attention": cfg["attention"]},
             "n_test": int(n_test), "shifts": shifts, "shift_acc": shift_acc,
             "n_trousers": int(trousers.shape[0]), "train_seconds": round(clock["wall"], 1),
             "train_cpu_seconds": round(clock["cpu"], 1), "seconds": round(time.perf_counter() - t0, 1),

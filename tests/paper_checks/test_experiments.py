@@ -649,3 +649,54 @@ def test_full_without_real_data_is_not_checkable_and_names_the_install(tmp_path,
     res = run_check(REGISTRY[cid], Context(seed=0, size="full", claim_id=cid))
     assert res.verdict == "not-checkable" and "apt-get install dataset-fashion-mnist" in res.summary
     assert res.evidence["data_stand_in"] and "accuracy" not in res.evidence             # nothing was trained
+
+
+# ---- the ablation: from the former settings to the authors', each change alone and cumulatively ---------
+def test_ablation_configurations():
+    from paper_checks.experiments import images_ablation as AB  # noqa: N812
+
+    confs = AB.configurations()
+    names = [n for n, _ in confs]
+    live = [n for n, _ in AB.CHANGES if n not in AB.skipped()]
+    assert names[0] == "baseline" and confs[0][1] == IM.PREVIOUS_SETTINGS
+    assert confs[-1][1] == IM.SETTINGS                                       # cumulatively: the authors'
+    assert len(confs) == 1 + len(live) + len(live) - 1
+    for n, keys in AB.CHANGES:
+        if n in live:                                   # alone: exactly its settings moved to the authors'
+            st = dict(confs)[f"alone: {n}"]
+            assert {k for k in st if st[k] != IM.PREVIOUS_SETTINGS[k]} == \
+                {k for k in keys if IM.SETTINGS[k] != IM.PREVIOUS_SETTINGS[k]} != set()
+            assert all(st[k] == IM.SETTINGS[k] for k in keys)
+    assert "readout" in AB.skipped() and "class token" in AB.skipped()["readout"]
+
+
+def test_ablation_tiny(tmp_path, monkeypatch):
+    """Each configuration's runs train with its settings (the model and optimiser they record), runs that
+    are the same share one cache entry, and the authors' configuration is the ladder's rung-1 run."""
+    from paper_checks import Context
+    from paper_checks.experiments import images_ablation as AB  # noqa: N812
+
+    monkeypatch.setenv(IDX.DATA_ENV, str(_mnist_dir(tmp_path / "data")))
+    monkeypatch.setattr(H, "_MEMO", {})
+    rep = tmp_path / "report"
+    assert AB.main(["--size", "tiny", "--report", str(rep)]) == 0
+    res = json.loads((rep / "experiments" / IM.NAME / "ablation.json").read_text())
+    assert [r["configuration"] for r in res["configurations"]] == [n for n, _ in AB.configurations()]
+    runs = [json.loads(p.read_text()) for p in (rep / "experiments" / IM.NAME / "runs").glob("*.json")]
+    # No-Pos ignores S1's initialisation: the baseline's and "alone: S1 initialisation"'s No-Pos are one run,
+    # and so are "alone: query/key scale"'s and "cumulative: + query/key scale"'s
+    assert len(runs) == len(AB.configurations()) * len(AB.METHODS) - 2
+    for r in runs:
+        att = r["model"]["attention"]
+        assert att["redraw_every"] == r["settings"]["redraw_every"] and r["model"]["qk_init"] == \
+            r["settings"]["qk_init"]
+        if r["method"] == "s1":
+            assert att["init"] == r["settings"]["s1_init"]
+        assert r["eval_draw"] == r["settings"]["eval_draw"]
+        assert r["test_acc"] == r["test_acc_by_draw"][r["settings"]["eval_draw"]]
+    moved = {(r["settings"]["redraw_every"], r["model"]["qk_init"]) for r in runs}
+    assert moved == {(1, "glorot"), (1, "torch"), (1000, "glorot"), (1000, "torch")}
+    ctx = Context(seed=0, size="tiny")
+    top = {t.key() for t in IM.ladder_tasks(ctx, AB.METHODS, data_dir=IM.data_for("tiny"), rungs=("1",))}
+    assert top <= {t.key() for _, t in AB.ablation_tasks(ctx, data_dir=IM.data_for("tiny"))}
+    assert "| baseline | none |" in (rep / "experiments" / IM.NAME / "ablation.md").read_text()
