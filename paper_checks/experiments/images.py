@@ -199,8 +199,7 @@ PROVENANCE = (
     Setting("steps", _sizes("steps"), "scaled to the budget",
             code="train.py l. 515-517 (early stopping on val/acc, patience 20 epochs: >= 52,500 steps of "
                  "batch 22)",
-            note="full: 35x fewer steps; the ladder also trains 1/4 and 1/2 of them (warm-up and schedule "
-                 "scaled alike, rung_size); compute fraction per rung in the evidence (ladder)"),
+            note="full: 35x fewer steps; compute fraction in the evidence (budget_fraction)"),
     Setting("readout", "mean over the tokens", "refattn's choice",
             code="train.py l. 49, 59, 88-117, 315-316 (a learned class token, N(0, 1), with a zero "
                  "positional encoding, read at position 0)",
