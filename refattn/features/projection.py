@@ -1,10 +1,10 @@
-"""Shared core of the random feature maps: argument checks, the projection ``x omega^T`` as one 2-D GEMM,
+"""Shared core of the random feature maps: argument checks, the projection ``x omega^T`` and its backward,
 and the docstring blocks the maps share.
 
-``x: (..., L, d)`` is flattened to ``(N, d)`` before the product with ``omega^T: (d, m)``: one GEMM instead of
-a broadcast matmul of a 4-D ``(B, H, L, d)`` array against a 2-D one (which NumPy runs as B H small
-products). The backward
-splits the same way: ``dx = du omega`` and ``domega = du^T x`` are 2-D GEMMs.
+The forward is one matmul of ``x: (..., L, d)`` against ``omega^T: (d, m)`` over the batch axes: `x` is often
+a strided view (the heads of a wider projection, scaled), which flattening to ``(N, d)`` would copy first. The
+backward flattens the fresh cotangent ``du: (..., L, m)`` (no copy): ``dx = du omega`` is one 2-D GEMM, and
+``domega = du^T x`` is formed only when asked (a drawn omega takes no gradient).
 """
 
 from __future__ import annotations
@@ -74,12 +74,11 @@ def check_x_omega_struct(x, omega, *, x_name: str = "x"):
 
 
 def project(x, omega, *, xp):
-    """``x omega^T`` for ``x: (..., L, d)``, ``omega: (m, d)`` -> ``(..., L, m)``, as one 2-D GEMM."""
-    d, m = x.shape[-1], omega.shape[0]
-    if x.ndim == 2:
-        return x @ xp.matrix_transpose(omega)                                     # (L, m)
-    x2 = xp.reshape(x, (-1, d))                                                   # (N, d), N = prod(...) L
-    return xp.reshape(x2 @ xp.matrix_transpose(omega), tuple(x.shape[:-1]) + (m,))   # (..., L, m)
+    """``x omega^T`` for ``x: (..., L, d)``, ``omega: (m, d)`` -> ``(..., L, m)``, a fresh array.
+
+    One matmul over the batch axes: `x` may be a strided view (per-head slices of a wider array), which a
+    2-D reshape would copy first."""
+    return x @ xp.matrix_transpose(omega)                                         # (..., L, m)
 
 
 def project_bwd(du, x, omega, *, xp, omega_grad=True):
@@ -87,10 +86,11 @@ def project_bwd(du, x, omega, *, xp, omega_grad=True):
     (``None`` without computing it when ``omega_grad=False``: a drawn, non-learnable omega)."""
     d, m = x.shape[-1], omega.shape[0]
     du2 = xp.reshape(du, (-1, m))                                                 # (N, m)
-    x2 = xp.reshape(x, (-1, d))                                                   # (N, d)
     dx = xp.reshape(du2 @ omega, tuple(x.shape))                                  # (..., L, d)
-    domega = contract_rows(du2, x2) if omega_grad else None                      # (m, d)
-    return dx, domega
+    if not omega_grad:
+        return dx, None
+    x2 = xp.reshape(x, (-1, d))                                                   # (N, d), a copy if strided
+    return dx, contract_rows(du2, x2)                                             # (m, d)
 
 
 def check_cotangent(name, a, shape, *, xp):
