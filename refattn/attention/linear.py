@@ -380,9 +380,8 @@ def linear_attention_bwd_core(dy, cache, *, xp, frame_grad=True, log_features=Fa
     """
     c = cache
     d_v = dy.shape[-1]
-    dnumer = dy / c.z                                                             # (..., L, d_v)
-    dz = -xp.sum(dnumer * c.y, axis=-1, keepdims=True)                            # (..., L, 1) numer = y z
-    g = xp.concat([dnumer, dz], axis=-1)                                          # (..., L, d_v + 1)
+    dz = -xp.sum(dy * c.y, axis=-1, keepdims=True)                                # (..., L, 1) numer = y z
+    g = xp.concat([dy, dz], axis=-1) / c.z                                        # (..., L, d_v + 1)
     s = c.k_log_scale
     if not c.causal:
         dphi_q = g @ xp.matrix_transpose(c.kv)                                    # (..., L, m)
@@ -412,7 +411,10 @@ def linear_attention_bwd_core(dy, cache, *, xp, frame_grad=True, log_features=Fa
             impl = kernel or _dispatch.reference("linear_attention.causal_bwd")
             dphi_q, dphi_k, dv_aug = impl(g, c.phi_q, c.phi_k, c.v_aug, s, c.M, c.chunk_size)
     ds = None if s is None else xp.sum(c.v_aug * dv_aug, axis=-1)                 # (..., L)
-    if log_features:
+    if log_features and not c.causal:                                             # fresh GEMM outputs
+        dphi_q *= c.phi_q
+        dphi_k *= c.phi_k
+    elif log_features:
         dphi_q, dphi_k = dphi_q * c.phi_q, dphi_k * c.phi_k
     return LinearAttentionGrads(phi_q=dphi_q, phi_k=dphi_k, v=dv_aug[..., :d_v], k_log_scale=ds)
 
