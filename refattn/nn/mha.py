@@ -50,7 +50,7 @@ from typing import Any, NamedTuple
 from .._docs import fill_doc
 from .._xp import check_positive_int, check_shape, namespace
 from ..layers.checks import check_dy
-from ..layers.dense import check_dense, dense_bwd_core, dense_fwd_core
+from ..layers.dense import DenseParams, check_dense, dense_bwd_core, dense_fwd_core
 from ..layers.dropout import check_dropout, dropout_bwd_core, dropout_fwd_core
 from ._boundary import check_trees, naming
 from .config import check_attention_config
@@ -124,9 +124,7 @@ def merge_heads(x, *, xp):
 class MHACache(NamedTuple):
     """Cache of :func:`mha_fwd` for :func:`mha_bwd`: the layers' caches, the kind's name and H."""
 
-    q_cache: Any
-    k_cache: Any
-    v_cache: Any
+    qkv_cache: Any   # DenseCache of the fused projection x [W_q, W_k, W_v]
     attn_cache: Any
     o_cache: Any
     kind: str
@@ -233,14 +231,13 @@ def check_mha(x, params, n_heads, attention, positions, dropout_mask=None):
 
 def mha_fwd_core(x, params, features, *, n_heads, att, causal, dropout_mask, positions, train, xp):
     """Unchecked core of :func:`mha_fwd` (see its docstring); the arguments passed :func:`check_mha`."""
-    # q, k, v = x W_q + b_q, x W_k + b_k, x W_v + b_v split into H heads; o_h = Attn_kind(q_h, k_h, v_h)
-    # y = concat_h(dropout(o_h)) W_o + b_o
+    # [q, k, v] = x [W_q, W_k, W_v] + [b_q, b_k, b_v] (one GEMM), split into H heads each
+    # o_h = Attn_kind(q_h, k_h, v_h);  y = concat_h(dropout(o_h)) W_o + b_o
     n_heads = int(n_heads)
     kind = ATTENTION_KINDS[att["kind"]]
-    q, cq = dense_fwd_core(x, params["q"], xp=xp)                                  # (..., L, D)
-    k, ck = dense_fwd_core(x, params["k"], xp=xp)                                  # (..., L, D)
-    v, cv = dense_fwd_core(x, params["v"], xp=xp)                                  # (..., L, D)
-    qh, kh, vh = (split_heads(t, n_heads, xp=xp) for t in (q, k, v))                # (..., H, L, d)
+    qkv, cqkv = dense_fwd_core(x, _fused_qkv(params, xp=xp), xp=xp)                # (..., L, 3D)
+    heads = split_heads(qkv, 3 * n_heads, xp=xp)                                    # (..., 3H, L, d) view
+    qh, kh, vh = (heads[..., i * n_heads:(i + 1) * n_heads, :, :] for i in range(3))   # (..., H, L, d)
     with naming("params['attn'] / features"):
         oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=positions,
                           train=bool(train), causal=bool(causal), options=att)
@@ -248,7 +245,7 @@ def mha_fwd_core(x, params, features, *, n_heads, att, causal, dropout_mask, pos
     if dropout_mask is not None:
         oh, cd = dropout_fwd_core(oh, dropout_mask, xp=xp)                          # (..., H, L, d)
     y, co = dense_fwd_core(merge_heads(oh, xp=xp), params["o"], xp=xp)             # (..., L, D)
-    return y, MHACache(cq, ck, cv, ca, co, att["kind"], n_heads, cd)
+    return y, MHACache(cqkv, ca, co, att["kind"], n_heads, cd)
 
 
 def mha_bwd(dy, cache: MHACache) -> MHAGrads:
@@ -274,20 +271,29 @@ def mha_bwd(dy, cache: MHACache) -> MHAGrads:
 
 def mha_bwd_core(dy, cache, *, xp):
     """Unchecked core of :func:`mha_bwd` (see its docstring)."""
-    # the forward in reverse: dense_o, dropout, the kind's backward, then dense_q/k/v
-    # dx = dx_q + dx_k + dx_v (x feeds the three projections)
+    # the forward in reverse: dense_o, dropout, the kind's backward, then the fused projection with
+    # g = [dq, dk, dv] merged to (..., L, 3D):  dx = g [W_q, W_k, W_v]^T,  d[W_q, W_k, W_v] = x^T g
     c = cache
     go = dense_bwd_core(dy, c.o_cache, xp=xp)
     doh = split_heads(go.x, c.n_heads, xp=xp)                                       # (..., H, L, d)
     if c.drop_cache is not None:
         doh = dropout_bwd_core(doh, c.drop_cache, mask_grad=False, xp=xp).x         # (..., H, L, d)
     dqh, dkh, dvh, dattn = ATTENTION_KINDS[c.kind].bwd(doh, c.attn_cache)
-    gq = dense_bwd_core(merge_heads(dqh, xp=xp), c.q_cache, xp=xp)
-    gk = dense_bwd_core(merge_heads(dkh, xp=xp), c.k_cache, xp=xp)
-    gv = dense_bwd_core(merge_heads(dvh, xp=xp), c.v_cache, xp=xp)
-    dx = gq.x + gk.x + gv.x                                                         # (..., L, D)
-    grads = {"q": gq.params, "k": gk.params, "v": gv.params, "o": go.params, "attn": dattn}
-    return MHAGrads(x=dx, params=grads)
+    nb = dqh.ndim - 3
+    to_lhd = tuple(range(nb)) + (nb + 1, nb, nb + 2)                        # (..., H, L, d) -> (..., L, H, d)
+    d3 = xp.stack([xp.permute_dims(t, to_lhd) for t in (dqh, dkh, dvh)], axis=-3)   # (..., L, 3, H, d) copy
+    D = d3.shape[-2] * d3.shape[-1]
+    g = dense_bwd_core(xp.reshape(d3, tuple(d3.shape[:-3]) + (3 * D,)), c.qkv_cache, xp=xp)   # merged heads
+    W3, b3 = g.params                                                               # (D, 3D), (3D,)
+    grads = {n: DenseParams(W=W3[:, i * D:(i + 1) * D], b=b3[i * D:(i + 1) * D]) for i, n in enumerate("qkv")}
+    grads.update(o=go.params, attn=dattn)
+    return MHAGrads(x=g.x, params=grads)
+
+
+def _fused_qkv(params, *, xp):
+    """The three projections as one dense layer: ``[W_q, W_k, W_v]: (D, 3D)``, ``[b_q, b_k, b_v]: (3D,)``."""
+    q, k, v = params["q"], params["k"], params["v"]
+    return DenseParams(W=xp.concat([q.W, k.W, v.W], axis=1), b=xp.concat([q.b, k.b, v.b], axis=0))
 
 
 @fill_doc(params=_PARAMS, raises=_RAISES)
