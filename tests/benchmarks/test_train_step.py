@@ -162,3 +162,20 @@ def test_torch_draw_has_refattn_law(bench):
     # 5 standard errors each; unit rows (|w|^2 = 1) fail the mean, sqrt(d) norms (|w|^2 = d) the variance
     assert abs(float(sq.mean()) - d) < 5 * math.sqrt(var / N)
     assert abs(float(sq.var()) - var) < 5 * math.sqrt((mu4 - var ** 2) / N)
+
+
+def test_profile_groups_name_functions_the_step_calls(bench):
+    """Every group of the ``--profile`` table names a function that refattn's step calls (a renamed core would
+    otherwise show as a group of 0 ms): each group has a member in a cProfile of one step (batch 2)."""
+    import cProfile
+    import pstats
+
+    cfg = bench.IMAGE_CONFIG
+    params = init_transformer(np.random.default_rng([0, 0]), cfg)
+    ids, labels = bench.image_inputs(np.random.default_rng(1), 2, cfg["max_len"])
+    step = bench.RefattnImageStep(params, cfg)
+    prof = cProfile.Profile()
+    prof.runcall(step, ids, labels)
+    seen = {(path.replace("\\", "/"), name) for path, _, name in pstats.Stats(prof).stats}
+    for label, members in bench.REFATTN_GROUPS:
+        assert any(p.endswith(f) and n == nm for p, n in seen for f, nm in members), label
