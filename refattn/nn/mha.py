@@ -48,7 +48,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._docs import fill_doc
-from .._xp import check_positive_int, check_shape, namespace
+from .._xp import check_positive_int, check_shape, device_of, namespace
 from ..layers.checks import check_dy
 from ..layers.dense import DenseParams, check_dense, dense_bwd_core, dense_fwd_core
 from ..layers.dropout import check_dropout, dropout_bwd_core, dropout_fwd_core
@@ -279,11 +279,13 @@ def mha_bwd_core(dy, cache, *, xp):
     if c.drop_cache is not None:
         doh = dropout_bwd_core(doh, c.drop_cache, mask_grad=False, xp=xp).x         # (..., H, L, d)
     dqh, dkh, dvh, dattn = ATTENTION_KINDS[c.kind].bwd(doh, c.attn_cache)
-    nb = dqh.ndim - 3
+    *batch, H, L, d = dqh.shape
+    nb, D = len(batch), H * d
     to_lhd = tuple(range(nb)) + (nb + 1, nb, nb + 2)                        # (..., H, L, d) -> (..., L, H, d)
-    d3 = xp.stack([xp.permute_dims(t, to_lhd) for t in (dqh, dkh, dvh)], axis=-3)   # (..., L, 3, H, d) copy
-    D = d3.shape[-2] * d3.shape[-1]
-    g = dense_bwd_core(xp.reshape(d3, tuple(d3.shape[:-3]) + (3 * D,)), c.qkv_cache, xp=xp)   # merged heads
+    d3 = xp.empty((*batch, L, 3, H, d), dtype=dqh.dtype, device=device_of(dqh))   # row-major: one copy in
+    for i, t in enumerate((dqh, dkh, dvh)):
+        d3[..., i, :, :] = xp.permute_dims(t, to_lhd)                              # (..., L, H, d)
+    g = dense_bwd_core(xp.reshape(d3, (*batch, L, 3 * D)), c.qkv_cache, xp=xp)  # merged heads, a view
     W3, b3 = g.params                                                               # (D, 3D), (3D,)
     grads = {n: DenseParams(W=W3[:, i * D:(i + 1) * D], b=b3[i * D:(i + 1) * D]) for i, n in enumerate("qkv")}
     grads.update(o=go.params, attn=dattn)
