@@ -1,6 +1,6 @@
 """The package's layering, read from the source (``ast``): a forbidden import fails here, not in review.
 
-Allowed layering (design.md section 2); imports only point down::
+Allowed layering (docs/guide/foundation.md, "Two APIs"); imports only point down::
 
     refattn.nn        models: config, kinds/ (one module per attention kind), mha, transformer, optim, train,
        |              checkpoint, init (NumPy edge: draws a model from the kinds' declarations)

@@ -115,7 +115,7 @@ def test_finite_for_norm_60_float32(features, causal):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# causal prefix invariance (design.md trap 3)
+# causal prefix invariance (docs/tutorials/causal-linear-attention.rst, Secs. 6-7)
 
 
 def _prefix_case(dtype):

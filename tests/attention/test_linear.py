@@ -87,8 +87,8 @@ def test_k_log_scale_finite_where_raw_overflows(xp, dtype, rng, causal):
 @pytest.mark.parametrize("dtype_name, rtol", [("float32", 1e-5), ("float64", 1e-12)])
 def test_causal_prefix_invariance(xp, rng, dtype_name, rtol):
     """Appending tokens never changes the outputs of a prefix -- also when the appended keys have larger
-    log-scales (the design.md trap 3 probe: a key maximum over all positions would push the earlier keys'
-    scaled features to zero in float32 through underflow)."""
+    log-scales (the probe of docs/tutorials/causal-linear-attention.rst, Sec. 6: a key maximum over all
+    positions would push the earlier keys' scaled features to zero in float32 through underflow)."""
     dtype = getattr(xp, dtype_name)
     L0, L1 = 21, 40
     q, k, v = _elu_inputs(rng, xp, (2, L1, 4), dtype)

@@ -147,7 +147,8 @@ def test_prf_unbiased_for_its_kernel(rng, sigma):
     if sigma == 1.0:
         # Gaussian at sigma = 1
         assert_close(fastfood_prf_kernel(q, k), fastfood_rks_kernel(q, k), rtol=1e-12)
-    # must fail: the softmax-style offset |x|^2/2 (design.md trap 1): exp(q.k) at sigma = 1
+    # must fail: the softmax-style offset |x|^2/2 (docs/guide/features.md, the maps' table): exp(q.k) at
+    # sigma = 1
     wrong = np.exp(q @ k.T) if sigma == 1.0 else fastfood_rks_kernel(q, k, sigma=sigma)
     assert not mean_test(est, wrong).passed
 

@@ -189,7 +189,7 @@ def test_mse_closed_forms_array_api_and_bad_input(xp):
 
 
 # ----------------------------------------------------------------------------------------------------------
-# large inputs: the raw map overflows/underflows, the stable map does not (design.md trap 3)
+# large inputs: the raw map overflows/underflows, the stable map does not (docs/guide/features.md)
 
 
 @pytest.mark.parametrize("norm", [20.0, 60.0])

@@ -91,7 +91,7 @@ def test_kernels_closed_forms(xp):
     diff = qn[:, :, None, :] - kn[:, None, :, :]
     assert_close(gaussian_kernel(q, k), asxp(xp, np.exp(-0.5 * np.sum(diff ** 2, -1))))
     assert_close(softmax_kernel(q, k), asxp(xp, np.exp(qn @ np.swapaxes(kn, -1, -2))))
-    # the two kernels differ by exp(-|q|^2/2 - |k|^2/2) (design.md trap 1)
+    # the two kernels differ by exp(-|q|^2/2 - |k|^2/2) (docs/guide/features.md, the maps' table)
     ratio = to_numpy(gaussian_kernel(q, k)) / to_numpy(softmax_kernel(q, k))
     np.testing.assert_allclose(
         ratio, np.exp(-0.5 * (qn ** 2).sum(-1)[..., None] - 0.5 * (kn ** 2).sum(-1)[:, None]))

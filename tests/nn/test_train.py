@@ -21,11 +21,12 @@ def _task(seed=0, n=16, L=6, V=7):
 
 
 #: Kinds with RKS (trig) features: their normalisers are sums of cosines that can come close to zero or change
-#: sign (design.md trap 4), which makes the loss surface erratic: on this task, 40 Adam steps gave trained /
-#: untrained loss ratios of 0.25 (favor-trig), 0.40 (gmm-rks-full), 0.71 (fastfood-rks), 0.006
-#: (generative-rks), and 80 steps or clipping did not make them uniformly better (gmm-rks-full 0.63 at 80
-#: steps, generative-rks 1.56 with clip_norm=1). For them the test asserts only that training lowers the loss
-#: (threshold = the untrained loss); every other kind must at least halve it (measured ratios <= 0.003).
+#: sign (refattn/features/trig.py: the estimates can be zero or negative), which makes the loss surface
+#: erratic: on this task, 40 Adam steps gave trained / untrained loss ratios of 0.25 (favor-trig), 0.40
+#: (gmm-rks-full), 0.71 (fastfood-rks), 0.006 (generative-rks), and 80 steps or clipping did not make
+#: them uniformly better (gmm-rks-full 0.63 at 80 steps, generative-rks 1.56 with clip_norm=1). For them
+#: the test asserts only that training lowers the loss (threshold = the untrained loss); every other kind
+#: must at least halve it (measured ratios <= 0.003).
 RKS_KINDS = ("favor-trig", "gmm-rks-full", "fastfood-rks", "generative-rks")
 
 

@@ -1,6 +1,7 @@
 """Performer projection draws: shapes and dtypes, exact orthogonality, Haar distribution (against the exact
 law of a coordinate and against scipy.stats.ortho_group), the direction-dependent bias of uncorrected QR
-(design.md trap 2), the MSE advantage of orthogonal over iid projections, and bad input.
+(docs/guide/features.md, draw_orthogonal), the MSE advantage of orthogonal over iid projections, and bad
+input.
 
 Monte Carlo sizes: 2 * 10^4 draws of a (16, 16) block per direction (vectorised: one batched QR), well under a
 second each. Every statistical test has a must-fail companion on a known-wrong draw or formula.
@@ -132,8 +133,9 @@ def test_orthogonal_prf_unbiased_every_direction(direction, seed):
 
 
 def test_uncorrected_qr_bias_depends_on_direction(seed):
-    """Must fail (design.md trap 2): without the sign correction the same estimator is biased; the bias is a
-    few percent along e1 and several times larger along the all-ones direction (d = 16)."""
+    """Must fail (docs/guide/features.md, draw_orthogonal): without the sign correction the same estimator
+    is biased; the bias is a few percent along e1 and several times larger along the all-ones direction
+    (d = 16)."""
     d, m, n, r = 16, 16, 20000, 0.6
     rng = np.random.default_rng(seed)
     W = draw_orthogonal_core(rng, n, m, d, sign_correction=False)

@@ -1,4 +1,4 @@
-r"""NumPy-only complex reference of FLT Theorem 4.1, exactly as printed (design.md trap 7: not in the core).
+r"""NumPy-only complex reference of FLT Theorem 4.1, exactly as printed (docs/guide/flt.md: not in the core).
 
     phi(z) = r^{-1/2} [e^{2 pi i z.xi_k} sqrt(g(xi_k)/p(xi_k))]_k,   psi(z) = r^{-1/2} [e^{-2 pi i z.xi_k}
     sqrt(g(xi_k)/p(xi_k))]_k,   N_hat = N1 N2^T (bilinear; psi already carries the conjugate).

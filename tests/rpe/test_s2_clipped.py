@@ -96,8 +96,8 @@ def test_far_class_is_exactly_empty_when_k_exceeds_the_grid():
 
 
 def test_signed_one_sided_formula_is_wrong_for_signed_distances(rng):
-    """design.md trap 8: the paper's one-baseline formula (every far pair uses w_k) is not S2 with signed
-    distances: the far-left region uses w_{-k}."""
+    """docs/guide/horn-rpe.md (erratum horn.s2-signed-clip): the paper's one-baseline formula (every far
+    pair uses w_k) is not S2 with signed distances: the far-left region uses w_{-k}."""
     L, k = 12, 2
     q, v, w, _ = _inputs(rng, np, L, None, k)
     w_one_sided = w.copy()

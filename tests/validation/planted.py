@@ -98,7 +98,7 @@ def upcast_favor(q, k, v, omega, causal):
 
 def wrong_offset_features(x, omega):
     """Wrong feature offset: exp(x omega^T - |x|^2) / sqrt(m) presented as the positive (softmax) map; it is
-    the KL Eq. (9) map, which estimates the Gaussian kernel (design.md trap 1)."""
+    the KL Eq. (9) map, which estimates the Gaussian kernel (docs/guide/features.md, the maps' table)."""
     return np.exp(x @ omega.T - np.sum(x * x, -1, keepdims=True)) / math.sqrt(omega.shape[0])
 
 
