@@ -266,7 +266,7 @@ def sgd_update(params, grads, state: SGDState, *, lr, momentum=0.0, weight_decay
         raise TypeError(f"state: expected SGDState (from sgd_init); got {type(state).__name__}")
     _check_step(state.step)
 
-    def leaf_step(xp, p, g, v):
+    def leaf_step(xp, p, g, v):                                # g = grad + lambda p;  v = mu v + g;  p - lr v
         v = momentum * v + (g + weight_decay * p)
         return p - lr * v, v
 
@@ -300,6 +300,7 @@ def _adam(params, grads, state, lr, beta1, beta2, eps, l2, decoupled):
     c1 = 1.0 - beta1 ** t
     c2 = 1.0 - beta2 ** t
 
+    # m = b1 m + (1 - b1) g,  v = b2 v + (1 - b2) g^2,  p = p - lr (m / c1) / (sqrt(v / c2) + eps)
     def leaf_step(xp, p, g, m, v):
         g = g + l2 * p                                         # L2 (Adam); l2 = 0 for AdamW
         m = beta1 * m + (1 - beta1) * g
