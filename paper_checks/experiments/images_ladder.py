@@ -99,11 +99,14 @@ def ladder_status(runs: list[dict], size: str, methods=METHODS) -> dict:
     return out
 
 
-def collect(cache: Path, dest: Path, size: str) -> dict:
-    """Copy the finished runs of `size` from the run cache `cache` into ``dest/runs`` and write
-    ``dest/runs.md`` and ``dest/runs.json``: one line per run (rung, method, seed, steps, test accuracy on
-    the training draw and on a fresh draw, training CPU and wall seconds) and :func:`ladder_status`."""
-    files = sorted(p for p in Path(cache).glob(f"*-{size}-r*.json"))
+def collect(cache: Path, dest: Path, size: str, *, seed: int = 0, data_dir: str | None = None) -> dict:
+    """Copy the finished ladder runs of `size` (root `seed`, data `data_dir`: the tasks of
+    :func:`images.ladder_tasks` for :data:`METHODS`, found by their cache keys; other runs in the cache, such
+    as the ablation's, are left out) from the run cache `cache` into ``dest/runs`` and write ``dest/runs.md``
+    and ``dest/runs.json``: one line per run (rung, method, seed, steps, test accuracy on the training draw
+    and on a fresh draw, training CPU and wall seconds) and :func:`ladder_status`."""
+    tasks = images.ladder_tasks(Context(seed=seed, size=size), METHODS, data_dir=data_dir)
+    files = sorted(p for p in (Path(cache) / f"{t.key()}.json" for t in tasks) if p.is_file())
     runs = [json.loads(p.read_text()) for p in files]
     (Path(dest) / "runs").mkdir(parents=True, exist_ok=True)
     for p in files:
@@ -148,15 +151,15 @@ def main(argv=None) -> int:
                     help="train nothing: copy the finished runs of --report's cache to DEST/runs and "
                          "summarise them in DEST/runs.md")
     args = ap.parse_args(argv)
+    if args.data is not None:
+        os.environ[DATA_ENV] = str(Path(args.data).resolve())
     if args.collect is not None:
         status = collect(Path(args.report) / "experiments" / images.NAME / "runs", Path(args.collect),
-                         args.size)
+                         args.size, seed=args.seed, data_dir=images.data_for(args.size))
         print(json.dumps(json_safe(status["rungs"]), indent=1))
         return 0
     if args.workers < 1:
         ap.error(f"--workers: expected a count >= 1; got {args.workers}")
-    if args.data is not None:
-        os.environ[DATA_ENV] = str(Path(args.data).resolve())
     data_dir = images.data_for(args.size)
     if data_dir is None and args.size == "full":
         print(f"images_ladder: size full needs the real data: {INSTALL_HINT}", file=sys.stderr)

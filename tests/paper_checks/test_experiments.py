@@ -625,13 +625,15 @@ def test_image_ladder_tiny(tmp_path, monkeypatch):
     assert lad[-1]["effect"] == IR.rung("table1", ev)["effect"]                     # the top rung: the rule's
     # collected for a record: every run copied, each rung complete; a missing run leaves its rung incomplete
     cache = rep / "experiments" / IM.NAME / "runs"
-    status = IL.collect(cache, tmp_path / "rec", "tiny")
+    other = IM.Task("s1", 0, "tiny", IM.data_for("tiny"), "1", (("qk_init", "glorot"),))    # not a ladder run
+    (cache / f"{other.key()}.json").write_text(runs[0].read_text())
+    status = IL.collect(cache, tmp_path / "rec", "tiny", data_dir=IM.data_for("tiny"))
     assert sorted(p.name for p in (tmp_path / "rec" / "runs").iterdir()) == [p.name for p in runs]
     assert [r["done"] for r in status["rungs"].values()] == [5, 5, 5]
     assert set(status["rungs"]["1/4"]["accuracy"]) == set(IL.METHODS)
     gone = next(p for p in runs if p.name.startswith("s2-s0-tiny-r1of2-"))
     gone.unlink()
-    status = IL.collect(cache, tmp_path / "rec2", "tiny")
+    status = IL.collect(cache, tmp_path / "rec2", "tiny", data_dir=IM.data_for("tiny"))
     half = status["rungs"]["1/2"]
     assert half["done"] == 4 and half["missing"] == ["s2 s0"] and "accuracy" not in half
     assert "rung incomplete" in (tmp_path / "rec2" / "runs.md").read_text()
