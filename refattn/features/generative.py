@@ -21,6 +21,7 @@ from .generator_network import (GEN_EXAMPLE_DOC, GEN_PARAMS_DOC, GeneratorParams
 from .positive import (gaussian_positive_features_bwd, gaussian_positive_features_fwd,
                        positive_features_stable_bwd, positive_features_stable_bwd_core,
                        positive_features_stable_fwd, positive_features_stable_fwd_core)
+from .projection import BWD_RAISES
 from .trig import trig_features_bwd, trig_features_bwd_core, trig_features_fwd, trig_features_fwd_core
 
 __all__ = [
@@ -61,14 +62,6 @@ GenerativeOutput
 _PRF_OUT_DOC = """
 GenerativeOutput
     ``phi : (..., L, M)`` (positive; same namespace, dtype and device as `x`) and the generator's ``state``.
-"""
-_BWD_RAISES_DOC = """
-Raises
-------
-ValueError
-    If a cotangent's shape differs from its output's or a cotangent is not finite.
-TypeError
-    If the cotangents and the cache differ in namespace or dtype.
 """
 _EXAMPLE_DOC = GEN_EXAMPLE_DOC + """>>> x = np.random.default_rng(2).standard_normal((3, 4))   # (L, d)
 """
@@ -150,7 +143,7 @@ def generative_rks_features_bwd_core(dphi, cache, *, xp):
     return GenerativeGrads(x=g.x, noise=gg.noise, params=gg.params)
 
 
-@fill_doc(grads=_GRADS_DOC, bwd_raises=_BWD_RAISES_DOC)
+@fill_doc(grads=_GRADS_DOC, bwd_raises=BWD_RAISES)
 def generative_rks_features_bwd(dphi: Array, cache: _FeatCache) -> GenerativeGrads:
     """Gradients of :func:`generative_rks_features` (equations there): its map's, then the generator's.
 
@@ -224,7 +217,7 @@ def generative_prf_features_fwd(x: Array, noise: Array, params: GeneratorParams,
     return GenerativeOutput(phi, out.state), _FeatCache(gc, pc, x)
 
 
-@fill_doc(grads=_GRADS_DOC, bwd_raises=_BWD_RAISES_DOC)
+@fill_doc(grads=_GRADS_DOC, bwd_raises=BWD_RAISES)
 def generative_prf_features_bwd(dphi: Array, cache: _FeatCache) -> GenerativeGrads:
     """Gradients of :func:`generative_prf_features` (equations there): its map's, then the generator's.
 
@@ -323,7 +316,7 @@ def generative_prf_features_stable_bwd_core(dout, cache, *, xp):
     return GenerativeGrads(x=dx, noise=gg.noise, params=gg.params)
 
 
-@fill_doc(grads=_GRADS_DOC, bwd_raises=_BWD_RAISES_DOC)
+@fill_doc(grads=_GRADS_DOC, bwd_raises=BWD_RAISES)
 def generative_prf_features_stable_bwd(dout: tuple, cache: _FeatCache) -> GenerativeGrads:
     """Gradients of :func:`generative_prf_features_stable` (equations there) from ``(dphi, dlog_scale)``.
 
