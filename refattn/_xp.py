@@ -31,6 +31,8 @@ from . import _dispatch
 
 __all__ = [
     "namespace",
+    "known_namespace",
+    "dtype_kind",
     "check_shape",
     "check_finite",
     "check_choice",
@@ -71,26 +73,19 @@ def namespace(*arrays: Any, names: tuple[str, ...] | None = None, allow_int: tup
     if len(names) != len(arrays):
         raise ValueError("namespace: names must have one entry per array")
     present = [(n, a) for n, a in zip(names, arrays, strict=True) if a is not None]
-    for n, a in present:
-        if not array_api_compat.is_array_api_obj(a):
-            raise TypeError(f"{n}: expected an array (NumPy, CuPy, array_api_strict, ...); "
-                            f"got {_type_name(a)}")
-    try:
-        xp = array_namespace(*(a for _, a in present))
-    except TypeError as exc:
-        kinds = ", ".join(f"{n}: {_type_name(a)}" for n, a in present)
-        raise TypeError(f"arrays from several libraries cannot be mixed ({kinds})") from exc
+    xp = _library_of([a for _, a in present], names=[n for n, _ in present])
     float_dtype = None
     float_name = None
     for n, a in present:
-        if n in allow_int and xp.isdtype(a.dtype, "integral"):
+        kind = dtype_kind(xp, a.dtype)
+        if kind == "integral" and n in allow_int:
             continue
-        if not xp.isdtype(a.dtype, "real floating") or a.dtype not in (xp.float32, xp.float64):
+        if kind != "float":
             expected = "a real floating dtype (float32 or float64)"
             if n in allow_int:
                 expected = "an integer or real floating dtype (float32 or float64)"
             half = " (float16 is not supported: no accuracy is stated for it; convert to float32)" \
-                if xp.isdtype(a.dtype, "real floating") else ""
+                if kind == "other floating" else ""
             raise TypeError(f"{n}: expected {expected}; got dtype {a.dtype}{half}")
         if float_dtype is None:
             float_dtype, float_name = a.dtype, n
@@ -100,6 +95,61 @@ def namespace(*arrays: Any, names: tuple[str, ...] | None = None, allow_int: tup
                 "refattn never casts silently: convert one of them explicitly"
             )
     return xp
+
+
+#: array type -> its namespace, as array_api_compat answered for arrays of that type alone; and
+#: (namespace, dtype) -> the dtype's class under the policy above. Both are pure functions of their keys and
+#: are called for every argument of every public call: array_api_compat's lookup and ``isdtype`` cost tens of
+#: microseconds each, which at small sizes (gradient checks, tiny models) is most of a checked call.
+_LIBRARY_OF_TYPE: dict[type, Any] = {}
+_DTYPE_KIND: dict[tuple[int, Any], str] = {}
+
+
+def _library_of(arrays: list, *, names: list) -> Any:
+    """The one namespace of `arrays` (``TypeError`` naming the arguments if they are not arrays of one
+    library)."""
+    kinds = {type(a) for a in arrays}
+    if len(kinds) == 1 and (kind := next(iter(kinds))) in _LIBRARY_OF_TYPE:
+        return _LIBRARY_OF_TYPE[kind]
+    for n, a in zip(names, arrays, strict=True):
+        if not array_api_compat.is_array_api_obj(a):
+            raise TypeError(f"{n}: expected an array (NumPy, CuPy, array_api_strict, ...); "
+                            f"got {_type_name(a)}")
+    try:
+        xp = array_namespace(*arrays)
+    except TypeError as exc:
+        kinds_text = ", ".join(f"{n}: {_type_name(a)}" for n, a in zip(names, arrays, strict=True))
+        raise TypeError(f"arrays from several libraries cannot be mixed ({kinds_text})") from exc
+    if len(kinds) == 1:
+        _LIBRARY_OF_TYPE[next(iter(kinds))] = xp
+    return xp
+
+
+def known_namespace(x: Any) -> Any:
+    """The namespace of `x` if arrays of its type have been met before (by :func:`namespace`), else ``None``:
+    a lookup for walks over many leaves, which fall back to :func:`namespace` for its errors."""
+    return _LIBRARY_OF_TYPE.get(type(x))
+
+
+def dtype_kind(xp: Any, dtype: Any) -> str:
+    """``"float"`` (float32 or float64), ``"other floating"`` (float16, bfloat16), ``"integral"`` or
+    ``"other"`` (bool, complex, ...)."""
+    key = (id(xp), dtype)
+    try:
+        return _DTYPE_KIND[key]
+    except KeyError:
+        pass
+    except TypeError:                                  # an unhashable dtype object: classify without caching
+        key = None
+    if xp.isdtype(dtype, "integral"):
+        kind = "integral"
+    elif xp.isdtype(dtype, "real floating"):
+        kind = "float" if dtype in (xp.float32, xp.float64) else "other floating"
+    else:
+        kind = "other"
+    if key is not None:
+        _DTYPE_KIND[key] = kind
+    return kind
 
 
 def _fmt_shape(shape: tuple) -> str:

@@ -40,3 +40,25 @@ def test_choice():
         check_choice("warn", "on_nonpositive", ("raise", "ignore"))
     with pytest.raises(ValueError, match=r"^x: expected one of 1, 2; got \[1\]$"):
         check_choice([1], "x", {1: "a", 2: "b"})
+
+
+def test_namespace_lookups_remembered_per_type_still_refuse_mixtures_and_bad_dtypes():
+    """namespace() remembers each array type's library and each dtype's class; what it refused before it has
+    seen a type must still be refused after."""
+    strict = pytest.importorskip("array_api_strict")
+    from refattn._xp import namespace
+    a, b = np.ones(2), strict.ones(2)
+    for _ in range(2):                                        # the second round runs on remembered answers
+        assert namespace(a) is namespace(a, a)
+        assert namespace(b) is strict
+        with pytest.raises(TypeError, match="several libraries"):
+            namespace(a, b, names=("a", "b"))
+        with pytest.raises(TypeError, match="float16 is not supported"):
+            namespace(np.ones(2, np.float16), names=("h",))
+        with pytest.raises(TypeError, match="expected a real floating dtype"):
+            namespace(np.arange(2), names=("i",))
+        assert namespace(np.arange(2), names=("i",), allow_int=("i",)) is namespace(a)
+        with pytest.raises(TypeError, match="differs from"):
+            namespace(a, np.ones(2, np.float32), names=("a", "f"))
+        with pytest.raises(TypeError, match="expected an array"):
+            namespace([1.0], names=("lst",))

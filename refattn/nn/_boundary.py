@@ -4,9 +4,9 @@ a sub-layer prefixed with the argument that holds it.
 
 Validate once: :func:`check_trees` checks the dtypes and namespaces of every leaf (metadata, no data read),
 then their finiteness in one fused pass: one ``all(isfinite)`` flag per leaf, stacked and reduced on the
-device, read with **one** host sync. Only after a failure does it walk the leaves again, in order, to name the
-first non-finite one. The errors are those of a leaf-by-leaf walk: the first faulty leaf (in the trees' order)
-is the one reported, whatever its fault.
+device, read with **one** host sync. Only after a failure does it walk the leaves again, in order, naming
+each leaf, to report the first faulty one. The errors are those of a leaf-by-leaf walk: the first faulty leaf
+(in the trees' order) is the one reported, whatever its fault.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any
 
-from .._xp import check_finite, namespace
+from .._xp import check_finite, dtype_kind, known_namespace, namespace
 from ..tree import is_leaf, tree_children
 
 __all__ = ["check_trees", "naming"]
@@ -43,11 +43,49 @@ def _all_finite(floats: list) -> bool:
     return all(bool(xp.all(xp.stack(flags))) for xp, flags in groups.values())           # the one sync
 
 
+def _plain_leaves(tree: Any):
+    """The array leaves of `tree` in :func:`_leaves` order, unnamed."""
+    kids = tree_children(tree)
+    if kids is None:
+        if is_leaf(tree):
+            yield tree
+        return
+    for _, v in kids:
+        yield from _plain_leaves(v)
+
+
+_NAMED_WALK = object()
+
+
+def _passing_dtype(trees: tuple, dtype: Any) -> Any:
+    """The walk of :func:`check_trees` for trees that pass: the floating dtype, or ``_NAMED_WALK`` at the
+    first thing that needs the named walk (a fault, or an array type not met before)."""
+    floats = []
+    for _, tree in trees:
+        for leaf in _plain_leaves(tree):
+            xp = known_namespace(leaf)
+            if xp is None:
+                return _NAMED_WALK
+            kind = dtype_kind(xp, leaf.dtype)
+            if kind == "integral":
+                continue
+            if kind != "float" or (dtype is not None and leaf.dtype != dtype):
+                return _NAMED_WALK
+            dtype = leaf.dtype
+            floats.append((None, leaf, xp))
+    if floats and not _all_finite(floats):
+        return _NAMED_WALK
+    return dtype
+
+
 def check_trees(*trees: tuple[str, Any], dtype: Any = None) -> Any:
     """Check every array leaf of the ``(name, tree)`` pairs once: real floating (integer leaves are index
     parameters: allowed, not checked further), one dtype for all (`dtype` if given; never a silent cast),
     finite values (one fused flag, one host sync). Raises ``TypeError``/``ValueError`` naming the first bad
     leaf as the user indexes it; returns the floating dtype."""
+    passed = _passing_dtype(trees, dtype)
+    if passed is not _NAMED_WALK:
+        return passed
     floats, first = [], None
     for tree_name, tree in trees:
         for n, leaf in _leaves(tree, tree_name):

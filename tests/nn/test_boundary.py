@@ -63,3 +63,25 @@ def test_empty_batch_gives_the_empty_result():
 def test_hostile_layer_count_fails_before_allocating():
     with pytest.raises(MemoryError, match=r"n_layers = 1099511627776"):
         init_transformer(np.random.default_rng(0), {**CFG, "n_layers": 2 ** 40})
+
+
+def test_the_unnamed_walk_passes_exactly_what_the_named_walk_passes():
+    """check_trees first walks the leaves unnamed and falls back to the named walk at anything it does not
+    pass; both must agree on every tree: the dtype of a passing tree, and no pass for a faulty one."""
+    from refattn.nn._boundary import _NAMED_WALK, _passing_dtype, check_trees
+    good = {"a": np.ones(3), "b": [np.zeros((2, 2)), np.arange(3)], "c": None}
+    check_trees(("good", good))                                        # the named walk: types now known
+    assert _passing_dtype((("good", good),), None) == np.float64 == check_trees(("good", good))
+    assert _passing_dtype((("ints", {"i": np.arange(2)}),), None) is None
+    faults = {
+        "non-finite": {"a": np.array([1.0, np.nan])},
+        "mixed float dtypes": {"a": np.ones(2), "b": np.ones(2, np.float32)},
+        "complex": {"a": np.ones(2, np.complex128)},
+        "float16": {"a": np.ones(2, np.float16)},
+        "bool": {"a": np.ones(2, bool)},
+    }
+    for what, tree in faults.items():
+        assert _passing_dtype((("t", tree),), None) is _NAMED_WALK, what
+        with pytest.raises((TypeError, ValueError)):
+            check_trees(("t", tree))
+    assert _passing_dtype((("t", {"a": np.ones(2)}),), np.float32) is _NAMED_WALK      # not the given dtype
