@@ -9,6 +9,9 @@ tuples, NamedTuples) are walked leaf by leaf.
 
 A container argument (a parameter dict) is also checked leaf by leaf, so that a wrong gradient of a small
 leaf (mixture logits beside large weight matrices) cannot hide inside the container's summed tolerance.
+`alone` narrows which leaves get their own directions (the container's joint directions still move every
+leaf): a test that varies one sub-layer of a model whose other layers are checked leaf by leaf elsewhere
+perturbs that sub-layer's leaves alone, and the input-side leaves through which its input gradient flows.
 
 Tolerance: ``|fd - an| <= rtol * sum_i <|t_i|, |g_i|> + 8 eps_machine sum |c| |y| / eps`` -- relative to the
 scale of the terms (robust to cancellation) plus the rounding error of the difference quotient itself.
@@ -82,6 +85,7 @@ def check_vjp(
     eps: float = 1e-6,
     rtol: float = 1e-6,
     output: Callable[[Any], Any] | None = None,
+    alone: Callable[[str, str], bool] | None = None,
 ) -> dict[str, float]:
     """Check ``bwd`` against central differences of ``fwd`` for every real floating argument in `wrt`.
 
@@ -107,6 +111,9 @@ def check_vjp(
     output : callable, optional
         Selects the differentiated part of ``y`` (e.g. ``lambda y: y[0]``); the cotangent then matches it and
         ``bwd`` receives it as given.
+    alone : callable, optional
+        ``alone(argument name, leaf path) -> bool``: which leaves of a container argument also get their own
+        directions (default: every leaf). The container's joint directions always move every leaf.
 
     Returns
     -------
@@ -168,7 +175,7 @@ def check_vjp(
     groups: list[tuple[str, list[tuple[str, str]]]] = []
     for n in wrt:
         if len(leaves[n]) > 1:  # each leaf alone, so that a small wrong leaf cannot hide behind large ones
-            groups += [(_label(n, p), [(n, p)]) for p in leaves[n]]
+            groups += [(_label(n, p), [(n, p)]) for p in leaves[n] if alone is None or alone(n, p)]
         groups.append((n, [(n, p) for p in leaves[n]]))
     if len(wrt) > 1:
         groups.append(("+".join(wrt), [(n, p) for n in wrt for p in leaves[n]]))

@@ -17,7 +17,7 @@ from refattn.nn.mha import mha_fwd
 from refattn.nn.optim import adam_init, adamw_update
 from refattn.nn.transformer import loss_and_grads, transformer, transformer_loss_bwd, transformer_loss_fwd
 from refattn.rpe.spectra import Box
-from tests.nn.test_transformer import perturb, tiny_config
+from tests.nn.test_transformer import attention_leaves, perturb, tiny_config
 from validation import check_vjp
 
 VARIANTS = {
@@ -53,11 +53,12 @@ def _setup(opts, task="classify", seed=0):
 @pytest.mark.parametrize("task", ["classify", "lm"])
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_model_grad(name, task):
-    """Every learnable spectrum, proposal and feature-map parameter, gradient-checked through the model."""
+    """Every learnable spectrum, proposal and feature-map parameter, gradient-checked through the model
+    (own directions for the attention leaves: tests/nn/test_transformer.py, attention_leaves)."""
     cfg, params, feats, ids, labels = _setup(VARIANTS[name], task)
     check_vjp(transformer_loss_fwd, transformer_loss_bwd, {"params": params},
               kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg},
-              eps=FD_EPS.get(name, 1e-6))
+              eps=FD_EPS.get(name, 1e-6), alone=attention_leaves)
 
 
 def test_model_grad_must_fail():
@@ -191,7 +192,7 @@ def test_shared_per_head_spectra_grad(name, task):
     assert "spectrum" not in params["blocks"][0]["attn"]["attn"]
     check_vjp(transformer_loss_fwd, transformer_loss_bwd, {"params": params},
               kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg},
-              eps=FD_EPS.get("learned-relu") if "relu" in name else 1e-6)
+              eps=FD_EPS.get("learned-relu") if "relu" in name else 1e-6, alone=attention_leaves)
 
 
 def _stack2(a):

@@ -9,7 +9,7 @@ import pytest
 import refattn.nn.init as nninit
 from refattn.nn.optim import adam_init, adamw_update
 from refattn.nn.transformer import loss_and_grads, transformer_loss_bwd, transformer_loss_fwd
-from tests.nn.test_transformer import perturb, tiny_config
+from tests.nn.test_transformer import attention_leaves, perturb, tiny_config
 from validation import check_vjp
 
 FROZEN = {"SGB": (), "S": ("G", "B"), "fixed": ("S", "G", "B")}
@@ -60,7 +60,7 @@ def test_fastfood_variant_grads(variant, features):
 
     check_vjp(fwd, transformer_loss_bwd, {"params": learn},
               kwargs={"inputs": ids, "labels": labels, "features": None, "config": cfg},
-              eps=1e-7 if features == "rks" else 1e-6)
+              eps=1e-7 if features == "rks" else 1e-6, alone=attention_leaves)
 
 
 def test_frozen_diagonals_stay_fixed_under_training():
@@ -139,4 +139,5 @@ def test_running_mode_grads(train_mode):
         return transformer_loss_fwd(restore(params), **kw)
 
     check_vjp(fwd, transformer_loss_bwd, {"params": strip(params)},
-              kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg, "train": train_mode})
+              kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg, "train": train_mode},
+              alone=attention_leaves)

@@ -11,7 +11,7 @@ import refattn.nn.init as nninit
 from refattn.nn.config import check_attention_config
 from refattn.nn.mha import mha, split_heads
 from refattn.nn.transformer import transformer, transformer_loss_bwd, transformer_loss_fwd
-from tests.nn.test_transformer import perturb, tiny_config
+from tests.nn.test_transformer import attention_leaves, perturb, tiny_config
 from validation import check_vjp
 
 GRID = (2, 3)
@@ -95,7 +95,8 @@ def test_model_grad_with_positions(name):
     labels = rng.integers(0, 3, size=(2,))
     pos = None if D is None else rng.standard_normal((6, D))
     check_vjp(transformer_loss_fwd, transformer_loss_bwd, {"params": params},
-              kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg, "positions": pos})
+              kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg, "positions": pos},
+              alone=attention_leaves)
 
 
 def test_positions_errors():
@@ -185,7 +186,8 @@ def test_s1_authors_init_gradients(features):
     ids = rng.integers(0, cfg["vocab_size"], size=(2, 5))
     labels = rng.integers(0, cfg["n_classes"], size=2)
     check_vjp(transformer_loss_fwd, transformer_loss_bwd, {"params": params},
-              kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg})
+              kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg},
+              alone=attention_leaves)
 
 
 def test_qk_init_torch_scale():

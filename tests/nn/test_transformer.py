@@ -4,6 +4,8 @@ save/load, bad configurations."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 
@@ -59,6 +61,21 @@ BIDIRECTIONAL_ONLY = ("s2",)
 #: kinds whose reference forward lives in tests/nn/reference.py (the direct dense forward and the torch model)
 REFERENCE_KINDS = ("softmax", "elu", "relu", "favor", "gmm", "fastfood", "generative", "s1", "s2", "toeplitz",
                    "flt")
+
+
+#: kinds whose whole-model gradient checks give every parameter leaf its own directions; the other kinds
+#: give their own directions to :func:`attention_leaves` only (the joint directions move every leaf).
+EVERY_LEAF_KINDS = ("softmax", "elu")
+
+
+def attention_leaves(name, path):
+    """The leaves an attention kind's backward reaches first, for ``check_vjp(alone=...)``: the block's
+    attention sub-tree (projections, the kind's own parameters), the shared parameters, and the embeddings,
+    through which the attention's input gradient reaches the loss. The layer norms, feed-forward layers and
+    head compute their gradients with the same code whatever the kind: they get their own directions in the
+    EVERY_LEAF_KINDS checks, and an attention backward that sends a wrong input gradient into them shows in
+    the embeddings' gradient below them."""
+    return path.split("/")[0] in ("embed", "pos", "shared") or "/attn/" in path
 
 
 def _needs(name, *, causal=False, reference=False):
@@ -149,7 +166,7 @@ def test_model_grad(name, task):
     cfg, params, feats, ids, labels = setup(KINDS[name], task)
     check_vjp(transformer_loss_fwd, transformer_loss_bwd, {"params": params},
               kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg},
-              eps=FD_EPS.get(name, 1e-6))
+              eps=FD_EPS.get(name, 1e-6), alone=None if name in EVERY_LEAF_KINDS else attention_leaves)
 
 
 @pytest.mark.parametrize("readout", ["mean", "first"])
@@ -164,6 +181,25 @@ def test_patch_model_grad(readout):
     labels = rng.integers(0, 3, size=(2,))
     check_vjp(transformer_loss_fwd, transformer_loss_bwd, {"params": params, "inputs": images},
               kwargs={"labels": labels, "features": feats, "config": cfg})
+
+
+@pytest.mark.parametrize("task", ["classify", "lm"])
+def test_model_grad_on_attention_leaves_must_fail(task, monkeypatch):
+    """With own directions for attention_leaves only, an attention backward whose input gradient is off by
+    0.1 % (its parameters' gradients right) is still caught: through the embeddings' gradient."""
+    transformer_module = importlib.import_module("refattn.nn.transformer")    # the module, not the function
+    real = transformer_module.mha_bwd_core
+
+    def wrong_dx(dy, cache, *, xp):
+        g = real(dy, cache, xp=xp)
+        return g._replace(x=g.x * (1 + 1e-3))
+
+    monkeypatch.setattr(transformer_module, "mha_bwd_core", wrong_dx)
+    cfg, params, feats, ids, labels = setup(KINDS["favor-positive-orth"], task)
+    with pytest.raises(AssertionError, match="params"):
+        check_vjp(transformer_loss_fwd, transformer_loss_bwd, {"params": params},
+                  kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg},
+                  alone=attention_leaves)
 
 
 def test_model_must_fail():
