@@ -15,7 +15,6 @@ import zlib
 from typing import Any, Callable
 
 import numpy as np
-import scipy.stats
 
 from refattn.random import draw_gaussian
 
@@ -68,6 +67,7 @@ def tol(dtype) -> float:
 
 def zcrit(n_tests: int, alpha: float = ALPHA) -> float:
     """Two-sided normal critical value for `n_tests` z-scores at family-wise false alarm `alpha`."""
+    import scipy.stats      # here, not at the top: it is most of the CLI's start-up, which --help never needs
     return float(scipy.stats.norm.isf(alpha / (2 * n_tests)))
 
 

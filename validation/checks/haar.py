@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.stats
 
 from ..montecarlo import mean_test
 from .causes import cause, unmatched
@@ -67,6 +66,7 @@ def run(ctx: Ctx) -> CheckResult:
     if cv < 1e-6:
         law = f"constant row norm {float(np.mean(norms)):.4g} (sqrt(d) = {math.sqrt(d):.4g})"
     else:
+        import scipy.stats  # here, not at the top: see context.zcrit
         p = float(scipy.stats.kstest(norms.ravel(), scipy.stats.chi(d).cdf).pvalue)
         law = f"row norms {'consistent with' if p > ALPHA else 'NOT'} chi({d}) (KS p = {p:.2g})"
     if mt.zero_se_count:

@@ -23,8 +23,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.special
-import scipy.stats
 
 from .causes import cause, unmatched
 from .context import ALPHA, Ctx, zcrit
@@ -36,6 +34,8 @@ __all__ = ["run", "row_norm_z"]
 
 def row_norm_z(W: np.ndarray) -> tuple[float, float, np.ndarray]:
     """``(z, p, norms)`` for draws `W` (n, m, d): KS test of row ``i mod m`` of draw ``i`` against chi(d)."""
+    import scipy.special    # here, not at the top: see context.zcrit
+    import scipy.stats
     n, m, d = W.shape
     norms = np.linalg.norm(W[np.arange(n), np.arange(n) % m], axis=-1)                 # (n,) independent
     ks = scipy.stats.kstest(norms, scipy.stats.chi(d).cdf)
