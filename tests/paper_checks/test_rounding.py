@@ -20,6 +20,8 @@ from paper_checks.runner import run_check
 from refattn.random import draw_flt_noise
 from refattn.rpe import CauchyKernel, GaussianKernel, LaplaceKernel, flt_importance_weights, kernel_proposal
 
+from . import baseline
+
 REGISTRY = load_all()
 
 
@@ -136,7 +138,7 @@ PLANTS = [
 @pytest.mark.parametrize(("cid", "plant"), PLANTS, ids=[c for c, _ in PLANTS])
 def test_a_planted_realistic_bug_flips_the_claim(cid, plant):
     claim = REGISTRY[cid]
-    base = run_check(claim, Context(seed=0, size="tiny", claim_id=cid))
+    base = baseline.tiny(cid)
     with plant(cid):
         bad = run_check(claim, Context(seed=0, size="tiny", claim_id=cid))
     assert base.verdict == claim.expected_at("tiny")
@@ -381,7 +383,7 @@ def test_s2_planted_bug_flips_the_claim(cid, plant, key):
     """An index or sign slip moves the comparison it touches past its rounding bound, and the claim flips
     (holds -> fails, erratum -> fails)."""
     claim = REGISTRY[cid]
-    base = run_check(claim, Context(seed=0, size="tiny", claim_id=cid))
+    base = baseline.tiny(cid)
     with plant(cid):
         bad = run_check(claim, Context(seed=0, size="tiny", claim_id=cid))
     assert base.verdict == claim.expected_at("tiny")
