@@ -42,12 +42,13 @@ def test_every_own_claim_has_a_rule():
     assert not [c.id for c in OWN if c.decide is None or not c.rule]
 
 
-@pytest.mark.parametrize("mutation", ["target mask x 0.5", "target mask x 0.9",
-                                      "positions x 0.5 (flt_attention)"])
+@pytest.mark.parametrize("mutation", ["target mask x 0.9", "positions x 0.5 (flt_attention)"])
 def test_alg1_wrong_target_fails(mutation):
-    """Algorithm 1 must converge to the masked softmax itself; a target mask x 0.5 or
-    x 0.9, or positions x 0.5 inside flt_attention, leave a bias many null SD above the correct code's
-    mean z^2."""
+    """Algorithm 1 must converge to the masked softmax itself; a target mask x 0.9, or positions x 0.5 inside
+    flt_attention, leave a bias many null SD above the correct code's mean z^2. (Mask x 0.9 is the smallest
+    of the mask mutations: the bias grows with |1 - factor|, so x 0.5 and x 2 lie further out; that they move
+    the verdict is tested with every mutation in test_rules.py. At tiny, seed 0: 21.5, 606 and 3115 null SD
+    for x 0.9, x 0.5 and x 2.)"""
     base = _run("flt.alg1-favor")
     assert base.verdict == "holds" and base.evidence["top_mean_z2_excess_null_sd"] < 5
     res = _run("flt.alg1-favor", mutation=mutation)
