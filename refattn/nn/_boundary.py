@@ -43,17 +43,6 @@ def _all_finite(floats: list) -> bool:
     return all(bool(xp.all(xp.stack(flags))) for xp, flags in groups.values())           # the one sync
 
 
-def _plain_leaves(tree: Any):
-    """The array leaves of `tree` in :func:`_leaves` order, unnamed."""
-    kids = tree_children(tree)
-    if kids is None:
-        if is_leaf(tree):
-            yield tree
-        return
-    for _, v in kids:
-        yield from _plain_leaves(v)
-
-
 _NAMED_WALK = object()
 
 
@@ -61,8 +50,8 @@ def _passing_dtype(trees: tuple, dtype: Any) -> Any:
     """The walk of :func:`check_trees` for trees that pass: the floating dtype, or ``_NAMED_WALK`` at the
     first thing that needs the named walk (a fault, or an array type not met before)."""
     floats = []
-    for _, tree in trees:
-        for leaf in _plain_leaves(tree):
+    for tree_name, tree in trees:
+        for _, leaf in _leaves(tree, tree_name):
             xp = known_namespace(leaf)
             if xp is None:
                 return _NAMED_WALK
