@@ -21,6 +21,8 @@ This module does not import NumPy; it only uses ``array_api_compat``.
 
 from __future__ import annotations
 
+import functools
+
 from typing import Any
 
 import array_api_compat
@@ -156,6 +158,16 @@ def _fmt_shape(shape: tuple) -> str:
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
+@functools.lru_cache(maxsize=1024)
+def _parse_spec(spec: str) -> tuple[bool, tuple[str, ...], tuple[int | None, ...]]:
+    """``(leading ..., axis names, each name's fixed size or None)`` of a :func:`check_shape` spec (the specs
+    are string literals of the source: parsed once each)."""
+    axes = [a.strip() for a in spec.split(",") if a.strip()]
+    leading = bool(axes) and axes[0] == "..."
+    named = tuple(axes[1:] if leading else axes)
+    return leading, named, tuple(int(a) if a.lstrip("-").isdigit() else None for a in named)
+
+
 def check_shape(name: str, x: Any, spec: str, sizes: dict | None = None, *,
                 source: str | None = None) -> dict:
     """Check that ``x.shape`` matches `spec` and bind the named axes in `sizes`.
@@ -183,10 +195,8 @@ def check_shape(name: str, x: Any, spec: str, sizes: dict | None = None, *,
     if sizes is None:
         sizes = {}
     source = source or name
-    axes = [a.strip() for a in spec.split(",") if a.strip()]
+    leading, named, fixed = _parse_spec(spec)
     shape = tuple(x.shape)
-    leading = bool(axes) and axes[0] == "..."
-    named = axes[1:] if leading else axes
 
     def fail(reason: str = "") -> None:
         bound = [f"{a} = {sizes[a][0]} (from {sizes[a][1]})" for a in named if a in sizes and not a.isdigit()]
@@ -200,11 +210,11 @@ def check_shape(name: str, x: Any, spec: str, sizes: dict | None = None, *,
         need = f"at least {len(named)}" if leading else f"{len(named)}"
         fail(f"expected {need} dimensions, got {len(shape)}")
     tail = shape[len(shape) - len(named):]
-    for axis, size in zip(named, tail, strict=True):
+    for axis, want, size in zip(named, fixed, tail, strict=True):
         if size is None:
             continue
-        if axis.lstrip("-").isdigit():
-            if size != int(axis):
+        if want is not None:
+            if size != want:
                 fail()
         elif axis in sizes:
             if sizes[axis][0] != size:

@@ -3,8 +3,8 @@ with every leaf named as the user passed it (``params['blocks'][0]['attn']['q'].
 a sub-layer prefixed with the argument that holds it.
 
 Validate once: :func:`check_trees` checks the dtypes and namespaces of every leaf (metadata, no data read),
-then their finiteness in one fused pass: one ``all(isfinite)`` flag per leaf, stacked and reduced on the
-device, read with **one** host sync. Only after a failure does it walk the leaves again, in order, naming
+then their finiteness in one fused pass: one ``all(isfinite)`` flag per leaf, and-ed together on the device,
+read with **one** host sync. Only after a failure does it walk the leaves again, in order, naming
 each leaf, to report the first faulty one. The errors are those of a leaf-by-leaf walk: the first faulty leaf
 (in the trees' order) is the one reported, whatever its fault.
 """
@@ -20,13 +20,17 @@ from ..tree import is_leaf, tree_children
 __all__ = ["check_trees", "naming"]
 
 
-def _leaves(tree: Any, name: str):
+def _leaves(tree: Any, name: str | None):
     """``(name as the user indexes it, leaf)`` for every array leaf: ``name['key']``, ``name[0]``, ``name.W``
-    (NamedTuple fields)."""
+    (NamedTuple fields); with `name` None, ``(None, leaf)`` and no names built (the walk of passing trees)."""
     kids = tree_children(tree)
     if kids is None:
         if is_leaf(tree):
             yield name, tree
+        return
+    if name is None:
+        for _, v in kids:
+            yield from _leaves(v, None)
         return
     field = isinstance(tree, tuple) and hasattr(tree, "_fields")
     for k, v in kids:
@@ -35,12 +39,13 @@ def _leaves(tree: Any, name: str):
 
 
 def _all_finite(floats: list) -> bool:
-    """Whether every array of `floats` (``(name, leaf, xp)``) is finite: one fused flag and one host sync per
-    namespace (one in practice)."""
-    groups: dict = {}
+    """Whether every array of `floats` (``(name, leaf, xp)``) is finite: the leaves' flags and-ed on the
+    device, one host sync per namespace (one in practice)."""
+    flags: dict = {}
     for _, leaf, xp in floats:
-        groups.setdefault(id(xp), (xp, []))[1].append(xp.all(xp.isfinite(leaf)))        # () bool, on device
-    return all(bool(xp.all(xp.stack(flags))) for xp, flags in groups.values())           # the one sync
+        flag = xp.all(xp.isfinite(leaf))                                                  # () bool, on device
+        flags[id(xp)] = flag if id(xp) not in flags else flags[id(xp)] & flag
+    return all(bool(f) for f in flags.values())                                            # the one sync
 
 
 _NAMED_WALK = object()
@@ -50,8 +55,8 @@ def _passing_dtype(trees: tuple, dtype: Any) -> Any:
     """The walk of :func:`check_trees` for trees that pass: the floating dtype, or ``_NAMED_WALK`` at the
     first thing that needs the named walk (a fault, or an array type not met before)."""
     floats = []
-    for tree_name, tree in trees:
-        for _, leaf in _leaves(tree, tree_name):
+    for _, tree in trees:
+        for _, leaf in _leaves(tree, None):
             xp = known_namespace(leaf)
             if xp is None:
                 return _NAMED_WALK
