@@ -1,9 +1,10 @@
-"""The integer/choice check family of refattn._xp: value first, name second, one message style."""
+"""The check family of refattn._xp (integers, choices, shapes, namespaces): value first, name second, one
+message style."""
 
 import numpy as np
 import pytest
 
-from refattn._xp import check_choice, check_nonneg_int, check_positive_int
+from refattn._xp import check_choice, check_nonneg_int, check_positive_int, check_shape
 
 
 def test_positive_int_accepts_and_returns_int():
@@ -62,3 +63,22 @@ def test_namespace_lookups_remembered_per_type_still_refuse_mixtures_and_bad_dty
             namespace(a, np.ones(2, np.float32), names=("a", "f"))
         with pytest.raises(TypeError, match="expected an array"):
             namespace([1.0], names=("lst",))
+
+
+def test_shape_spec_fixed_sizes_named_axes_and_batch():
+    """A spec's integer literals fix a size (every time: specs are parsed once and remembered), its names
+    bind across the arguments of one call, ``...`` binds the leading axes."""
+    x = np.zeros((2, 5, 3))
+    sizes = check_shape("x", x, "..., L, 3")
+    assert sizes == {"L": (5, "x"), "...": ((2,), "x")}
+    for _ in range(2):                                     # the remembered parse still refuses
+        with pytest.raises(ValueError, match=r"^x: expected shape \(\.\.\., L, 4\) .*; got \(2, 5, 3\)$"):
+            check_shape("x", x, "..., L, 4")
+    with pytest.raises(ValueError, match=r"^y: expected shape \(\.\.\., L, 3\) with \.\.\. = \(2,\) "
+                                         r"\(from x\), L = 5 \(from x\); got \(2, 6, 3\)$"):
+        check_shape("y", np.zeros((2, 6, 3)), "..., L, 3", sizes)
+    with pytest.raises(ValueError, match=r"leading batch axes must be equal"):
+        check_shape("z", np.zeros((4, 5, 3)), "..., L, 3", sizes)
+    with pytest.raises(ValueError, match=r"^w: expected shape \(L, 3\); got \(5,\) \(expected 2 dimensions, "
+                                         r"got 1\)$"):
+        check_shape("w", np.zeros(5), "L, 3")
