@@ -15,18 +15,21 @@ from concurrent.futures import ProcessPoolExecutor
 
 from .catalog import load_all
 from .mutations import MUTATIONS, Mutation
-from .registry import Claim, Context
+from .registry import Claim, Context, Result
 from .runner import run_check
 
-__all__ = ["run_power", "power_summary", "power_table"]
+__all__ = ["run_power", "outcome", "power_summary", "power_table"]
 
 
 def run_power(claims: list, *, seed: int = 0, size: str | None = None, default_size: str = "tiny",
-              workers: int = 0) -> list[dict]:
+              workers: int = 0, outcome_of=None) -> list[dict]:
     """Run every registered mutation of `claims`: one record per mutation with the baseline verdict, the
     mutated verdict (or the error it raised) and whether it moved. `size` overrides every mutation's own
     size. With `workers` > 0 the (claim, mutation) runs go to that many processes, each applying its own
-    mutation (patches never cross processes); the records are the same and in the same order."""
+    mutation (patches never cross processes); the records are the same and in the same order.
+    ``outcome_of(claim_id, mutation_name, size, seed)`` (mutation None: unmutated), when given, supplies
+    each run's :func:`outcome` instead of running it here: for a caller that shares runs between its users
+    (the test suite)."""
     jobs = []                                   # (claim id, mutation name or None for the baseline, size)
     for c in claims:
         sizes = []
@@ -36,7 +39,9 @@ def run_power(claims: list, *, seed: int = 0, size: str | None = None, default_s
                 sizes.append(sz)
                 jobs.append((c.id, None, sz, seed))
             jobs.append((c.id, m.name, sz, seed))
-    if workers > 0:
+    if outcome_of is not None:
+        verdicts = [_verdict_of(outcome_of(*j)) for j in jobs]
+    elif workers > 0:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             verdicts = list(pool.map(_job, jobs))
     else:
@@ -60,9 +65,33 @@ def _job(job: tuple) -> str:
 def _verdict(c: Claim, ctx: Context, m: Mutation | None) -> str:
     """The check's verdict under mutation `m` (none: unmutated), or ``error: <type>`` when it raised (a raise
     counts as moved: the statement was not found to hold)."""
+    return _verdict_of(outcome(c, ctx, m))
+
+
+def _verdict_of(out: Result | str) -> str:
+    return out if isinstance(out, str) else out.verdict
+
+
+def outcome(claim: Claim, ctx: Context, mutation: Mutation | None) -> Result | str:
+    """What the check of `claim` gives under `mutation` (None: unmutated).
+
+    Parameters
+    ----------
+    claim : Claim
+        The registered claim.
+    ctx : Context
+        Its seed and size.
+    mutation : Mutation or None
+        One of the claim's registered mutations, applied for the run.
+
+    Returns
+    -------
+    Result or str
+        The check's result, or the line ``error: <type>: <message>`` when it raised.
+    """
     try:
-        with (m.apply() if m is not None else contextlib.nullcontext()):
-            return run_check(c, ctx).verdict
+        with (mutation.apply() if mutation is not None else contextlib.nullcontext()):
+            return run_check(claim, ctx)
     except Exception as exc:  # noqa: BLE001 - an error under a mutation is reported, not fatal
         return f"error: {type(exc).__name__}: {str(exc)[:80]}"
 

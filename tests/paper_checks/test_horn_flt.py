@@ -20,13 +20,9 @@ OWN = sorted((c for c in REGISTRY.values() if c.id.split(".")[0] in ("horn", "fl
 
 
 def _run(cid, size="tiny", seed=0, mutation=None):
-    c = REGISTRY[cid]
-    ctx = Context(seed=seed, size=size, claim_id=cid)
-    if mutation is None:
-        return baseline.tiny(cid) if (size, seed) == ("tiny", 0) else run_check(c, ctx)
-    (m,) = [m for m in MUTATIONS[cid] if m.name == mutation]
-    with m.apply():
-        return run_check(c, ctx)
+    res = baseline.outcome(cid, mutation, size, seed)
+    assert not isinstance(res, str), f"{cid} ({mutation or 'unmutated'}) raised: {res}"
+    return res
 
 
 @pytest.mark.parametrize("claim", [c for c in OWN if not c.slow], ids=lambda c: c.id)
