@@ -12,7 +12,7 @@ from __future__ import annotations
 from .._xp import check_choice, check_positive_int
 from .kinds import ATTENTION_KINDS, COMMON_OPTIONS
 
-__all__ = ["check_attention_config", "check_config"]
+__all__ = ["check_attention_config", "check_config", "check_class_token", "has_class_token", "READOUTS"]
 
 
 def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
@@ -91,6 +91,25 @@ def check_attention_config(attention, *, d_head=None, n_heads=None) -> dict:
     return out
 
 
+def check_class_token(kind: str, causal, L=None):
+    """A class token's preconditions (:func:`refattn.nn.mha.mha_fwd`'s `class_token`): attention kind `kind`
+    takes one, non-causal attention, and ``L >= 2`` tokens when `L` is given; a ``ValueError`` naming what
+    fails."""
+    if not ATTENTION_KINDS[kind].class_token:
+        takes = ", ".join(sorted(n for n, k in ATTENTION_KINDS.items() if k.class_token))
+        raise ValueError(f"class_token: attention kind {kind!r} does not define where a class token (a token "
+                         f"without a position) sits; kinds that do: {takes}")
+    if causal:
+        raise ValueError("class_token: the class token is token 0, so under causal attention it would see "
+                         "itself only; expected causal=False")
+    if L is not None and L < 2:
+        raise ValueError(f"x: a class token needs at least one other token, L >= 2; got L = {L}")
+
+
+#: the classifier's readouts (refattn.nn.transformer): mean over the positions, position 0, a learned class
+#: token prepended to the sequence
+READOUTS = ("mean", "first", "class-token")
+
 #: the query/key projections' initialisations (refattn.nn.init.init_mha)
 QK_INITS = ("glorot", "torch")
 
@@ -109,10 +128,23 @@ def check_config(config: dict) -> dict:
     Required: ``task`` ("classify" | "lm"), ``d_model``, ``n_heads`` (dividing ``d_model``), ``n_layers``,
     ``max_len``; ``vocab_size`` for token input and for ``lm``; ``n_classes`` for ``classify``; ``patch`` and
     ``image_shape = (H, W, C)`` for ``input="patches"``. Defaults: ``d_ff = 4 d_model``,
-    ``position="sinusoid"``, ``readout="mean"``, ``attention="softmax"``, ``causal`` = (task == "lm"),
+    ``position="sinusoid"``, ``readout="mean"`` (:data:`READOUTS`, below), ``attention="softmax"``,
+    ``causal`` = (task == "lm"),
     ``dtype="float64"``, ``attn_dropout = resid_dropout = 0`` (dropout off; rates in [0, 1), applied only when
     the caller passes masks drawn by :func:`refattn.nn.init.draw_dropout_masks`), ``qk_init="glorot"`` (the
     query/key projections' initialisation, :func:`refattn.nn.init.init_mha`: ``"glorot"`` or ``"torch"``).
+
+    The classifier's ``readout`` (``task="classify"``; the language model reads every position):
+
+    * ``"mean"``: the mean of the final hidden states over the positions;
+    * ``"first"``: the final hidden state at position 0 (an input token);
+    * ``"class-token"``: a learned vector ``params["cls"]: (d_model,)``, initialised ``N(0, 1)`` as Horn et
+      al.'s code does (``train.py`` l. 49, 59), is prepended to the embedded sequence (L + 1 positions;
+      ``max_len`` bounds the L input tokens) **without a position**: no learned or sinusoid positional
+      embedding is added to it, and the positional attention kinds place it as
+      :mod:`refattn.nn.kinds.base` describes (S1 and FLT: zero positional features; S2: as Horn et al.'s
+      code). Its final hidden state is read. Needs non-causal attention and a kind that takes a class token
+      (not ``toeplitz``).
 
     Parameters
     ----------
@@ -141,7 +173,7 @@ def check_config(config: dict) -> dict:
     check_choice(c["task"], "config['task']", ("classify", "lm"))
     check_choice(c["input"], "config['input']", ("tokens", "patches"))
     check_choice(c["position"], "config['position']", ("sinusoid", "learned", "none"))
-    check_choice(c["readout"], "config['readout']", ("mean", "first"))
+    check_choice(c["readout"], "config['readout']", READOUTS)
     check_choice(c["qk_init"], "config['qk_init']", QK_INITS)
     check_choice(c["dtype"], "config['dtype']", ("float64", "float32"))
     for key in ("attn_dropout", "resid_dropout"):
@@ -198,6 +230,11 @@ def check_config(config: dict) -> dict:
                              f"({c['image_shape'][0] // c['patch']}, {c['image_shape'][1] // c['patch']}) "
                              f"with L = {n_tokens} positions")
     c["attention"] = att
+    if has_class_token(c):
+        try:
+            check_class_token(att["kind"], c["causal"])
+        except ValueError as exc:
+            raise ValueError(f"config['readout']: 'class-token': {exc}") from None
     return c
 
 
@@ -213,6 +250,14 @@ def implied_param_count(cfg: dict) -> int:
         n = p * p * cfg["image_shape"][2] * D + D
     if cfg["position"] == "learned":
         n += cfg["max_len"] * D
+    if has_class_token(cfg):
+        n += D                                                                     # the class token
     n += L * (4 * (D * D + D) + 2 * D * F + F + D + 4 * D)
     n_out = cfg["n_classes"] if cfg["task"] == "classify" else cfg["vocab_size"]
     return n + 2 * D + D * n_out + n_out
+
+
+def has_class_token(cfg) -> bool:
+    """Whether the model of the normalised configuration `cfg` prepends a class token (token 0 of every
+    block's input)."""
+    return cfg["task"] == "classify" and cfg["readout"] == "class-token"

@@ -29,7 +29,7 @@ from ..rpe.spectra import (Box, BSpline, CauchyKernel, GaussianBasis, GaussianKe
 from .._docs import fill_doc
 from .._xp import check_choice, check_positive_int
 from ..limits import check_nbytes
-from .config import QK_INITS, check_attention_config, check_config, implied_param_count
+from .config import QK_INITS, check_attention_config, check_config, has_class_token, implied_param_count
 from ..tree import tree_map
 from .kinds import ATTENTION_KINDS
 
@@ -489,7 +489,9 @@ def init_transformer(rng, config):
 
     Streams: one child of `rng` per component (embedding, positions, each block, head), so adding a layer does
     not change the others' draws. Dense layers Glorot-uniform with zero bias, embeddings ``N(0, 0.02^2)``,
-    layer norms ones/zeros.
+    layer norms ones/zeros. The class token (``readout="class-token"``) ``N(0, 1)`` as Horn et al.'s code
+    (``train.py`` l. 49, 59), from one more child stream spawned last, so the other parameters are those of
+    the same configuration with another readout.
 
     Parameters
     ----------
@@ -540,6 +542,8 @@ def init_transformer(rng, config):
     if shared:                      # one more child stream: the other components' draws do not change
         drawn = draw_declared(rng.spawn(1)[0], shared, dtype=dt)
         params["shared"] = {"attn": drawn if kind.store is None else kind.store(drawn)}
+    if has_class_token(cfg):        # the last child stream: N(0, 1) as Horn et al.'s code (train.py l. 59)
+        params["cls"] = rng.spawn(1)[0].standard_normal(D).astype(dt)               # (D,)
     return params
 
 
@@ -558,7 +562,8 @@ def draw_dropout_masks(rng, config, batch_shape, L):
     batch_shape : tuple of int
         The batch axes of the inputs.
     L : int
-        Sequence length.
+        Sequence length of the inputs (with a class token, ``readout="class-token"``, the masks cover the
+        blocks' L + 1 positions).
 
     Returns
     -------
@@ -578,6 +583,7 @@ def draw_dropout_masks(rng, config, batch_shape, L):
     dt = np.dtype(cfg["dtype"])
     batch = tuple(int(b) for b in batch_shape)
     H, D = cfg["n_heads"], cfg["d_model"]
+    L = int(L) + (1 if has_class_token(cfg) else 0)          # the blocks' positions: the class token's too
     out = []
     for r in rng.spawn(cfg["n_layers"]):
         ra, r1, r2 = r.spawn(3)

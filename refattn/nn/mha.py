@@ -35,9 +35,11 @@ kind            method (options; module ``refattn.nn.kinds.<kind>``)
                 ``m``, ``draw``, ``max_len``; learnable log-coefficients
 ==============  =========================================================================================
 
-Every kind supports ``causal`` except ``s2``. The attention configuration is a plain dict ``{"kind": ...,
-<options>, "redraw_every": None | k}`` (JSON-serialisable, stored in checkpoints);
-:func:`refattn.nn.config.check_attention_config` fills the defaults and rejects unknown kinds and options.
+Every kind supports ``causal`` except ``s2``; every kind but ``toeplitz`` takes a class token
+(``class_token=True``: token 0 without a position, :mod:`refattn.nn.kinds.base`). The attention
+configuration is a plain dict ``{"kind": ..., <options>, "redraw_every": None | k}`` (JSON-serialisable,
+stored in checkpoints); :func:`refattn.nn.config.check_attention_config` fills the defaults and rejects
+unknown kinds and options.
 
 Parameters ``MHA params = {"q": DenseParams, "k": ..., "v": ..., "o": ..., "attn": {...}}`` (dense weights
 ``(D, D)``); ``mha_bwd`` returns ``MHAGrads(x, params)`` with ``params`` mirroring that dict.
@@ -53,7 +55,7 @@ from ..layers.checks import check_dy
 from ..layers.dense import DenseParams, check_dense, dense_bwd_core, dense_fwd_core
 from ..layers.dropout import check_dropout, dropout_bwd_core, dropout_fwd_core
 from ._boundary import check_trees, naming
-from .config import check_attention_config
+from .config import check_attention_config, check_class_token
 from .kinds import ATTENTION_KINDS
 
 __all__ = ["MHACache", "MHAGrads", "mha", "mha_fwd", "mha_bwd", "split_heads", "merge_heads"]
@@ -167,18 +169,25 @@ dropout_mask : (..., H, L, d) array, optional
     every kind drops the same thing). None: no dropout.
 positions : (L, D_pos) array, optional
     Per-token coordinates for the positional kinds (``s1``, ``flt``; D_pos is the kind's ``pos_dim``), real
-    floating; None: the kind's default (``0..L-1``, or its ``grid``). Other kinds ignore them.
+    floating; None: the kind's default (``0..L-1``, or its ``grid``). Other kinds ignore them. With
+    `class_token` they describe tokens 1..L-1 (``(L - 1, D_pos)``).
+class_token : bool
+    Token 0 is a class token without a position (the model's ``readout="class-token"``): the positional
+    kinds place it as :mod:`refattn.nn.kinds.base` describes (S1 and FLT: zero positional features; S2: Horn
+    et al.'s placement), the others treat it as any token. Needs ``causal=False``, L >= 2 and a kind that
+    takes it (not ``toeplitz``).
 """
 
 _RAISES = """
 ValueError
-    `n_heads` not dividing D, a bad attention configuration, or parameters of the wrong shape.
+    `n_heads` not dividing D, a bad attention configuration, parameters of the wrong shape, or a class token
+    with causal attention, L < 2 or a kind that does not take one.
 """
 
 
 @fill_doc(params=_PARAMS, raises=_RAISES)
 def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention, causal=False,
-            dropout_mask=None, positions=None, train=True):
+            dropout_mask=None, positions=None, train=True, class_token=False):
     r"""Forward of :func:`mha` and the cache for :func:`mha_bwd` (equation and shapes: :func:`mha`).
 
     Parameters
@@ -197,17 +206,20 @@ def mha_fwd(x, params: dict, features: dict | None = None, *, n_heads, attention
     ------
     {raises}
     """
-    xp, att = check_mha(x, params, n_heads, attention, positions, dropout_mask)
+    xp, att = check_mha(x, params, n_heads, attention, positions, dropout_mask, class_token=class_token,
+                        causal=causal)
     check_trees(("params", params), ("features", features), ("x", x), ("dropout_mask", dropout_mask),
                 ("positions", positions), dtype=x.dtype)                         # once, named leaf by leaf
     return mha_fwd_core(x, params, features, n_heads=n_heads, att=att, causal=causal,
-                        dropout_mask=dropout_mask, positions=positions, train=train, xp=xp)
+                        dropout_mask=dropout_mask, positions=positions, train=train, xp=xp,
+                        class_token=class_token)
 
 
-def check_mha(x, params, n_heads, attention, positions, dropout_mask=None):
+def check_mha(x, params, n_heads, attention, positions, dropout_mask=None, *, class_token=False,
+              causal=False):
     """Structural checks of :func:`mha_fwd` (namespaces, dtypes, shapes of the four projections and the
-    dropout mask, heads, the attention configuration): metadata only, no data read. Returns ``(xp,
-    normalised attention configuration)``."""
+    dropout mask, heads, the attention configuration, a class token's preconditions): metadata only, no data
+    read. Returns ``(xp, normalised attention configuration)``."""
     xp = namespace(x, names=("x",))
     sizes = check_shape("x", x, "..., L, D")
     D = x.shape[-1]
@@ -226,10 +238,13 @@ def check_mha(x, params, n_heads, attention, positions, dropout_mask=None):
                       shape=tuple(x.shape[:-2]) + (n_heads, x.shape[-2], D // n_heads))
     if positions is not None:
         namespace(x, positions, names=("x", "positions"))                          # same namespace and dtype
+    if class_token:
+        check_class_token(att["kind"], causal, x.shape[-2])
     return xp, att
 
 
-def mha_fwd_core(x, params, features, *, n_heads, att, causal, dropout_mask, positions, train, xp):
+def mha_fwd_core(x, params, features, *, n_heads, att, causal, dropout_mask, positions, train, xp,
+                 class_token=False):
     """Unchecked core of :func:`mha_fwd` (see its docstring); the arguments passed :func:`check_mha`."""
     # [q, k, v] = x [W_q, W_k, W_v] + [b_q, b_k, b_v] (one GEMM), split into H heads each
     # o_h = Attn_kind(q_h, k_h, v_h);  y = concat_h(dropout(o_h)) W_o + b_o
@@ -240,7 +255,7 @@ def mha_fwd_core(x, params, features, *, n_heads, att, causal, dropout_mask, pos
     qh, kh, vh = (heads[..., i * n_heads:(i + 1) * n_heads, :, :] for i in range(3))   # (..., H, L, d)
     with naming("params['attn'] / features"):
         oh, ca = kind.fwd(qh, kh, vh, params.get("attn", {}), features or {}, positions=positions,
-                          train=bool(train), causal=bool(causal), options=att)
+                          class_token=bool(class_token), train=bool(train), causal=bool(causal), options=att)
     cd = None
     if dropout_mask is not None:
         oh, cd = dropout_fwd_core(oh, dropout_mask, xp=xp)                          # (..., H, L, d)
@@ -299,7 +314,8 @@ def _fused_qkv(params, *, xp):
 
 
 @fill_doc(params=_PARAMS, raises=_RAISES)
-def mha(x, params, features=None, *, n_heads, attention, causal=False, dropout_mask=None, positions=None):
+def mha(x, params, features=None, *, n_heads, attention, causal=False, dropout_mask=None, positions=None,
+        class_token=False):
     r"""Multi-head attention with the configured attention kind (Vaswani et al. Sec. 3.2.2).
 
     ``MHA(x) = concat_h(Attn_kind(x W_q^h, x W_k^h, x W_v^h)) W_o``: the three projections of the
@@ -330,6 +346,6 @@ def mha(x, params, features=None, *, n_heads, attention, causal=False, dropout_m
     (2, 5, 8)
     """
     return mha_fwd(x, params, features, n_heads=n_heads, attention=attention, causal=causal,
-                   dropout_mask=dropout_mask, positions=positions)[0]
+                   dropout_mask=dropout_mask, positions=positions, class_token=class_token)[0]
 
 

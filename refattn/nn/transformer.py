@@ -8,8 +8,8 @@ Block (pre-LN, Xiong et al. 2020; GPT-2)::
 Model: input embedding (tokens, or pixels/patches through a dense layer) + absolute positions (sinusoid,
 learned, or none) -> ``n_layers`` blocks -> final layer norm -> head:
 
-* ``task="classify"``: readout ``"mean"`` (mean over positions) or ``"first"`` (position 0), then a dense
-  layer to ``n_classes`` logits, ``(..., n_classes)``;
+* ``task="classify"``: readout ``"mean"`` (mean over positions), ``"first"`` (position 0) or
+  ``"class-token"``, then a dense layer to ``n_classes`` logits, ``(..., n_classes)``;
 * ``task="lm"``: causal attention, a dense layer to ``vocab_size`` logits at every position, ``(..., L, V)``
   (position i predicts token i + 1: the caller shifts the labels).
 
@@ -17,9 +17,19 @@ learned, or none) -> ``n_layers`` blocks -> final layer norm -> head:
 else. Parameters are a nested dict (:func:`refattn.nn.init.init_transformer`)::
 
     {"embed": (V, D) table | DenseParams(W: (p*p*C, D), b), "pos": (max_len, D) (learned positions only),
+     "cls": (D,) (readout "class-token" only),
      "blocks": [{"ln1": LayerNormParams, "attn": {"q","k","v","o": DenseParams, "attn": {...}},
                  "ln2": LayerNormParams, "ff1": DenseParams(D, d_ff), "ff2": DenseParams(d_ff, D)}, ...],
      "ln_f": LayerNormParams, "head": DenseParams(D, n_out)}
+
+**Class token** (``readout="class-token"``, Horn et al.'s readout: ``train.py`` l. 49-59, 88-117, 315-316):
+a learned vector ``params["cls"]: (D,)`` is prepended to the embedded and position-embedded sequence,
+``h = [cls; x_emb + pos]: (..., L + 1, D)``, so it carries no positional embedding (the authors' zero
+positional encoding); the blocks run with ``class_token=True`` (:mod:`refattn.nn.kinds.base`: S1 and FLT give
+it zero positional features, S2 places it as the authors' code does) and the head reads its final hidden
+state, ``h_L[..., 0, :]``. Its gradient is the sum over the batch of the blocks' input cotangent at
+position 0. ``positions`` describe the L input tokens; the dropout masks cover the L + 1 positions
+(:func:`refattn.nn.init.draw_dropout_masks` adds the token).
 
 ``features`` is a list (one entry per layer) of the attention kind's drawn arrays
 (:func:`refattn.nn.init.draw_attention_features`; redraws follow :func:`refattn.nn.init.features_for_step`).
@@ -34,7 +44,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from .._docs import fill_doc
-from .._xp import check_finite, device_of, namespace
+from .._xp import check_finite, check_shape, device_of, namespace
 from ..layers.checks import check_dy
 from ..layers.activations import gelu_bwd_core, gelu_fwd_core
 from ..layers.dense import check_dense, dense_bwd_core, dense_fwd_core
@@ -47,7 +57,7 @@ from ..layers.layernorm import check_layernorm, layernorm_bwd_core, layernorm_fw
 from ..layers.losses import softmax_cross_entropy_bwd_core, softmax_cross_entropy_fwd
 from ..tree import tree_map
 from ._boundary import check_trees, naming
-from .config import check_config
+from .config import check_config, has_class_token
 from .kinds import ATTENTION_KINDS
 from .mha import check_mha, mha_bwd_core, mha_fwd_core
 
@@ -103,7 +113,8 @@ def block_fwd(x, params: dict, features, *, cfg, masks=None, positions=None, sha
         the per-head attention output, ``"resid_attn"`` and ``"resid_ff"`` ``(..., L, D)`` on each sub-layer's
         output before it is added to the residual stream (Vaswani et al. Sec. 5.4).
     positions : (L, D_pos) array, optional
-        Token coordinates for positional attention kinds.
+        Token coordinates for positional attention kinds (``(L - 1, D_pos)``: tokens 1..L-1, when `cfg` has
+        ``readout="class-token"``: token 0 is then the class token, without a position).
     shared : dict, optional
         Attention parameters shared by all layers (``params["shared"]["attn"]``), merged into this layer's;
         their gradients are returned apart (the third output of :func:`block_bwd`).
@@ -141,7 +152,7 @@ def check_block(x, params, *, cfg, masks, positions, shared):
         check_layernorm(x, params["ln1"])
     with naming("params['attn']"):
         xp, att = check_mha(x, _attn_params(params, shared), cfg["n_heads"], cfg["attention"], positions,
-                            masks.get("attn"))
+                            masks.get("attn"), class_token=has_class_token(cfg), causal=cfg["causal"])
     with naming("params['ln2']"):
         check_layernorm(x, params["ln2"])
     with naming("params['ff1']"):
@@ -163,7 +174,7 @@ def block_fwd_core(x, params, features, *, cfg, att, masks, positions, shared, t
     with naming("params['attn']"):                 # the kinds' own value checks (a permutation, a variance)
         a, c_att = mha_fwd_core(a, attn_params, features, n_heads=cfg["n_heads"], att=att,
                                 causal=cfg["causal"], dropout_mask=masks.get("attn"), positions=positions,
-                                train=train, xp=xp)
+                                train=train, xp=xp, class_token=has_class_token(cfg))
     a, c_da = _drop_fwd(a, masks.get("resid_attn"), xp=xp)                         # (..., L, D)
     h = x + a                                                                       # (..., L, D) residual
     f, c_ln2 = layernorm_fwd_core(h, params["ln2"], 1e-5, xp=xp)                   # (..., L, D)
@@ -219,11 +230,34 @@ def block_bwd_core(dy, cache, *, xp):
                 "ff2": g_ff2.params}, dshared
 
 
-# ---- readout -----------------------------------------------------------------------------------------------
+# ---- class token and readout -------------------------------------------------------------------------------
+def check_class_token_param(h, params):
+    """Structural checks of ``params["cls"]`` against the embedded sequence ``h: (..., L, D)`` (present, a
+    ``(D,)`` array of h's namespace and dtype); no data read."""
+    if "cls" not in params:
+        raise ValueError("params['cls']: readout 'class-token' needs the learned class token, a (d_model,) "
+                         "array (refattn.nn.init.init_transformer draws it); got none")
+    namespace(h, params["cls"], names=("embedded inputs", "params['cls']"))
+    check_shape("params['cls']", params["cls"], "D", check_shape("embedded inputs", h, "..., L, D"))
+
+
+# h = [cls; h]                      (..., L + 1, D): the class token without a position, at index 0
+# dcls = sum over the batch of dh[..., 0, :],  dh_tokens = dh[..., 1:, :]
+def _prepend_fwd(h, cls, *, xp):
+    token = xp.broadcast_to(cls, tuple(h.shape[:-2]) + (1, h.shape[-1]))            # (..., 1, D)
+    return xp.concat([token, h], axis=-2)                                           # (..., L + 1, D)
+
+
+def _prepend_bwd(dh, *, xp):
+    lead = tuple(range(dh.ndim - 2))                                                # the batch axes
+    dcls = xp.sum(dh[..., 0, :], axis=lead) if lead else dh[..., 0, :]              # (D,)
+    return dh[..., 1:, :], dcls                                                     # (..., L, D), (D,)
+
+
 def _readout_fwd(h, how, *, xp):
     if how == "mean":
         return xp.mean(h, axis=-2)                                                  # (..., D)
-    return h[..., 0, :]                                                             # (..., D)
+    return h[..., 0, :]                                                             # (..., D) first / class
 
 
 def _readout_bwd(dr, how, L, *, xp):
@@ -257,10 +291,12 @@ config : dict
     Model configuration (:func:`refattn.nn.config.check_config`).
 dropout : list, optional
     One dict of dropout masks per layer (:func:`refattn.nn.init.draw_dropout_masks`, drawn with an explicit
-    rng at the NumPy edge); None (the default, and evaluation): no dropout.
+    rng at the NumPy edge; over L + 1 positions with a class token); None (the default, and evaluation): no
+    dropout.
 positions : (L, D_pos) array, optional
     Per-token coordinates for positional attention kinds (``s1``, ``flt``), shared by the batch; real
-    floating, in the computation's namespace and dtype. None: the kind's default coordinates.
+    floating, in the computation's namespace and dtype. None: the kind's default coordinates. They describe
+    the L input tokens (a class token has no position).
 train : bool
     A training forward (default) or an evaluation one (False): only kinds with a mode-dependent computation
     read it (the generative kind with ``bn="running"`` normalises with its running statistics at evaluation);
@@ -351,6 +387,10 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
     elif cfg["position"] == "sinusoid":
         table = sinusoid_position_table(L, cfg["d_model"], like=h)                 # fixed (L, D) table
         h, c_pos = position_embedding_fwd_core(h, table, xp=xp)
+    if has_class_token(cfg):                     # after the positions: the class token has none
+        with naming("params['cls']"):
+            check_class_token_param(h, params)
+        h = _prepend_fwd(h, params["cls"], xp=xp)                                   # (..., L + 1, D)
     c_blocks = []
     shared = params.get("shared", {}).get("attn", {})
     for i, (blk, f, mk) in enumerate(zip(params["blocks"], feats, masks, strict=True)):
@@ -359,13 +399,14 @@ def transformer_fwd(params: dict, inputs, features=None, *, config: dict, dropou
             h, cb = block_fwd_core(h, blk, f, cfg=cfg, att=att, masks=mk or {}, positions=positions,
                                    shared=shared, train=train, xp=xp)               # (..., L, D)
         c_blocks.append(cb)
+    h_len = h.shape[-2]                                                             # L (+ 1: class token)
     with naming("params['ln_f']"):
         h, c_lnf = _layernorm(h, params["ln_f"])                                    # (..., L, D)
     if cfg["task"] == "classify":
         h = _readout_fwd(h, cfg["readout"], xp=xp)                                  # (..., D)
     with naming("params['head']"):
         logits, c_head = _dense(h, params["head"])                                # (..., n_out) / (..., L, V)
-    return logits, (cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head)
+    return logits, (cfg, c_emb, c_pos, c_blocks, c_lnf, h_len, c_head)
 
 
 def transformer_bwd(dlogits, cache) -> TransformerGrads:
@@ -381,7 +422,8 @@ def transformer_bwd(dlogits, cache) -> TransformerGrads:
     Returns
     -------
     TransformerGrads
-        ``params``: a tree like the parameters (``"embed"``, ``"pos"`` for learned positions, ``"blocks"``,
+        ``params``: a tree like the parameters (``"embed"``, ``"pos"`` for learned positions, ``"cls"`` for
+        the class token, ``"blocks"``,
         ``"ln_f"``, ``"head"``, ``"shared"`` when present); ``inputs``: ``(..., H, W, C)`` for patch input,
         None for tokens.
     """
@@ -393,9 +435,9 @@ def transformer_bwd(dlogits, cache) -> TransformerGrads:
 
 def transformer_bwd_core(dlogits, cache, *, xp) -> TransformerGrads:
     """Unchecked core of :func:`transformer_bwd` (see its docstring)."""
-    # the forward in reverse: head, readout, final LN, blocks from the last, positions, embedding
+    # the forward in reverse: head, readout, final LN, blocks from the last, class token, positions, embedding
     # the shared attention parameters' gradient is the sum over the layers
-    cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head = cache
+    cfg, c_emb, c_pos, c_blocks, c_lnf, L, c_head = cache                          # L: the blocks' length
     grads: dict = {}
     g_head = dense_bwd_core(dlogits, c_head, xp=xp)
     grads["head"] = g_head.params
@@ -414,6 +456,8 @@ def transformer_bwd_core(dlogits, cache, *, xp) -> TransformerGrads:
     grads["blocks"] = dblocks
     if dshared is not None:
         grads["shared"] = {"attn": dshared}
+    if has_class_token(cfg):
+        dh, grads["cls"] = _prepend_bwd(dh, xp=xp)                                  # (..., L, D), (D,)
     if c_pos is not None:
         g_pos = position_embedding_bwd_core(dh, c_pos, xp=xp)
         if cfg["position"] == "learned":
@@ -425,7 +469,7 @@ def transformer_bwd_core(dlogits, cache, *, xp) -> TransformerGrads:
     else:
         g_emb = patch_embedding_bwd_core(dh, c_emb, xp=xp)
         grads["embed"], dinputs = g_emb.params, g_emb.images
-    order = ["embed", "pos", "blocks", "ln_f", "head", "shared"]
+    order = ["embed", "pos", "blocks", "ln_f", "head", "shared", "cls"]             # init_transformer's order
     return TransformerGrads(params={k: grads[k] for k in order if k in grads}, inputs=dinputs)
 
 
@@ -435,8 +479,8 @@ def transformer(params, inputs, features=None, *, config, dropout=None, position
 
     The model and its blocks are written out in the module docstring: embedding and positions, ``n_layers``
     pre-LN blocks ``h = x + MHA(LN1(x))``, ``y = h + FF(LN2(h))``, a final layer norm and a dense head (after
-    a mean or first-position readout for ``task="classify"``). :func:`transformer_fwd` also returns the cache
-    of :func:`transformer_bwd`.
+    a mean, first-position or class-token readout for ``task="classify"``). :func:`transformer_fwd` also
+    returns the cache of :func:`transformer_bwd`.
 
     Parameters
     ----------

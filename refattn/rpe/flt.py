@@ -85,6 +85,7 @@ class FLTFeaturesCache(NamedTuple):
     s: Array            # (r,) sqrt(|w| / r)
     u: Array            # (r,) w_re / sqrt(|w| r)
     t: Array            # (r,) w_im / sqrt(|w| r), or None
+    weight: Array = None  # (L,) per-token factor on N1 and N2, or None (all ones)
 
 
 class FLTFeaturesGrads(NamedTuple):
@@ -343,8 +344,13 @@ def flt_features_bwd(dN, cache: FLTFeaturesCache) -> FLTFeaturesGrads:
 
 # N1 = [cos a, sin a] sqrt(|w|/r),  N2 = [w_re cos a + w_im sin a, w_re sin a - w_im cos a] / sqrt(|w| r)
 # a = 2 pi pos xi^T, xi = loc + scale eps, w = g(xi)/p(xi): chain rule through (s, u, t), |w|, g, 1/p and xi
-def flt_features_fwd_core(pos, eps, spectrum, proposal, *, xp):
-    """Unchecked core of :func:`flt_features_fwd` (see :func:`flt_features`)."""
+# (rows times the token's weight u_l when given: dN1, dN2 times u_l first in the backward)
+def flt_features_fwd_core(pos, eps, spectrum, proposal, *, xp, weight=None):
+    """Unchecked core of :func:`flt_features_fwd` (see :func:`flt_features`).
+
+    ``weight: (L,)`` (optional) multiplies each token's rows of ``N1`` and ``N2``: 1 for a token with a
+    position, 0 for a token without one (a class token: its rows are zero, so the estimated RPE term
+    ``N1_i . N2_j`` vanishes for every pair it is in and its logits are the content logits)."""
     dtype = eps.dtype
     r = eps.shape[0]
     p = xp.astype(pos, dtype)                                                     # (..., L, D)
@@ -367,13 +373,20 @@ def flt_features_fwd_core(pos, eps, spectrum, proposal, *, xp):
         N2 = xp.concat([cos_a * u, sin_a * u], axis=-1)                           # (..., L, 2r) sign(g) side
     else:
         N2 = xp.concat([cos_a * u + sin_a * t, sin_a * u - cos_a * t], axis=-1)   # (..., L, 2r) Hermitian g
-    cache = FLTFeaturesCache(p, eps, proposal, gcache, inv_p, w_re, w_im, absw, cos_a, sin_a, s, u, t)
+    if weight is not None:
+        row = xp.reshape(weight, (weight.shape[0], 1))                            # (L, 1)
+        N1, N2 = N1 * row, N2 * row                                               # (..., L, 2r)
+    cache = FLTFeaturesCache(p, eps, proposal, gcache, inv_p, w_re, w_im, absw, cos_a, sin_a, s, u, t, weight)
     return (N1, N2), cache
 
 
 def flt_features_bwd_core(dN1, dN2, c, *, xp):
     """Unchecked core of :func:`flt_features_bwd` (see :func:`flt_features`)."""
     r = c.eps.shape[0]
+    if c.weight is not None:
+        row = xp.reshape(c.weight, (c.weight.shape[0], 1))                        # (L, 1)
+        dN1 = None if dN1 is None else dN1 * row
+        dN2 = None if dN2 is None else dN2 * row
     cos_a, sin_a = c.cos_a, c.sin_a
     batch_axes = tuple(range(cos_a.ndim - 1))                                     # sum over ..., L
     zero_r = xp.zeros_like(c.absw)

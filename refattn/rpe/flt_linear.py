@@ -235,11 +235,12 @@ def flt_attention_bwd(dy, cache: FLTAttentionCache, *, omega_grad=True) -> FLTAt
 # y = LinearAttention(phi(Q_hat), phi(K_hat), v),  Q_hat = [N1, q d^-1/4],  K_hat = [N2, k d^-1/4]  (Alg. 1)
 # backward: linear attention -> positive features of Q_hat, K_hat -> flt_features_bwd on the first 2r columns
 def flt_attention_fwd_core(q, k, v, pos, eps, spectrum, proposal, omega, *, causal,
-                           chunk_size=DEFAULT_CHUNK_SIZE, xp, keep=True):
+                           chunk_size=DEFAULT_CHUNK_SIZE, xp, keep=True, weight=None):
     """Unchecked core of :func:`flt_attention_fwd` (the caller checked the arrays and ran
     :func:`~refattn.rpe.flt.check_flt_inputs`; linear attention's result checks remain; ``keep=False``: no
-    causal states kept for a backward)."""
-    (N1, N2), fcache = flt_features_fwd_core(pos, eps, spectrum, proposal, xp=xp)
+    causal states kept for a backward). ``weight: (L,)`` scales each token's RPE features
+    (:func:`~refattn.rpe.flt.flt_features_fwd_core`; 0: a class token without a position)."""
+    (N1, N2), fcache = flt_features_fwd_core(pos, eps, spectrum, proposal, xp=xp, weight=weight)
     return _attention_from_features(q, k, v, pos, N1, N2, fcache, omega, causal, chunk_size, xp=xp,
                                     inputs={"q": q, "k": k, "v": v, "omega": omega}, keep=keep)
 

@@ -48,23 +48,10 @@ from ..attention.linear import DEFAULT_CHUNK_SIZE
 from ..attention.softmax import DEFAULT_BLOCK_ELEMENTS, softmax_attention_bwd, softmax_attention_fwd
 from ..attention.softmax import softmax_attention_bwd_core, softmax_attention_fwd_core
 
-__all__ = [
-    "S1Params",
-    "s1_positional",
-    "s1_positional_fwd",
-    "s1_positional_bwd",
-    "s1_augment",
-    "s1_augment_fwd",
-    "s1_augment_bwd",
-    "s1_attention",
-    "s1_attention_fwd",
-    "s1_attention_bwd",
-    "s1_relative_term",
-    "s1_relative_matrix",
-    "S1PositionalGrads",
-    "S1AugmentGrads",
-    "S1AttentionGrads",
-]
+__all__ = ["S1Params", "s1_positional", "s1_positional_fwd", "s1_positional_bwd", "s1_augment",
+           "s1_augment_fwd", "s1_augment_bwd", "s1_attention", "s1_attention_fwd",
+           "s1_attention_bwd", "s1_relative_term", "s1_relative_matrix", "S1PositionalGrads",
+           "S1AugmentGrads", "S1AttentionGrads"]
 
 Array = Any
 
@@ -110,6 +97,7 @@ class _PosCache(NamedTuple):
     params: S1Params
     sin: Array         # (*p, L, A, S)
     cos: Array         # (*p, L, A, S)
+    weight: Array = None   # (L,) per-token factor on Q_p and K_p, or None (all ones)
 
 
 class _AugCache(NamedTuple):
@@ -298,8 +286,10 @@ def s1_positional_bwd(dout, cache: _PosCache) -> S1PositionalGrads:
 
 # K_p = [sin t, cos t],  Q_p = [alpha sin t - beta cos t, beta sin t + alpha cos t],  t_las = omega_as z_la
 # dalpha = sum_l g1 sin + g2 cos,  dbeta = sum_l g2 sin - g1 cos,  domega = sum_l (ds cos - dc sin) z_l
-def s1_positional_fwd_core(pos, params, *, xp):
-    """Unchecked core of :func:`s1_positional_fwd` on ``(L, A)`` floats (see :func:`s1_positional`)."""
+def s1_positional_fwd_core(pos, params, *, xp, weight=None):
+    """Unchecked core of :func:`s1_positional_fwd` on ``(L, A)`` floats (see :func:`s1_positional`).
+    ``weight: (L,)`` multiplies each token's ``Q_p`` and ``K_p`` rows (0: a class token without a position,
+    Horn et al.'s zero encoding: the positional logit vanishes for every pair it is in)."""
     A = params.freqs.shape[-2]
     L = pos.shape[0]
     theta = xp.expand_dims(pos, axis=-1) * xp.expand_dims(params.freqs, axis=-3)   # (*p, L, A, S)
@@ -310,7 +300,9 @@ def s1_positional_fwd_core(pos, params, *, xp):
     P = 2 * A * params.freqs.shape[-1]
     Qp = xp.reshape(Qp, tuple(Qp.shape[:-4]) + (L, P))                             # (*p, L, P)
     Kp = xp.reshape(Kp, tuple(Kp.shape[:-4]) + (L, P))                             # (*p, L, P)
-    return (Qp, Kp), _PosCache(pos, params, s, c)
+    if weight is not None:                                                         # (L, 1) row factors
+        Qp, Kp = Qp * xp.reshape(weight, (L, 1)), Kp * xp.reshape(weight, (L, 1))  # (*p, L, P)
+    return (Qp, Kp), _PosCache(pos, params, s, c, weight)
 
 
 def s1_positional_bwd_core(dout, cache, *, xp):
@@ -319,6 +311,8 @@ def s1_positional_bwd_core(dout, cache, *, xp):
     c = cache
     shp = tuple(c.sin.shape)                                                       # (*p, L, A, S)
     L, A, S = shp[-3], shp[-2], shp[-1]
+    if c.weight is not None:                                                       # Q_p, K_p times weight
+        dQp, dKp = dQp * xp.reshape(c.weight, (L, 1)), dKp * xp.reshape(c.weight, (L, 1))   # (..., L, P)
     g = xp.reshape(dQp, tuple(dQp.shape[:-2]) + (L, A, S, 2))                     # (..., L, A, S, 2)
     gk = xp.reshape(dKp, tuple(dKp.shape[:-2]) + (L, A, S, 2))
     g1, g2 = g[..., 0], g[..., 1]                                                  # (..., L, A, S)
@@ -433,10 +427,10 @@ def _check_rows(positions, q):
 
 # q_aug = [q, Q_p(z)],  k_aug = [k, K_p(z)]   (Q_p, K_p broadcast over the batch axes)
 # dq = dq_aug[..., :d],  dk = dk_aug[..., :d],  dparams = s1_positional_bwd(dq_aug[..., d:], dk_aug[..., d:])
-def s1_augment_fwd_core(q, k, pos, params, *, xp):
+def s1_augment_fwd_core(q, k, pos, params, *, xp, weight=None):
     """Unchecked core of :func:`s1_augment_fwd` on ``(L, A)`` float positions (the broadcast checks of the
-    parameters' leading axes stay: no data read)."""
-    (Qp, Kp), pc = s1_positional_fwd_core(pos, params, xp=xp)                      # (*p, L, P)
+    parameters' leading axes stay: no data read); `weight` as in :func:`s1_positional_fwd_core`."""
+    (Qp, Kp), pc = s1_positional_fwd_core(pos, params, xp=xp, weight=weight)       # (*p, L, P)
     P = Qp.shape[-1]
     batch = tuple(q.shape[:-2])
     bad = f"params: leading axes {tuple(Qp.shape[:-2])} do not broadcast to q's batch axes {batch}"
@@ -582,11 +576,12 @@ def s1_attention_bwd(dy, cache: _AttnCache, *, omega_grad=True) -> S1AttentionGr
 
 # y = softmax([q, Q_p] [k, K_p]^T / sqrt(d + P)) v   (exact), or FAVOR+ on the augmented q and k
 # d[q, Q_p], d[k, K_p] from the attention backward, then the augmentation's backward
-def s1_attention_fwd_core(q, k, v, pos, params, *, omega, causal, features, xp, keep=True):
+def s1_attention_fwd_core(q, k, v, pos, params, *, omega, causal, features, xp, keep=True, weight=None):
     """Unchecked core of :func:`s1_attention_fwd` on ``(L, A)`` float positions (the caller ran
     :func:`check_s1_params` and checked ``L >= 1``): the augmentation's and the softmax's unchecked cores, or
-    FAVOR (which checks only its result; ``keep=False``: no causal states kept for a backward)."""
-    (q_aug, k_aug), ac = s1_augment_fwd_core(q, k, pos, params, xp=xp)
+    FAVOR (which checks only its result; ``keep=False``: no causal states kept for a backward); `weight` as in
+    :func:`s1_positional_fwd_core` (0: a class token, whose logits are ``[q, 0] . [k, K_p] = q . k``)."""
+    (q_aug, k_aug), ac = s1_augment_fwd_core(q, k, pos, params, xp=xp, weight=weight)
     if omega is None:
         y, cache = softmax_attention_fwd_core(q_aug, k_aug, v, None, causal, float(q_aug.shape[-1] ** -0.5),
                                               False, DEFAULT_BLOCK_ELEMENTS, xp=xp)

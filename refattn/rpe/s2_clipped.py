@@ -25,6 +25,12 @@ Manhattan rings of radius r < k (1 + 2k(k - 1) cells in all) and the far class i
 k^2)), which is Horn's ``<q'_i, w'_k> sum_j v_j + sum_{m in window} <q'_i, a'_im - w'_k> v_m`` regrouped. When
 k exceeds the largest distance on the grid (H + W - 2) the far class is empty and set to exact zeros.
 
+**A class token** (the cores' ``class_token=True``: token 0, the model's ``readout="class-token"``) is
+placed as Horn et al.'s code places theirs (``clipped_relative_attention.py`` l. 150-175, where it is the
+last token): as a query at the raster position after the last token (``(H, 0)``; ``L - 1`` in 1-D), as a key
+in the far class ``R - 1`` for every query. The class sums are those of the grid extended by one raster row
+(one position in 1-D) holding zeros, plus the class token's value in the far class.
+
 **Memory.** The class sums are materialised as ``(..., L, R, d_v + 1)`` (R = 2k + 1 or k + 1): for H = 8,
 L = 4096, k = 6, d_v = 64 in float32 that is 110 MB (1-D) or 60 MB (2-D).
 
@@ -80,6 +86,7 @@ class S2AttentionCache(NamedTuple):
     k: int
     grid: Any         # None or (H, W)
     feat: Any         # FAVOR: (cache_q, cache_w, pw_scaled, e_w) ; exact: None
+    class_token: bool = False   # token 0 is a class token (_token_class_sums)
 
 
 class S2AttentionGrads(NamedTuple):
@@ -330,6 +337,55 @@ def _class_sums(u, k, grid, *, adjoint=False):
 
 
 # ----------------------------------------------------------------------------------------------------------
+# a class token: Horn et al.'s geometry for it (their clipped_relative_attention.py l. 150-175, train.py
+# l. 350-363: the class token is appended after the image's tokens and its output read there)
+
+
+def _extended(n, grid):
+    """``(n_ext, grid_ext)``: the positions after the last of `n` tokens, one more raster row for a grid
+    (``(H + 1, W)``: the class token's query sits at its first cell, ``(H, 0)``), one more position in 1-D."""
+    if grid is None:
+        return n + 1, None
+    H, W = grid
+    return (H + 1) * W, (H + 1, W)
+
+
+def _token_class_sums(v, k, grid, class_token, *, xp):
+    r"""The class sums ``V: (..., L, R, e)`` of ``v: (..., L, e)``; with ``class_token`` token 0 is a class
+    token placed as Horn et al.'s code places it: as a **query** at the raster position after the last
+    positioned token (``(H, 0)`` on an ``(H, W)`` grid, ``L - 1`` in 1-D), seeing the other tokens through
+    their clipped distances from there; as a **key** in the far class ``R - 1`` for every query, itself
+    included (their window keeps only keys inside the image). Its sequence index (0 here, last in their code)
+    does not matter: every other part of the model treats the tokens alike."""
+    if not class_token:
+        return _class_sums(v, k, grid)
+    n, e = v.shape[-2] - 1, v.shape[-1]
+    n_ext, grid_ext = _extended(n, grid)
+    batch = tuple(v.shape[:-2])
+    v_pos = xp.concat([v[..., 1:, :], _zeros(batch + (n_ext - n, e), v, xp=xp)], axis=-2)   # (..., n_ext, e)
+    V = _class_sums(v_pos, k, grid_ext)[..., :n + 1, :, :]                         # (..., n + 1, R, e)
+    V = xp.concat([V[..., n:, :, :], V[..., :n, :, :]], axis=-3)                   # class query first
+    R = V.shape[-2]
+    far = xp.concat([_zeros(batch + (1, R - 1, e), v, xp=xp), xp.expand_dims(v[..., :1, :], axis=-2)],
+                    axis=-2)                                                       # (..., 1, R, e) the key
+    return V + far                                                                 # (..., L, R, e)
+
+
+def _token_class_sums_adjoint(u, k, grid, class_token, *, xp):
+    """The transpose of :func:`_token_class_sums`: ``u: (..., L, R, e) -> (..., L, e)``."""
+    if not class_token:
+        return _class_sums(u, k, grid, adjoint=True)
+    n = u.shape[-3] - 1
+    n_ext, grid_ext = _extended(n, grid)
+    batch, R, e = tuple(u.shape[:-3]), u.shape[-2], u.shape[-1]
+    u_ext = xp.concat([u[..., 1:, :, :], u[..., :1, :, :], _zeros(batch + (n_ext - n - 1, R, e), u, xp=xp)],
+                      axis=-3)                                                     # (..., n_ext, R, e)
+    d_pos = _class_sums(u_ext, k, grid_ext, adjoint=True)[..., :n, :]             # (..., n, e)
+    d_cls = xp.sum(u[..., R - 1, :], axis=-2, keepdims=True)                       # (..., 1, e) far class
+    return xp.concat([d_cls, d_pos], axis=-2)                                      # (..., L, e)
+
+
+# ----------------------------------------------------------------------------------------------------------
 # scores S_ir = K(q_i, w_r)
 
 
@@ -380,8 +436,9 @@ def _validate(q, v, w, omega, k, grid):
     return xp, k, grid
 
 
-def check_s2_inputs(q, v, w, omega, k, grid):
-    """Structural checks of :func:`s2_attention_fwd` (namespaces, dtypes, shapes, geometry; no data read).
+def check_s2_inputs(q, v, w, omega, k, grid, class_token=False):
+    """Structural checks of :func:`s2_attention_fwd` (namespaces, dtypes, shapes, geometry; no data read);
+    with `class_token` the geometry is that of the ``L - 1`` tokens after the class token.
 
     Returns ``(xp, k, grid)``.
     """
@@ -391,7 +448,10 @@ def check_s2_inputs(q, v, w, omega, k, grid):
     if q.shape[-1] < 1:                                                            # the scale is d^(-1/2)
         raise ValueError(f"q: expected shape (..., L, d) with d >= 1; got {tuple(q.shape)}")
     L = q.shape[-2]
-    k, grid, R = _check_geometry(L, k, grid)
+    if class_token and L < 2:
+        raise ValueError(f"q: a class token needs at least one other token, shape (..., L, d) with L >= 2; "
+                         f"got {tuple(q.shape)}")
+    k, grid, R = _check_geometry(L - 1 if class_token else L, k, grid)
     what = (f"(..., 2k + 1, d) = (..., {R}, {q.shape[-1]}) for signed 1-D distances" if grid is None
             else f"(..., k + 1, d) = (..., {R}, {q.shape[-1]}) for Manhattan distances on a grid")
     batch = tuple(q.shape[:-2])
@@ -515,16 +575,20 @@ def s2_attention_bwd(dy, cache: S2AttentionCache, *, omega_grad=True) -> S2Atten
 
 # y_i = sum_r S_ir V_r(i)[:d_v] / z_i,  S_ir = K(q_i, w_r),  V_r(i) = sum_{class(i, j) = r} [v_j, 1]
 # dS_ir = g_i . V_r(i),  dv_aug = ClassSums^T(S g),  g = [dy, -sum(dy * y)] / z
-def s2_attention_fwd_core(q, v, w, omega, *, k, grid, xp):
-    """Unchecked core of :func:`s2_attention_fwd` (`k`, `grid` as :func:`check_s2_inputs` returns them)."""
+def s2_attention_fwd_core(q, v, w, omega, *, k, grid, xp, class_token=False):
+    """Unchecked core of :func:`s2_attention_fwd` (`k`, `grid` as :func:`check_s2_inputs` returns them).
+
+    ``class_token=True``: token 0 is a class token, placed as Horn et al.'s code places it (as a query after
+    the last position, as a key in the far class: :func:`_token_class_sums`); `grid` describes the other
+    ``L - 1`` tokens."""
     d_v = v.shape[-1]
     S, feat = _scores_fwd(q, w, omega, xp=xp)                                      # (..., L, R)
     v_aug = xp.concat([v, xp.ones(tuple(v.shape[:-1]) + (1,), dtype=v.dtype, device=device_of(v))], axis=-1)
-    V = _class_sums(v_aug, k, grid)                                                # (..., L, R, e) class sums
+    V = _token_class_sums(v_aug, k, grid, class_token, xp=xp)                      # (..., L, R, e) class sums
     numer = xp.sum(xp.expand_dims(S, axis=-1) * V, axis=-2)                    # (..., L, e) sum_r S_ir V_r(i)
     z = numer[..., d_v:]                                                           # (..., L, 1)
     y = numer[..., :d_v] / z                                                       # (..., L, d_v)
-    return y, S2AttentionCache(q, w, omega, v_aug, S, z, y, k, grid, feat)
+    return y, S2AttentionCache(q, w, omega, v_aug, S, z, y, k, grid, feat, bool(class_token))
 
 
 def s2_attention_bwd_core(dy, cache, *, omega_grad=True, xp):
@@ -534,10 +598,10 @@ def s2_attention_bwd_core(dy, cache, *, omega_grad=True, xp):
     dnumer = dy / c.z                                                              # (..., L, d_v)
     dz = -xp.sum(dnumer * c.y, axis=-1, keepdims=True)                             # (..., L, 1)
     g = xp.concat([dnumer, dz], axis=-1)                                           # (..., L, e)
-    V = _class_sums(c.v_aug, c.k, c.grid)                                          # (..., L, R, e) recomputed
+    V = _token_class_sums(c.v_aug, c.k, c.grid, c.class_token, xp=xp)             # (..., L, R, e) recomputed
     dS = xp.sum(V * xp.expand_dims(g, axis=-2), axis=-1)                           # (..., L, R)
-    dv_aug = _class_sums(xp.expand_dims(c.S, axis=-1) * xp.expand_dims(g, axis=-2), c.k, c.grid,
-                         adjoint=True)                                             # (..., L, e)
+    dv_aug = _token_class_sums_adjoint(xp.expand_dims(c.S, axis=-1) * xp.expand_dims(g, axis=-2), c.k,
+                                       c.grid, c.class_token, xp=xp)               # (..., L, e)
     dq, dw, domega = _scores_bwd(dS, c, xp=xp, omega_grad=omega_grad)
     return S2AttentionGrads(q=dq, v=dv_aug[..., :d_v], w=dw, omega=domega)
 

@@ -441,3 +441,211 @@ def test_params_leaves_all_have_gradients():
         fg = flatten_tree(g)
         assert fp.keys() == fg.keys(), name
         assert all(fp[k].shape == fg[k].shape for k in fp)
+
+
+# ---- the class-token readout -------------------------------------------------------------------------------
+#: the kinds the image experiments run (paper_checks/experiments/images.py, model_config), with a class token,
+#: on a (2, 3) grid of L = 6 tokens: (attention, position)
+CLASS_TOKEN_KINDS = {
+    "favor-no-pos": ({"kind": "favor", "m": 8}, "none"),
+    "favor-learned": ({"kind": "favor", "m": 8}, "learned"),
+    "favor-sinusoid": ({"kind": "favor", "m": 8}, "sinusoid"),
+    "s1-grid-favor": ({"kind": "s1", "lengthscales": 2, "grid": [2, 3], "features": "positive", "m": 8,
+                       "init": "authors"}, "none"),
+    "s1-grid-softmax": ({"kind": "s1", "lengthscales": 2, "grid": [2, 3]}, "none"),
+    "s2-grid-favor": ({"kind": "s2", "clip": 2, "grid": [2, 3], "features": "positive", "m": 8}, "none"),
+    "s2-1d-softmax": ({"kind": "s2", "clip": 2}, "none"),
+    "flt-gm-grid": ({"kind": "flt", "spectrum": "gaussian_mixture", "r": 4, "m": 8, "grid": [2, 3]}, "none"),
+}
+
+
+def class_token_setup(name, seed=0):
+    att, position = CLASS_TOKEN_KINDS[name]
+    return setup(att, "classify", seed=seed, L=6, position=position, readout="class-token")
+
+
+@pytest.mark.parametrize("name", list(CLASS_TOKEN_KINDS))
+def test_class_token_model_grad(name):
+    """Every parameter, the class token included, against central differences: each leaf its own
+    directions."""
+    cfg, params, feats, ids, labels = class_token_setup(name)
+    assert params["cls"].shape == (8,)
+    _, cache = transformer_loss_fwd(params, ids, labels, feats, config=cfg)
+    assert list(transformer_loss_bwd(np.ones(()), cache).params) == list(params)   # the optimisers' order
+    check_vjp(transformer_loss_fwd, transformer_loss_bwd, {"params": params},
+              kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg})
+
+
+@pytest.mark.parametrize("name", ["s1-grid-favor", "s2-grid-favor", "flt-gm-grid"])
+def test_class_token_mha_grad(xp, name):
+    """The positional kinds' class-token placement through multi-head attention, on every namespace: the
+    input (class token at index 0) and every parameter."""
+    att, _ = CLASS_TOKEN_KINDS[name]
+    rng = np.random.default_rng(5)
+    like = xp.zeros(1, dtype=xp.float64)
+    cfg = tiny_config(att, "classify", n_layers=1)
+    att = check_config(cfg)["attention"]
+    params = rr.tree_as_xp(perturb(nninit.init_mha(rng, 8, 2, att), rng), like=like)
+    feats = rr.tree_as_xp(nninit.draw_attention_features(rng, cfg)[0], like=like)
+    x = randn(rng, xp, 2, 7, 8)                                          # the class token and 2 x 3 tokens
+    check_vjp(mha_fwd, mha_bwd, {"x": x, "params": params},
+              kwargs={"features": feats, "n_heads": 2, "attention": att, "class_token": True})
+
+
+def test_class_token_patch_model_grad():
+    """Patch input with sinusoid positions: the class token, the images and every parameter."""
+    cfg = dict(task="classify", input="patches", patch=2, image_shape=(4, 4, 3), n_classes=3, d_model=8,
+               n_heads=2, n_layers=1, max_len=4, attention=KINDS["favor-positive-orth"], position="sinusoid",
+               readout="class-token")
+    rng = np.random.default_rng(3)
+    params = nninit.init_transformer(rng, cfg)
+    feats = nninit.draw_attention_features(rng, cfg)
+    check_vjp(transformer_loss_fwd, transformer_loss_bwd,
+              {"params": params, "inputs": rng.standard_normal((2, 4, 4, 3))},
+              kwargs={"labels": rng.integers(0, 3, size=(2,)), "features": feats, "config": cfg})
+
+
+def test_class_token_is_the_readout_and_has_no_position():
+    """The logits are the head on the final hidden state of the prepended token, which carries no positional
+    embedding: with softmax attention and learned positions, the model equals the same model with readout
+    'first' on the embedded inputs with the class token's row prepended and a zero positional row for it."""
+    cfg, params, feats, ids, labels = setup("softmax", "classify", L=5, readout="class-token")
+    got = transformer(params, ids, feats, config=cfg)
+    table = params["embed"]
+    emb_cls = np.concatenate([params["cls"][None], table], axis=0)      # the class token as token id 0
+    pos = np.concatenate([np.zeros((1, 8)), params["pos"][:5]], axis=0)  # its positional row: zero
+    first = dict(params, embed=emb_cls, pos=pos)
+    del first["cls"]
+    ids_first = np.concatenate([np.zeros((2, 1), dtype=ids.dtype), ids + 1], axis=1)   # (2, 6)
+    want = transformer(first, ids_first, feats,
+                       config=dict(cfg, readout="first", vocab_size=8))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+def _s1_class_token_gap(positions_shift=0.0):
+    """max |S1 kind's output with a class token - a dense reference whose class token has no positional
+    part| (exact softmax); the class token's output row also compared after shifting every other token's
+    coordinates by `positions_shift` (S1 is relative: it must not move)."""
+    from refattn.rpe import s1_positional
+
+    att = check_config(tiny_config({"kind": "s1", "lengthscales": 2, "pos_dim": 2}, "classify"))["attention"]
+    rng = np.random.default_rng(6)
+    params = perturb(nninit.init_mha(rng, 8, 2, att), rng)["attn"]["s1"]
+    q, k, v = rng.standard_normal((3, 2, 2, 7, 4))                      # (B, H, 1 + 6, d)
+    pos = np.stack(np.meshgrid(np.arange(2.0), np.arange(3.0), indexing="ij"), axis=-1).reshape(6, 2)
+    out, _ = ATTENTION_KINDS["s1"].fwd(q, k, v, {"s1": params}, {}, positions=pos, class_token=True,
+                                       causal=False, options=att)
+    Qp, Kp = s1_positional(pos, params)                                 # (6, P): the positioned tokens
+    Qp, Kp = (np.concatenate([np.zeros((1, a.shape[-1])), a]) for a in (Qp, Kp))   # the class token: zeros
+    scale = (4 + Qp.shape[-1]) ** -0.5                                  # the concatenated width's temperature
+    logits = (q @ np.swapaxes(k, -1, -2) + Qp @ Kp.T) * scale           # row 0, column 0: content alone
+    want = _softmax_rows(logits) @ v
+    shifted, _ = ATTENTION_KINDS["s1"].fwd(q, k, v, {"s1": params}, {}, positions=pos + positions_shift,
+                                           class_token=True, causal=False, options=att)
+    return max(np.max(np.abs(out - want)), np.max(np.abs(shifted[..., 0, :] - out[..., 0, :])))
+
+
+def _softmax_rows(logits):
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_s1_class_token_has_content_logits_only():
+    """S1 (exact): the class token's logits against every key, and every query's against it, are the content
+    logits (its positional parts are zero, Horn et al.'s zero encoding), and translating the other tokens'
+    coordinates leaves its output unchanged (S1 is relative; the class token has no coordinate)."""
+    assert _s1_class_token_gap(positions_shift=np.array([3.0, -2.0])) < 1e-13
+
+
+def test_s1_class_token_check_must_fail(monkeypatch):
+    """A class token with positional parts (weight 1 at the zero coordinate) fails the check above."""
+    from refattn.nn.kinds import s1 as s1_kind
+
+    real = s1_kind.with_class_token
+    monkeypatch.setattr(s1_kind, "with_class_token",
+                        lambda pos, *, xp: (real(pos, xp=xp)[0], xp.ones(pos.shape[0] + 1, dtype=pos.dtype)))
+    assert _s1_class_token_gap(positions_shift=np.array([3.0, -2.0])) > 1e-3
+
+
+def test_flt_class_token_has_no_rpe_features():
+    """FLT: the class token's rows of the RPE features N1, N2 are zero, so its estimated RPE term vanishes:
+    the kind's output equals FAVOR+ attention on ``[N1 | d^-1/4 q]``, ``[N2 | d^-1/4 k]`` built from the
+    positioned tokens' features with a zero row for the class token."""
+    from refattn.attention.favor import favor_attention
+    from refattn.nn.kinds.domains import spectral_values_fwd
+    from refattn.rpe import flt_features
+
+    cfg = tiny_config(CLASS_TOKEN_KINDS["flt-gm-grid"][0], "classify", n_layers=1)
+    att = check_config(cfg)["attention"]
+    rng = np.random.default_rng(7)
+    attn = nninit.init_mha(rng, 8, 2, att)["attn"]
+    feats = nninit.draw_attention_features(rng, cfg)[0]
+    q, k, v = rng.standard_normal((3, 2, 2, 7, 4))
+    out, _ = ATTENTION_KINDS["flt"].fwd(q, k, v, attn, feats, class_token=True, causal=False, options=att)
+    spectrum, proposal, _ = spectral_values_fwd(attn["spectrum"], attn["proposal"], xp=np)
+    pos = np.stack(np.meshgrid(np.arange(2.0), np.arange(3.0), indexing="ij"), axis=-1).reshape(6, 2)
+    N1, N2 = flt_features(pos, feats["eps"], spectrum, proposal)         # (6, 2r)
+    N1, N2 = (np.concatenate([np.zeros((1, a.shape[-1])), a]) for a in (N1, N2))
+    s = 4 ** -0.25
+    q_hat = np.concatenate([np.broadcast_to(N1, (2, 2, 7, N1.shape[-1])), q * s], axis=-1)
+    k_hat = np.concatenate([np.broadcast_to(N2, (2, 2, 7, N2.shape[-1])), k * s], axis=-1)
+    undo = q_hat.shape[-1] ** 0.25                                      # favor_attention's own d^-1/4
+    want = favor_attention(q_hat * undo, k_hat * undo, v, feats["omega"])
+    np.testing.assert_allclose(out, want, rtol=1e-10, atol=1e-12)
+
+
+def test_class_token_save_load_roundtrip(tmp_path):
+    cfg, params, feats, ids, labels = class_token_setup("s1-grid-favor")
+    path = tmp_path / "model.npz"
+    save(path, params, cfg)
+    loaded, lcfg = load(path, config=cfg)
+    assert "params/cls" in flatten_tree(params, "params")
+    np.testing.assert_array_equal(loaded["cls"], params["cls"])
+    np.testing.assert_array_equal(transformer(loaded, ids, feats, config=lcfg),
+                                  transformer(params, ids, feats, config=cfg))
+
+
+def test_class_token_init_and_other_readouts_unchanged():
+    """The class token is drawn N(0, 1) from its own stream, after the others: every other parameter is
+    bit-identical to the same configuration's with readout 'mean'."""
+    cfg = tiny_config(KINDS["favor-positive-orth"], "classify", readout="class-token")
+    with_cls = nninit.init_transformer(np.random.default_rng(11), cfg)
+    mean = nninit.init_transformer(np.random.default_rng(11), dict(cfg, readout="mean"))
+    assert "cls" not in mean
+    a, b = flatten_tree(with_cls), flatten_tree(mean)
+    assert set(a) - set(b) == {"params/cls"}
+    for key in b:
+        np.testing.assert_array_equal(a[key], b[key])
+    big = nninit.init_transformer(np.random.default_rng(12), dict(cfg, d_model=512, n_heads=8, d_ff=16))
+    assert abs(big["cls"].std() - 1) < 4 * (1 / np.sqrt(2 * 512))      # N(0, 1): SD's SE ~ 1 / sqrt(2 D)
+
+
+def test_class_token_with_dropout():
+    """The dropout masks cover the class token's position too (L + 1)."""
+    cfg, params, feats, ids, labels = setup("softmax", "classify", readout="class-token", attn_dropout=0.1,
+                                            resid_dropout=0.1)
+    masks = nninit.draw_dropout_masks(np.random.default_rng(1), cfg, (2,), 5)
+    assert masks[0]["resid_ff"].shape == (2, 6, 8) and masks[0]["attn"].shape == (2, 2, 6, 4)
+    check_vjp(transformer_loss_fwd, transformer_loss_bwd, {"params": params},
+              kwargs={"inputs": ids, "labels": labels, "features": feats, "config": cfg, "dropout": masks})
+
+
+def test_class_token_config_errors():
+    base = tiny_config("softmax", "classify")
+    with pytest.raises(ValueError, match="config\\['readout'\\]: expected one of 'mean', 'first', "
+                                         "'class-token'; got 'cls'"):
+        check_config(dict(base, readout="cls"))
+    with pytest.raises(ValueError, match="config\\['readout'\\]: 'class-token': class_token: attention kind "
+                                         "'toeplitz' does not define where a class token"):
+        check_config(dict(base, attention="toeplitz", readout="class-token"))
+    with pytest.raises(ValueError, match="under causal attention it would see itself only"):
+        check_config(dict(base, causal=True, readout="class-token"))
+    cfg, params, feats, ids, labels = setup("softmax", "classify", readout="class-token")
+    del params["cls"]
+    with pytest.raises(ValueError, match="params\\['cls'\\]: readout 'class-token' needs the learned class "
+                                         "token"):
+        transformer(params, ids, feats, config=cfg)
+    cfg, params, feats, ids, labels = setup({"kind": "s2", "clip": 2, "grid": [2, 3]}, "classify", L=5,
+                                            readout="class-token")
+    with pytest.raises(ValueError, match=r"grid: expected H \* W == L = 5"):
+        transformer(params, ids, feats, config=cfg)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from array_api_compat import array_namespace
 
 from refattn import _dispatch
 from refattn.attention.softmax import softmax_attention
@@ -173,3 +174,50 @@ def test_dispatch_point_is_used(rng):
         s2_attention_bwd(np.ones_like(y), cache)
     assert calls == [False, False, True]
     np.testing.assert_array_equal(y, y0)
+
+
+def _authors_class_index(n, grid, k):
+    """The (n + 1, n + 1) classes of a sequence whose token 0 is a class token, from Horn et al.'s geometry
+    (clipped_relative_attention.py l. 150-175, where it is the last token): as a query it sits at the raster
+    position after the last token ((H, 0) on an (H, W) grid, n in 1-D); as a key it is in the far class for
+    every query (their window admits keys inside the image only)."""
+    if grid is None:
+        coords = [(i,) for i in range(n)] + [(n,)]                     # tokens 1..n, then the class query
+    else:
+        H, W = grid
+        coords = [(i // W, i % W) for i in range(n)] + [(H, 0)]
+    at = [coords[-1]] + coords[:-1]                                     # sequence order: class token first
+    R = 2 * k + 1 if grid is None else k + 1
+    cls = np.empty((n + 1, n + 1), dtype=np.int64)
+    for i in range(n + 1):
+        for j in range(n + 1):
+            if j == 0:
+                cls[i, j] = R - 1                                       # the class key: far (+k in 1-D)
+            elif grid is None:
+                cls[i, j] = min(max(at[j][0] - at[i][0], -k), k) + k
+            else:
+                cls[i, j] = min(abs(at[j][0] - at[i][0]) + abs(at[j][1] - at[i][1]), k)
+    return cls
+
+
+@pytest.mark.parametrize("n, grid, k", [(11, None, 3), (4, None, 8), (20, (4, 5), 2), (12, (3, 4), 6),
+                                        (1, (1, 1), 2), (18, (6, 3), 3)])
+def test_class_token_geometry_is_the_authors(xp, rng, n, grid, k):
+    """``class_token=True`` (token 0) equals the dense softmax on the classes of Horn et al.'s placement, and
+    the window sums' adjoint stays the transpose (through the backward's v gradient against the dense one)."""
+    q, v, w, _ = _inputs(rng, xp, n + 1, grid, k)
+    xpn = array_namespace(q)
+    y, cache = s2_clipped.s2_attention_fwd_core(q, v, w, None, k=k, grid=grid, xp=xpn, class_token=True)
+    qn, vn, wn = (to_numpy(a) for a in (q, v, w))
+    logits = (qn @ wn.T) / np.sqrt(qn.shape[-1])                        # (B, L, R)
+    cls = _authors_class_index(n, grid, k)
+    dense = np.take_along_axis(logits, np.broadcast_to(cls, logits.shape[:-1] + (n + 1,)), axis=-1)
+    att = np.exp(dense - dense.max(axis=-1, keepdims=True))
+    att /= att.sum(axis=-1, keepdims=True)                              # (B, L, L)
+    assert_close(y, asxp(xp, att @ vn), rtol=1e-12, atol=1e-14)
+    dy = randn(rng, xp, *y.shape)
+    g = s2_clipped.s2_attention_bwd_core(dy, cache, xp=xpn)
+    dyn = to_numpy(dy)
+    dv = np.swapaxes(att, -1, -2) @ dyn                                 # the dense backward for v
+    assert_close(g.v, asxp(xp, dv), rtol=1e-11, atol=1e-13)
+

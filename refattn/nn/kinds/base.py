@@ -6,6 +6,15 @@ dict, possibly empty), its drawn, non-learnable ``features`` (a dict, possibly e
 ``positions`` (``(L, P)`` coordinates or ``None``), and returns the per-head output and a cache; its backward
 returns ``(dq, dk, dv, dattn_params)``.
 
+**A class token** (the model's ``readout="class-token"``): with ``class_token=True`` token 0 of ``q, k, v``
+is a learned token without a position, and ``positions`` (or the kind's default coordinates) describe the
+other ``L - 1`` tokens. A kind that reads no positions treats it as any token. A kind that reads positions
+places it itself: S1 and FLT give it zero positional features (:func:`with_class_token`: a zero coordinate
+row with weight 0, so every pair it is in has the content logit alone), S2 places it as Horn et al.'s code
+does (:mod:`refattn.nn.kinds.s2`); a kind that cannot place it (``toeplitz``: a mask indexed by offsets)
+declares ``class_token=False`` (:class:`AttentionKind`), and the configuration check refuses the
+combination.
+
 The arrays a kind needs are *declared*, not drawn, here (the core never draws):
 ``params(att, d_head=, n_heads=)`` and ``features(att, d_head=, n_heads=)`` return
 ``{name: Draw(sampler, args)}``, and the NumPy edge :mod:`refattn.nn.init` runs each ``Draw`` with the
@@ -25,7 +34,8 @@ from ...attention.linear import DEFAULT_CHUNK_SIZE, linear_attention_bwd_core, l
 from ...tree import tree_map
 
 __all__ = ["AttentionKind", "Draw", "no_draws", "projection", "linear_kind", "check_omega", "spectral_kind",
-           "grid_positions", "pos_dim", "token_positions", "COMMON_OPTIONS", "resolve_on_nonpositive"]
+           "grid_positions", "pos_dim", "token_positions", "with_class_token", "COMMON_OPTIONS",
+           "resolve_on_nonpositive"]
 
 
 class Draw(NamedTuple):
@@ -42,7 +52,8 @@ class AttentionKind(NamedTuple):
     """
 
     name: str
-    #: ``(q, k, v, attn_params, features, *, positions=None, train=True, causal, options) -> (o, cache)``
+    #: ``(q, k, v, attn_params, features, *, positions=None, class_token=False, train=True, causal,
+    #: options) -> (o, cache)``
     fwd: Callable
     bwd: Callable       # (do, cache) -> (dq, dk, dv, dattn_params)
     options: dict       # option name -> default value
@@ -60,6 +71,9 @@ class AttentionKind(NamedTuple):
     #: (attn params) -> attn params: the drawn (constrained) values in the stored form the kind learns them in
     #: (an unconstrained parameterisation, refattn.nn.kinds.domains); applied by refattn.nn.init after drawing
     store: Callable | None = None
+    #: whether the kind takes a class token (token 0 without a position, module docstring): every kind that
+    #: reads no positions does; a positional kind only if it defines where the token sits
+    class_token: bool = True
 
 
 #: options every kind accepts: the redraw policy of its drawn features (refattn.random.rng_for_step)
@@ -94,7 +108,8 @@ def projection(att, cols) -> dict:
 def linear_kind(feat_fwd, feat_bwd):
     """Adapter pair for linear attention with a deterministic feature map (``elu``, ``relu``)."""
 
-    def fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
+    def fwd(q, k, v, attn_params, features, *, positions=None, class_token=False, train=True, causal,
+            options):
         xp = namespace(q)
         phi_q, cq = feat_fwd(q, xp=xp)                                              # (..., H, L, d)
         phi_k, ck = feat_fwd(k, xp=xp)                                              # (..., H, L, d)
@@ -153,7 +168,8 @@ def spectral_kind(stable_fwd, stable_bwd, rks_fwd, rks_bwd, args_of, key, check)
     the namespace the cores are called with.
     """
 
-    def fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
+    def fwd(q, k, v, attn_params, features, *, positions=None, class_token=False, train=True, causal,
+            options):
         scale = float(q.shape[-1]) ** -0.25
         xp = check(attn_params, features, options, q, train)
         args, kw = args_of(attn_params, features, options, train)
@@ -207,6 +223,16 @@ def token_positions(positions, L, options, like, *, xp, kind):
         raise ValueError(f"positions: expected shape (L, D) = ({L}, {D}) for attention kind {kind!r} "
                          f"(pos_dim = {D}); got {tuple(positions.shape)}")
     return positions
+
+
+def with_class_token(pos, *, xp):
+    """The coordinates ``(L + 1, D)`` and per-token positional weights ``(L + 1,)`` of a sequence whose token
+    0 is a class token before the `pos` ``(L, D)`` ones: a zero coordinate row and weight 0 for it (its
+    positional features vanish: Horn et al.'s zero positional encoding of the class token, ``train.py``
+    l. 88-117), weight 1 for the others."""
+    coords = xp.concat([xp.zeros_like(pos[:1, :]), pos], axis=0)                   # (L + 1, D)
+    weight = xp.concat([xp.zeros_like(pos[:1, 0]), xp.ones_like(pos[:, 0])], axis=0)   # (L + 1,)
+    return coords, weight
 
 
 def grid_positions(L, grid, like, *, xp, kind=""):

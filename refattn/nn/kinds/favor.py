@@ -21,7 +21,8 @@ from .base import AttentionKind, no_draws, projection, resolve_on_nonpositive
 __all__ = ["KIND"]
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, class_token=False, train=True, causal,
+         options):
     omega, feats, nonpos = features["omega"], options["features"], options["on_nonpositive"]
     xp, chunk = check_favor_inputs(q, k, v, omega, causal, feats, DEFAULT_CHUNK_SIZE, nonpos)
     return favor_attention_fwd_core(q, k, v, omega, causal=causal, features=feats, chunk_size=chunk,

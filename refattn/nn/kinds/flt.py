@@ -47,6 +47,12 @@ constrained ones; ``learn_proposal=False`` freezes the stored ``loc`` and ``log_
 frequency noise ``eps: (r, D)`` (from the proposal's standard density) and, for ``feature_map="favor"``,
 ``omega: (m, 2r + d)``.
 
+A class token (the model's ``readout="class-token"``, token 0) has zero RPE features: its rows of ``N1`` and
+``N2`` are zero (weight 0 in :func:`refattn.rpe.flt.flt_features_fwd_core`), so the estimated RPE term
+vanishes for every pair it is in and its logits are the content logits. This is refattn's choice, by analogy
+with Horn et al.'s zero positional encoding of their class token (the FLT paper does not mention a class
+token); ``positions`` describe the other tokens.
+
 omega: **redrawn** for ``feature_map="favor"`` (never learned, so its gradient is not computed:
 ``refattn.rpe.flt_linear.flt_attention_bwd(..., omega_grad=False)``); **learnable** for
 ``"linear"``/``"relu"``, where the projection is the parameter ``W`` and its gradient is returned.
@@ -63,7 +69,8 @@ from ...rpe.flt import check_flt_inputs, flt_features_bwd_core, flt_features_fwd
 from ...rpe.flt_linear import flt_attention_bwd_core, flt_attention_fwd_core
 from ...rpe.spectra import PROPOSAL_KINDS, Box, Proposal
 from ...tree import tree_leaves, tree_map
-from .base import AttentionKind, Draw, pos_dim, projection, resolve_on_nonpositive, token_positions
+from .base import (AttentionKind, Draw, pos_dim, projection, resolve_on_nonpositive, token_positions,
+                   with_class_token)
 from .domains import LogExcess, spectral_values_bwd, spectral_values_fwd, spectrum_values, store_spectral
 
 __all__ = ["KIND", "FAMILIES", "proposal_kind", "box_truncation_bias_bound", "model_bias_bound",
@@ -186,20 +193,24 @@ def _proposal_grads(g, learn):
 
 
 def _one_fwd(q, k, v, pos, stored_spectrum, stored_proposal, attn_params, features, *, causal, options, xp,
-             keep=True):
-    """One stored spectrum for all heads in `q`: ``(y, (inner cache, values cache), bias bound or None)``."""
+             keep=True, class_token=False):
+    """One stored spectrum for all heads in `q`: ``(y, (inner cache, values cache), bias bound or None)``;
+    `pos` the coordinates of the positioned tokens (all but token 0 with `class_token`)."""
     spectrum, proposal, vc = spectral_values_fwd(stored_spectrum, stored_proposal, xp=xp)   # the values
     truncated = options["truncation"] is not None
     bound = None
     if truncated and isinstance(spectrum, Box):
         bound = box_truncation_bias_bound(spectrum, options["truncation"], pos, xp=xp)
+    weight = None
+    if class_token:                                   # token 0: zero RPE features (weight 0)
+        pos, weight = with_class_token(pos, xp=xp)                                  # (L, D), (L,)
     if options["feature_map"] == "favor":
         check_flt_inputs(pos, features["eps"], spectrum, proposal, truncated, finite=False)  # pair, signs
         y, c = flt_attention_fwd_core(q, k, v, pos, features["eps"], spectrum, proposal, features["omega"],
-                                       causal=causal, xp=xp, keep=keep)
+                                       causal=causal, xp=xp, keep=keep, weight=weight)
     else:
         y, c = _learned_fwd(q, k, v, pos, features["eps"], spectrum, proposal, attn_params["W"],
-                            causal=causal, options=options, xp=xp, keep=keep)
+                            causal=causal, options=options, xp=xp, keep=keep, weight=weight)
     return y, (c, vc), bound
 
 
@@ -215,13 +226,15 @@ def _one_bwd(do, cache, feature_map):
     return dq, dk, dv, dspec, dprop, dW
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, class_token=False, train=True, causal,
+         options):
     xp = namespace(q)
-    pos = token_positions(positions, q.shape[-2], options, q, xp=xp, kind="flt")     # (L, D)
+    n = q.shape[-2] - (1 if class_token else 0)                                       # positioned tokens
+    pos = token_positions(positions, n, options, q, xp=xp, kind="flt")               # (n, D)
     spectrum, proposal = attn_params["spectrum"], attn_params["proposal"]
     if options["share"] == "layer":
         y, c, bound = _one_fwd(q, k, v, pos, spectrum, proposal, attn_params, features, causal=causal,
-                               options=options, xp=xp, keep=train)
+                               options=options, xp=xp, keep=train, class_token=class_token)
     else:                                                 # per head: spectrum leaves carry a leading H axis
         H = q.shape[-3]
         if spectrum_heads(spectrum) != H:
@@ -234,7 +247,7 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
             prop_h = tree_map(lambda a, h=h: a[h], proposal)
             y_h, c_h, b_h = _one_fwd(q[..., sl, :, :], k[..., sl, :, :], v[..., sl, :, :], pos, spec_h,
                                      prop_h, attn_params, features, causal=causal, options=options, xp=xp,
-                                     keep=train)
+                                     keep=train, class_token=class_token)
             ys.append(y_h)
             c.append(c_h)
             bounds.append(b_h)
@@ -268,12 +281,12 @@ def spectrum_heads(spectrum):
     return None if not leaves else (leaves[0].shape[0] if leaves[0].ndim else None)
 
 
-def _learned_fwd(q, k, v, pos, eps, spectrum, proposal, W, *, causal, options, xp, keep=True):
+def _learned_fwd(q, k, v, pos, eps, spectrum, proposal, W, *, causal, options, xp, keep=True, weight=None):
     """App. B.2: ``phi(x) = x W^T`` (or ``relu(x W^T) + 1e-3``) on ``[N1 | d^{-1/4} q]``, then linear
-    attention."""
+    attention (``weight``: per-token factor on the RPE features, 0 for a class token)."""
     truncated = options["truncation"] is not None
     check_flt_inputs(pos, eps, spectrum, proposal, truncated, finite=False)       # signs, proposal vs g
-    (N1, N2), fc = flt_features_fwd_core(pos, eps, spectrum, proposal, xp=xp)
+    (N1, N2), fc = flt_features_fwd_core(pos, eps, spectrum, proposal, xp=xp, weight=weight)
     two_r, d = N1.shape[-1], q.shape[-1]
     batch = tuple(q.shape[:-1])                                                   # (..., L)
     ds = d ** -0.25

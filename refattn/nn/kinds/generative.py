@@ -59,7 +59,8 @@ _spectral_fwd, _spectral_bwd = spectral_kind(
     check=_check)
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, class_token=False, train=True, causal,
+         options):
     o, cache = _spectral_fwd(q, k, v, attn_params, features, positions=positions, train=train, causal=causal,
                              options=options)
     return o, (cache, options["bn"], bool(train))

@@ -23,6 +23,11 @@ grid (A = 2: one rotation block per axis and lengthscale, so the positional logi
 ``sum_(a, s) alpha_as cos(omega_as Delta_a) + beta_as sin(omega_as Delta_a)``, a function of the 2-D offset);
 ``pos_dim=A`` with the model's ``positions: (L, A)`` input takes any coordinates.
 
+A class token (the model's ``readout="class-token"``, token 0) has zero positional parts ``Q_p = K_p = 0``
+(weight 0 in :func:`refattn.rpe.s1_rotation.s1_positional_fwd_core`), exactly Horn et al.'s zero positional
+encoding of their class token (``train.py`` l. 88-117, fed to ``ConstrainedLinear``): its logits against
+every key, and every query's against it, are the content logits; ``positions`` describe the other tokens.
+
 omega: **redrawn** (never learned), so its gradient is not computed
 (``refattn.rpe.s1_rotation.s1_attention_bwd(..., omega_grad=False)``; the kind runs its unchecked core, the
 model having checked every array once).
@@ -34,23 +39,29 @@ from ..._xp import namespace
 from ...attention.favor import FAVOR_FEATURES
 from ...rpe.s1_rotation import (check_s1_params, check_s1_positions, s1_attention_bwd_core,
                                 s1_attention_fwd_core)
-from .base import AttentionKind, Draw, pos_dim, projection, token_positions
+from .base import AttentionKind, Draw, pos_dim, projection, token_positions, with_class_token
 
 __all__ = ["KIND"]
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, class_token=False, train=True, causal,
+         options):
     xp = namespace(q)
     omega = None if options["features"] is None else features["omega"]
-    pos = token_positions(positions, q.shape[-2], options, q, xp=xp, kind="s1")       # (L, A)
+    n = q.shape[-2] - (1 if class_token else 0)                                       # positioned tokens
+    pos = token_positions(positions, n, options, q, xp=xp, kind="s1")                 # (n, A)
     params = attn_params["s1"]
     check_s1_params(params)
-    if q.shape[-2] < 1:
+    if n < 1:
         raise ValueError(f"q: expected shape (..., L, d) with L >= 1 positions; got {tuple(q.shape)}")
-    pos = check_s1_positions(pos, params.freqs.shape[-2], params.freqs, xp=xp)        # (L, A), no data read
+    pos = check_s1_positions(pos, params.freqs.shape[-2], params.freqs, xp=xp)        # (n, A), no data read
+    weight = None
+    if class_token:                                   # token 0: zero positional features (weight 0)
+        pos, weight = with_class_token(pos, xp=xp)                                    # (L, A), (L,)
     # the unchecked core: q, k, v, the parameters and the positions were checked once by the model
     return s1_attention_fwd_core(q, k, v, pos, params, omega=omega, causal=causal,
-                                 features=options["features"] or "positive", xp=xp, keep=train)
+                                 features=options["features"] or "positive", xp=xp, keep=train,
+                                 weight=weight)
 
 
 def _bwd(do, cache):

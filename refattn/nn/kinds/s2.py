@@ -8,6 +8,19 @@ vectors ``w[clip(dist(i, j), k)]`` (:func:`refattn.rpe.s2_clipped.s2_attention`;
 heads positional. Options ``clip`` k, ``grid`` (None: 1-D signed distances, R = 2k + 1; ``(H, W)``: Manhattan
 distances on the grid, R = k + 1).
 
+A class token (the model's ``readout="class-token"``, token 0) is placed as Horn et al.'s code places it
+(``clipped_relative_attention.py`` l. 150-175; ``train.py`` l. 350-363 appends the class token after the
+image's tokens and reads the last output): in the positional heads it is, **as a query**, at the raster
+position after the last token (``(H, 0)``, one row below the grid; ``L - 1`` in 1-D) and sees the tokens by
+their clipped distances from there; **as a key** it is in the far class ``w[k]`` (``w[+k]`` in 1-D) for every
+query, itself included, because their window admits only keys inside the image
+(:func:`refattn.rpe.s2_clipped.s2_attention_fwd_core` with ``class_token=True``). The content heads treat it
+as any token. refattn keeps it at sequence index 0 as for the other kinds; the index changes nothing, the
+model treating the tokens alike everywhere else (non-causal). This is the authors' placement, not a
+position-free one: the validation contract ``s2-grid-cls`` (docs/guide/validation.md) puts the class query at
+the clipped distance from every token too, and the conformance table records the authors' code's difference
+from it (docs/guide/conformance.md); the model runs what the authors ran.
+
 omega: **redrawn** (FAVOR+ only; never learned). The content heads' backward skips its gradient
 (``favor_attention_bwd``'s core with ``omega_grad=False``), and so does the positional heads'
 (``refattn.rpe.s2_clipped.s2_attention_bwd(..., omega_grad=False)``). The model checked every array once:
@@ -50,7 +63,8 @@ def _check(att, *, d_head, n_heads):
     return att
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, class_token=False, train=True, causal,
+         options):
     if causal:
         raise ValueError("attention kind 's2': clipped relative-distance heads are bidirectional only "
                          "(refattn.rpe.s2_clipped has no causal mode); use causal=False")
@@ -64,8 +78,9 @@ def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, 
     omega = None if options["features"] is None else features["omega"]
     grid = None if options["grid"] is None else tuple(options["grid"])
     qp, vp = q[..., nc:, :, :], v[..., nc:, :, :]                                   # positional heads
-    _, clip, grid = check_s2_inputs(qp, vp, w, omega, options["clip"], grid)        # no data read
-    yp, cp = s2_attention_fwd_core(qp, vp, w, omega, k=clip, grid=grid, xp=xp)      # (..., H - C, L, d)
+    _, clip, grid = check_s2_inputs(qp, vp, w, omega, options["clip"], grid, class_token)   # no data read
+    yp, cp = s2_attention_fwd_core(qp, vp, w, omega, k=clip, grid=grid, xp=xp,
+                                   class_token=class_token)                         # (..., H - C, L, d)
     if nc == 0:
         return yp, (cp, None, k, nc)
     qc, kc, vc = q[..., :nc, :, :], k[..., :nc, :, :], v[..., :nc, :, :]            # (..., C, L, d)

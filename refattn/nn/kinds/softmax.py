@@ -13,7 +13,8 @@ from .base import AttentionKind, no_draws
 __all__ = ["KIND"]
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, class_token=False, train=True, causal,
+         options):
     # the unchecked core: q, k, v are projections of the model's checked input (validated once)
     return softmax_attention_fwd_core(q, k, v, None, causal, float(q.shape[-1] ** -0.5), False,
                                       DEFAULT_BLOCK_ELEMENTS, xp=namespace(q))

@@ -6,6 +6,9 @@ Options: ``feature_map`` in {"elu", "positive"}, ``m``, ``draw``, ``max_len`` (f
 ``t = -(max_len-1)..(max_len-1)`` per head (zeros at initialisation: ``exp(0) = 1``, no RPE at the start).
 Drawn (``feature_map="positive"``): ``omega: (m, d)``.
 
+A class token (``readout="class-token"``) is not defined here: the mask is indexed by the offset ``i - j`` of
+two positions, and a token without a position has none (the kind declares ``class_token=False``).
+
 omega: **redrawn** (never learned): its gradient is not computed (the core of ``positive_features_bwd(...,
 omega_grad=False)``). The model checked every array once: this kind runs the maps' and the Toeplitz
 attention's unchecked cores.
@@ -20,6 +23,10 @@ from ...rpe.toeplitz import DEFAULT_CHUNK_ELEMENTS, toeplitz_attention_bwd_core,
 from .base import AttentionKind, Draw, check_omega, projection
 
 __all__ = ["KIND"]
+
+_NO_CLASS_TOKEN = ("attention kind 'toeplitz': a class token (readout='class-token') has no position, and "
+                   "the Toeplitz mask is indexed by the offset i - j of two positions; use readout 'mean' or "
+                   "'first'")
 
 
 def _window(log_coeffs, L, *, xp):
@@ -37,7 +44,10 @@ def _feature(x, features, options, *, xp):
     return positive_features_fwd_core(x * float(x.shape[-1]) ** -0.25, features["omega"], xp=xp)
 
 
-def _fwd(q, k, v, attn_params, features, *, positions=None, train=True, causal, options):
+def _fwd(q, k, v, attn_params, features, *, positions=None, class_token=False, train=True, causal,
+         options):
+    if class_token:
+        raise ValueError(_NO_CLASS_TOKEN)
     xp = namespace(q)
     L = q.shape[-2]
     b = attn_params["log_coeffs"]                                                    # (H, 2 L_max - 1)
@@ -87,4 +97,4 @@ KIND = AttentionKind(
     "toeplitz", _fwd, _bwd,
     options={"feature_map": "elu", "m": None, "draw": "orthogonal", "max_len": None},
     choices={"feature_map": ("elu", "positive"), "draw": ("iid", "orthogonal")},
-    params=_params, features=_features, omega="redrawn")
+    params=_params, features=_features, omega="redrawn", class_token=False)
