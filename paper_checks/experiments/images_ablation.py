@@ -1,13 +1,15 @@
 """What each difference between refattn's former image settings and the authors' does: an ablation.
 
 From the baseline (:data:`images.PREVIOUS_SETTINGS`, refattn's own choices) to the authors' settings
-(:data:`images.SETTINGS`), the differences are grouped into the changes of :data:`CHANGES` (S1
+(:data:`images.AUTHORS_SETTINGS`: the ladder's :data:`images.SETTINGS` with the authors' class-token readout,
+:data:`images.AUTHORS_READOUT`), the differences are grouped into the changes of :data:`CHANGES` (S1
 initialisation; query/key scale; redraw schedule with the draw tested on; optimiser betas and gradient
 clipping; readout). :func:`configurations` lists the baseline, each change alone on the baseline, and the
-changes applied cumulatively in that order (the last is the authors' settings). A change whose settings are
-the same on both sides is listed among the skipped ones with the reason: the readout (the authors' class
-token is not built: :data:`images.PROVENANCE`); the learning rate is budget-coupled and scaled to the budget
-on both sides (:data:`images.SIZES`), so it is not a change here.
+changes applied cumulatively in that order (the last is the authors' settings; the one before it,
+"cumulative: + optimiser betas and clipping", is the ladder's :data:`images.SETTINGS`). A change whose
+settings are the same on both sides would be listed among the skipped ones with the reason (none is); the
+learning rate is budget-coupled and scaled to the budget on both sides (:data:`images.SIZES`), so it is not a
+change here.
 
 Each configuration trains :data:`METHODS` (No-Pos and S1: the comparison the S1 diagnosis reads) at the whole
 size (ladder rung 1), every seed of the size, through the image runs' cache (:func:`harness.run_grid`): a
@@ -51,18 +53,14 @@ METHODS = ("no-pos", "s1")
 
 
 def _effective(names) -> dict:
-    return {k: images.SETTINGS[k] for n in names for k in dict(CHANGES)[n]}
+    return {k: images.AUTHORS_SETTINGS[k] for n in names for k in dict(CHANGES)[n]}
 
 
 def skipped() -> dict:
     """``{change: reason}`` for the changes whose settings are the same in the baseline and the authors'."""
-    out = {}
-    for name, keys in CHANGES:
-        if all(images.PREVIOUS_SETTINGS[k] == images.SETTINGS[k] for k in keys):
-            out[name] = (f"{', '.join(keys)} the same on both sides ({images.SETTINGS[keys[0]]!r})"
-                         + ("; the authors' class token is not built (images.PROVENANCE)"
-                            if name == "readout" else ""))
-    return out
+    return {name: f"{', '.join(keys)} the same on both sides ({images.AUTHORS_SETTINGS[keys[0]]!r})"
+            for name, keys in CHANGES
+            if all(images.PREVIOUS_SETTINGS[k] == images.AUTHORS_SETTINGS[k] for k in keys)}
 
 
 def configurations() -> list[tuple[str, dict]]:
@@ -106,7 +104,7 @@ def ablation(ctx, *, data_dir: str | None, workers: int = 1) -> dict:
                      "se_gain_s1": gain_se(acc["s1"]["per_seed"], acc["no-pos"]["per_seed"]),
                      "train_cpu_seconds": round(sum(r["train_cpu_seconds"] for r in mine), 1)})
     return {"size": ctx.size, "seeds": images.SIZES[ctx.size]["seeds"], "methods": list(METHODS),
-            "baseline": images.PREVIOUS_SETTINGS, "authors": images.SETTINGS, "skipped": skipped(),
+            "baseline": images.PREVIOUS_SETTINGS, "authors": images.AUTHORS_SETTINGS, "skipped": skipped(),
             "configurations": rows, **images.budget(ctx.size)}
 
 

@@ -661,15 +661,34 @@ def test_ablation_configurations():
     names = [n for n, _ in confs]
     live = [n for n, _ in AB.CHANGES if n not in AB.skipped()]
     assert names[0] == "baseline" and confs[0][1] == IM.PREVIOUS_SETTINGS
-    assert confs[-1][1] == IM.SETTINGS                                       # cumulatively: the authors'
+    assert confs[-1][1] == IM.AUTHORS_SETTINGS                               # cumulatively: the authors'
     assert len(confs) == 1 + len(live) + len(live) - 1
     for n, keys in AB.CHANGES:
         if n in live:                                   # alone: exactly its settings moved to the authors'
             st = dict(confs)[f"alone: {n}"]
             assert {k for k in st if st[k] != IM.PREVIOUS_SETTINGS[k]} == \
-                {k for k in keys if IM.SETTINGS[k] != IM.PREVIOUS_SETTINGS[k]} != set()
-            assert all(st[k] == IM.SETTINGS[k] for k in keys)
-    assert "readout" in AB.skipped() and "class token" in AB.skipped()["readout"]
+                {k for k in keys if IM.AUTHORS_SETTINGS[k] != IM.PREVIOUS_SETTINGS[k]} != set()
+            assert all(st[k] == IM.AUTHORS_SETTINGS[k] for k in keys)
+    assert AB.skipped() == {}
+
+
+def test_ablation_measures_the_class_token_without_moving_the_ladder():
+    """The ablation's readout change uses the authors' class token; the ladder's settings (whose cache keys
+    name the committed and running runs) and every other configuration keep the mean readout."""
+    from paper_checks.experiments import images_ablation as AB  # noqa: N812
+
+    assert IM.AUTHORS_READOUT == "class-token" and IM.SETTINGS["readout"] == "mean"
+    assert IM.PREVIOUS_SETTINGS["readout"] == "mean"
+    assert IM.AUTHORS_SETTINGS == {**IM.SETTINGS, "readout": "class-token"}
+    confs = dict(AB.configurations())
+    assert confs["alone: readout"] == {**IM.PREVIOUS_SETTINGS, "readout": IM.AUTHORS_READOUT}
+    assert confs["cumulative: + readout"] == IM.AUTHORS_SETTINGS
+    assert confs["cumulative: + optimiser betas and clipping"] == IM.SETTINGS   # the ladder's settings
+    with_token = {n for n, st in confs.items() if st["readout"] == IM.AUTHORS_READOUT}
+    assert with_token == {"alone: readout", "cumulative: + readout"}
+    assert all(st["readout"] == "mean" for n, st in confs.items() if n not in with_token)
+    cfg = IM.model_config("s1", IM.SIZES["tiny"], IM.AUTHORS_SETTINGS)
+    assert cfg["readout"] == "class-token" and IM.model_config("s1", IM.SIZES["tiny"])["readout"] == "mean"
 
 
 def test_ablation_tiny(tmp_path, monkeypatch):
@@ -696,6 +715,7 @@ def test_ablation_tiny(tmp_path, monkeypatch):
             assert att["init"] == r["settings"]["s1_init"]
         assert r["eval_draw"] == r["settings"]["eval_draw"]
         assert r["test_acc"] == r["test_acc_by_draw"][r["settings"]["eval_draw"]]
+        assert r["model"]["readout"] == r["settings"]["readout"]
     moved = {(r["settings"]["redraw_every"], r["model"]["qk_init"]) for r in runs}
     assert moved == {(1, "glorot"), (1, "torch"), (1000, "glorot"), (1000, "torch")}
     ctx = Context(seed=0, size="tiny")
