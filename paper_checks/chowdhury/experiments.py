@@ -13,6 +13,7 @@ import sys
 
 from ..companions import label_swap
 from ..experiments import eigenvalues, harness, listops, sparse_task, variance_metrics
+from ..experiments.sparse_rules import ladder_rule
 from ..mutations import mutation, patched
 from ..registry import CHOWDHURY, Context, Result, claim, must_fail, stat_evidence
 from ..rules import slip, with_rule
@@ -39,7 +40,7 @@ _TINY = {"tiny": "not-checkable"}   # the harness never applies a criterion to t
                    "(model, p, seed) run records its learning curve; a model that never reaches 40% is "
                    "reported with the steps it would need (learning guard). Side note: Table 14's last two "
                    "columns are labelled GMM-RKS/GMM-PRF but hold PRF/RKS (0.434024 / 0.069646 = 6.2318).",
-       decide=harness.experiment_rule(sparse_task.decide, sparse_task.CRITERION), slow=True)
+       decide=ladder_rule(sparse_task.decide, sparse_task.CRITERION), slow=True)
 def sec42_sparsity(ctx: Context) -> Result:
     sz = sparse_task.SIZES[ctx.size]
     note = (f"L={sz['L']} (paper 200), {sz['n']} sequences, p in {sz['ps']}, {sz['steps']} float32 steps, "
@@ -61,7 +62,7 @@ def sec42_sparsity(ctx: Context) -> Result:
                    "K = 2). Scale: the trained sparse-task (9 classes) and ListOps (10 classes) models of "
                    "the two other claims, each point a (model, cell, seed) above its learning guard, "
                    "instead of LRA Text/Retrieval at 4K tokens.",
-       decide=harness.experiment_rule(variance_metrics.decide, variance_metrics.CRITERION), slow=True)
+       decide=ladder_rule(variance_metrics.decide, variance_metrics.CRITERION), slow=True)
 def sec41_variance(ctx: Context) -> Result:
     sp, lo = sparse_task.SIZES[ctx.size], listops.SIZES[ctx.size]
     note = (f"trained sparse-task models (L={sp['L']}, {sp['steps']} steps) and ListOps models (length "
@@ -83,7 +84,7 @@ def sec41_variance(ctx: Context) -> Result:
                    "(p = 0.1 cell, the sparse-task claim's own runs, wd 0.1) plus the same runs at wd 0; the "
                    "decay-only eigenvalue prod_t (1 - lr_t wd)^2 is computed from the schedule. ListOps' "
                    "GMM models are reported beside.",
-       decide=harness.experiment_rule(eigenvalues.decide, eigenvalues.CRITERION), slow=True)
+       decide=ladder_rule(eigenvalues.decide, eigenvalues.CRITERION), slow=True)
 def table4_eigenvalues(ctx: Context) -> Result:
     sz = sparse_task.SIZES[ctx.size]
     note = (f"stand-in: sparse task p={eigenvalues.P_EIG}, L={sz['L']}, {sz['steps']} steps, {sz['seeds']} "

@@ -35,12 +35,15 @@ import dataclasses
 import functools
 import hashlib
 import json
+import time
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from ..registry import Context
 from . import harness, measures
+from .sparse_rules import ladder_text, sparsity_rung
 from .data import SPARSE_CLASSES, sparse_features, sparse_sum_task
 from .provenance import Setting, rows
 
@@ -69,6 +72,32 @@ SIZES = {
 # it learn. Both models get the same initialisation and rate.
 #: the weight-decay setting of E.2 (Table 6 for LRA as well); the eigenvalue ablation adds 0
 WEIGHT_DECAY = 0.1
+
+#: The budget ladder: every size trains its grid at these fractions of its ``steps`` (cheapest first), each
+#: rung a separate run whose budget-coupled settings are scaled as the size's own are (:func:`rung_size`).
+LADDER = ("1/4", "1/2", "1")
+#: The settings that scale with a rung's budget; every other entry of a size is the same on every rung.
+RUNG_SCALED = ("steps", "eval_every")
+
+
+def rung_size(size: str, rung: str) -> dict:
+    """``SIZES[size]`` at `rung` (a fraction such as ``"1/4"``) of its budget: ``steps`` and ``eval_every``
+    times the fraction (rounded; at least 1 step and 1 between evaluations). The schedule is the size's shape
+    on the rung's steps (:func:`harness.warmup_cosine`: warm-up over a tenth of them, cosine decay to lr / 10
+    at the rung's last step), so the number of learning-curve points is the size's; the peak learning rate,
+    model, batch, data (the same sequences: the rungs see fewer passes over them, not fewer of them), the
+    early stop at ``stop_at`` and the seeds are unchanged, so the rungs differ in training length alone. At
+    rung ``"1"`` it is ``SIZES[size]`` itself."""
+    if size not in SIZES:
+        raise ValueError(f"size: expected one of {sorted(SIZES)}; got {size!r}")
+    try:
+        f = Fraction(rung)
+    except (TypeError, ValueError):
+        raise ValueError(f"rung: expected a fraction in (0, 1] such as '1/4'; got {rung!r}") from None
+    if not 0 < f <= 1:
+        raise ValueError(f"rung: expected a fraction in (0, 1] such as '1/4'; got {rung!r}")
+    sz = dict(SIZES[size])
+    return {**sz, "steps": max(1, round(sz["steps"] * f)), "eval_every": max(1, round(sz["eval_every"] * f))}
 
 CRITERION = ("Two parts, both needed for holds. (A) gradients: over the (p, checkpoint) cells reached by "
              "both models, the ratio std(GMM-PRF)/std(GMM-RKS) of the classifier-layer gradient exceeds 1 in "
@@ -168,7 +197,8 @@ PROVENANCE = (
 # ---- one run -----------------------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """One training run of the grid: model, Bernoulli p, run seed, size, weight decay."""
+    """One training run of the grid: model, Bernoulli p, run seed, size, weight decay, and the ladder rung
+    (a fraction of the size's budget, :func:`rung_size`)."""
 
     method: str
     p: float
@@ -176,11 +206,20 @@ class Run:
     data_seed: int
     size: str
     weight_decay: float = WEIGHT_DECAY
+    # out of the repr, which the cache key hashes: a rung-1 run keeps the key it had before the ladder
+    rung: str = dataclasses.field(default="1", repr=False)
 
     def key(self) -> str:
-        sz = json.dumps(SIZES[self.size], sort_keys=True)
+        """The cache name: method, p, seed, weight decay, size, the rung in words below rung 1, and a hash of
+        the run's fields and its rung's scaled size (:func:`rung_size`). At rung 1 the scaled size is the
+        size and the repr omits the rung, so the name is the one the grid had before the ladder (the
+        committed ``kl-full`` runs are rung 1); below it the scaled size differs, so no two rungs share a
+        name."""
+        f = Fraction(self.rung)
+        sz = json.dumps(rung_size(self.size, self.rung), sort_keys=True)
         h = hashlib.sha1(f"{NAME}|{self}|{sz}".encode()).hexdigest()[:10]
-        return f"{self.method}-p{self.p}-s{self.run_seed}-wd{self.weight_decay}-{self.size}-{h}"
+        tag = "" if f == 1 else f"-r{f.numerator}of{f.denominator}"
+        return f"{self.method}-p{self.p}-s{self.run_seed}-wd{self.weight_decay}-{self.size}{tag}-{h}"
 
 
 def config_for(method: str, sz: dict) -> dict:
@@ -222,8 +261,9 @@ def gradient_stats(grads: np.ndarray) -> dict:
 
 
 def train_one(run: Run) -> dict:
-    """Train one (model, p, seed) run; its learning curve, Table 14 cells, variance metrics, eigenvalues."""
-    sz = SIZES[run.size]
+    """Train one (model, p, seed, rung) run; its learning curve, Table 14 cells, variance metrics,
+    eigenvalues."""
+    sz = rung_size(run.size, run.rung)
     cfg = config_for(run.method, sz)
     x_tr, y_tr, x_va, y_va = dataset(run.size, run.data_seed, run.p)
     seed = run.run_seed
@@ -231,6 +271,7 @@ def train_one(run: Run) -> dict:
     xe, ye = x_va[:sz["n_val_eval"]], y_va[:sz["n_val_eval"]]
     xt, yt = x_tr[:sz["n_val_eval"]], y_tr[:sz["n_val_eval"]]
     cells: dict = {}
+    t0 = time.perf_counter()
 
     def measure(params):
         step = len(curve.data["step"])
@@ -271,22 +312,30 @@ def train_one(run: Run) -> dict:
     trained = curve.data["step"][-1] if curve.data["step"] else 0
     steps = max(trained, 1)
     return {"method": run.method, "p": run.p, "run_seed": seed, "weight_decay": run.weight_decay,
-            "steps_trained": trained, "stopped_early": trained < sz["steps"], "training": stats,
+            "rung": run.rung, "steps": sz["steps"], "steps_trained": trained,
+            "stopped_early": trained < sz["steps"], "training": stats,
             "curve": curve.data, "checkpoints": {f"{int(t * 100)}%": c for t, c in cells.items()},
             "steps_to_40": reached[0] if reached else None, "final_val_acc": curve.data["val_acc"][-1],
             "variance": vm, "eigenvalues": eig,
             "decay_only_eigenvalue": harness.decay_only_factor(trained, sz["lr"], run.weight_decay,
                                                                schedule) ** 2,
-            "train_cpu_seconds": round(curve.cpu, 1), "cpu_seconds_per_step": curve.cpu / steps,
+            "train_cpu_seconds": round(curve.cpu, 1), "train_seconds": round(curve.wall, 1),
+            "seconds": round(time.perf_counter() - t0, 1), "cpu_seconds_per_step": curve.cpu / steps,
             "seconds_per_step": curve.wall / steps}
 
 
-def runs_for(size: str, seed: int, *, ps=None, weight_decay: float = WEIGHT_DECAY) -> list[Run]:
-    """The grid's runs: every (model, p, seed) of `size` (the ps given, or all of the size)."""
+def runs_for(size: str, seed: int, *, ps=None, weight_decay: float = WEIGHT_DECAY, rungs=("1",)) -> list[Run]:
+    """The grid's runs: every (rung, model, p, seed) of `size` (the ps given, or all of the size; the
+    `rungs` given, the cheapest first: by default the whole size only)."""
     sz = SIZES[size]
-    return [Run(m, p, 1000 * seed + 10 * i + s, seed, size, weight_decay)
-            for i, p in enumerate(sz["ps"]) if ps is None or p in ps
+    return [Run(m, p, 1000 * seed + 10 * i + s, seed, size, weight_decay, r)
+            for r in rungs for i, p in enumerate(sz["ps"]) if ps is None or p in ps
             for m in METHODS for s in range(sz["seeds"])]
+
+
+def at_rung(runs: list[dict], rung: str) -> list[dict]:
+    """The runs of ladder rung `rung` (a run without a ``rung`` entry was trained at the whole size)."""
+    return [r for r in runs if Fraction(r.get("rung", "1")) == Fraction(rung)]
 
 
 def grid(ctx, runs: list[Run]) -> list[dict]:
@@ -301,20 +350,17 @@ def _mean_curve(rs: list[dict], key: str = "val_acc") -> tuple[list, list]:
     return rs[0]["curve"]["step"][:n], np.mean([r["curve"][key][:n] for r in rs], axis=0).tolist()
 
 
-def budget(size: str) -> dict:
-    """This size's compute against the paper's (:func:`harness.budget_record`; the paper's step count is a
-    lower bound, so the fraction is an upper bound)."""
-    return harness.budget_record(SIZES[size], "kl-sparse-task")
+def budget(size: str, rung: str = "1") -> dict:
+    """The compute of `size` at ladder rung `rung` against the paper's (:func:`harness.budget_record`; the
+    paper's step count is a lower bound, so the fraction is an upper bound)."""
+    return harness.budget_record(rung_size(size, rung), "kl-sparse-task")
 
 
-def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=None) -> dict:
-    sz = SIZES[size]
-    harness.require_kinds(*METHODS)
-    ctx = ctx or Context(seed=seed, size=size)
-    out_dir = harness.ensure_dir(out_dir, NAME)
-    results = grid(ctx, runs_for(size, seed))
-    by = {(r["method"], r["p"]): [x for x in results if x["method"] == r["method"] and x["p"] == r["p"]]
-          for r in results}
+def criterion_values(results: list[dict], sz: dict) -> tuple[dict, dict]:
+    """The criterion's numbers from one rung's `results` (every (model, p, seed) of the size `sz`): the
+    criterion values (Table 14's cells reached by both models, the steps to 40%, the slowdowns) and the
+    learning-guard part (the steps a model below 40% would need, CPU seconds per step)."""
+    by = {(m, p): [x for x in results if x["method"] == m and x["p"] == p] for m in METHODS for p in sz["ps"]}
     ratios = []
     for p in sz["ps"]:
         for t in THRESHOLDS:
@@ -348,24 +394,72 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=Non
         a, b = T[m][hi], T[m][lo]
         return None if a is None or b is None else a / b
 
+    cv = {"ratios": [r["std_prf_over_rks"] for r in ratios], "cells": ratios,
+          "fraction_std_ratio_above_1": (float(np.mean([r["std_prf_over_rks"] > 1 for r in ratios]))
+                                         if ratios else None),
+          "fraction_absmean_ratio_above_1": (float(np.mean([r["absmean_prf_over_rks"] > 1 for r in ratios]))
+                                             if ratios else None),
+          "steps_to_40pct (None = not reached in the budget)": T,
+          "slowdown_prf": slowdown("gmm-prf"), "slowdown_rks": slowdown("gmm-rks")}
+    return cv, {"below_guard": need, "cpu_seconds_per_step": cps}
+
+
+def log_steps_to_40(results: list[dict], ps) -> dict:
+    """``{(method, "lo" | "hi"): [log T per seed]}`` at the smallest and largest p of `ps` (None for a cell
+    with a seed that never reached 40%): what :func:`sparse_rules.sparsity_rung` reads."""
+    out = {}
+    for m in METHODS:
+        for end, p in (("lo", min(ps)), ("hi", max(ps))):
+            t = [r["steps_to_40"] for r in results if r["method"] == m and r["p"] == p]
+            out[(m, end)] = None if None in t or not t else [float(np.log(x)) for x in t]
+    return out
+
+
+def ladder(results: list[dict], size: str) -> list[dict]:
+    """The sparsity claim's budget ladder from `results` (any rungs): for each rung of :data:`LADDER` whose
+    runs are complete, its rung (:func:`sparse_rules.sparsity_rung`: effect in units of its SE, the parts
+    beside) with the rung's steps and compute against the paper's, and the criterion's own verdict there."""
+    sz = SIZES[size]
+    want = len(sz["ps"]) * len(METHODS) * sz["seeds"]
+    out = []
+    for r in LADDER:
+        mine = [x for x in at_rung(results, r) if x["weight_decay"] == WEIGHT_DECAY]
+        if len(mine) != want:
+            continue
+        cv, _ = criterion_values(mine, sz)
+        out.append({**sparsity_rung(cv["cells"], log_steps_to_40(mine, sz["ps"])), **budget(size, r),
+                    "rung": r, "steps": rung_size(size, r)["steps"],
+                    "criterion_verdict": decide({"criterion_values": cv})[0],
+                    "slowdown_prf": cv["slowdown_prf"], "slowdown_rks": cv["slowdown_rks"],
+                    "fraction_std_ratio_above_1": cv["fraction_std_ratio_above_1"]})
+    return out
+
+
+def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=None) -> dict:
+    """Train (or reuse) every rung of the grid of `size`; the record decides on the whole size (rung 1) and
+    carries the ladder in ``criterion_values["ladder"]`` (:func:`ladder`)."""
+    sz = SIZES[size]
+    harness.require_kinds(*METHODS)
+    ctx = ctx or Context(seed=seed, size=size)
+    out_dir = harness.ensure_dir(out_dir, NAME)
+    every = grid(ctx, runs_for(size, seed, rungs=LADDER))
+    results = at_rung(every, "1")
+    by = {(m, p): [x for x in results if x["method"] == m and x["p"] == p] for m in METHODS for p in sz["ps"]}
+    cv, learning = criterion_values(results, sz)
+    cv["ladder"] = ladder(every, size)
+    T = cv["steps_to_40pct (None = not reached in the budget)"]
     record = {
         "experiment": NAME, "size": size, "seed": seed, **budget(size), "provenance": rows(PROVENANCE),
         "scale": {k: v for k, v in sz.items() if k != "workers"} | {
             "dtype": "float32", "lr_schedule": harness.warmup_cosine(sz["steps"], sz["lr"]),
-            "weight_decay": WEIGHT_DECAY, "paper_scale": "200K sequences, L=200, batch 400, AdamW lr 5e-6"},
-        "runs": results, "criterion": CRITERION,
-        "criterion_values": {"ratios": [r["std_prf_over_rks"] for r in ratios], "cells": ratios,
-                             "fraction_std_ratio_above_1": (
-                                 float(np.mean([r["std_prf_over_rks"] > 1 for r in ratios]))
-                                 if ratios else None),
-                             "fraction_absmean_ratio_above_1": (
-                                 float(np.mean([r["absmean_prf_over_rks"] > 1 for r in ratios]))
-                                 if ratios else None),
-                             "steps_to_40pct (None = not reached in the budget)": T,
-                             "slowdown_prf": slowdown("gmm-prf"), "slowdown_rks": slowdown("gmm-rks")},
-        "learning": {"guard": f"seed-mean validation accuracy reaches {T_CONV} (chance 1/9)",
-                     "below_guard": need, "cpu_seconds_per_step": cps,
-                     "train_cpu_seconds_total": round(sum(r["train_cpu_seconds"] for r in results), 1)},
+            "weight_decay": WEIGHT_DECAY, "paper_scale": "200K sequences, L=200, batch 400, AdamW lr 5e-6",
+            "ladder": {r: {k: rung_size(size, r)[k] for k in RUNG_SCALED} for r in LADDER}},
+        "runs": results, "criterion": CRITERION, "criterion_values": cv,
+        "learning": {"guard": f"seed-mean validation accuracy reaches {T_CONV} (chance 1/9)", **learning,
+                     "train_cpu_seconds_total": round(sum(r["train_cpu_seconds"] for r in results), 1),
+                     "ladder_train_cpu_seconds": {
+                         r: round(sum(x["train_cpu_seconds"] for x in at_rung(every, r)), 1)
+                         for r in LADDER}},
         "summary": {m: {str(p): {"final_val_acc": float(np.mean([r["final_val_acc"] for r in by[(m, p)]])),
                                  "steps_to_40": T[m][str(p)]} for p in sz["ps"]} for m in METHODS},
     }
@@ -403,6 +497,7 @@ def decide(record: dict) -> tuple[str, str]:
     above = round(cv["fraction_std_ratio_above_1"] * n) if n else 0
     txt = (f"{n} cells reached by both; std PRF/RKS > 1 in {above} of them; "
            f"slowdown T(p=max)/T(p=min): PRF {fmt(sp)}, RKS {fmt(sr)}")
+    txt += ladder_text(cv.get("ladder"))
     if n < 4:
         return "not-checkable", ("too few checkpoints reached: " + txt
                                  + harness.guard_note(record))

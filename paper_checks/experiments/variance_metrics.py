@@ -19,6 +19,7 @@ import numpy as np
 
 from ..registry import Context
 from . import harness, listops, sparse_task
+from .sparse_rules import ladder_text, variance_rung
 from . import provenance
 
 NAME = "variance_metrics"
@@ -60,25 +61,56 @@ def budget(size: str) -> dict:
     return max(sparse_task.budget(size), listops.budget(size), key=lambda b: b["budget_fraction"])
 
 
+def avg(sel: list[dict], key: str) -> float | None:
+    """The mean of `key` over the points `sel` (None for none)."""
+    vals = [p[key] for p in sel]
+    return float(np.mean(vals)) if vals else None
+
+
+def correlations(good: list[dict]) -> dict:
+    """Spearman's rho and Pearson's R^2 of each pair of (mean RSD, mean PI, AGV) over the points `good`
+    (empty below 3 points)."""
+    if len(good) < 3:
+        return {}
+    rsd, pi, agv = (np.array([p[k] for p in good]) for k in ("rsd_mean", "pi_mean", "agv"))
+    return {name: {"spearman": _spearman(a, b), "pearson_r2": float(np.corrcoef(a, b)[0, 1] ** 2)}
+            for name, a, b in (("rsd-agv", rsd, agv), ("rsd-pi", rsd, pi), ("agv-pi", agv, pi))}
+
+
+def ladder(sparse_runs: list[dict], listops_runs: list[dict], majority: float, size: str) -> list[dict]:
+    """The claim's budget ladder: for each rung of :data:`sparse_task.LADDER` whose sparse-task runs are
+    complete, the points of that rung's sparse-task models with the ListOps models (which have no ladder:
+    the same points on every rung), its rung (:func:`sparse_rules.variance_rung`: the weaker of the
+    correlations and the PI ordering, in units of its SE), the rung's steps and the sparse-task compute
+    against the paper's."""
+    sz = sparse_task.SIZES[size]
+    want = len(sz["ps"]) * len(sparse_task.METHODS) * sz["seeds"]
+    out = []
+    for r in sparse_task.LADDER:
+        mine = [x for x in sparse_task.at_rung(sparse_runs, r)
+                if x["weight_decay"] == sparse_task.WEIGHT_DECAY]
+        if len(mine) != want:
+            continue
+        good = [p for p in collect_points(mine, listops_runs, majority) if p["learned"]]
+        corr = correlations(good)
+        out.append({**variance_rung({k: v["spearman"] for k, v in corr.items()}, len(good),
+                                    [p["pi_mean"] for p in good if p["method"] == "gmm-rks"],
+                                    [p["pi_mean"] for p in good if p["method"] == "gmm-prf"]),
+                    **sparse_task.budget(size, r), "rung": r,
+                    "steps": sparse_task.rung_size(size, r)["steps"], "n_points": len(good)})
+    return out
+
+
 def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=None) -> dict:
     harness.require_kinds(*REQUIRED)
     ctx = ctx or Context(seed=seed, size=size)
     out_dir = harness.ensure_dir(out_dir, NAME)
-    sp_runs = sparse_task.grid(ctx, sparse_task.runs_for(size, seed))
+    every = sparse_task.grid(ctx, sparse_task.runs_for(size, seed, rungs=sparse_task.LADDER))
+    sp_runs = sparse_task.at_rung(every, "1")
     lo_runs, majority = listops.grid(ctx, seed)
     points = collect_points(sp_runs, lo_runs, majority)
     good = [p for p in points if p["learned"]]
-    rsd = np.array([p["rsd_mean"] for p in good])
-    pi = np.array([p["pi_mean"] for p in good])
-    agv = np.array([p["agv"] for p in good])
-    corr = {}
-    if len(good) >= 3:
-        for name, a, b in (("rsd-agv", rsd, agv), ("rsd-pi", rsd, pi), ("agv-pi", agv, pi)):
-            corr[name] = {"spearman": _spearman(a, b), "pearson_r2": float(np.corrcoef(a, b)[0, 1] ** 2)}
-
-    def avg(sel, key):
-        vals = [p[key] for p in sel]
-        return float(np.mean(vals)) if vals else None
+    corr = correlations(good)
 
     # does GMM-RKS < GMM-PRF in PI survive the cells and seeds? one comparison per (task, cell, seed index)
     pairs = []
@@ -103,7 +135,8 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=Non
         "points": points, "correlations": corr, "criterion": CRITERION,
         "criterion_values": {"n_points": len(good), "n_points_all": len(points), "correlations": corr,
                              "pi_gmm_rks": avg([p for p in good if p["method"] == "gmm-rks"], "pi_mean"),
-                             "pi_gmm_prf": avg([p for p in good if p["method"] == "gmm-prf"], "pi_mean")},
+                             "pi_gmm_prf": avg([p for p in good if p["method"] == "gmm-prf"], "pi_mean"),
+                             "ladder": ladder(every, lo_runs, majority, size)},
         "learning": {"below_guard": [f"{p['task']} {p['method']} {p['cell']} seed {p['seed']}"
                                      for p in points if not p["learned"]],
                      "listops_majority_rate": majority},
@@ -144,6 +177,6 @@ def decide(record: dict) -> tuple[str, str]:
     sp = {k: v["spearman"] for k, v in cv["correlations"].items()}
     txt = (", ".join(f"{k} rho={v:.2f}" for k, v in sp.items())
            + f"; mean PI GMM-RKS {cv['pi_gmm_rks']:.2f} vs GMM-PRF {cv['pi_gmm_prf']:.2f} "
-             f"(of {record['scale']['passes']})")
+             f"(of {record['scale']['passes']})") + ladder_text(cv.get("ladder"))
     ok = all(np.isfinite(v) and v >= 0.5 for v in sp.values()) and cv["pi_gmm_rks"] < cv["pi_gmm_prf"]
     return ("holds" if ok else "fails"), txt

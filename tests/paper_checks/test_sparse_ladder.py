@@ -1,0 +1,161 @@
+"""The KL sparse-task budget ladder (``paper_checks.experiments.sparse_task`` rungs,
+``paper_checks.experiments.sparse_ladder``) and its claims' rules over the ladder
+(``paper_checks.experiments.sparse_rules``): rung sizes and cache keys, a tiny ladder trained and collected,
+and the registered rules on synthetic ladder evidence."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from paper_checks import load_all
+from paper_checks.experiments import eigenvalues as E  # noqa: N812
+from paper_checks.experiments import sparse_ladder as SL  # noqa: N812
+from paper_checks.experiments import sparse_rules as R  # noqa: N812
+from paper_checks.experiments import sparse_task as S  # noqa: N812
+from paper_checks.registry import Context
+
+REGISTRY = load_all()
+KL_FULL = Path(__file__).resolve().parents[2] / "paper_checks" / "records" / "kl-full"
+
+
+# ---- rungs and keys ----------------------------------------------------------------------------------------
+def test_rung_size_scales_steps_and_evaluation_only():
+    q = S.rung_size("full", "1/4")
+    assert (q["steps"], q["eval_every"]) == (625, 12)
+    assert {k for k in q if q[k] != S.SIZES["full"][k]} == set(S.RUNG_SCALED)
+    assert S.rung_size("full", "1") == S.SIZES["full"]
+    assert S.rung_size("tiny", "1/4")["steps"] == 1                   # at least one step
+    for bad in ("0", "3/2", "a quarter"):
+        with pytest.raises(ValueError, match="rung: expected a fraction"):
+            S.rung_size("full", bad)
+
+
+def test_rung_1_keeps_the_committed_run_keys_and_lower_rungs_are_named_apart():
+    """The committed kl-full runs are rung 1 of the full ladder: found under their own names."""
+    committed = {p.stem for p in (KL_FULL / "experiments" / "sparse_task" / "runs").glob("*.json")}
+    assert {t.key() for t in SL.ladder_tasks("full", 0, rungs=("1",))} == committed
+    lower = [t.key() for t in SL.ladder_tasks("full", 0, rungs=("1/4", "1/2"))]
+    assert len(set(lower)) == 24 and not set(lower) & committed
+    assert all("-r1of4-" in k for k in lower[:12]) and all("-r1of2-" in k for k in lower[12:])
+
+
+def test_tiny_ladder_trains_rung_by_rung_caches_and_collects(tmp_path, monkeypatch):
+    ctx = Context(seed=0, size="tiny", report_dir=tmp_path)
+    runs = SL.train_ladder(ctx)
+    assert [r["rung"] for r in runs] == ["1/4"] * 4 + ["1/2"] * 4 + ["1"] * 6
+    assert [r["steps_trained"] for r in runs[::4]] == [1, 2, 4, 4]
+    cache = tmp_path / "experiments" / S.NAME / "runs"
+    assert len(list(cache.glob("*.json"))) == 14
+
+    def no_training(task):
+        raise AssertionError(f"trained again: {task}")
+
+    monkeypatch.setattr(S, "train_one", no_training)
+    status = SL.collect(cache, tmp_path / "rec", "tiny")
+    assert [(row["done"], row["of"]) for row in status["rungs"].values()] == [(4, 4)] * 3
+    assert status["ablation_wd0"]["done"] == 2 and status["estimate_cpu_seconds_to_finish"] == 0
+    assert len(list((tmp_path / "rec" / "runs").glob("*.json"))) == 14
+    assert (tmp_path / "rec" / "runs.md").read_text().count("| 1/2 | gmm-") == 4
+    S.run("tiny", 0, tmp_path / "out", Context(seed=0, size="tiny", report_dir=tmp_path))   # from the cache
+
+
+def test_collect_of_a_partial_ladder_estimates_what_is_missing(tmp_path):
+    cache = tmp_path / "runs"
+    cache.mkdir()
+    for t in SL.ladder_tasks("full", 0, rungs=("1",)):
+        (cache / f"{t.key()}.json").write_text((KL_FULL / "experiments" / "sparse_task" / "runs" /
+                                                f"{t.key()}.json").read_text())
+    st = SL.collect(cache, tmp_path / "rec", "full")
+    assert [st["rungs"][r]["done"] for r in S.LADDER] == [0, 0, 12]
+    assert st["rungs"]["1"]["train_cpu_seconds"] == pytest.approx(1028.8)      # runs_summary.md's 12 rows
+    # 6 missing runs per model and rung, each at its model's measured CPU-s per step times 625 or 1250 steps
+    runs = [json.loads(p.read_text()) for p in cache.glob("*.json")]
+    per_step = {m: np.mean([r["cpu_seconds_per_step"] for r in runs if r["method"] == m]) for m in S.METHODS}
+    assert st["estimate_cpu_seconds_to_finish"] == round(sum(per_step.values()) * 6 * (625 + 1250))
+
+
+# ---- the rules ---------------------------------------------------------------------------------------------
+def test_weakest_part_is_chosen_in_units_of_its_own_se():
+    """A wrong combination (the smaller raw effect) picks A here (-0.2, 1.6 SE) and misses B's reversal
+    (-0.15 at SE 0.05: 3 SE)."""
+    r = R.weakest({"A": {"effect": -0.2, "se": 0.125}, "B": {"effect": -0.15, "se": 0.05}})
+    assert r["part"] == "B" and r["effect"] == pytest.approx(-3.0) and r["se"] == 1.0
+    # an unmeasured part: the rung is inconclusive unless the other contradicts the claim on its own
+    unmeasured = {"effect": math.nan, "se": 1.0}
+    assert math.isnan(R.weakest({"A": {"effect": 0.2, "se": 0.1}, "B": unmeasured})["effect"])
+    assert R.weakest({"A": {"effect": -0.2, "se": 0.1}, "B": unmeasured})["part"] == "A"
+
+
+def test_sparsity_rung_from_cells_and_convergence_times():
+    cells = [{"std_prf_over_rks": 1.5}] + [{"std_prf_over_rks": 0.8}] * 11          # 1 of 12 above 1
+    log_t = {("gmm-prf", "hi"): [math.log(500), math.log(550)], ("gmm-prf", "lo"): [math.log(200)] * 2,
+             ("gmm-rks", "hi"): [math.log(500)] * 2, ("gmm-rks", "lo"): [math.log(600)] * 2}
+    r = R.sparsity_rung(cells, log_t)
+    a, b = r["parts"]["A"], r["parts"]["B"]
+    assert a["effect"] == pytest.approx(1 / 12 - 0.75) and a["se"] == pytest.approx(math.sqrt(0.1875 / 12))
+    m = (math.log(500) + math.log(550)) / 2
+    assert b["effect"] == pytest.approx(m - math.log(200) - math.log(500) + math.log(600))
+    assert b["se"] == pytest.approx(abs(math.log(550) - math.log(500)) / math.sqrt(2) / math.sqrt(2))
+    assert r["part"] == "A" and r["effect"] == pytest.approx((1 / 12 - 0.75) / math.sqrt(0.1875 / 12))
+    assert math.isnan(R.sparsity_rung(cells, {**log_t, ("gmm-rks", "lo"): None})["parts"]["B"]["effect"])
+
+
+def test_eigen_rung_takes_the_smallest_term_of_either_model():
+    """A rule reading the mean eigenvalue alone would call this a holding rung: GMM-RKS's largest eigenvalue
+    is 5x its start."""
+    r = R.eigen_rung({"gmm-rks": [(0.5, 5.0), (0.6, 4.0)], "gmm-prf": [(0.4, 0.8), (0.5, 0.9)]})
+    assert r["part"] == "gmm-rks max" and r["effect"] == pytest.approx(-4.0)
+    assert r["se"] == pytest.approx(math.sqrt(0.5) / math.sqrt(2))
+
+
+def test_variance_rung_se_is_the_delta_method_on_fishers_scale():
+    r = R.variance_rung({"a": 0.9, "b": 0.95}, 14, [15.0, 16.0, 14.0], [5.0, 6.0])
+    c, o = r["parts"]["correlations"], r["parts"]["pi_order"]
+    assert c["effect"] == pytest.approx(0.4) and c["se"] == pytest.approx(0.19 * math.sqrt(1.06 / 11))
+    assert o["effect"] == pytest.approx(5.5 - 15.0) and o["se"] == pytest.approx(math.sqrt(1 / 3 + 0.5 / 2))
+    assert r["part"] == "pi_order"
+
+
+def _sparsity_ev(fails: bool, ladder: list) -> dict:
+    cv = {"ratios": [1.5] * 12, "fraction_std_ratio_above_1": 1 / 12 if fails else 1.0,
+          "slowdown_prf": 3.0, "slowdown_rks": 0.8, "ladder": ladder}
+    return {"size": "full", "budget_fraction": 0.12, "criterion_values": cv, "scale": {}}
+
+
+def _ladder(*effects):
+    return [{"rung": r, "budget_fraction": f, "effect": e, "se": 1.0}
+            for r, f, e in zip(S.LADDER, (0.03, 0.06, 0.12), effects, strict=False)]
+
+
+@pytest.mark.parametrize("fails,ladder,verdict", [
+    (False, _ladder(-5.0, -5.0, -5.0), "holds"),                 # the criterion holds at rung 1
+    (True, _ladder(-5.0, -5.2, -5.3), "fails"),                  # reversed on every rung, not shrinking
+    (True, _ladder(-9.0, -5.0, -2.5), "not-reproduced"),         # the reversal shrinks with the budget
+    (True, _ladder(-5.0, math.nan, -5.3), "not-reproduced"),     # a censored rung: inconclusive
+    (True, _ladder(-1.0, -1.5, -5.3), "not-reproduced"),         # not reversed by 2 SE on every rung
+    (True, [], "not-reproduced"),                                # no ladder: the committed records
+])
+def test_registered_sparsity_rule_over_the_ladder(fails, ladder, verdict):
+    assert REGISTRY["kl.sec4.2-sparsity"].decide(_sparsity_ev(fails, ladder)) == verdict
+
+
+def test_registered_eigen_and_variance_rules_read_their_ladders():
+    bad = {"max": 5.0, "mean": 1.1, "min": 0.1, "initial": 1.0}
+    cv = {**{f"{m} wd={wd}": bad for m in E.METHODS for wd in (0.1, 0.0)}, "unlearned": [],
+          "decay_only_eigenvalue": 0.9}
+    ev = {"size": "full", "budget_fraction": 0.12, "scale": {}}
+    decide = REGISTRY["kl.table4-eigenvalues"].decide
+    assert decide({**ev, "criterion_values": cv}) == "not-reproduced"
+    rev = [{**r, "se": 0.2, "effect": -4.0} for r in _ladder(0, 0, 0)]
+    assert decide({**ev, "criterion_values": {**cv, "ladder": rev}}) == "fails"
+    vcv = {"n_points": 14, "correlations": {k: {"spearman": 0.9} for k in ("rsd-agv", "rsd-pi", "agv-pi")},
+           "pi_gmm_rks": 15.6, "pi_gmm_prf": 5.3}
+    vdecide = REGISTRY["kl.sec4.1-variance-metrics"].decide
+    vev = {**ev, "scale": {"passes": 100}}
+    assert vdecide({**vev, "criterion_values": vcv}) == "not-reproduced"
+    assert vdecide({**vev, "criterion_values": {**vcv, "ladder": _ladder(-3.0, -3.5, -3.5)}}) == "fails"
