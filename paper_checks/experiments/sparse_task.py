@@ -14,11 +14,34 @@ warm-up and cosine decay (:func:`harness.warmup_cosine`) at a rate our step budg
 ``s_init = 0.25`` (the paper does not state its initialisation; with ``S = I`` GMM-RKS cannot learn at this
 scale: the measurements are beside :data:`SIZES`).
 
-Every (model, p, seed) run is one task of a grid that goes through ``ctx.map`` (2 local processes by
+Settings (:data:`PROVENANCE`, every row with its source): where the paper is silent and the KL authors'
+code fixes a budget-free setting, the code's is run (query/key scaling, features redrawn at every forward
+call, evaluation included, AdamW betas (0.9, 0.98) and no gradient clipping as in their ListOps training);
+where the paper's text and the code disagree the paper's is run and the row shows both (a per-layer
+mixture of C = 2 full-covariance components against the code's one Gaussian per head; no constant RKS
+feature against the code's +1). The code's random GMM start (xavier-uniform S, uniform means) is not run:
+refattn's GMM draw takes a scale ``s_init`` only. The budget-coupled rate, schedule and steps are scaled.
+
+Every (rung, model, p, seed) run is one task of a grid that goes through ``ctx.map`` (2 local processes by
 default; per-run cache under ``--report``) and records its learning curve (train and validation accuracy vs
 step, CPU seconds), the Table 14 gradient statistics, the Sec. 4.1 variance metrics of the trained model
 (:mod:`.variance_metrics` reads them) and the eigenvalues of its learnt GMM covariances
 (:mod:`.eigenvalues` reads them, with a weight-decay-0 ablation run on the same grid).
+
+**The budget ladder**: each size's grid is trained at the rungs :data:`LADDER` (1/4, 1/2 and 1 of its
+steps, the cheapest first), each rung a separate run (:func:`rung_size`: steps and evaluation interval
+times the fraction; the same data, peak rate, schedule shape and early stop), named in its cache key; rung
+1 is the size itself and keeps the key the grid's runs had before the ladder (:meth:`Run.key`), so the
+committed ``kl-full`` runs are the full ladder's rung 1. Steps are what scales, not data: the paper's
+compute is set by its steps (one epoch of 160K sequences at the least) and our runs see every training
+sequence several times already, so fewer steps are a smaller budget on the same task, while fewer sequences
+would change the task (how much there is to generalise from) along with the budget. The claims decide on
+rung 1 and read the ladder (``criterion_values["ladder"]``, each rung's effect, SE and compute against the
+paper's: :mod:`.sparse_rules`) under the verdict taxonomy. ``python -m
+paper_checks.experiments.sparse_ladder --size full --report DIR [--workers N] [--collect DEST]`` trains the
+ladder into a report's cache, cheapest rung first, and collects its runs for a record; at ``full`` the two
+lower rungs cost about 4,100 CPU-s (~35 minutes wall on 2 idle cores) and the whole ladder from an empty
+cache about 7,000 CPU-s, estimated from the committed ``kl-full`` runs (:mod:`.sparse_ladder`).
 
 Gradient statistics (E.3, Table 14): when a run first reaches 20/40/60/80 % validation accuracy, the first 50
 validation points are passed ``repeats`` times (fresh random features each time) and the gradient of the mean
@@ -26,7 +49,9 @@ cross-entropy with respect to the classifier layer's 64 inputs is recorded: ``g_
 Per neuron: mean over repeats of ``|g_r|`` and standard deviation over repeats of ``g_r``; reported as the
 average over the 64 neurons.
 
-Paper scale: 200K sequences of length 200, AdamW lr 5e-6, batch 400. Scales used here: :data:`SIZES`.
+Paper scale: 200K sequences of length 200, AdamW lr 5e-6, batch 400. Scales used here: :data:`SIZES`; each
+record and ladder rung states its compute against the paper's (:func:`budget`: ``full`` is at most 0.12 of
+it, its rungs 0.03 and 0.06).
 """
 
 from __future__ import annotations
@@ -121,8 +146,11 @@ _CODE_SIGMA = 2 / (_D_HEAD + _HEADS)
 #: cited by the provenance tables of the KL experiments.
 FOURIER = "fast_transformers/feature_maps/fourier_features.py"
 #: The repository has no sparse-task code (its README lists text, retrieval and ListOps only); what it fixes
-#: for this experiment is the feature maps' conventions, read in its ListOps model (listops/model.py).
+#: for this experiment is the feature maps' conventions, read in its ListOps model (listops/model.py), and
+#: the training loop's budget-free settings, read in its ListOps training script (:data:`TRAIN`).
 NO_TASK_CODE = "no sparse-task code (README.md l. 3-8: text, retrieval, listops)"
+#: The KL authors' ListOps training script (the optimiser, clipping, schedule and evaluation rows cite it).
+TRAIN = "listops/train.py"
 
 #: Where every setting comes from (:mod:`.provenance`): the paper's Appendix E, and for the feature maps the
 #: KL authors' ListOps code (:data:`published.KL_REPO` at :data:`published.KL_COMMIT`; it holds no sparse-task
@@ -161,7 +189,9 @@ PROVENANCE = (
             note=f"the paper is silent; s_init {_S_INIT} was chosen from probe runs before the code was read "
             "(with S = I GMM-RKS stays at chance at this scale: records/kl-full/sparse-task-s_init-1). It is "
             f"of the order of the code's GMM-RKS start ({_S_INIT ** 2:g} I against {_CODE_SIGMA:.2g} I on "
-            "average; the code's S is random, so its eigenvalues spread); the code's GMM-PRF starts near I"),
+            "average; the code's S is random, so its eigenvalues spread); the code's GMM-PRF starts near I. "
+            "The code's start is not run: drawing it (random S, uniform means) needs a sampler option that "
+            "refattn.nn.init's GMM draw does not take (it passes components, d, covariance and s_init only)"),
     Setting("RKS constant feature", "none: the RKS attention normalises the estimated kernel itself",
             "refattn's choice",
             code=f"{FOURIER} l. 1026-1051 (SmoothedGaussianMixtureFourierFeatures: a constant feature 1.0 "
@@ -180,15 +210,31 @@ PROVENANCE = (
             "deterministic_eval=False: also at evaluation); fast_transformers/attention/linear_attention.py "
             "l. 57 (new_feature_map on every forward)",
             note="the code draws anew at every forward call, evaluation batches included"),
-    Setting("optimiser", f"AdamW, beta2 0.98, eps 1e-9, weight decay {WEIGHT_DECAY}", "paper",
-            paper="App. E.2: AdamW, beta2 0.98, eps 1e-9, weight decay 0.1", code=NO_TASK_CODE),
+    Setting("optimiser", f"AdamW, betas (0.9, 0.98), eps 1e-9, weight decay {WEIGHT_DECAY}", "paper",
+            paper="App. E.2: AdamW, beta2 0.98, eps 1e-9, weight decay 0.1",
+            code=f"{TRAIN} l. 173-178 (ListOps: AdamW, betas (0.9, 0.98), eps 1e-9, weight_decay 0.1)",
+            note="paper and code agree; beta1 0.9 from the code (the paper is silent)"),
+    Setting("gradient clipping", "none", "authors' code", code=f"{TRAIN} l. 193-218 (ListOps: zero_grad, "
+            "backward, optimizer.step, scheduler.step: no clipping)"),
     Setting("learning rate and schedule", "; ".join(f"{n}: lr {SIZES[n]['lr']}" for n in ("small", "full"))
-            + "; linear warm-up, cosine decay", "scaled to the budget", paper="App. E.2: lr 5e-6",
-            code=NO_TASK_CODE, note="5e-6 with 200K sequences; a rate the step budget can use"),
+            + "; linear warm-up over a tenth of the steps, cosine decay to lr / 10", "scaled to the budget",
+            paper="App. E.2: lr 5e-6",
+            code=f"{TRAIN} l. 29-30, 32-60 (ListOps: lr 5e-3 times min(1, t / 1000) / sqrt(max(t, 1000)))",
+            note="5e-6 with 200K sequences; a rate the step budget can use (budget-coupled)"),
     Setting("batch and steps", "; ".join(f"{n}: batch {SIZES[n]['batch']}, {SIZES[n]['steps']} steps"
-                                         for n in ("small", "full")), "scaled to the budget",
+                                         for n in ("small", "full"))
+            + f"; budget ladder: {', '.join(LADDER)} of the steps (rung_size), early stop at "
+            f"{SIZES['full']['stop_at']:.0%} validation accuracy", "scaled to the budget",
             paper="App. E.2: batch 400; steps not stated", code=NO_TASK_CODE,
-            note="compute fraction in the evidence (budget_fraction, an upper bound)"),
+            note="compute fraction of each rung in the evidence (budget_fraction, an upper bound: the "
+            "paper's steps are taken as one epoch)"),
+    Setting("evaluation protocol", "validation accuracy every eval_every steps on the first n_val_eval "
+            "validation sequences, each evaluation on one fresh draw of the features; the final model (no "
+            "model selection)", "authors' code",
+            code=f"{FOURIER} l. 848-871 (deterministic_eval=False: a new draw at evaluation too); "
+            f"{TRAIN} l. 62-81, 83-109 (evaluate, predict: model.eval, no_grad)",
+            paper="App. E, Fig. 6: validation accuracy against training", note="Table 14's checkpoints are "
+            "the first evaluations at or above 20/40/60/80 %"),
     Setting("gradient statistics", "first 50 validation points, repeats with fresh features at 20/40/60/80 "
             "% validation accuracy", "paper", paper="App. E.3, Table 14", code=NO_TASK_CODE),
 )
