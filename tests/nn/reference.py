@@ -66,18 +66,23 @@ def _softmax_rows(s, causal, lib):
     return lib.exp(s)
 
 
-def _rpe_attention(q, k, v, att, attn_params, feats, causal, lib):
-    """S1 / S2 / Toeplitz written from their definitions (Horn et al. Sec. 2.3; Luo et al. 2021)."""
+def _rpe_attention(q, k, v, att, attn_params, feats, causal, lib, ct=False):
+    """S1 / S2 / Toeplitz written from their definitions (Horn et al. Sec. 2.3; Luo et al. 2021); `ct`:
+    token 0 is a class token (S1: zero positional parts; S2: Horn et al.'s code's placement,
+    :func:`_s2_classes`)."""
     L, d = q.shape[-2], q.shape[-1]
     stack = np.stack if lib is np else lib.stack
     cat = np.concatenate if lib is np else lib.cat
     if att["kind"] == "s1":
         p = attn_params["s1"]
-        z = _t(np.arange(L, dtype=float), lib)[:, None]                                # (L, 1)
-        th = z * p.freqs[0]                                                            # (L, S)
+        n = L - 1 if ct else L                                                         # positioned tokens
+        z = _t(np.arange(n, dtype=float), lib)[:, None]                                # (n, 1)
+        th = z * p.freqs[0]                                                            # (n, S)
         sn, cs = lib.sin(th), lib.cos(th)
-        Qp = stack([p.alpha[0] * sn - p.beta[0] * cs, p.beta[0] * sn + p.alpha[0] * cs], -1).reshape(L, -1)
-        Kp = stack([sn, cs], -1).reshape(L, -1)                                      # (L, P) [sin, cos] per s
+        Qp = stack([p.alpha[0] * sn - p.beta[0] * cs, p.beta[0] * sn + p.alpha[0] * cs], -1).reshape(n, -1)
+        Kp = stack([sn, cs], -1).reshape(n, -1)                                      # (n, P) [sin, cos] per s
+        if ct:                                                                       # no positional part
+            Qp, Kp = (cat([a[:1] * 0.0, a], 0) for a in (Qp, Kp))                    # (L, P)
         B, H = q.shape[0], q.shape[1]
         qa = cat([q, (Qp * 1.0).expand(B, H, L, Qp.shape[-1]) if lib is not np
                   else np.broadcast_to(Qp, (B, H, L, Qp.shape[-1]))], -1)
@@ -95,13 +100,7 @@ def _rpe_attention(q, k, v, att, attn_params, feats, causal, lib):
         # default H // 2
         H = q.shape[1]
         C = H // 2 if att.get("content_heads") is None else att["content_heads"]
-        kc = att["clip"]
-        i, j = np.arange(L)[:, None], np.arange(L)[None, :]
-        if att.get("grid") is None:
-            cls = np.clip(j - i, -kc, kc) + kc                                         # (L, L) signed class
-        else:
-            Wg = att["grid"][1]
-            cls = np.minimum(np.abs(i // Wg - j // Wg) + np.abs(i % Wg - j % Wg), kc)   # (L, L) Manhattan
+        cls = _s2_classes(L, att["clip"], att.get("grid"), ct)                         # (L, L)
         w = attn_params["w"]                                                           # (H - C, R, d)
         qp, vp = q[:, C:], v[:, C:]
         if att["features"] is None:
@@ -133,6 +132,24 @@ def _rpe_attention(q, k, v, att, attn_params, feats, causal, lib):
     omega = None if feats is None else feats.get("omega")
     a = C * (_features(q, fa, omega, lib) @ _tr(_features(k, fa, omega, lib), lib))
     return _normalised(a, v, causal, lib)
+
+
+def _s2_classes(L, kc, grid, ct):
+    """S2's (L, L) class index: signed ``clip(j - i)`` + k, or the clipped Manhattan distance on `grid`. With
+    a class token (`ct`, token 0) as Horn et al.'s code places it (last there): its query at the raster
+    position after the last token, its key in the far class R - 1 for every query."""
+    n = L - 1 if ct else L
+    r = np.arange(n + 1)                                                               # + the next position
+    row, col = (r // grid[1], r % grid[1]) if grid is not None else (r, None)
+    order = np.r_[n, 0:n] if ct else np.arange(n)                                      # sequence -> raster
+    i, j = order[:, None], order[None, :]
+    if grid is None:
+        cls = np.clip(j - i, -kc, kc) + kc                                             # (L, L) signed class
+    else:
+        cls = np.minimum(np.abs(row[i] - row[j]) + np.abs(col[i] - col[j]), kc)        # (L, L) Manhattan
+    if ct:
+        cls[:, 0] = 2 * kc if grid is None else kc                                     # the class key: far
+    return cls
 
 
 def _spectral_omega(att, attn_params, feats, lib):
@@ -192,9 +209,11 @@ def _spectral_features(x, att, omega, scale, lib):
     return phi if scale is None else phi * cat([scale, scale], 0)
 
 
-def _flt_attention(q, k, v, att, attn_params, feats, causal, lib):
-    """FLT Algorithm 1 (real form): Q_hat = [N1, d^{-1/4} q], K_hat = [N2, d^{-1/4} k], positive features."""
+def _flt_attention(q, k, v, att, attn_params, feats, causal, lib, ct=False):
+    """FLT Algorithm 1 (real form): Q_hat = [N1, d^{-1/4} q], K_hat = [N2, d^{-1/4} k], positive features;
+    `ct`: token 0 is a class token, with zero rows of N1 and N2."""
     L, d = q.shape[-2], q.shape[-1]
+    L = L - 1 if ct else L                                                             # positioned tokens
     if att["grid"] is None:
         pos = np.arange(L, dtype=float)[:, None]                                       # (L, 1)
     else:
@@ -226,6 +245,8 @@ def _flt_attention(q, k, v, att, attn_params, feats, causal, lib):
     N1 = cat([lib.cos(a) * amp, lib.sin(a) * amp], -1)                                 # (L, 2r)
     sgn = lib.sign(w)
     N2 = cat([lib.cos(a) * amp * sgn, lib.sin(a) * amp * sgn], -1)
+    if ct:                                                                             # no RPE features
+        N1, N2 = (cat([t[:1] * 0.0, t], 0) for t in (N1, N2))                          # (L + 1, 2r)
     B, Hh = q.shape[0], q.shape[1]
     if lib is np:
         def ex(t):
@@ -242,12 +263,12 @@ def _flt_attention(q, k, v, att, attn_params, feats, causal, lib):
     return _normalised(A, v, causal, lib)
 
 
-def _attention(q, k, v, att, feats, causal, lib, attn_params=None):
+def _attention(q, k, v, att, feats, causal, lib, attn_params=None, ct=False):
     L = q.shape[-2]
     if att["kind"] == "flt":
-        return _flt_attention(q, k, v, att, attn_params, feats, causal, lib)
+        return _flt_attention(q, k, v, att, attn_params, feats, causal, lib, ct)
     if att["kind"] in ("s1", "s2", "toeplitz"):
-        return _rpe_attention(q, k, v, att, attn_params, feats, causal, lib)
+        return _rpe_attention(q, k, v, att, attn_params, feats, causal, lib, ct)
     if att["kind"] in ("gmm", "generative", "fastfood"):
         omega, scale = _spectral_omega(att, attn_params, feats, lib)
         phi_k = _spectral_features(k, att, omega, scale, lib)
@@ -298,12 +319,17 @@ def forward(params, ids, features, cfg, lib=np):
         ang = pos / 10000 ** ((2 * (j // 2)) / D)
         P = np.where(j % 2 == 0, np.sin(ang), np.cos(ang))
         x = x + (P if lib is np else lib.as_tensor(P))
+    ct = cfg["task"] == "classify" and cfg["readout"] == "class-token"
+    if ct:                                                   # prepended after the positions: it has none
+        cls = params["cls"][None, None, :]
+        x = (np.concatenate([np.broadcast_to(cls, (x.shape[0], 1, D)), x], 1) if lib is np
+             else lib.cat([cls.expand(x.shape[0], 1, D), x], 1))
     for i, blk in enumerate(params["blocks"]):
         a = _ln(x, blk["ln1"], lib)
         ap = blk["attn"]
         q, k, v = (_split(a @ ap[n].W + ap[n].b, H, lib) for n in "qkv")
         o = _attention(q, k, v, att, None if features is None else features[i], cfg["causal"], lib,
-                       attn_params=ap.get("attn"))
+                       attn_params=ap.get("attn"), ct=ct)
         x = x + _merge(o, lib) @ ap["o"].W + ap["o"].b
         f = _ln(x, blk["ln2"], lib)
         f = _gelu(f @ blk["ff1"].W + blk["ff1"].b, lib) @ blk["ff2"].W + blk["ff2"].b

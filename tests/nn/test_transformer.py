@@ -505,6 +505,19 @@ def test_class_token_patch_model_grad():
               kwargs={"labels": rng.integers(0, 3, size=(2,)), "features": feats, "config": cfg})
 
 
+@pytest.mark.parametrize("position", ["learned", "none"])
+@pytest.mark.parametrize("name", [n for n in KINDS if KINDS[n]["kind"] != "toeplitz"])
+def test_class_token_model_equals_direct_forward(name, position):
+    """With a class token, the model equals the direct dense forward of tests/nn/reference.py, where the class
+    token is written from the definitions: prepended after the positions, zero S1 and FLT positional parts,
+    S2's classes as Horn et al.'s code places the token."""
+    _needs(name, reference=True)
+    cfg, params, feats, ids, labels = setup(KINDS[name], "classify", position=position, readout="class-token")
+    got = transformer(params, ids, feats, config=cfg)
+    want = reference.forward(params, ids, feats, check_config(cfg))
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
 def test_class_token_is_the_readout_and_has_no_position():
     """The logits are the head on the final hidden state of the prepended token, which carries no positional
     embedding: with softmax attention and learned positions, the model equals the same model with readout
