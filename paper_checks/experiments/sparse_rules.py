@@ -28,17 +28,25 @@ import numpy as np
 from ..rules import with_rule
 from .harness import experiment_rule
 
-__all__ = ["N_SE", "A_FRACTION", "weakest", "sparsity_rung", "eigen_rung", "variance_rung", "ladder_text",
-           "ladder_rule"]
+__all__ = ["N_SE", "A_FRACTION", "spearman_se", "weakest", "sparsity_rung", "eigen_rung", "variance_rung",
+           "ladder_text", "ladder_rule"]
 
 #: An effect counts, and a reversal counts, beyond this many standard errors (one-sided, ~2.3 % false alarms
 #: per comparison for a normal estimate; the value :func:`paper_checks.rules.trained` uses by default).
 N_SE = 2.0
 #: Part A of the sparsity criterion: the share of (p, checkpoint) cells with std(PRF)/std(RKS) > 1 it needs.
 A_FRACTION = 0.75
-#: The spread of Spearman's rho on the atanh scale: var(atanh rho_S) ~ 1.06 / (n - 3) (Fieller, Hartley and
-#: Pearson 1957), against 1 / (n - 3) for Pearson's r.
-SPEARMAN_VAR = 1.06
+
+
+def spearman_se(rho: float, n: int) -> float:
+    """Standard error of Spearman's rho over `n` points: Bonett and Wright's (2000) ``var(atanh rho) ~
+    (1 + rho^2 / 2) / (n - 3)`` carried to the rho scale by the delta method (``d rho = (1 - rho^2) d
+    atanh rho``); NaN below 4 points. Fieller et al.'s constant 1.06 / (n - 3) is too small for the strong
+    correlations measured here (simulated at n = 14, rho ~ 0.93: SD of atanh rho 0.35; this formula 0.36,
+    Fieller's 0.31; ``tests/paper_checks/test_sparse_ladder.py`` keeps the comparison)."""
+    if n < 4:
+        return float("nan")
+    return (1 - rho ** 2) * math.sqrt((1 + rho ** 2 / 2) / (n - 3))
 
 
 def _z(effect: float, se: float) -> float:
@@ -107,13 +115,13 @@ def eigen_rung(per_seed: dict) -> dict:
 
 def variance_rung(spearman: dict, n_points: int, pi_rks: list, pi_prf: list) -> dict:
     """The variance-metrics claim's rung: the correlations' part ``min rho - 0.5`` over the three pairs
-    (``spearman = {pair: rho}`` over `n_points` points), SE ``(1 - rho^2) sqrt(1.06 / (n - 3))`` (the delta
-    method on :data:`SPEARMAN_VAR`; NaN below 4 points), and the ordering part ``mean PI(GMM-PRF) - mean
-    PI(GMM-RKS)`` over the learned points of each (`pi_prf`, `pi_rks`), SE ``sqrt(var_prf / n_prf + var_rks /
-    n_rks)`` (NaN for an arm of one point); the rung is the weaker (:func:`weakest`)."""
+    (``spearman = {pair: rho}`` over `n_points` points), SE :func:`spearman_se` of the smallest rho, and
+    the ordering part ``mean PI(GMM-PRF) - mean PI(GMM-RKS)`` over the learned points of each (`pi_prf`,
+    `pi_rks`), SE ``sqrt(var_prf / n_prf + var_rks / n_rks)`` (NaN for an arm of one point); the rung is
+    the weaker (:func:`weakest`)."""
     if spearman and n_points > 3 and all(np.isfinite(v) for v in spearman.values()):
         rho = min(spearman.values())
-        c = {"effect": rho - 0.5, "se": (1 - rho ** 2) * math.sqrt(SPEARMAN_VAR / (n_points - 3))}
+        c = {"effect": rho - 0.5, "se": spearman_se(rho, n_points)}
     else:
         c = {"effect": float("nan"), "se": float("nan")}
     if pi_rks and pi_prf:

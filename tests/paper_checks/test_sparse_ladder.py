@@ -61,7 +61,9 @@ def test_tiny_ladder_trains_rung_by_rung_caches_and_collects(tmp_path, monkeypat
     assert status["ablation_wd0"]["done"] == 2 and status["estimate_cpu_seconds_to_finish"] == 0
     assert len(list((tmp_path / "rec" / "runs").glob("*.json"))) == 14
     assert (tmp_path / "rec" / "runs.md").read_text().count("| 1/2 | gmm-") == 4
-    S.run("tiny", 0, tmp_path / "out", Context(seed=0, size="tiny", report_dir=tmp_path))   # from the cache
+    ladder = S.ladder(runs, "tiny")                     # every rung complete, its compute the rung's share
+    assert [(r["rung"], r["steps"]) for r in ladder] == [("1/4", 1), ("1/2", 2), ("1", 4)]
+    assert [r["budget_fraction"] for r in ladder] == pytest.approx([0.25e-6, 0.5e-6, 1e-6])
 
 
 def test_collect_of_a_partial_ladder_estimates_what_is_missing(tmp_path):
@@ -113,10 +115,32 @@ def test_eigen_rung_takes_the_smallest_term_of_either_model():
     assert r["se"] == pytest.approx(math.sqrt(0.5) / math.sqrt(2))
 
 
-def test_variance_rung_se_is_the_delta_method_on_fishers_scale():
+def test_spearman_se_matches_a_simulation_where_fiellers_constant_does_not():
+    """SD of atanh(Spearman's rho) over 4000 samples of 14 bivariate-normal points (Pearson 0.95: rho ~ 0.93,
+    the variance claim's regime). Tolerance: the SD of 4000 draws has a relative SE of 1 / sqrt(2 * 3999) =
+    1.1 %, 3 SE = 3.4 %, plus 5 % for the approximation itself (Bonett and Wright's, within a few percent at
+    n >= 10): 8.5 %. Measured: 0.348; Bonett and Wright 0.361 (+3.7 %); Fieller et al.'s 1.06 / (n - 3) 0.310
+    (-11 %), which fails it."""
+    rng = np.random.default_rng(0)
+    n, reps = 14, 4000
+    x = rng.multivariate_normal([0, 0], [[1, 0.95], [0.95, 1]], size=(reps, n))
+    ranks = np.argsort(np.argsort(x, axis=1), axis=1).astype(float)       # continuous data: no ties
+    ranks -= ranks.mean(axis=1, keepdims=True)
+    ss = (ranks ** 2).sum(1)                                                 # (reps, 2)
+    rho = (ranks[..., 0] * ranks[..., 1]).sum(1) / np.sqrt(ss[:, 0] * ss[:, 1])
+    sim = float(np.arctanh(rho).std(ddof=1))
+    med = float(np.median(rho))
+    bw = R.spearman_se(med, n) / (1 - med ** 2)                              # back on the atanh scale
+    assert abs(bw / sim - 1) < 0.085
+    assert abs(math.sqrt(1.06 / (n - 3)) / sim - 1) > 0.085                  # the wrong constant
+    assert math.isnan(R.spearman_se(0.9, 3))
+
+
+def test_variance_rung_from_correlations_and_pi():
     r = R.variance_rung({"a": 0.9, "b": 0.95}, 14, [15.0, 16.0, 14.0], [5.0, 6.0])
     c, o = r["parts"]["correlations"], r["parts"]["pi_order"]
-    assert c["effect"] == pytest.approx(0.4) and c["se"] == pytest.approx(0.19 * math.sqrt(1.06 / 11))
+    assert c["effect"] == pytest.approx(0.4) and c["se"] == pytest.approx(R.spearman_se(0.9, 14))
+    assert R.spearman_se(0.9, 14) == pytest.approx(0.19 * math.sqrt(1.405 / 11))
     assert o["effect"] == pytest.approx(5.5 - 15.0) and o["se"] == pytest.approx(math.sqrt(1 / 3 + 0.5 / 2))
     assert r["part"] == "pi_order"
 
@@ -159,3 +183,11 @@ def test_registered_eigen_and_variance_rules_read_their_ladders():
     vev = {**ev, "scale": {"passes": 100}}
     assert vdecide({**vev, "criterion_values": vcv}) == "not-reproduced"
     assert vdecide({**vev, "criterion_values": {**vcv, "ladder": _ladder(-3.0, -3.5, -3.5)}}) == "fails"
+
+
+def test_cli_refuses_bad_input(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        SL.main(["--size", "tiny", "--report", str(tmp_path), "--workers", "0"])
+    assert exc.value.code == 2 and "--workers: expected a count >= 1; got 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="size: expected one of"):
+        S.rung_size("huge", "1/2")
