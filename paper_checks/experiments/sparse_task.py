@@ -161,9 +161,13 @@ PROVENANCE = (
                                                  for n in ("small", "full")),
             "scaled to the budget", paper="App. E.1: 200K sequences of length 200, 80% for training",
             code=NO_TASK_CODE, note="full: L 4x shorter, 11x fewer sequences"),
-    Setting("model", "3 pre-LN layers, d_model = d_ff = 64, 4 heads, readout at position 0, one dense 9-way "
-            "layer", "paper", paper="App. E.2: 3 layers, d_model = d_ff = 64", code=NO_TASK_CODE,
-            note="E.2's 64-unit hidden layer before the 9-way layer is not built"),
+    Setting("model", "3 pre-LN layers, d_model = d_ff = 64, 4 heads, learned positions, readout at "
+            "position 0, one dense 9-way layer", "paper", paper="App. E.2: 3 layers, d_model = d_ff = 64, "
+            "d_query = d_value = 16, learnable position embeddings, the final embedding of position 0 through "
+            "a 64-unit hidden layer to a 9-way softmax", code=NO_TASK_CODE,
+            note="E.2's 64-unit hidden layer before the 9-way layer is not built; the paper's position-0 "
+            "readout is run, not the class token of the authors' ListOps code (listops/model.py l. 67-70, "
+            "318-326) or of their LRA table (Table 6: pooling CLS)"),
     Setting("feature count", "64 samples", "paper", paper="App. E.2: 64 random samples", code=NO_TASK_CODE),
     Setting("query/key scaling", "q and k scaled by d_head^(-1/4) before the map (kernel of |q - k|^2 / "
             "sqrt(d_head))", "authors' code", code=f"{FOURIER} l. 832, 999 (GMM-RKS: x * sqrt(softmax_temp), "
@@ -213,12 +217,13 @@ PROVENANCE = (
     Setting("optimiser", f"AdamW, betas (0.9, 0.98), eps 1e-9, weight decay {WEIGHT_DECAY}", "paper",
             paper="App. E.2: AdamW, beta2 0.98, eps 1e-9, weight decay 0.1",
             code=f"{TRAIN} l. 173-178 (ListOps: AdamW, betas (0.9, 0.98), eps 1e-9, weight_decay 0.1)",
-            note="paper and code agree; beta1 0.9 from the code (the paper is silent)"),
+            note="paper and code agree; beta1 0.9: E.2's 'all other parameters set to default' (torch's "
+            "AdamW) and the code"),
     Setting("gradient clipping", "none", "authors' code", code=f"{TRAIN} l. 193-218 (ListOps: zero_grad, "
             "backward, optimizer.step, scheduler.step: no clipping)"),
     Setting("learning rate and schedule", "; ".join(f"{n}: lr {SIZES[n]['lr']}" for n in ("small", "full"))
             + "; linear warm-up over a tenth of the steps, cosine decay to lr / 10", "scaled to the budget",
-            paper="App. E.2: lr 5e-6",
+            paper="App. E.2: lr 5e-6, no schedule stated",
             code=f"{TRAIN} l. 29-30, 32-60 (ListOps: lr 5e-3 times min(1, t / 1000) / sqrt(max(t, 1000)))",
             note="5e-6 with 200K sequences; a rate the step budget can use (budget-coupled)"),
     Setting("batch and steps", "; ".join(f"{n}: batch {SIZES[n]['batch']}, {SIZES[n]['steps']} steps"
