@@ -163,8 +163,8 @@ PROVENANCE = (
             code=NO_TASK_CODE, note="full: L 4x shorter, 11x fewer sequences"),
     Setting("model", "3 pre-LN layers, d_model = d_ff = 64, 4 heads, learned positions, readout at "
             "position 0, one dense 9-way layer", "paper", paper="App. E.2: 3 layers, d_model = d_ff = 64, "
-            "d_query = d_value = 16, learnable position embeddings, the final embedding of position 0 through "
-            "a 64-unit hidden layer to a 9-way softmax", code=NO_TASK_CODE,
+            "d_query = d_value = 16, learnable position embeddings, the final embedding of position 0 "
+            "through a 64-unit hidden layer to a 9-way softmax", code=NO_TASK_CODE,
             note="E.2's 64-unit hidden layer before the 9-way layer is not built; the paper's position-0 "
             "readout is run, not the class token of the authors' ListOps code (listops/model.py l. 67-70, "
             "318-326) or of their LRA table (Table 6: pooling CLS)"),
