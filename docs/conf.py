@@ -88,8 +88,10 @@ html_theme_options = {
     "icon_links": [],
 }
 # the paper pages and tutorials are single long pages: no left "Section Navigation" column, so equations and
-# code blocks get the width
-html_sidebars = {"papers/*": [], "tutorials/*": [], "tour": []}
+# code blocks get the width; nor the one-object API pages (reached from their module's page, which lists its
+# objects, and its breadcrumb): their column would be the whole API tree, which the theme re-parses and
+# re-serialises for every page (about a fifth of a clean build for ~390 pages)
+html_sidebars = {"papers/*": [], "tutorials/*": [], "tour": [], "api/generated/*": []}
 html_static_path = ["_static"]
 html_css_files = ["refattn.css"]
 suppress_warnings: list[str] = []
