@@ -20,29 +20,36 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import scipy.fft as sfft
 
 __all__ = ["fast_len", "kernel_spectrum", "numer", "grads", "correlation"]
 
 
+def _sfft():
+    """``scipy.fft``, imported on first use: with the ``scipy.special`` it loads it was about 40 % of the time
+    of ``import refattn``, which every process pays, and only this path needs it."""
+    import scipy.fft
+
+    return scipy.fft
+
+
 def fast_len(L: int) -> int:
     """FFT size for a linear convolution of length-L signals with a (2L - 1)-tap kernel."""
-    return sfft.next_fast_len(2 * L - 1, real=True)
+    return _sfft().next_fast_len(2 * L - 1, real=True)
 
 
 def kernel_spectrum(h):
     """``rfft`` of the wrapped kernel ``h: (*c, N)`` -> ``(*c, F)``."""
-    return sfft.rfft(h, axis=-1)
+    return _sfft().rfft(h, axis=-1)
 
 
 def correlation(corr_hat, n_fft, workers):
     """Inverse real FFT of the summed cross-spectrum: ``(..., F)`` -> ``(..., N)``."""
-    return sfft.irfft(corr_hat, n=n_fft, axis=-1, workers=workers)
+    return _sfft().irfft(corr_hat, n=n_fft, axis=-1, workers=workers)
 
 
 def _thread_plan(workers, B):
     """``(head_threads, fft_workers)`` for `workers` (SciPy's convention) and `B` heads."""
-    w = sfft.get_workers() if workers is None else workers
+    w = _sfft().get_workers() if workers is None else workers
     w = w if w > 0 else max(1, (os.cpu_count() or 1) + 1 + w)                       # -1: every CPU
     threads = max(1, min(w, B))
     return threads, max(1, w // threads)
@@ -72,7 +79,7 @@ def _heads(x, batch, tail):
 def numer(phi_q, phi_k, v_aug, h_hat, n_fft, ca, workers):
     """NumPy/SciPy version of ``toeplitz._numer_generic`` (same result to rounding), heads over threads."""
     batch, (L, m), e = tuple(phi_q.shape[:-2]), phi_q.shape[-2:], v_aug.shape[-1]
-    F = n_fft // 2 + 1
+    F, fft = n_fft // 2 + 1, _sfft()
     pq, pk = _heads(phi_q, batch, (L, m)), _heads(phi_k, batch, (L, m))           # (B, L, m)
     va = _heads(v_aug, batch, (L, e))                                              # (B, L, e)
     hh = _heads(h_hat, batch, (F,))                                                # (B, F) complex
@@ -89,9 +96,9 @@ def numer(phi_q, phi_k, v_aug, h_hat, n_fft, ca, workers):
         for a0 in range(0, m, ca):
             n = min(m, a0 + ca) - a0
             np.multiply(kT[a0:a0 + n, None, :], vT, out=U[:n, :, :L])              # (n, e, L) U_j,ae
-            U_hat = sfft.rfft(U[:n], axis=-1, workers=w)                           # (n, e, F)
+            U_hat = fft.rfft(U[:n], axis=-1, workers=w)                           # (n, e, F)
             U_hat *= hh[b]                                                         # Toeplitz = circular conv
-            T = sfft.irfft(U_hat, n=n_fft, axis=-1, workers=w, overwrite_x=True)   # (n, e, N)
+            T = fft.irfft(U_hat, n=n_fft, axis=-1, workers=w, overwrite_x=True)   # (n, e, N)
             acc += np.einsum("aei,ai->ei", T[:, :, :L], qT[a0:a0 + n])             # (e, L) sum_a q_ia T_aei
 
     _over_heads(head, pq.shape[0], threads)
@@ -101,7 +108,7 @@ def numer(phi_q, phi_k, v_aug, h_hat, n_fft, ca, workers):
 def grads(g, c):
     """NumPy/SciPy version of ``toeplitz._grads_generic``, heads over threads."""
     batch, (L, m), e = tuple(c.phi_q.shape[:-2]), c.phi_q.shape[-2:], c.v_aug.shape[-1]
-    N, F, ca = c.n_fft, c.n_fft // 2 + 1, c.chunk
+    N, F, ca, fft = c.n_fft, c.n_fft // 2 + 1, c.chunk, _sfft()
     pq, pk = _heads(c.phi_q, batch, (L, m)), _heads(c.phi_k, batch, (L, m))       # (B, L, m)
     va, gg = _heads(c.v_aug, batch, (L, e)), _heads(g, batch, (L, e))              # (B, L, e)
     hh = _heads(c.h_hat, batch, (F,))                                              # (B, F)
@@ -119,13 +126,13 @@ def grads(g, c):
             n = min(m, a0 + ca) - a0
             np.multiply(kT[a0:a0 + n, None, :], vT, out=U[:n, :, :L])              # (n, e, L)
             np.multiply(qT[a0:a0 + n, None, :], gT, out=dT[:n, :, :L])             # (n, e, L) dT = phi_q g
-            U_hat = sfft.rfft(U[:n], axis=-1, workers=w)                           # (n, e, F)
-            dT_hat = sfft.rfft(dT[:n], axis=-1, workers=w)                         # (n, e, F)
+            U_hat = fft.rfft(U[:n], axis=-1, workers=w)                           # (n, e, F)
+            dT_hat = fft.rfft(dT[:n], axis=-1, workers=w)                         # (n, e, F)
             corr_hat[b] += (dT_hat * U_hat.conj()).reshape(-1, F).sum(axis=0)     # (F,) sum over channels
             U_hat *= hh[b]
-            T = sfft.irfft(U_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) recomputed
+            T = fft.irfft(U_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) recomputed
             dT_hat *= hh[b].conj()                                               # adjoint: conjugate spectrum
-            dU = sfft.irfft(dT_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) C^T dT
+            dU = fft.irfft(dT_hat, n=N, axis=-1, workers=w, overwrite_x=True)[:, :, :L]  # (n, e, L) C^T dT
             # einsum contracts without forming the (n, e, L) product temporaries
             dq[b, a0:a0 + n] = np.einsum("aei,ei->ai", T, gT)                      # sum_e g_ie T_aei
             dk[b, a0:a0 + n] = np.einsum("aej,ej->aj", dU, vT)                     # sum_e dU_aej v_aug_je
