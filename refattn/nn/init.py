@@ -21,8 +21,8 @@ from ..features.generator_network import GeneratorState
 from ..layers import DenseParams
 from ..random import (check_dtype_arg, check_rng, draw_dropout_mask, draw_fastfood, draw_flt_noise,
                       draw_gaussian, draw_generator_noise, draw_gmm_noise, draw_orthogonal, init_batchnorm,
-                      init_dense, init_embedding, init_generator, init_gmm, init_layernorm, init_s1_params,
-                      rng_for_step)
+                      init_dense, init_embedding, init_generator, init_gmm, init_gmm_authors, init_layernorm,
+                      init_s1_params, rng_for_step)
 from ..rpe import S1Params
 from ..rpe.spectra import (Box, BSpline, CauchyKernel, GaussianBasis, GaussianKernel, GaussianMixture,
                            LaplaceKernel, Proposal, SinPower)
@@ -44,7 +44,14 @@ def _projection(rng, *, rows, cols, law, dtype):
     return draw(rng, rows, cols, dtype=dtype)                                     # (m, cols)
 
 
-def _gmm(rng, *, components, d, covariance, s_scale=1.0, dtype):
+def _gmm(rng, *, components, d, covariance, s_scale=1.0, dtype, init="scaled-identity", features=None,
+         heads=None):
+    """The GMM kind's parameters. ``init="scaled-identity"``: :func:`refattn.random.init_gmm` (``S_c =
+    s_scale I``). ``init="authors"``: :func:`refattn.random.init_gmm_authors` (the KL authors' random start
+    of their `features` map, with `heads` in its fans)."""
+    if init == "authors":
+        return init_gmm_authors(rng, components, d, features=features, heads=heads, covariance=covariance,
+                                dtype=dtype)
     return init_gmm(rng, components, d, covariance=covariance, s_scale=s_scale, dtype=dtype)
 
 

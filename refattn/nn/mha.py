@@ -20,7 +20,8 @@ kind            method (options; module ``refattn.nn.kinds.<kind>``)
 ``favor``       FAVOR / FAVOR+: ``features`` in {"positive", "hyperbolic", "trig"}, ``m``, ``draw`` in
                 {"iid", "orthogonal"}, ``on_nonpositive`` (required for trig); ``omega: (m, d)``, shared
 ``gmm``         KL-Transformer GMM-PRF / GMM-RKS: ``features`` in {"prf", "rks"}, ``m``, ``components``,
-                ``covariance`` in {"diagonal", "full"}, ``s_init``; learnable mixture
+                ``covariance`` in {"diagonal", "full"}, ``init`` in {"scaled-identity", "authors"},
+                ``s_init``; learnable mixture
 ``fastfood``    KL-Transformer FastFood-PRF / -RKS: ``features``, ``m``, ``s_law`` in {"chi", "identity"};
                 learnable diagonals S, G, B
 ``generative``  KL-Transformer Generative-PRF / -RKS: ``features``, ``m``; learnable generator MLP

@@ -29,7 +29,8 @@ from .performer import (
     draw_gaussian, draw_orthogonal,
 )
 from .spectra import (
-    init_gmm, draw_gmm_noise, draw_gmm_antithetic_noise, gmm_as_xp, draw_fastfood, fastfood_as_xp,
+    init_gmm, init_gmm_authors, draw_gmm_noise, draw_gmm_antithetic_noise, gmm_as_xp, draw_fastfood,
+    fastfood_as_xp,
     draw_generator_noise, init_generator,
 )
 from .positional import (
@@ -39,7 +40,8 @@ from .positional import (
 __all__ = [
     "check_rng", "check_dtype_arg", "as_xp", "rng_for_step", "tree_as_xp", "tree_to_numpy", "init_dense",
     "init_layernorm", "init_batchnorm", "init_embedding", "draw_dropout_mask", "draw_gaussian",
-    "draw_orthogonal", "init_gmm", "draw_gmm_noise", "draw_gmm_antithetic_noise", "gmm_as_xp",
+    "draw_orthogonal", "init_gmm", "init_gmm_authors",
+    "draw_gmm_noise", "draw_gmm_antithetic_noise", "gmm_as_xp",
     "draw_fastfood", "fastfood_as_xp", "draw_generator_noise", "init_generator", "init_s1_params",
     "draw_flt_noise", "FLT_NOISE_KINDS",
 ]

@@ -16,7 +16,8 @@ from .._docs import fill_doc
 from .common import as_xp, check_dtype_arg, check_real_draw, check_rng
 from .layers import init_batchnorm, init_dense
 
-__all__ = ["init_gmm", "draw_gmm_noise", "draw_gmm_antithetic_noise", "gmm_as_xp", "draw_fastfood",
+__all__ = ["init_gmm", "init_gmm_authors",
+           "draw_gmm_noise", "draw_gmm_antithetic_noise", "gmm_as_xp", "draw_fastfood",
            "fastfood_as_xp", "draw_generator_noise", "init_generator"]
 
 _RNG = """
@@ -92,6 +93,64 @@ def init_gmm(rng: np.random.Generator, C: int, d: int, *, covariance: str = "ful
     else:
         S = np.full((C, d), s_scale, dtype=dt)
     return GMMParams(logits=logits, mu=mu, S=S)
+
+
+@fill_doc(head=_HEAD, rng=_RNG, c=_C, dtype=_DTYPE)
+def init_gmm_authors(rng: np.random.Generator, C: int, d: int, *, features: str, heads: int,
+                     covariance: str = "full", dtype: Any = np.float64) -> GMMParams:
+    r"""The KL authors' random GMM start (their ``fast_transformers/feature_maps/fourier_features.py``) for C
+    components: equal weights, and per component the law of one of their heads, H (`heads`) in the fans.
+
+    * ``"rks"`` (l. 989-996, ``xavier_uniform_`` of their ``(H, d, d)`` factor): entries ``U(+-b)``, ``b^2 =
+      6 / (d^2 + H d)``, so ``E[S S^T] = 2 / (d + H) I``; means ``U(+-1/d)``. Full factors only.
+    * ``"prf"`` (l. 559-566; l. 615 scales the noise by ``exp(sigma / 2)``, a log-variance): ``S = exp(s /
+      2)``, ``s ~ U(+-sqrt(6 / (d + H)))``, (d,) or as a (d, d) diagonal; means ``U(+-1/sqrt(d))``.
+
+    Parameters
+    ----------
+    {rng}
+    {c}
+    {head}
+    features : {"rks", "prf"}
+    heads : int
+        The model's heads H.
+    covariance : {"full", "diagonal"}
+        As :func:`init_gmm`.
+    {dtype}
+
+    Returns
+    -------
+    GMMParams
+        ``logits (C,)`` zeros, ``mu (C, d)``, ``S (C, d, d)`` or ``(C, d)`` (S drawn first, then mu).
+
+    Raises
+    ------
+    ValueError
+        Bad sizes, `features` or `covariance`, or ``"rks"`` with ``"diagonal"``.
+    """
+    check_rng(rng)
+    C, d, H = _pos_int("C", C), _pos_int("d", d), _pos_int("heads", heads)
+    limits.check_nbytes(2 * C * (d * d + 2 * d + 1) * 8,
+                        f"C, d (init_gmm_authors: C = {C}, d = {d})")
+    dt = check_dtype_arg(dtype)
+    if features not in ("rks", "prf"):
+        raise ValueError(f"features: expected 'rks' or 'prf'; got {features!r}")
+    if covariance not in ("full", "diagonal"):
+        raise ValueError(f"covariance: expected 'full' or 'diagonal'; got {covariance!r}")
+    if features == "rks" and covariance == "diagonal":
+        raise ValueError("covariance: the authors' GMM-RKS start is a full (d, d) factor per component; "
+                         "got covariance='diagonal' with features='rks' (expected 'full')")
+    logits = np.zeros(C, dtype=dt)
+    if features == "rks":
+        b = np.sqrt(6.0 / (d * d + H * d))
+        S = rng.uniform(-b, b, size=(C, d, d))                                       # (C, d, d)
+        mu = rng.uniform(-1.0 / d, 1.0 / d, size=(C, d))                             # (C, d)
+    else:
+        b = np.sqrt(6.0 / (d + H))
+        std = np.exp(rng.uniform(-b, b, size=(C, d)) / 2)                            # (C, d)
+        S = std if covariance == "diagonal" else std[:, :, None] * np.eye(d)         # (C, d) or (C, d, d)
+        mu = rng.uniform(-1.0 / np.sqrt(d), 1.0 / np.sqrt(d), size=(C, d))           # (C, d)
+    return GMMParams(logits=logits, mu=mu.astype(dt), S=S.astype(dt))
 
 
 @fill_doc(dtype=_DTYPE, head=_HEAD, rng=_RNG, c=_C)
