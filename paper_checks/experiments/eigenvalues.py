@@ -7,11 +7,13 @@ Table 6) -- the very runs of the sparse-task grid -- and, as an ablation, the sa
 The GMM models of ListOps (:mod:`.listops`, weight decay 0.1) are a second stand-in, reported beside.
 
 For every layer and component the eigenvalues of ``Sigma_c = S_c S_c^T`` are listed, with the MSE they imply
-(:mod:`.measures`). The initial value is ``S = s_init I`` (all eigenvalues ``s_init^2``; ``s_init`` is the gmm
-kind's option, 1 unless the task's configuration sets it: the sparse task starts narrower-spectrum,
-wider-kernel models so that GMM-RKS can learn at all, see :mod:`.sparse_task`). The criterion reads the
-eigenvalues **relative to their initial value** (``lambda / s_init^2``): the paper's "smaller than 1" for its
-(unstated, presumably identity) initialisation.
+(:mod:`.measures`). The initial value (:func:`.measures.initial_eigenvalue`) is ``s_init^2`` for the start
+``S = s_init I`` (``s_init`` is the gmm kind's option, 1 unless the task's configuration sets it), and for the
+KL authors' random start (the gmm kind's ``init="authors"``, the sparse task's at small and full) the mean
+eigenvalue that start has in expectation (GMM-RKS ``2 / (d + H)``, GMM-PRF ``sinh(b) / b``); a random
+start's eigenvalues spread about it (GMM-RKS: up to about 4 times it). The criterion reads the eigenvalues
+**relative to their initial value** (``lambda / initial``): the paper's "smaller than 1" for its (unstated)
+initialisation.
 
 **Weight decay vs learning.** Decoupled decay multiplies S by ``1 - lr_t wd`` every step whatever the gradient
 says, so decay alone would leave eigenvalues ``prod_t (1 - lr_t wd)^2`` (the "decay-only" eigenvalue, computed

@@ -20,7 +20,10 @@ exactly the paper's):
 (refattn's convention, ``refattn/features/gmm.py``; a diagonal factor gives ``S_c^2``), and the MSE they
 imply: ``refattn.features.gmm.gmm_rks_mse`` / ``gmm_prf_mse`` (Theorem 3, re-derived) evaluated with the
 learnt spectrum and with the same spectrum at its initial ``S = s_init I``, on query/key pairs
-``q, k ~ N(0, I/d)``; reported as the median ratio learnt / initial.
+``q, k ~ N(0, I/d)``; reported as the median ratio learnt / initial. The initial eigenvalue
+(:func:`initial_eigenvalue`) is ``s_init^2`` for the scaled-identity start; for the KL authors' random start
+(the gmm kind's ``init="authors"``) it is the mean eigenvalue that start has in expectation, and the MSE
+ratio's initial spectrum is the isotropic one of that eigenvalue.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy as np
 from . import harness
 
 __all__ = ["variance_metrics", "variance_metrics_multiclass", "passes_metrics", "gmm_leaves",
-           "covariance_eigenvalues", "implied_mse_ratio", "spectrum"]
+           "covariance_eigenvalues", "implied_mse_ratio", "initial_eigenvalue", "spectrum"]
 
 
 def variance_metrics(outputs: np.ndarray, labels: np.ndarray) -> dict:
@@ -148,16 +151,34 @@ def implied_mse_ratio(gp, method: str, M: int, d: int, rng: np.random.Generator,
     return float(np.median(ratios))
 
 
+def initial_eigenvalue(att: dict, d: int, n_heads: int) -> float:
+    """The eigenvalue a GMM covariance starts from, on average over the start's draw: ``s_init^2`` for
+    ``init="scaled-identity"`` (every eigenvalue); for ``init="authors"``
+    (:func:`refattn.random.init_gmm_authors`), RKS: entries ``U(+-b)``, ``b^2 = 6 / (d^2 + H d)``, so
+    ``E[S S^T] = d b^2 / 3 I = 2 / (d + H) I``; PRF: ``Sigma = diag(exp(s))``, ``s ~ U(+-b)``, ``b = sqrt(6 /
+    (d + H))``, so ``E[exp(s)] = sinh(b) / b``. A random start's eigenvalues spread about this mean (RKS: a
+    product of square iid matrices, Marchenko-Pastur at ratio 1, from 0 to about 4 times the mean)."""
+    if att.get("init", "scaled-identity") != "authors":
+        return float(att.get("s_init", 1.0)) ** 2
+    if att["features"] == "rks":
+        return 2.0 / (d + n_heads)
+    b = float(np.sqrt(6.0 / (d + n_heads)))
+    return float(np.sinh(b) / b)
+
+
 def spectrum(params, cfg: dict, rng: np.random.Generator) -> dict | None:
     """Eigenvalues of every GMM covariance in `params`: per layer min/mean/max and the Theorem 3 MSE ratio
     learnt / initial (:func:`implied_mse_ratio`), and over all layers min/mean/max and a histogram-ready
     sorted sample (at most 512 values), with ``initial``, the eigenvalue every covariance started from
-    (``s_init^2``); None when the model has no GMM parameters."""
+    (:func:`initial_eigenvalue`: ``s_init^2``, or the mean of the authors' random start); None when the model
+    has no GMM parameters."""
     leaves = gmm_leaves(params)
     if not leaves:
         return None
     d = cfg["d_model"] // cfg["n_heads"]
-    s_init = float(cfg["attention"].get("s_init", 1.0))
+    initial = initial_eigenvalue(cfg["attention"], d, cfg["n_heads"])
+    s_init = (float(np.sqrt(initial)) if cfg["attention"].get("init") == "authors"      # the isotropic
+              else float(cfg["attention"].get("s_init", 1.0)))                          # start of it
     per_layer, allv = [], []
     for layer, gp in leaves:
         ev = covariance_eigenvalues(gp.S, d)
@@ -171,4 +192,4 @@ def spectrum(params, cfg: dict, rng: np.random.Generator) -> dict | None:
     v = np.sort(np.concatenate(allv))
     sample = v[np.linspace(0, v.size - 1, min(v.size, 512)).astype(int)]
     return {"per_layer": per_layer, "min": float(v.min()), "mean": float(v.mean()), "max": float(v.max()),
-            "n": int(v.size), "sorted_sample": sample.tolist(), "initial": s_init ** 2}
+            "n": int(v.size), "sorted_sample": sample.tolist(), "initial": initial}

@@ -10,17 +10,17 @@ AdamW (beta2 0.98, eps 1e-9, weight decay 0.1). Deviations: E.2 puts a 64-unit h
 readout and the 9-way layer; refattn's classifier head is one dense layer on the 64-wide readout, so the "64
 neurons of the classifier layer" below are the head's 64 inputs. Training is float32 with a learning-rate
 warm-up and cosine decay (:func:`harness.warmup_cosine`) at a rate our step budget needs (the paper: lr
-5e-6 with 200K sequences, batch 400). At ``full`` both GMM models start from ``S = s_init I`` with
-``s_init = 0.25`` (the paper does not state its initialisation; with ``S = I`` GMM-RKS cannot learn at this
-scale: the measurements are beside :data:`SIZES`).
+5e-6 with 200K sequences, batch 400). At ``small`` and ``full`` both GMM models start from the KL
+authors' code's random start (the gmm kind's ``init="authors"``, :func:`refattn.random.init_gmm_authors`;
+the paper does not state its initialisation); ``tiny`` keeps ``S = I``.
 
 Settings (:data:`PROVENANCE`, every row with its source): where the paper is silent and the KL authors'
 code fixes a budget-free setting, the code's is run (query/key scaling, features redrawn at every forward
 call, evaluation included, AdamW betas (0.9, 0.98) and no gradient clipping as in their ListOps training);
 where the paper's text and the code disagree the paper's is run and the row shows both (a per-layer
 mixture of C = 2 full-covariance components against the code's one Gaussian per head; no constant RKS
-feature against the code's +1). The code's random GMM start (xavier-uniform S, uniform means) is not run:
-refattn's GMM draw takes a scale ``s_init`` only. The budget-coupled rate, schedule and steps are scaled.
+feature against the code's +1). The GMM start is the code's (xavier-uniform factors for GMM-RKS, a
+uniform log-variance for GMM-PRF, uniform means). The budget-coupled rate, schedule and steps are scaled.
 
 Every (rung, model, p, seed) run is one task of a grid that goes through ``ctx.map`` (2 local processes by
 default; per-run cache under ``--report``) and records its learning curve (train and validation accuracy vs
@@ -31,17 +31,18 @@ step, CPU seconds), the Table 14 gradient statistics, the Sec. 4.1 variance metr
 **The budget ladder**: each size's grid is trained at the rungs :data:`LADDER` (1/4, 1/2 and 1 of its
 steps, the cheapest first), each rung a separate run (:func:`rung_size`: steps and evaluation interval
 times the fraction; the same data, peak rate, schedule shape and early stop), named in its cache key; rung
-1 is the size itself and keeps the key the grid's runs had before the ladder (:meth:`Run.key`), so the
-committed ``kl-full`` runs are the full ladder's rung 1. Steps are what scales, not data: the paper's
+1 is the size itself (:meth:`Run.key`: its name has no rung tag, and the hash covers the size's settings, so
+the committed ``kl-full`` runs, trained with ``S = 0.25 I``, are not the current settings' rung 1: they are
+that earlier setting's record). Steps are what scales, not data: the paper's
 compute is set by its steps (one epoch of 160K sequences at the least) and our runs see every training
 sequence several times already, so fewer steps are a smaller budget on the same task, while fewer sequences
 would change the task (how much there is to generalise from) along with the budget. The claims decide on
 rung 1 and read the ladder (``criterion_values["ladder"]``, each rung's effect, SE and compute against the
 paper's: :mod:`.sparse_rules`) under the verdict taxonomy. ``python -m
 paper_checks.experiments.sparse_ladder --size full --report DIR [--workers N] [--collect DEST]`` trains the
-ladder into a report's cache, cheapest rung first, and collects its runs for a record; at ``full`` the two
-lower rungs cost about 4,100 CPU-s (~35 minutes wall on 2 idle cores) and the whole ladder from an empty
-cache about 7,000 CPU-s, estimated from the committed ``kl-full`` runs (:mod:`.sparse_ladder`).
+ladder into a report's cache, cheapest rung first, and collects its runs for a record; at ``full`` every
+rung is trained: about 7,000 CPU-s (~2 CPU-hours, ~1 hour wall on 2 idle cores) from an empty cache,
+estimated from the committed ``kl-full`` runs' costs (:mod:`.sparse_ladder`).
 
 Gradient statistics (E.3, Table 14): when a run first reaches 20/40/60/80 % validation accuracy, the first 50
 validation points are passed ``repeats`` times (fresh random features each time) and the gradient of the mean
@@ -82,11 +83,11 @@ SIZES = {
                  lr=3e-3, eval_every=2, repeats=3, n_grad=20, n_val_eval=54, seeds=1, passes=5, n_vm=20,
                  stop_at=0.9, workers=0),
     "small": dict(L=24, n=4500, ps=(0.1, 0.5, 0.9), d_model=64, n_heads=4, n_layers=3, m=64, steps=600,
-                  batch=32, lr=2e-3, eval_every=50, repeats=20, n_grad=50, n_val_eval=300, seeds=1,
-                  passes=50, n_vm=200, stop_at=0.9, workers=2),
+                  batch=32, lr=2e-3, gmm_init="authors", eval_every=50, repeats=20, n_grad=50,
+                  n_val_eval=300, seeds=1, passes=50, n_vm=200, stop_at=0.9, workers=2),
     "full": dict(L=48, n=18000, ps=(0.1, 0.5, 0.9), d_model=64, n_heads=4, n_layers=3, m=64, steps=2500,
-                 batch=32, lr=5e-4, s_init=0.25, eval_every=50, repeats=50, n_grad=50, n_val_eval=400,
-                 seeds=2, passes=100, n_vm=300, stop_at=0.9, workers=2),
+                 batch=32, lr=5e-4, gmm_init="authors", eval_every=50, repeats=50, n_grad=50,
+                 n_val_eval=400, seeds=2, passes=100, n_vm=300, stop_at=0.9, workers=2),
 }
 # ``full``: the random-feature models need several times the steps of softmax, so L = 48 with up to 2500
 # steps, early stop at 0.9 (a run past the last Table 14 checkpoint frees its CPU for the others) and 2 seeds;
@@ -94,7 +95,9 @@ SIZES = {
 # ``exp(-|q - k|^2 / (2 sqrt(d)))`` is ~e^-4 per pair at the models' initial scale, below the RKS estimator's
 # noise (~1/sqrt(M) per pair), so the normaliser sum_j phi(q).phi(k_j) crosses zero and GMM-RKS learns
 # nothing; a narrower initial spectrum (wider kernel), ``s_init`` 0.25 (~e^-0.25 per pair), with lr 5e-4 lets
-# it learn. Both models get the same initialisation and rate.
+# it learn (records/kl-full ran it). ``gmm_init="authors"`` (small, full) runs the KL authors' code's start
+# instead, whose GMM-RKS spectrum is of that order (E[S S^T] = 2 / (d + H) I = 0.1 I at d 16, H 4); tiny keeps
+# S = I (its tests check the pipeline, not learning). Both models get the same rate.
 #: the weight-decay setting of E.2 (Table 6 for LRA as well); the eigenvalue ablation adds 0
 WEIGHT_DECAY = 0.1
 
@@ -135,12 +138,15 @@ CRITERION = ("Two parts, both needed for holds. (A) gradients: over the (p, chec
              "the evidence gives the steps it would need, extrapolated from its learning curve).")
 
 
-# the full GMM start here and in the authors' code: their xavier-uniform S_h on (H, d, d) has entries of
-# variance bound^2 / 3 = 2 / (d^2 + H d), so E[S_h^T S_h] = d * 2 / (d^2 + H d) I = 2 / (d + H) I
-_S_INIT = SIZES["full"].get("s_init", 1.0)
+# the GMM start of the authors' code: their xavier-uniform S_h on (H, d, d) has entries of variance
+# bound^2 / 3 = 2 / (d^2 + H d), so E[S_h^T S_h] = d * 2 / (d^2 + H d) I = 2 / (d + H) I; GMM-PRF's
+# log-variance U(+-b), b = sqrt(6 / (d + H)), gives standard deviations exp(+-b / 2)
 _HEADS = SIZES["full"]["n_heads"]
 _D_HEAD = SIZES["full"]["d_model"] // _HEADS
 _CODE_SIGMA = 2 / (_D_HEAD + _HEADS)
+_PRF_B = (6 / (_D_HEAD + _HEADS)) ** 0.5
+#: the start refattn ran at full before the authors' (records/kl-full): S_c = 0.25 I
+EARLIER_S_INIT = 0.25
 
 #: The feature-map files of the KL authors' code (:data:`published.KL_REPO` at :data:`published.KL_COMMIT`),
 #: cited by the provenance tables of the KL experiments.
@@ -183,19 +189,21 @@ PROVENANCE = (
             note="paper and code disagree (per-layer mixture of C = 2 against one Gaussian per head, "
             "symmetrised for RKS; full against diagonal for PRF); the paper's Eqs. 5 and 10 with a full "
             "Sigma_c are run"),
-    Setting("GMM initialisation", f"S_c = s_init I, s_init {_S_INIT} at full (Sigma_c = {_S_INIT ** 2:g} I), "
-            "means 0, equal weights", "refattn's choice",
-            code=f"{FOURIER} l. 989-996 (GMM-RKS: S_h xavier-uniform on (H, d, d), "
+    Setting("GMM initialisation", "the authors' code's start (gmm init='authors', small and full): GMM-RKS "
+            "S_c entries U(+-sqrt(6 / (d^2 + H d))), H the model's heads, mu_c ~ U(+-1/d); GMM-PRF S_c = "
+            "diag(exp(s / 2)), log-variance s ~ U(+-sqrt(6 / (d + H))), mu_c ~ U(+-1/sqrt(d)); equal "
+            "weights; each of the C = 2 components of a layer drawn from the law of one head",
+            "authors' code", paper="not stated (App. E.2 gives no initialisation)",
+            code=f"{FOURIER} l. 980-996 (GMM-RKS: sigma (H, d, d) xavier-uniform, fan-in d^2, fan-out H d: "
             f"U(+-sqrt(6 / (d^2 + H d))), so E[S_h^T S_h] = 2 / (d + H) I = {_CODE_SIGMA:.2g} I at "
-            f"d {_D_HEAD}, H {_HEADS}; "
-            "mu_h ~ U(+-1/d)), l. 559-566 (GMM-PRF: log-variance sigma_h ~ U(+-sqrt(6 / (d + H))), "
-            "covariance ~ I; mu_h ~ U(+-1/sqrt(d)))",
-            note=f"the paper is silent; s_init {_S_INIT} was chosen from probe runs before the code was read "
-            "(with S = I GMM-RKS stays at chance at this scale: records/kl-full/sparse-task-s_init-1). It is "
-            f"of the order of the code's GMM-RKS start ({_S_INIT ** 2:g} I against {_CODE_SIGMA:.2g} I on "
-            "average; the code's S is random, so its eigenvalues spread); the code's GMM-PRF starts near I. "
-            "The code's start is not run: drawing it (random S, uniform means) needs a sampler option that "
-            "refattn.nn.init's GMM draw does not take (it passes components, d, covariance and s_init only)"),
+            f"d {_D_HEAD}, H {_HEADS}; mean U(+-1 / sqrt(fan-in)) = U(+-1/d)), l. 551-566 and 615-616 "
+            "(GMM-PRF: sigma (H, d) xavier-uniform, U(+-sqrt(6 / (d + H))), used as exp(sigma / 2) on the "
+            f"noise, so a log-variance: standard deviations in exp(+-{_PRF_B / 2:.2f}) at d {_D_HEAD}, "
+            f"H {_HEADS}; mean U(+-1/sqrt(d)))",
+            note="the paper is silent and the code fixes it, so the code's is run. The earlier refattn "
+            f"choice S_c = {EARLIER_S_INIT} I (Sigma_c = {EARLIER_S_INIT ** 2:g} I, means 0), picked from "
+            "probe runs (with S = I GMM-RKS stays at chance at this scale: "
+            "records/kl-full/sparse-task-s_init-1), is what records/kl-full ran; tiny keeps S = I"),
     Setting("RKS constant feature", "none: the RKS attention normalises the estimated kernel itself",
             "refattn's choice",
             code=f"{FOURIER} l. 1026-1051 (SmoothedGaussianMixtureFourierFeatures: a constant feature 1.0 "
@@ -257,15 +265,14 @@ class Run:
     data_seed: int
     size: str
     weight_decay: float = WEIGHT_DECAY
-    # out of the repr, which the cache key hashes: a rung-1 run keeps the key it had before the ladder
+    # out of the repr, which the cache key hashes: a rung-1 run's name is the size's own
     rung: str = dataclasses.field(default="1", repr=False)
 
     def key(self) -> str:
         """The cache name: method, p, seed, weight decay, size, the rung in words below rung 1, and a hash of
         the run's fields and its rung's scaled size (:func:`rung_size`). At rung 1 the scaled size is the
-        size and the repr omits the rung, so the name is the one the grid had before the ladder (the
-        committed ``kl-full`` runs are rung 1); below it the scaled size differs, so no two rungs share a
-        name."""
+        size and the repr omits the rung, so the name is the size's own; below it the scaled size differs, so
+        no two rungs share a name. A change of the size's settings (its GMM start) changes every name."""
         f = Fraction(self.rung)
         sz = json.dumps(rung_size(self.size, self.rung), sort_keys=True)
         h = hashlib.sha1(f"{NAME}|{self}|{sz}".encode()).hexdigest()[:10]
@@ -274,9 +281,12 @@ class Run:
 
 
 def config_for(method: str, sz: dict) -> dict:
-    """The transformer configuration of `method` at size `sz` (the GMM kinds start at ``S = s_init I`` when
-    the size sets ``s_init``)."""
+    """The transformer configuration of `method` at size `sz`: the GMM kinds start from the KL authors' draw
+    when the size sets ``gmm_init="authors"`` (the gmm kind's ``init``), from ``S = s_init I`` when it sets
+    ``s_init``, and from ``S = I`` otherwise."""
     extra = {"s_init": sz["s_init"]} if "s_init" in sz else {}
+    if "gmm_init" in sz:
+        extra["init"] = sz["gmm_init"]
     return dict(task="classify", input="patches", patch=1, image_shape=(1, sz["L"], 3), d_model=sz["d_model"],
                 n_heads=sz["n_heads"], n_layers=sz["n_layers"], d_ff=sz["d_model"], max_len=sz["L"],
                 position="learned", readout="first", n_classes=SPARSE_CLASSES,

@@ -35,13 +35,65 @@ def test_rung_size_scales_steps_and_evaluation_only():
             S.rung_size("full", bad)
 
 
-def test_rung_1_keeps_the_committed_run_keys_and_lower_rungs_are_named_apart():
-    """The committed kl-full runs are rung 1 of the full ladder: found under their own names."""
+def _earlier_full():
+    """``SIZES["full"]`` with the start records/kl-full ran (``S = 0.25 I``) in place of the authors'."""
+    return {**{k: v for k, v in S.SIZES["full"].items() if k != "gmm_init"}, "s_init": S.EARLIER_S_INIT}
+
+
+def test_rung_1_keys_follow_the_settings_and_lower_rungs_are_named_apart(monkeypatch):
+    """The committed kl-full runs are found under their own names with the settings they ran (the earlier
+    start S = 0.25 I: the only setting of the size that changed), so the names cover the size's settings;
+    the current settings (the authors' start) name every run apart from them, so none is reused."""
     committed = {p.stem for p in (KL_FULL / "experiments" / "sparse_task" / "runs").glob("*.json")}
-    assert {t.key() for t in SL.ladder_tasks("full", 0, rungs=("1",))} == committed
+    current = {t.key() for t in SL.ladder_tasks("full", 0)}
+    assert len(current) == 40 and not current & committed
+    with monkeypatch.context() as m:
+        m.setitem(S.SIZES, "full", _earlier_full())
+        assert {t.key() for t in SL.ladder_tasks("full", 0, rungs=("1",))} == committed
     lower = [t.key() for t in SL.ladder_tasks("full", 0, rungs=("1/4", "1/2"))]
     assert len(set(lower)) == 24 and not set(lower) & committed
     assert all("-r1of4-" in k for k in lower[:12]) and all("-r1of2-" in k for k in lower[12:])
+
+
+def test_full_runs_the_authors_gmm_start():
+    """config_for passes the size's start to the gmm kind; the drawn start has the authors' mean eigenvalue
+    (measures.initial_eigenvalue, what the eigenvalue claim divides by)."""
+    from refattn.nn import init_transformer
+
+    from paper_checks.experiments import measures
+
+    for method in S.METHODS:
+        cfg = S.config_for(method, S.SIZES["full"])
+        assert cfg["attention"]["init"] == "authors" and "s_init" not in cfg["attention"]
+        gp = init_transformer(np.random.default_rng(0), cfg)["blocks"][0]["attn"]["attn"]["gmm"]
+        S_ = np.asarray(gp.S)                                                        # (C, d, d)
+        off_diagonal = S_ * (1 - np.eye(16))
+        assert S_.shape == (2, 16, 16) and np.any(off_diagonal != 0) == (method == "gmm-rks")
+    assert "init" not in S.config_for("gmm-rks", S.SIZES["tiny"])["attention"]          # tiny: S = I
+    assert measures.initial_eigenvalue({"init": "scaled-identity", "s_init": 0.25}, 16, 4) == 0.0625
+
+
+# The authors' start's mean eigenvalue (measures.initial_eigenvalue) against draws. RKS: the mean eigenvalue
+# of S S^T is trace / d = sum of the squared entries / d, one replicate per component (C = 256; its relative
+# SE is sqrt(0.8 / d^2) / sqrt(C) = 0.35 %, so 5 SE catch 1.8 %; 2 / (d + 1), the fan without the heads,
+# is 18 % off at d 16, H 4). PRF: the eigenvalues are exp(s), s ~ U(+-b), b^2 = 6 / (d + H) (N = C d = 4096
+# replicates, Var exp(s) = sinh(2b) / (2b) - (sinh(b) / b)^2 = 0.109, SE 0.0052: the value 1 that a log
+# read as zero-mean on average would suggest is 0.051 = 10 SE away).
+@pytest.mark.parametrize("features", ["rks", "prf"])
+def test_initial_eigenvalue_is_the_authors_starts_mean(seed, features):
+    from refattn.random import init_gmm_authors
+
+    from paper_checks.experiments import measures
+    from validation import mean_test
+
+    d, heads = 16, 4
+    gp = init_gmm_authors(np.random.default_rng(seed), 256, d, features=features, heads=heads)
+    ev = measures.covariance_eigenvalues(gp.S, d)
+    samples = ev.mean(axis=-1).reshape(-1, 1) if features == "rks" else ev.reshape(-1, 1)
+    want = measures.initial_eigenvalue({"init": "authors", "features": features}, d, heads)
+    assert mean_test(samples, np.array([want])).passed
+    wrong = 2 / (d + 1) if features == "rks" else 1.0
+    assert not mean_test(samples, np.array([wrong])).passed
 
 
 def test_tiny_ladder_trains_rung_by_rung_caches_and_collects(tmp_path, monkeypatch):
@@ -66,7 +118,9 @@ def test_tiny_ladder_trains_rung_by_rung_caches_and_collects(tmp_path, monkeypat
     assert [r["budget_fraction"] for r in ladder] == pytest.approx([0.25e-6, 0.5e-6, 1e-6])
 
 
-def test_collect_of_a_partial_ladder_estimates_what_is_missing(tmp_path):
+def test_collect_of_a_partial_ladder_estimates_what_is_missing(tmp_path, monkeypatch):
+    """Under the settings the committed kl-full runs ran (they are that ladder's rung 1)."""
+    monkeypatch.setitem(S.SIZES, "full", _earlier_full())
     cache = tmp_path / "runs"
     cache.mkdir()
     for t in SL.ladder_tasks("full", 0, rungs=("1",)):
