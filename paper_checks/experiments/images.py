@@ -213,9 +213,11 @@ PROVENANCE = (
             code="train.py l. 49, 59, 88-117, 315-316 (a learned class token, N(0, 1), with a zero "
                  "positional encoding, read at position 0); l. 350-363 (S2: appended last, read there)",
             note=f"built as refattn's readout={AUTHORS_READOUT!r} (no positional embedding; zero S1 and FLT "
-                 f"positional features; S2 as the authors' code places it); the ladder keeps the mean "
-                 f"readout, refattn's earlier choice, so its committed runs stay comparable; the ablation's "
-                 f"'readout' change measures the class token"),
+                 f"positional features; S2 as the authors' code places it: as a query one row below the "
+                 f"image, as a key in the far class, which validation/records/conformance.md finds "
+                 f"inconsistent with a class token without a position, a defect there, run here as the "
+                 f"authors ran it); the ladder keeps the mean readout, refattn's earlier choice, so its "
+                 f"committed runs stay comparable; the ablation's 'readout' change measures the class token"),
     Setting("evaluation protocol", f"the final model on the whole test set, features of the last training "
             f"step (the '{SETTINGS['eval_draw']}' draw); the accuracy on a fresh draw is recorded beside it",
             "authors' code",
