@@ -12,8 +12,10 @@ For every layer and component the eigenvalues of ``Sigma_c = S_c S_c^T`` are lis
 KL authors' random start (the gmm kind's ``init="authors"``, the sparse task's at small and full) the mean
 eigenvalue that start has in expectation (GMM-RKS ``2 / (d + H)``, GMM-PRF ``sinh(b) / b``); a random
 start's eigenvalues spread about it (GMM-RKS: up to about 4 times it). The criterion reads the eigenvalues
-**relative to their initial value** (``lambda / initial``): the paper's "smaller than 1" for its (unstated)
-initialisation.
+**relative to the run's own start**: the learnt mean over the start's mean, the learnt maximum over the
+start's maximum (the start redrawn from the run seed, :func:`.harness.initial_params`; for ``S = s_init I``
+both are ``lambda / s_init^2``): the paper's "smaller than 1" for its (unstated) initialisation. Against the
+mean of a random start its largest eigenvalue would read about 3.8 before any training (GMM-RKS).
 
 **Weight decay vs learning.** Decoupled decay multiplies S by ``1 - lr_t wd`` every step whatever the gradient
 says, so decay alone would leave eigenvalues ``prod_t (1 - lr_t wd)^2`` (the "decay-only" eigenvalue, computed
@@ -39,17 +41,22 @@ WEIGHT_DECAYS = (0.1, 0.0)
 
 CRITERION = ("holds iff, for both GMM-RKS and GMM-PRF trained with weight decay 0.1 (the paper's setting), "
              "the mean eigenvalue over all layers/heads/components is < 0.9 and the maximum is < 1, both "
-             "relative to the initial eigenvalue s_init^2 (1 for S = I) (the paper, Table 4: max 0.19-0.50, "
-             "mean 0.025-0.053, 'significantly smaller than 1'); fails "
-             "otherwise; not-checkable (learning guard) when one of these models or of their weight-decay-0 "
-             "ablations did not reach 40% validation accuracy on the stand-in task (chance 1/9). The "
-             "weight-decay-0 ablation and the decay-only eigenvalue are reported, not part of the verdict.")
+             "relative to the run's own start (the mean over the start's mean eigenvalue, the maximum over "
+             "its maximum; for S = s_init I both are s_init^2, 1 for S = I) (the paper, Table 4: max "
+             "0.19-0.50, mean 0.025-0.053, 'significantly smaller than 1'); fails otherwise; not-checkable "
+             "(learning guard) when one of these models or of their weight-decay-0 ablations did not reach "
+             "40% validation accuracy on the stand-in task (chance 1/9). The weight-decay-0 ablation and the "
+             "decay-only eigenvalue are reported, not part of the verdict.")
 
 
 def _agg(runs: list[dict]) -> dict:
+    """The runs' spectra aggregated as the criterion reads them: the mean of the means, the largest
+    maximum, and the same of each run's eigenvalues relative to its own start (:func:`_relative`)."""
     e = [r["eigenvalues"] for r in runs if r.get("eigenvalues")]
+    rel = [_relative(x) for x in e]
     return {"max": max(x["max"] for x in e), "mean": float(np.mean([x["mean"] for x in e])),
-            "min": min(x["min"] for x in e), "initial": max(x.get("initial", 1.0) for x in e)}
+            "min": min(x["min"] for x in e), "initial": max(x.get("initial", 1.0) for x in e),
+            "relative_mean": float(np.mean([r[0] for r in rel])), "relative_max": max(r[1] for r in rel)}
 
 
 def budget(size: str) -> dict:
@@ -156,7 +163,15 @@ def run(size: str = "small", seed: int = 0, out_dir: Path | None = None, ctx=Non
 
 
 def _relative(row: dict) -> tuple[float, float]:
-    """``(mean, max)`` of the eigenvalues divided by their initial value (records before ``s_init``: 1)."""
+    """``(mean, max)`` of a run's eigenvalues relative to its start: the mean over the start's mean and the
+    largest over the start's largest (``initial_mean``, ``initial_max``: a random start's eigenvalues spread,
+    so its largest is several times its mean before any training), else both over ``initial`` (an isotropic
+    start, where the two are equal; records before ``s_init``: 1). An aggregated row (:func:`_agg`) carries
+    its runs' relative values."""
+    if "relative_mean" in row:
+        return row["relative_mean"], row["relative_max"]
+    if "initial_mean" in row:
+        return row["mean"] / row["initial_mean"], row["max"] / row["initial_max"]
     init = row.get("initial", 1.0)
     return row["mean"] / init, row["max"] / init
 

@@ -40,7 +40,7 @@ from ..report import json_safe
 from ..rules import trained, with_rule
 
 __all__ = ["MissingPiece", "require_kinds", "ensure_dir", "available", "attention_config", "METHODS",
-           "out_dir_for", "save_json",
+           "out_dir_for", "save_json", "initial_params",
            "new_figure", "save_figure", "single_thread", "train_loop", "predict_logits", "accuracy",
            "draw_features", "claim_result", "warmup_cosine", "Curve", "run_grid", "extrapolated_steps",
            "budget_note", "guard_note", "grid_if_done", "decay_only_factor", "experiment_rule",
@@ -209,6 +209,14 @@ def _finite_tree(tree) -> bool:
                if g is not None and np.issubdtype(np.asarray(g).dtype, np.floating))
 
 
+def initial_params(config: dict, seed: int) -> dict:
+    """The parameters :func:`train_loop` starts from for run seed `seed` (drawn from
+    ``default_rng([seed, 0])``)."""
+    from refattn.nn.init import init_transformer
+
+    return init_transformer(np.random.default_rng([seed, 0]), config)
+
+
 def train_loop(config: dict, x: np.ndarray, y: np.ndarray, *, seed: int, steps: int, batch: int, lr: float,
                weight_decay: float = 0.0, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
                clip_norm: float | None = None,
@@ -226,12 +234,11 @@ def train_loop(config: dict, x: np.ndarray, y: np.ndarray, *, seed: int, steps: 
     the steps skipped stops the run (``stats["diverged_at"]``). Returns the final parameters."""
     from refattn.nn.optim import adam_init, adamw_update, clip_by_global_norm
     from refattn.nn.transformer import loss_and_grads
-    from refattn.nn.init import init_transformer
     from refattn.nn.schedules import learning_rate
 
     stats = {} if stats is None else stats
     stats.setdefault("skipped_steps", 0)
-    params = init_transformer(np.random.default_rng([seed, 0]), config)
+    params = initial_params(config, seed)
     state = adam_init(params)
     rng = np.random.default_rng([seed, 2])
     n = x.shape[0]

@@ -166,11 +166,13 @@ def initial_eigenvalue(att: dict, d: int, n_heads: int) -> float:
     return float(np.sinh(b) / b)
 
 
-def spectrum(params, cfg: dict, rng: np.random.Generator) -> dict | None:
+def spectrum(params, cfg: dict, rng: np.random.Generator, initial_params=None) -> dict | None:
     """Eigenvalues of every GMM covariance in `params`: per layer min/mean/max and the Theorem 3 MSE ratio
     learnt / initial (:func:`implied_mse_ratio`), and over all layers min/mean/max and a histogram-ready
     sorted sample (at most 512 values), with ``initial``, the eigenvalue every covariance started from
-    (:func:`initial_eigenvalue`: ``s_init^2``, or the mean of the authors' random start); None when the model
+    (:func:`initial_eigenvalue`: ``s_init^2``, or the mean of the authors' random start); with
+    `initial_params` (the run's own start) also ``initial_mean`` and ``initial_max``, the mean and largest
+    eigenvalue of that start over all layers (a random start's spread about ``initial``); None when the model
     has no GMM parameters."""
     leaves = gmm_leaves(params)
     if not leaves:
@@ -191,5 +193,9 @@ def spectrum(params, cfg: dict, rng: np.random.Generator) -> dict | None:
                                                                           s_init=s_init)})
     v = np.sort(np.concatenate(allv))
     sample = v[np.linspace(0, v.size - 1, min(v.size, 512)).astype(int)]
-    return {"per_layer": per_layer, "min": float(v.min()), "mean": float(v.mean()), "max": float(v.max()),
-            "n": int(v.size), "sorted_sample": sample.tolist(), "initial": initial}
+    out = {"per_layer": per_layer, "min": float(v.min()), "mean": float(v.mean()), "max": float(v.max()),
+           "n": int(v.size), "sorted_sample": sample.tolist(), "initial": initial}
+    if initial_params is not None:
+        v0 = np.concatenate([covariance_eigenvalues(gp.S, d).ravel() for _, gp in gmm_leaves(initial_params)])
+        out.update(initial_mean=float(v0.mean()), initial_max=float(v0.max()))
+    return out

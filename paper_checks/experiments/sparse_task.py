@@ -368,7 +368,8 @@ def train_one(run: Run) -> dict:
             c["step"] = steps_at[[i for i, a in enumerate(curve.data["val_acc"]) if a >= t][0]]
         vm = measures.passes_metrics(params, cfg, x_va[:sz["n_vm"]], y_va[:sz["n_vm"]],
                                              seed=seed, passes=sz["passes"])
-        eig = measures.spectrum(params, cfg, np.random.default_rng([seed, 5]))
+        eig = measures.spectrum(params, cfg, np.random.default_rng([seed, 5]),
+                                initial_params=harness.initial_params(cfg, seed))
     reached = [s for s, a in zip(steps_at, curve.data["val_acc"], strict=True) if a >= T_CONV]
     trained = curve.data["step"][-1] if curve.data["step"] else 0
     steps = max(trained, 1)

@@ -30,10 +30,23 @@ def test_records_exist_and_name_their_command():
         assert "python -m paper_checks" in cmd and "date:" in cmd, f"{f.parent}/command.txt"
 
 
+#: (record group, claim id) -> why the registered rule's sentence differs from the record's, until the
+#: record is re-run: the rule still decides the record's stored evidence as stored (checked below).
+RULE_REWORDED = {
+    ("kl-full", "kl.table4-eigenvalues"):
+        "the eigenvalues are read relative to each run's own start (its mean and its maximum) for the KL "
+        "authors' random start; the record's runs started from S = 0.25 I, where that is s_init^2 as stated",
+}
+
+
 @pytest.mark.parametrize("group,rec", SLOW, ids=[f"{g}:{r['id']}" for g, r in SLOW])
 def test_stored_verdict_is_the_rule_applied_to_the_stored_evidence(group, rec):
     claim = load_all()[rec["id"]]
-    assert rec["rule"] == claim.rule, f"{rec['id']}: the registered rule changed since the record ({group})"
+    if (group, rec["id"]) in RULE_REWORDED:
+        assert rec["rule"] != claim.rule, f"{rec['id']}: the record has the current rule: remove it from " \
+                                          "RULE_REWORDED"
+    else:
+        assert rec["rule"] == claim.rule, f"{rec['id']}: the rule changed since the record ({group})"
     assert claim.decide(rec["evidence"]) == rec["verdict"]
 
 
