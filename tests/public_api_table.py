@@ -303,6 +303,10 @@ def b_sizes(*names, extra=None, pos_rng=True):
     return build
 
 
+def b_init_gmm_authors(rng, s):
+    return _sized({"rng": rng, "C": 2, "d": s["d"]}, ["C", "d"], kw={"features": "rks", "heads": 2})
+
+
 def _sized(args, names, kw=None):
     c = Call(args, kw, arrays=[])
     c.sizes = list(names)
@@ -746,7 +750,7 @@ PLAIN = {
     "draw_gaussian": b_sizes("m", "d"), "draw_orthogonal": b_sizes("m", "d"),
     "draw_gmm_noise": b_sizes("C", "M", "d"), "draw_gmm_antithetic_noise": b_sizes("M", "d"),
     "draw_generator_noise": b_sizes("M", "d_noise"), "draw_fastfood": b_sizes("M", "d"),
-    "init_gmm": b_sizes("C", "d"), "init_generator": b_sizes("d"),
+    "init_gmm": b_sizes("C", "d"), "init_gmm_authors": b_init_gmm_authors, "init_generator": b_sizes("d"),
     "s1_relative_matrix": b_s1_relative_matrix, "s1_relative_term": b_s1_relative_term,
     "s2_attention_naive": b_s2_attention, "s2_logits": b_s2_logits, "s2_class_index": b_s2_class_index,
     "toeplitz_attention_dense": b_toeplitz, "toeplitz_matrix": b_toeplitz_matrix,

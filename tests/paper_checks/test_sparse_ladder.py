@@ -115,6 +115,9 @@ def test_an_untrained_authors_start_reads_one_relative_to_itself(method):
 
 
 def test_tiny_ladder_trains_rung_by_rung_caches_and_collects(tmp_path, monkeypatch):
+    from paper_checks.experiments import harness
+
+    monkeypatch.setattr(harness, "_MEMO", {})     # what another test of this process memoised: trained here
     ctx = Context(seed=0, size="tiny", report_dir=tmp_path)
     runs = SL.train_ladder(ctx)
     assert [r["rung"] for r in runs] == ["1/4"] * 4 + ["1/2"] * 4 + ["1"] * 6
