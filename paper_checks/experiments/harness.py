@@ -40,7 +40,7 @@ from ..report import json_safe
 from ..rules import trained, with_rule
 
 __all__ = ["MissingPiece", "require_kinds", "ensure_dir", "available", "attention_config", "METHODS",
-           "out_dir_for", "save_json", "initial_params",
+           "out_dir_for", "save_json", "copy_cached_runs", "initial_params",
            "new_figure", "save_figure", "single_thread", "train_loop", "predict_logits", "accuracy",
            "draw_features", "claim_result", "warmup_cosine", "Curve", "run_grid", "extrapolated_steps",
            "budget_note", "guard_note", "grid_if_done", "decay_only_factor", "experiment_rule",
@@ -129,6 +129,22 @@ def save_json(path: Path, record: dict) -> Path:
     path = Path(path)
     write_text_atomic(path, json.dumps(json_safe(record), indent=1))      # never a half-written record
     return path
+
+
+def copy_cached_runs(cache: Path, dest: Path, tasks) -> dict[str, dict]:
+    """The finished runs among `tasks` (found in the run cache directory `cache` by their ``key()``), each
+    copied into ``dest/runs`` (written atomically; runs of other tasks in the cache are left out):
+    ``{key: result}`` in the order of `tasks`, each key once. What a ``--collect`` commits while a grid
+    still trains."""
+    (Path(dest) / "runs").mkdir(parents=True, exist_ok=True)
+    runs = {}
+    for k in dict.fromkeys(t.key() for t in tasks):
+        src = Path(cache) / f"{k}.json"
+        if src.is_file():
+            text = src.read_text()
+            write_text_atomic(Path(dest) / "runs" / src.name, text)
+            runs[k] = json.loads(text)
+    return runs
 
 
 def new_figure(n_panels: int = 1, *, width: float = 4.2, height: float = 3.4):

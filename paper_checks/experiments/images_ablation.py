@@ -20,7 +20,9 @@ alone" is the baseline's No-Pos run; the authors' configuration is the ladder's 
 [--data DIR]`` trains what is not cached and writes ``DIR/experiments/images/ablation.json`` and
 ``ablation.md``: per configuration each method's mean test accuracy (seed SD) on the draw the configuration
 tests on and on a fresh draw, and S1's gain over No-Pos with its standard error
-(:func:`images_rules.gain_se`).
+(:func:`images_rules.gain_se`). ``--collect DEST`` trains nothing: it copies the finished runs of the report's
+cache into ``DEST/runs`` and writes the same two files in ``DEST`` (a configuration still missing runs lists
+them), so the ablation's runs can be committed as they complete.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from . import images
 from .idx import DATA_ENV, INSTALL_HINT
 from .images_rules import gain_se
 
-__all__ = ["CHANGES", "METHODS", "configurations", "skipped", "ablation_tasks", "ablation", "table", "main"]
+__all__ = ["CHANGES", "METHODS", "configurations", "skipped", "ablation_tasks", "summarise", "ablation",
+           "collect", "table", "main"]
 
 #: the changes, in the order the cumulative configurations apply them: (name, the settings it changes)
 CHANGES = (("S1 initialisation", ("s1_init",)),
@@ -81,48 +84,95 @@ def ablation_tasks(ctx, *, data_dir: str | None) -> list[tuple[str, images.Task]
             for name, st in configurations() for m in METHODS for s in seeds]
 
 
+def summarise(pairs: list[tuple[str, images.Task]], runs: dict[str, dict]) -> list[dict]:
+    """One row per configuration from the finished runs `runs` (``{task key: result}``, any subset of
+    `pairs`' tasks): its settings, the runs done and missing, their training CPU seconds, and, once none is
+    missing, each method's test accuracy per seed on the tested draw and on a fresh draw (mean, seed SD),
+    S1's gain over No-Pos and its SE."""
+    rows = []
+    for name, st in configurations():
+        tasks = [t for n, t in pairs if n == name]
+        mine = [runs[t.key()] for t in tasks if t.key() in runs]
+        row = {"configuration": name, "settings": st,
+               "changed": sorted(k for k in st if st[k] != images.PREVIOUS_SETTINGS[k]),
+               "done": len(mine), "of": len(tasks),
+               "missing": [f"{t.method} s{t.run_seed}" for t in tasks if t.key() not in runs],
+               "train_cpu_seconds": round(sum(r["train_cpu_seconds"] for r in mine), 1)}
+        if not row["missing"]:
+            acc = {}
+            for m in METHODS:
+                tested = [r["test_acc"] for r in mine if r["method"] == m]
+                fresh = [r["test_acc_by_draw"]["fresh"] for r in mine if r["method"] == m]
+                acc[m] = {"per_seed": tested, "mean": float(np.mean(tested)),
+                          "sd": float(np.std(tested, ddof=1)) if len(tested) > 1 else float("nan"),
+                          "fresh_mean": float(np.mean(fresh))}
+            row.update(accuracy=acc, gain_s1=acc["s1"]["mean"] - acc["no-pos"]["mean"],
+                       se_gain_s1=gain_se(acc["s1"]["per_seed"], acc["no-pos"]["per_seed"]))
+        rows.append(row)
+    return rows
+
+
+def _result(size: str, pairs, runs: dict[str, dict]) -> dict:
+    """The ablation's record: :func:`summarise` with the two ends' settings, the skipped changes, the
+    size's budget, and the estimated CPU seconds its missing runs need (each distinct missing run: the mean
+    training CPU seconds of its method's finished runs, all at rung 1; None while a method has none)."""
+    missing = {t.key(): t for _, t in pairs if t.key() not in runs}
+    per_method = {m: [r["train_cpu_seconds"] for r in runs.values() if r["method"] == m] for m in METHODS}
+    need = [per_method[t.method] for t in missing.values()]
+    estimate = None if any(not x for x in need) else round(sum(float(np.mean(x)) for x in need))
+    return {"size": size, "seeds": images.SIZES[size]["seeds"], "methods": list(METHODS),
+            "baseline": images.PREVIOUS_SETTINGS, "authors": images.AUTHORS_SETTINGS, "skipped": skipped(),
+            "configurations": summarise(pairs, runs), "runs_done": len({t.key() for _, t in pairs}) -
+            len(missing), "runs_distinct": len({t.key() for _, t in pairs}),
+            "estimate_cpu_seconds_to_finish": estimate, **images.budget(size)}
+
+
 def ablation(ctx, *, data_dir: str | None, workers: int = 1) -> dict:
     """Train (or read from the cache) every run of :func:`ablation_tasks` and summarise them per
-    configuration: settings, each method's test accuracy per seed on the tested draw and on a fresh draw
-    (mean, seed SD), S1's gain over No-Pos and its SE; with the skipped changes and the size's budget."""
+    configuration (:func:`summarise`), with the skipped changes and the size's budget."""
     H.require_kinds("favor+", "s1")
     pairs = ablation_tasks(ctx, data_dir=data_dir)
     runs = H.run_grid(ctx, images.train_one, [t for _, t in pairs], name=images.NAME, workers=workers)
-    rows = []
-    for name, st in configurations():
-        mine = [r for (n, _), r in zip(pairs, runs, strict=True) if n == name]
-        acc = {}
-        for m in METHODS:
-            tested = [r["test_acc"] for r in mine if r["method"] == m]
-            fresh = [r["test_acc_by_draw"]["fresh"] for r in mine if r["method"] == m]
-            acc[m] = {"per_seed": tested, "mean": float(np.mean(tested)),
-                      "sd": float(np.std(tested, ddof=1)) if len(tested) > 1 else float("nan"),
-                      "fresh_mean": float(np.mean(fresh))}
-        rows.append({"configuration": name, "settings": st,
-                     "changed": sorted(k for k in st if st[k] != images.PREVIOUS_SETTINGS[k]),
-                     "accuracy": acc, "gain_s1": acc["s1"]["mean"] - acc["no-pos"]["mean"],
-                     "se_gain_s1": gain_se(acc["s1"]["per_seed"], acc["no-pos"]["per_seed"]),
-                     "train_cpu_seconds": round(sum(r["train_cpu_seconds"] for r in mine), 1)})
-    return {"size": ctx.size, "seeds": images.SIZES[ctx.size]["seeds"], "methods": list(METHODS),
-            "baseline": images.PREVIOUS_SETTINGS, "authors": images.AUTHORS_SETTINGS, "skipped": skipped(),
-            "configurations": rows, **images.budget(ctx.size)}
+    return _result(ctx.size, pairs, {t.key(): r for (_, t), r in zip(pairs, runs, strict=True)})
+
+
+def collect(cache: Path, dest: Path, size: str, *, seed: int = 0, data_dir: str | None = None) -> dict:
+    """Train nothing: copy the finished runs of the ablation of `size` (root `seed`, data `data_dir`: the
+    tasks of :func:`ablation_tasks`, found by their cache keys) from the run cache `cache` into
+    ``dest/runs`` and write ``dest/ablation.json`` and ``dest/ablation.md`` (:func:`table`: complete
+    configurations with their accuracies, the others with their missing runs)."""
+    pairs = ablation_tasks(Context(seed=seed, size=size), data_dir=data_dir)
+    result = _result(size, pairs, H.copy_cached_runs(cache, dest, [t for _, t in pairs]))
+    H.save_json(Path(dest) / "ablation.json", result)
+    write_text_atomic(Path(dest) / "ablation.md", table(result))
+    return result
 
 
 def table(result: dict) -> str:
-    """``ablation.md``: one line per configuration."""
+    """``ablation.md``: one line per configuration (its missing runs while any is)."""
     lines = [f"# Image ablation, size {result['size']}, {result['seeds']} seed(s), compute "
              f"{result['budget_fraction']:.2g} of the paper's", "",
              "| configuration | settings changed from the baseline | No-Pos acc (SD) | S1 acc (SD) | "
              "S1 - No-Pos (SE) | fresh draw: No-Pos, S1 | training CPU s |", "|---|---|---|---|---|---|---|"]
     for r in result["configurations"]:
+        head = f"| {r['configuration']} | {', '.join(r['changed']) or 'none'} | "
+        if r["missing"]:
+            lines.append(head + f"{r['done']} of {r['of']} runs; missing: {', '.join(r['missing'])} | | | | "
+                                f"{r['train_cpu_seconds']:.0f} |")
+            continue
         a = r["accuracy"]
-        lines.append(f"| {r['configuration']} | {', '.join(r['changed']) or 'none'} | "
-                     f"{a['no-pos']['mean']:.4f} ({a['no-pos']['sd']:.4f}) | {a['s1']['mean']:.4f} "
-                     f"({a['s1']['sd']:.4f}) | {r['gain_s1']:+.4f} ({r['se_gain_s1']:.4f}) | "
-                     f"{a['no-pos']['fresh_mean']:.4f}, {a['s1']['fresh_mean']:.4f} | "
-                     f"{r['train_cpu_seconds']:.0f} |")
-    lines += [""] + [f"Skipped: {k}: {v}." for k, v in result["skipped"].items()] + [""]
-    return "\n".join(lines)
+        lines.append(head + f"{a['no-pos']['mean']:.4f} ({a['no-pos']['sd']:.4f}) | {a['s1']['mean']:.4f} "
+                            f"({a['s1']['sd']:.4f}) | {r['gain_s1']:+.4f} ({r['se_gain_s1']:.4f}) | "
+                            f"{a['no-pos']['fresh_mean']:.4f}, {a['s1']['fresh_mean']:.4f} | "
+                            f"{r['train_cpu_seconds']:.0f} |")
+    lines += [""] + [f"Skipped: {k}: {v}." for k, v in result["skipped"].items()]
+    if result["runs_done"] < result["runs_distinct"]:
+        est = result["estimate_cpu_seconds_to_finish"]
+        lines += ["", f"Distinct runs done: {result['runs_done']} of {result['runs_distinct']} (a run "
+                      "shared by configurations counts once); estimated training CPU seconds to finish: "
+                      + ("unknown (a method has no finished run)" if est is None else f"{est} (per missing "
+                         "run, the mean of its method's finished runs)") + "."]
+    return "\n".join(lines + [""])
 
 
 def main(argv=None) -> int:
@@ -133,6 +183,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="training processes (default 1)")
     ap.add_argument("--seed", type=int, default=0, help="root seed (as python -m paper_checks --seed)")
     ap.add_argument("--data", metavar="DIR", help="MNIST-format directory (as python -m paper_checks --data)")
+    ap.add_argument("--collect", metavar="DEST",
+                    help="train nothing: copy the finished runs of --report's cache to DEST/runs and "
+                         "summarise them in DEST/ablation.md and DEST/ablation.json")
     args = ap.parse_args(argv)
     if args.workers < 1:
         ap.error(f"--workers: expected a count >= 1; got {args.workers}")
@@ -142,6 +195,10 @@ def main(argv=None) -> int:
     if data_dir is None and args.size == "full":
         print(f"images_ablation: size full needs the real data: {INSTALL_HINT}", file=sys.stderr)
         return 2
+    if args.collect is not None:
+        cache = Path(args.report) / "experiments" / images.NAME / "runs"
+        print(table(collect(cache, Path(args.collect), args.size, seed=args.seed, data_dir=data_dir)))
+        return 0
     ctx = Context(seed=args.seed, size=args.size, report_dir=Path(args.report), claim_id="images-ablation")
     t0 = time.perf_counter()
     result = ablation(ctx, data_dir=data_dir, workers=args.workers)

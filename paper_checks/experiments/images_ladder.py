@@ -106,11 +106,7 @@ def collect(cache: Path, dest: Path, size: str, *, seed: int = 0, data_dir: str 
     and ``dest/runs.json``: one line per run (rung, method, seed, steps, test accuracy on the training draw
     and on a fresh draw, training CPU and wall seconds) and :func:`ladder_status`."""
     tasks = images.ladder_tasks(Context(seed=seed, size=size), METHODS, data_dir=data_dir)
-    files = sorted(p for p in (Path(cache) / f"{t.key()}.json" for t in tasks) if p.is_file())
-    runs = [json.loads(p.read_text()) for p in files]
-    (Path(dest) / "runs").mkdir(parents=True, exist_ok=True)
-    for p in files:
-        write_text_atomic(Path(dest) / "runs" / p.name, p.read_text())
+    runs = list(H.copy_cached_runs(cache, dest, tasks).values())
     status = ladder_status(runs, size)
     lines = [f"# Image budget ladder, size {size}: runs done", "",
              "| rung | method | seed | steps | test acc (training draw) | test acc (fresh draw) | training "

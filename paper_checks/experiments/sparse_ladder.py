@@ -163,12 +163,7 @@ def collect(cache: Path, dest: Path, size: str, *, seed: int = 0) -> dict:
     write ``dest/runs.md`` and ``dest/runs.json``: one line per run (rung, model, p, weight decay, seed,
     steps trained of the rung's, final validation accuracy, steps to 40 %, training CPU seconds) and
     :func:`ladder_status`."""
-    files = sorted(p for p in (Path(cache) / f"{t.key()}.json" for t in ladder_tasks(size, seed))
-                   if p.is_file())
-    runs = [json.loads(p.read_text()) for p in files]
-    (Path(dest) / "runs").mkdir(parents=True, exist_ok=True)
-    for p in files:
-        write_text_atomic(Path(dest) / "runs" / p.name, p.read_text())
+    runs = list(H.copy_cached_runs(cache, dest, ladder_tasks(size, seed)).values())
     status = ladder_status(runs, size, seed)
     lines = [f"# KL sparse-task budget ladder, size {size}: runs done", "",
              "| rung | model | p | weight decay | seed | steps trained (of the rung's) | final val acc | "

@@ -722,3 +722,23 @@ def test_ablation_tiny(tmp_path, monkeypatch):
     top = {t.key() for t in IM.ladder_tasks(ctx, AB.METHODS, data_dir=IM.data_for("tiny"), rungs=("1",))}
     assert top <= {t.key() for _, t in AB.ablation_tasks(ctx, data_dir=IM.data_for("tiny"))}
     assert "| baseline | none |" in (rep / "experiments" / IM.NAME / "ablation.md").read_text()
+    # collected for a record: the complete ablation is the trained one; a run gone from the cache leaves
+    # every configuration that shares it incomplete, naming it, with an estimate of what finishing costs
+    cache = rep / "experiments" / IM.NAME / "runs"
+    full = AB.collect(cache, tmp_path / "rec", "tiny", data_dir=IM.data_for("tiny"))
+    assert full["runs_done"] == full["runs_distinct"]
+    stored = json.loads((tmp_path / "rec" / "ablation.json").read_text())
+    assert stored["configurations"] == res["configurations"]
+    assert len(list((tmp_path / "rec" / "runs").glob("*.json"))) == len(runs)
+    gone = next(t for n, t in AB.ablation_tasks(ctx, data_dir=IM.data_for("tiny")) if n == "baseline")
+    (cache / f"{gone.key()}.json").unlink()
+    part = AB.collect(cache, tmp_path / "rec2", "tiny", data_dir=IM.data_for("tiny"))
+    hit = [r["configuration"] for r in part["configurations"] if r["missing"]]
+    assert hit == ["baseline", "alone: S1 initialisation"]                    # No-Pos s0 is shared by both
+    assert all(r["missing"] == [f"{gone.method} s{gone.run_seed}"] and "accuracy" not in r
+               for r in part["configurations"] if r["missing"])
+    left = [r["train_cpu_seconds"] for r in map(json.loads, map(Path.read_text, cache.glob("*.json")))
+            if r["method"] == gone.method]                                 # the finished runs of its method
+    assert part["runs_done"] == part["runs_distinct"] - 1
+    assert part["estimate_cpu_seconds_to_finish"] == round(float(np.mean(left)))
+    assert "1 of 2 runs; missing: no-pos s0" in (tmp_path / "rec2" / "ablation.md").read_text()
