@@ -80,7 +80,9 @@ def ladder_status(runs: list[dict], size: str, methods=METHODS) -> dict:
         want = [(m, s) for m in methods for s in seeds]
         have = [done[(rung, m, s)] for m, s in want if (rung, m, s) in done]
         missing = [f"{m} s{s}" for m, s in want if (rung, m, s) not in done]
-        row = {"steps": images.rung_size(size, rung)["steps"], "done": len(have), "of": len(want),
+        row = {"steps": images.rung_size(size, rung)["steps"],
+               "budget_fraction": images.budget(size, rung)["budget_fraction"], "done": len(have),
+               "of": len(want),
                "missing": missing, "train_cpu_seconds": round(sum(r["train_cpu_seconds"] for r in have), 1)}
         if not missing:
             row["accuracy"] = {m: {"mean": float(np.mean(a)), "sd": float(np.std(a, ddof=1)) if len(a) > 1
@@ -118,14 +120,18 @@ def collect(cache: Path, dest: Path, size: str, *, seed: int = 0, data_dir: str 
         lines.append(f"| {r['rung']} | {r['method']} | {r['run_seed']} | {r['steps']} | "
                      f"{d['training']:.4f} | {d['fresh']:.4f} | {r['train_cpu_seconds']:.0f} | "
                      f"{r['train_seconds']:.0f} | {r['seconds']:.0f} |")
-    lines += ["", "| rung | steps | runs done | training CPU s | missing | mean test acc (seed SD) |",
-              "|---|---|---|---|---|---|"]
+    lines += ["", "| rung | steps | compute / paper's | runs done | training CPU s | missing | mean test acc "
+              "(seed SD) |", "|---|---|---|---|---|---|---|"]
     for rung, row in status["rungs"].items():
         acc = ", ".join(f"{m} {a['mean']:.4f} ({a['sd']:.4f})" for m, a in row.get("accuracy", {}).items())
-        lines.append(f"| {rung} | {row['steps']} | {row['done']} / {row['of']} | "
+        lines.append(f"| {rung} | {row['steps']} | {row['budget_fraction']:.2g} | {row['done']} / "
+                     f"{row['of']} | "
                      f"{row['train_cpu_seconds']:.0f} | {', '.join(row['missing']) or 'none'} | "
                      f"{acc or 'rung incomplete'} |")
-    lines += ["", f"Estimated CPU seconds to finish the ladder: {status['estimate_cpu_seconds_to_finish']} "
+    lines += ["", f"Compute against the paper's: {images.budget(size)['budget']['paper']['source']}; the "
+              "fraction is steps x batch x L x layers x width^2 of the rung over the paper's (an upper "
+              "bound: the paper's step count is a lower bound).",
+              "", f"Estimated CPU seconds to finish the ladder: {status['estimate_cpu_seconds_to_finish']} "
               "(per missing run: its method's measured training CPU seconds per step times the rung's steps, "
               "plus its measured evaluation wall seconds per run)"
               + (f"; no estimate for {', '.join(status['estimate_unknown'])} (no run of the method yet)"

@@ -631,6 +631,7 @@ def test_image_ladder_tiny(tmp_path, monkeypatch):
     assert sorted(p.name for p in (tmp_path / "rec" / "runs").iterdir()) == [p.name for p in runs]
     assert [r["done"] for r in status["rungs"].values()] == [5, 5, 5]
     assert set(status["rungs"]["1/4"]["accuracy"]) == set(IL.METHODS)
+    assert [r["budget_fraction"] for r in status["rungs"].values()] == [x["budget_fraction"] for x in lad]
     gone = next(p for p in runs if p.name.startswith("s2-s0-tiny-r1of2-"))
     gone.unlink()
     status = IL.collect(cache, tmp_path / "rec2", "tiny", data_dir=IM.data_for("tiny"))
