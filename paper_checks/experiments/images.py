@@ -617,6 +617,12 @@ def summary(which: str, ev: dict) -> str:
         r = ev["retention_worst"]
         txt += (f"; worse-direction retention at {SHIFT_CHECK} tokens: Abs {r['absolute']:.2f}, S1 "
                 f"{r['s1']:.2f}, S2 {r['s2']:.2f}, No-Pos {r['no-pos']:.2f}")
+    by_draw = ev.get("test_acc_by_draw")
+    if by_draw and any(a["fresh"] != a["training"] for a in by_draw.values()):
+        # the verdict reads the draw the protocol tests on; a model trained on few draws may be specific to
+        # them, which only the fresh draw shows
+        txt += "; on a fresh feature draw (never trained on): " + ", ".join(
+            f"{m} {a['fresh']:.3f}" for m, a in by_draw.items())
     txt += f"; compute {ev['budget_fraction']:.2g} of the paper's"
     if ev.get("ladder"):
         txt += "; ladder effect (SE) at " + ", ".join(

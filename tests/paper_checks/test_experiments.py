@@ -551,6 +551,12 @@ def test_image_claims_tiny(tmp_path, monkeypatch, real):
         assert rec["evidence"]["data"] == ev["data"] and rec["runs"][0]["curve"]["step"]
         if which == "shift":
             assert ev["n_trousers"] == (4 if real else ev["n_trousers"])     # 40 test images, 1 in 10
+        # the summary names the accuracy on a fresh feature draw whenever it differs from the tested draw's
+        by = ev["test_acc_by_draw"]
+        assert ("fresh feature draw" in res.summary) is any(a["fresh"] != a["training"] for a in by.values())
+        moved = {m: {"training": a["training"], "fresh": 0.123} for m, a in by.items()}
+        text = IM.summary(which, {**ev, "test_acc_by_draw": moved})
+        assert all(f"{m} 0.123" in text.split("fresh feature draw")[1] for m in moved)
     # the runs are shared: the second and third claims trained only FLT, at each rung of the ladder
     assert len(list((rep / "experiments" / IM.NAME / "runs").glob("*.json"))) == 5 * len(IM.LADDER)
 
