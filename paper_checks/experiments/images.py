@@ -110,7 +110,8 @@ SETTINGS = {"redraw_every": 1000, "eval_draw": "training", "beta1": 0.9, "beta2"
 #: The settings the image runs had before :data:`SETTINGS` (refattn's own choices: features redrawn every
 #: step and the test run on a fresh draw, Adam betas (0.9, 0.999), no clipping, S1 initialised with base
 #: 10^4 frequencies, Glorot query/key weights): the ablation's baseline
-#: (:mod:`paper_checks.experiments.images_ablation`) and the settings of the committed ``images-full`` runs.
+#: (:mod:`paper_checks.experiments.images_ablation`) and the settings of the earlier ``images-full`` runs
+#: (``records/images-full/previous-settings``).
 PREVIOUS_SETTINGS = {"redraw_every": 1, "eval_draw": "fresh", "beta1": 0.9, "beta2": 0.999, "clip_norm": None,
                      "s1_init": "sinusoid", "qk_init": "glorot", "readout": "mean"}
 #: The authors' readout (Horn et al.'s ``train.py`` l. 49-59, 88-117, 315-316, 350-363: a learned class token,

@@ -1,8 +1,10 @@
 """S1 on FAVOR+ against exact S1 attention on Fashion-MNIST: one S1 model, three estimators.
 
-At ``--size full`` (records in ``paper_checks/records/images-full``) Horn's S1 on FAVOR+ (m = 64) ends at the
-No-Pos accuracy (0.513 vs 0.520, three seeds each) although, at initialisation, its output does depend on the
-token positions. This script trains the *same* S1 model (same data, seed, schedule and budget as ``full``)
+With refattn's earlier image settings (records in ``paper_checks/records/images-full/previous-settings``)
+Horn's S1 on FAVOR+ (m = 64) ended at the No-Pos accuracy (0.513 vs 0.520, three seeds each) although, at
+initialisation, its output does depend on the token positions; with the authors' settings it does not (the
+current ``images-full`` record; what each setting does: :mod:`paper_checks.experiments.images_ablation`).
+This script trains the *same* S1 model (same data, seed, schedule and budget as ``full``)
 with the attention evaluated three ways and prints its test-accuracy curve:
 
 - ``exact``: the S1 attention computed exactly (softmax of the augmented logits, Lemma 1; no random features);
