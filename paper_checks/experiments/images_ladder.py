@@ -124,9 +124,9 @@ def collect(cache: Path, dest: Path, size: str, *, seed: int = 0, data_dir: str 
               "(seed SD) |", "|---|---|---|---|---|---|---|"]
     for rung, row in status["rungs"].items():
         acc = ", ".join(f"{m} {a['mean']:.4f} ({a['sd']:.4f})" for m, a in row.get("accuracy", {}).items())
-        lines.append(f"| {rung} | {row['steps']} | {row['budget_fraction']:.2g} | {row['done']} / "
-                     f"{row['of']} | {row['train_cpu_seconds']:.0f} | {', '.join(row['missing']) or 'none'} | "
-                     f"{acc or 'rung incomplete'} |")
+        missing, frac = ", ".join(row["missing"]) or "none", row["budget_fraction"]
+        lines.append(f"| {rung} | {row['steps']} | {frac:.2g} | {row['done']} / {row['of']} | "
+                     f"{row['train_cpu_seconds']:.0f} | {missing} | {acc or 'rung incomplete'} |")
     lines += ["", f"Compute against the paper's: {images.budget(size)['budget']['paper']['source']}; the "
               "fraction is steps x batch x L x layers x width^2 of the rung over the paper's (an upper "
               "bound: the paper's step count is a lower bound).",
