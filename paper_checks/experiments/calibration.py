@@ -60,13 +60,21 @@ def horn_table1(dataset: str = "FashionMNIST", s1: str = "redraw1000", s2: str =
     return ev
 
 
-def horn_shift(dataset: str = "FashionMNIST", px: int = 4) -> dict:
+def horn_shift(dataset: str = "FashionMNIST", px: int = 4, *, s1_as_nopos: bool = False) -> dict:
     """Fig. 1's evidence from the shift CSV: worse-direction retention at `px` pixels (4 px = the claims'
-    2-token shift) of Absolute (Performer), S1 (RelativePerformer) and S2 (ClippedRelativePerformer)."""
+    2-token shift) of Absolute (Performer), S1 (RelativePerformer) and S2 (ClippedRelativePerformer), with
+    S1's and S2's gains over No-Pos from Table 1's rows of the same dataset (the positional guard's numbers).
+    `s1_as_nopos`: the guard's control, No-Pos in S1's place (gain 0, retention 1: No-Pos is
+    permutation-invariant, so a shift leaves its accuracy as it is)."""
     worst_retention = images_rules.worst_retention
     names = {"absolute": "Performer", "s1": "RelativePerformer", "s2": "ClippedRelativePerformer"}
     by = {m: dict(zip(P.HORN_SHIFT_PX, P.HORN_SHIFTS[dataset][n][1], strict=True)) for m, n in names.items()}
-    return {**AT_PAPER, "min_margin_over_floor": 0.0,
+    if s1_as_nopos:
+        by["s1"] = dict.fromkeys(P.HORN_SHIFT_PX, 1.0)
+    gains = {k: v for k, v in horn_table1(dataset).items() if k.startswith(("gain_", "se_gain_"))}
+    if s1_as_nopos:
+        gains["gain_s1"] = 0.0
+    return {**AT_PAPER, "min_margin_over_floor": 0.0, **gains,
             "retention_worst": {m: worst_retention(a, px) for m, a in by.items()},
             "retention": {m: (a[-px] + a[px]) / 2 / a[0] for m, a in by.items()}}
 
@@ -120,6 +128,10 @@ CASES = (
      "FashionMNIST_1_shift.csv l. 6, 10, 14 (Absolute), 23, 27, 31 (S1), 40, 44, 48 (S2)"),
     ("horn.shift-robustness", "control: MNIST digit 1 at +-4 px (the paper: MNIST collapses after 5 px)",
      lambda: horn_shift("MNIST"), "fails", "MNIST_1_shift.csv l. 6, 10, 14, 23, 27, 31, 74, 78, 82"),
+    ("horn.shift-robustness", "control (positional guard): No-Pos in S1's place (F-MNIST; retention 1, "
+     "gain 0)",
+     lambda: horn_shift(s1_as_nopos=True), "not-checkable",
+     "FashionMNIST_1_shift.csv (Absolute, S2); model_evaluations.csv l. 30, 44"),
     ("flt.image-classification", "Table 2, Fashion-MNIST: FLT 92.1 vs Performer 91.1", flt_image, "holds",
      "FLT paper Table 2"),
     ("flt.image-classification", "control: a 0.5-point gain (CosFormer 91.6 vs Performer 91.1)",

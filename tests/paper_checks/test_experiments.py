@@ -482,6 +482,10 @@ def test_image_claim_rules():
     assert IR.decide_shift(_ev()) == "holds"
     assert IR.decide_shift(_ev(retention_worst={"absolute": 0.95, "s1": 0.1, "s2": 0.85})) == "fails"
     assert IR.decide_shift(_ev(retention_worst={"absolute": 0.31, "s1": 0.95, "s2": 0.85})) == "fails"
+    # the positional guard: a relative model not above No-Pos (within 2 SE) makes its retention vacuous
+    assert IR.decide_shift(_ev(gain_s1=0.03)) == "not-checkable"
+    assert IR.decide_shift(_ev(gain_s2=-0.1, budget_fraction=0.01)) == "not-checkable"
+    assert IR.decide_shift(_ev(gain_s2=0.05)) == "holds"                              # 2.5 SE: learned
     assert IR.decide_flt(_ev()) == "holds"
     assert IR.decide_flt(_ev(gain_flt=-0.05)) == "fails"
     assert IR.decide_flt(_ev(gain_flt=0.035)) == "fails"                              # within 2 SE
