@@ -72,5 +72,7 @@ label_swap("horn.table1-ordering", "S1, S2 <-> No-Pos (each gain negated)", _swa
 label_swap("horn.shift-robustness", "Absolute <-> S1 and S2", _swap_shift, ("retention_worst",),
            paper_direction=lambda ev: {**ev, "size": "small", "data_stand_in": False,
                                        "min_margin_over_floor": 0.0, "budget_fraction": 1.0,
+                                       "gain_s1": 0.2, "gain_s2": 0.2, "se_gain_s1": 0.01,
+                                       "se_gain_s2": 0.01,                  # the positional guard passed
                                        "retention_worst": {"no-pos": 0.5, "absolute": 0.1, "s1": 0.9,
                                                            "s2": 0.9}})
