@@ -29,7 +29,7 @@ extensions = [
     "sphinx.ext.autosummary",
     "mathml",        # equations -> MathML at build time (_ext/mathml.py): no script, no network
     "sphinx.ext.viewcode",
-    "numpydoc",
+    "numpydoc_once",  # numpydoc, its docstring template compiled once per build (_ext/numpydoc_once.py)
     "apigen",
     "paperclaims",
     "executed",

@@ -221,3 +221,18 @@ def test_tutorial_cells_compile():
         assert cells, f"{page.name}: no executed cells"
         code = "\n".join("\n".join(ln[3:] for ln in c.splitlines()) for c in cells)
         compile(code, str(page), "exec")
+
+
+def test_numpydoc_once_renders_what_numpydoc_renders_with_one_template():
+    docscrape_sphinx = pytest.importorskip("numpydoc.docscrape_sphinx")
+    numpydoc_once = importlib.import_module("numpydoc_once")
+    from refattn import attention, rpe
+
+    numpydoc_once._TEMPLATES.clear()
+    objs = [attention.favor_attention, attention.LinearAttentionCache, rpe.GaussianMixture, rpe.rpe_mask]
+    for obj in objs:
+        assert str(numpydoc_once.get_doc_object(obj)) == str(docscrape_sphinx.get_doc_object(obj)), obj
+    configs = [{} for _ in objs]
+    for obj, cfg in zip(objs, configs, strict=True):
+        numpydoc_once.get_doc_object(obj, config=cfg)
+    assert len({id(c["template"]) for c in configs}) == 1, "the template was compiled more than once"
