@@ -39,8 +39,9 @@ runs, which have no ladder: :mod:`.listops` trains them unless they are in the c
 
 ``--collect DEST`` trains nothing: it copies the finished ladder runs of the report's cache into
 ``DEST/runs`` and writes ``DEST/runs.md`` (a line per run; per rung what is done, its CPU seconds, its compute
-against the paper's and, once complete, each model's accuracy and steps to 40 %) with ``DEST/runs.json``
-(:func:`ladder_status`), so a ladder's runs can be committed as they complete.
+against the paper's and, once complete, each model's accuracy and steps to 40 %; then each of the three
+claims on every complete rung as its rule reads it: :func:`claims_so_far`) with ``DEST/runs.json``
+(:func:`ladder_status` and the claims' rungs), so a ladder's runs can be committed as they complete.
 """
 
 from __future__ import annotations
@@ -57,11 +58,12 @@ from refattn.files import write_text_atomic
 
 from ..registry import Context
 from ..report import json_safe
+from . import eigenvalues, listops, variance_metrics
 from . import harness as H  # noqa: N812 (the experiments' shared name)
 from . import sparse_task as S  # noqa: N812 (the experiment's short name)
 from .eigenvalues import P_EIG
 
-__all__ = ["ladder_tasks", "train_ladder", "ladder_status", "collect", "main"]
+__all__ = ["ladder_tasks", "train_ladder", "ladder_status", "claims_so_far", "collect", "main"]
 
 
 def ladder_tasks(size: str, seed: int, rungs=S.LADDER) -> list[S.Run]:
@@ -157,6 +159,58 @@ def ladder_status(runs: list[dict], size: str, seed: int = 0) -> dict:
     return out
 
 
+def _listops_runs(listops_cache: Path | None, size: str, seed: int) -> list[dict] | None:
+    """The ListOps runs of `size` and root `seed` from the run cache `listops_cache` (None unless all are
+    there): the variance claim's other points."""
+    if listops_cache is None:
+        return None
+    paths = [Path(listops_cache) / f"{r.key()}.json" for r in listops.runs_for(size, seed)]
+    if not all(p.is_file() for p in paths):
+        return None
+    return [json.loads(p.read_text()) for p in paths]
+
+
+def claims_so_far(runs: list[dict], size: str, *, seed: int = 0, listops_cache: Path | None = None) -> dict:
+    """Each claim of :data:`CLAIMS` on the complete rungs of `runs` (sparse-task run records): its
+    experiment's ``ladder`` (the rows the claim's rule reads from its evidence: per rung the effect, signed
+    so that the paper's direction is ``effect > 0``, its SE, the weaker part of a two-part claim, the rung's
+    compute against the paper's). The variance claim also needs the ListOps runs (from `listops_cache`);
+    without them its entry is None. A rung decides nothing here: the claims decide at rung 1 with the whole
+    ladder (``python -m paper_checks``)."""
+    lo = _listops_runs(listops_cache, size, seed)
+    return {"kl.sec4.2-sparsity": S.ladder(runs, size),
+            "kl.table4-eigenvalues": eigenvalues.ladder(runs, size),
+            "kl.sec4.1-variance-metrics": (None if lo is None else variance_metrics.ladder(
+                runs, lo, listops.majority_rate(size, seed), size))}
+
+
+def _claims_lines(claims: dict, listops_cache: Path | None) -> list[str]:
+    lines = ["## The claims on the complete rungs", "",
+             "Each complete rung as the claim's rule reads it (`effect > 0` is the paper's direction; a "
+             "two-part claim by its weaker part, in units of that part's SE, so its SE reads 1: "
+             "`paper_checks/experiments/sparse_rules.py`). A rung decides nothing here: the claims decide "
+             "at rung 1 with the whole ladder (`python -m paper_checks --all --only kl.sec4.2-sparsity "
+             "--only kl.sec4.1-variance-metrics --only kl.table4-eigenvalues --size full --report DIR`).", "",
+             "| claim | rung | compute / paper's | effect | SE | effect / SE | weaker part | "
+             "parts: effect (SE) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for cid, rows in claims.items():
+        if rows is None:
+            lines.append(f"| {cid} | -- | -- | -- | -- | -- | -- | not computed: no ListOps runs in "
+                         f"{listops_cache} |")
+            continue
+        if not rows:
+            lines.append(f"| {cid} | -- | -- | -- | -- | -- | -- | no complete rung |")
+        for r in rows:
+            z = r["effect"] / r["se"] if np.isfinite(r["se"]) and r["se"] > 0 else float("nan")
+            parts = "; ".join(f"{k} {v['effect']:+.3f} ({v['se']:.3f})" + (" censored" if v.get("censored")
+                                                                            else "")
+                              for k, v in (r.get("parts") or {}).items()) or "--"
+            lines.append(f"| {cid} | {r['rung']} | {r['budget_fraction']:.3g} | {r['effect']:+.3f} | "
+                         f"{r['se']:.3f} | {z:+.1f} | {r.get('part') or '--'} | {parts} |")
+    return lines + [""]
+
+
 def collect(cache: Path, dest: Path, size: str, *, seed: int = 0) -> dict:
     """Copy the finished ladder runs of `size` (root `seed`: the runs of :func:`ladder_tasks`, found by their
     cache keys; other runs in the cache are left out) from the run cache `cache` into ``dest/runs`` and
@@ -165,6 +219,8 @@ def collect(cache: Path, dest: Path, size: str, *, seed: int = 0) -> dict:
     :func:`ladder_status`."""
     runs = list(H.copy_cached_runs(cache, dest, ladder_tasks(size, seed)).values())
     status = ladder_status(runs, size, seed)
+    listops_cache = Path(cache).parent.parent / listops.NAME / "runs"        # the same report's ListOps runs
+    status["claims"] = claims_so_far(runs, size, seed=seed, listops_cache=listops_cache)
     lines = [f"# KL sparse-task budget ladder, size {size}: runs done", "",
              "| rung | model | p | weight decay | seed | steps trained (of the rung's) | final val acc | "
              "steps to 40% | training CPU s |", "|---|---|---|---|---|---|---|---|---|"]
@@ -197,6 +253,7 @@ def collect(cache: Path, dest: Path, size: str, *, seed: int = 0) -> dict:
                  else "; evaluation not included: no run done records it")
               + (f"; no estimate for {', '.join(status['estimate_unknown'])} (no run of the model yet)"
                  if status["estimate_unknown"] else "") + ").", ""]
+    lines += _claims_lines(status["claims"], listops_cache)
     write_text_atomic(Path(dest) / "runs.md", "\n".join(lines))
     write_text_atomic(Path(dest) / "runs.json", json.dumps(json_safe(status), indent=1))
     return status

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +15,13 @@ import pytest
 
 from paper_checks import load_all
 from paper_checks.experiments import eigenvalues as E  # noqa: N812
+from paper_checks.experiments import listops as L  # noqa: N812
 from paper_checks.experiments import sparse_ladder as SL  # noqa: N812
 from paper_checks.experiments import sparse_rules as R  # noqa: N812
 from paper_checks.experiments import sparse_task as S  # noqa: N812
+from paper_checks.experiments import variance_metrics as V  # noqa: N812
 from paper_checks.registry import Context
+from paper_checks.report import json_safe
 
 REGISTRY = load_all()
 KL_FULL = Path(__file__).resolve().parents[2] / "paper_checks" / "records" / "kl-full"
@@ -137,16 +141,38 @@ def test_tiny_ladder_trains_rung_by_rung_caches_and_collects(tmp_path, monkeypat
     ladder = S.ladder(runs, "tiny")                     # every rung complete, its compute the rung's share
     assert [(r["rung"], r["steps"]) for r in ladder] == [("1/4", 1), ("1/2", 2), ("1", 4)]
     assert [r["budget_fraction"] for r in ladder] == pytest.approx([0.25e-6, 0.5e-6, 1e-6])
+    # the claims on the complete rungs: what each claim's own ladder reads; the variance claim once the
+    # report's ListOps runs are there
+    claims = status["claims"]
+    assert _same(claims["kl.sec4.2-sparsity"], ladder)
+    assert _same(claims["kl.table4-eigenvalues"], E.ladder(runs, "tiny")) and len(E.ladder(runs, "tiny")) == 3
+    assert claims["kl.sec4.1-variance-metrics"] is None
+    monkeypatch.undo()
+    lo_runs, majority = L.grid(Context(seed=0, size="tiny", report_dir=tmp_path), 0)
+    claims = SL.collect(cache, tmp_path / "rec", "tiny")["claims"]
+    assert _same(claims["kl.sec4.1-variance-metrics"], V.ladder(runs, lo_runs, majority, "tiny"))
+    md = (tmp_path / "rec" / "runs.md").read_text()
+    for cid in claims:
+        assert md.count(f"| {cid} | ") == 3, cid
+
+
+def _same(a, b) -> bool:
+    """Equal as JSON (NaN as null): what runs.json stores."""
+    return json.dumps(json_safe(a), sort_keys=True) == json.dumps(json_safe(b), sort_keys=True)
 
 
 def test_collect_of_a_partial_ladder_estimates_what_is_missing(tmp_path, monkeypatch):
     """Under the settings the committed kl-full runs ran (they are that ladder's rung 1)."""
     monkeypatch.setitem(S.SIZES, "full", _earlier_full())
-    cache = tmp_path / "runs"
-    cache.mkdir()
+    cache = tmp_path / "experiments" / S.NAME / "runs"          # a report's layout, its ListOps runs beside
+    cache.mkdir(parents=True)
     for t in SL.ladder_tasks("full", 0, rungs=("1",)):
         (cache / f"{t.key()}.json").write_text((KL_FULL / "experiments" / "sparse_task" / "runs" /
                                                 f"{t.key()}.json").read_text())
+    shutil.copytree(KL_FULL / "experiments" / L.NAME / "runs", tmp_path / "experiments" / L.NAME / "runs")
+    records = {r["id"]: r for r in json.loads((KL_FULL / "results.json").read_text())}
+    majority = records["kl.lra-listops"]["evidence"]["scale"]["majority_class_rate"]  # as recorded
+    monkeypatch.setattr(L, "majority_rate", lambda size, seed: majority)    # (25 s to regenerate ListOps)
     st = SL.collect(cache, tmp_path / "rec", "full")
     assert [st["rungs"][r]["done"] for r in S.LADDER] == [0, 0, 12]
     assert st["rungs"]["1"]["train_cpu_seconds"] == pytest.approx(1028.8)      # runs_summary.md's 12 rows
@@ -154,6 +180,24 @@ def test_collect_of_a_partial_ladder_estimates_what_is_missing(tmp_path, monkeyp
     runs = [json.loads(p.read_text()) for p in cache.glob("*.json")]
     per_step = {m: np.mean([r["cpu_seconds_per_step"] for r in runs if r["method"] == m]) for m in S.METHODS}
     assert st["estimate_cpu_seconds_to_finish"] == round(sum(per_step.values()) * 6 * (625 + 1250))
+    # the claims' rung 1 from these runs is the committed record's own numbers (records/kl-full/results.json,
+    # written by the claims from the same runs)
+    ev = {cid: r["evidence"]["criterion_values"] for cid, r in records.items()}
+    (sp,), (eig,), (var,) = (st["claims"][c] for c in ("kl.sec4.2-sparsity", "kl.table4-eigenvalues",
+                                                        "kl.sec4.1-variance-metrics"))
+    assert sp["rung"] == eig["rung"] == var["rung"] == "1"
+    assert sp["parts"]["A"]["effect"] == pytest.approx(
+        ev["kl.sec4.2-sparsity"]["fraction_std_ratio_above_1"] - R.A_FRACTION)
+    for m in S.METHODS:
+        rec = ev["kl.table4-eigenvalues"][f"{m} wd=0.1"]
+        assert eig["relative"][m] == pytest.approx({"mean": rec["mean"] / rec["initial"],
+                                                    "max": rec["max"] / rec["initial"]})
+    vm = ev["kl.sec4.1-variance-metrics"]
+    assert var["n_points"] == vm["n_points"] == 14
+    assert var["parts"]["correlations"]["effect"] == pytest.approx(
+        min(c["spearman"] for c in vm["correlations"].values()) - 0.5)
+    assert var["parts"]["pi_order"]["effect"] == pytest.approx(vm["pi_gmm_prf"] - vm["pi_gmm_rks"])
+    assert "| kl.sec4.1-variance-metrics | 1 | " in (tmp_path / "rec" / "runs.md").read_text()
 
 
 # ---- the rules ---------------------------------------------------------------------------------------------
