@@ -1,7 +1,7 @@
 """numpydoc, with its docstring template compiled once per build instead of once per documented object.
 
 numpydoc's ``get_doc_object`` builds a Jinja environment and compiles ``numpydoc_docstring.rst`` on every call
-(two calls per API object: the docstring and its validation), about a tenth of a clean build's CPU. Its
+(two calls per API object: the docstring and its validation; what that costs: docs/README.md). Its
 ``setup`` takes the function to use instead (``get_doc_object_``); this one lets numpydoc compile the template
 on the first call for each builder (numpydoc's own loader: the site's ``templates_path`` first) and hands the
 compiled template to numpydoc's document classes after that. The rendered pages are unchanged.
