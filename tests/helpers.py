@@ -23,8 +23,8 @@ def out_tol(xp, dtype) -> dict:
 
 def count_host_syncs(monkeypatch) -> dict:
     """Count, under array_api_strict, the host syncs (``bool``/``float``/``int``/``index`` of an array, or a
-    conversion to NumPy or DLPack) and the ids of the arrays passed to ``isfinite`` (the validate-once tests,
-    issue 21): returns the live ``{"syncs": int, "isfinite": [id, ...]}``."""
+    conversion to NumPy or DLPack) and the ids of the arrays passed to ``isfinite`` (the validate-once
+    tests): returns the live ``{"syncs": int, "isfinite": [id, ...]}``."""
     import array_api_strict as xs
     from array_api_strict._array_object import Array
 

@@ -109,7 +109,7 @@ LAYERS: dict[str, list[tuple[str, tuple[str, ...]]]] = {
 PRIVATE_ACROSS = {("accel", "refattn._dispatch"): "accel registers its kernels at the dispatch point"}
 
 
-#: Exceptions still open in files other work is changing right now (issue 21). Each test fails once its
+#: Exceptions still open in files other work is changing right now. Each test fails once its
 #: exception no longer applies, so that it is removed rather than kept as a blanket waiver.
 PENDING_LOCAL_IMPORT: dict[str, str] = {}
 PENDING_INIT: dict[str, str] = {}
@@ -638,8 +638,8 @@ def test_planted_cycle_outside_refattn_is_reported(top, a, b):
     assert any(a in c and b in c for c in cycles(graph))
 
 
-#: Largest module, in lines of code (issue 21 item 4: "no source file above 550 lines"), counted with every
-#: docstring removed (``ast``): the numpydoc docstrings of issue 31 roughly doubled the big feature modules
+#: Largest module, in lines of code ("no source file above 550 lines"), counted with every
+#: docstring removed (``ast``): the numpydoc docstrings roughly doubled the big feature modules
 #: (positive.py: 1190 lines, 443 of code at the time), and a docstring is read beside its code, not instead.
 MAX_CODE_LINES = 550
 SOURCE_PACKAGES = ("refattn", "accel", "validation", "paper_checks")

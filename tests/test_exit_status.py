@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "guide" / "reliability.md"
 
-#: The agreed table (issues 39 and 40): status -> (paper_checks, validation).
+#: The agreed table (docs/guide/reliability.md): status -> (paper_checks, validation).
 AGREED = {
     0: ("every claim's verdict equals its `expected`", "every check passed"),
     1: ("a verdict differs from `expected`, or a claim raised",

@@ -1,4 +1,4 @@
-"""The package as users get it (issue 31 item 6): ``python -m build`` makes an sdist and a wheel from it, the
+"""The package as users get it: ``python -m build`` makes an sdist and a wheel from it, the
 wheel installs into a fresh virtual environment, and from a directory outside the checkout
 ``python -m paper_checks --list``, one fast claim and the README tour run against the installed copy.
 

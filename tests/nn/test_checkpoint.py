@@ -206,7 +206,8 @@ def _with_config(src, dst, cfg, *, replace=None):
 
 
 def _hostile_files(tmp_path):
-    """``{file: regex its CheckpointError must match}``: every case of issue 40 item 1, generated small."""
+    """``{file: regex its CheckpointError must match}``: every kind of hostile checkpoint
+    (docs/guide/reliability.md), generated small."""
     s2 = tmp_path / "s2.npz"
     save(s2, init_transformer(np.random.default_rng(0), S2), S2)
     tp_cfg = dict(CFG, attention="toeplitz")
@@ -278,7 +279,7 @@ def _rewrite_valid(tmp_path):
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_AS, /proc, /dev/zero and FIFOs")
 def test_hostile_files_refused_fast_and_small(tmp_path):
-    """Every hostile file of issue 40 item 1 is one CheckpointError naming the entry, each in under 1 s and
+    """Every hostile file of `_hostile_files` is one CheckpointError naming the entry, each in under 1 s and
     under 100 MB (measured in a child under RLIMIT_AS and a timeout, so a regression fails instead of
     exhausting memory). Before: clip 2.5e7 took 3.2 GB and 10 s; clip 1e9 and Toeplitz max_len 1e9 NumPy's
     "Unable to allocate"; the bomb loaded (2.6 GB); deep nesting RecursionError; method 99

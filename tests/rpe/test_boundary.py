@@ -1,4 +1,4 @@
-"""The boundary contract of refattn.rpe's public functions (issue 25): every array argument, parameter fields
+"""The boundary contract of refattn.rpe's public functions: every array argument, parameter fields
 and cotangents included, is checked for shape, dtype (real floating; integer positions are indices by nature)
 and finiteness, and a bad one raises ValueError/TypeError naming it as the user passed it (``q``,
 ``spectrum.sigma``, ``proposal.scale``, ``dy``); never another exception, never a silent NaN. Empty sizes give
@@ -202,7 +202,7 @@ def test_backward_rejects_bad_cotangents_naming_them(name, mutation):
 
 
 def test_flt_frequencies_checks_eps_shape_and_scale_sign():
-    """The two holes issue 25 names: eps of the wrong width, and a negative proposal scale."""
+    """Two holes once open: eps of the wrong width, and a negative proposal scale."""
     with pytest.raises(ValueError, match=r"proposal.scale: expected positive values"):
         flt_frequencies(R(3, 2), Proposal("gaussian", np.zeros(2), np.asarray(-1.0)))
     with pytest.raises(ValueError, match=r"proposal.loc: expected shape \(D\) with D = 3"):
