@@ -147,8 +147,10 @@ def test_tiny_ladder_trains_rung_by_rung_caches_and_collects(tmp_path, monkeypat
     assert _same(claims["kl.sec4.2-sparsity"], ladder)
     assert _same(claims["kl.table4-eigenvalues"], E.ladder(runs, "tiny")) and len(E.ladder(runs, "tiny")) == 3
     assert claims["kl.sec4.1-variance-metrics"] is None
-    monkeypatch.undo()
+    # trained here into the report's cache (the memo is this test's own: another test's ListOps runs in it
+    # would leave the cache empty)
     lo_runs, majority = L.grid(Context(seed=0, size="tiny", report_dir=tmp_path), 0)
+    assert len(list((tmp_path / "experiments" / L.NAME / "runs").glob("*.json"))) == len(lo_runs)
     claims = SL.collect(cache, tmp_path / "rec", "tiny")["claims"]
     assert _same(claims["kl.sec4.1-variance-metrics"], V.ladder(runs, lo_runs, majority, "tiny"))
     md = (tmp_path / "rec" / "runs.md").read_text()
