@@ -9,16 +9,17 @@ finished runs; a rerun trains only the missing ones). One process (``--workers 1
 runs in order, printing a line per run; more train each rung's runs in parallel.
 
 Rung 1 is the size itself. A run's cache name hashes the size's settings (:meth:`sparse_task.Run.key`), and
-``full`` starts the GMM models from the KL authors' code's draw, so the committed
-``paper_checks/records/kl-full`` runs (trained from ``S = 0.25 I``) are the earlier setting's record and not
-rung 1: every rung is trained. The ListOps runs the variance claim reads are unchanged; copy them first::
+``full`` starts the GMM models from the KL authors' code's draw, so the
+``paper_checks/records/kl-full/previous-settings`` runs (trained from ``S = 0.25 I``) are the earlier
+setting's record and not rung 1: every rung is trained. The ListOps runs the variance claim reads are
+unchanged; copy them first::
 
     mkdir -p DIR/experiments/listops/runs
     cp paper_checks/records/kl-full/experiments/listops/runs/*.json DIR/experiments/listops/runs/
     python -m paper_checks.experiments.sparse_ladder --size full --report DIR --workers 2
 
-Cost at ``full``, estimated from the committed ``kl-full`` record (``runs_summary.md``; CPU seconds on this
-2-core machine; the authors' start may train faster or slower than ``S = 0.25 I``): its 12 rung-1 runs
+Cost at ``full``, estimated from the ``kl-full/previous-settings`` record (``runs_summary.md``; CPU seconds on
+this 2-core machine; the authors' start may train faster or slower than ``S = 0.25 I``): its 12 rung-1 runs
 trained 1,029 CPU-s (0.069 CPU-s per step for GMM-PRF, 0.085-0.100 for GMM-RKS; every run stopped early at
 90 % validation accuracy, after 400-1,750 of its 2,500 steps), the 4 weight-decay-0 runs 472 CPU-s, and the
 whole grid (16 runs with their evaluations: gradient statistics, 100 variance passes, eigenvalues) took 1,491

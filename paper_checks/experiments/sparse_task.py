@@ -32,8 +32,8 @@ step, CPU seconds), the Table 14 gradient statistics, the Sec. 4.1 variance metr
 steps, the cheapest first), each rung a separate run (:func:`rung_size`: steps and evaluation interval
 times the fraction; the same data, peak rate, schedule shape and early stop), named in its cache key; rung
 1 is the size itself (:meth:`Run.key`: its name has no rung tag, and the hash covers the size's settings, so
-the committed ``kl-full`` runs, trained with ``S = 0.25 I``, are not the current settings' rung 1: they are
-that earlier setting's record). Steps are what scales, not data: the paper's
+the ``kl-full/previous-settings`` runs, trained with ``S = 0.25 I``, are not the current settings' rung 1:
+they are that earlier setting's record). Steps are what scales, not data: the paper's
 compute is set by its steps (one epoch of 160K sequences at the least) and our runs see every training
 sequence several times already, so fewer steps are a smaller budget on the same task, while fewer sequences
 would change the task (how much there is to generalise from) along with the budget. The claims decide on
@@ -42,7 +42,7 @@ paper's: :mod:`.sparse_rules`) under the verdict taxonomy. ``python -m
 paper_checks.experiments.sparse_ladder --size full --report DIR [--workers N] [--collect DEST]`` trains the
 ladder into a report's cache, cheapest rung first, and collects its runs for a record; at ``full`` every
 rung is trained: about 7,000 CPU-s (~2 CPU-hours, ~1 hour wall on 2 idle cores) from an empty cache,
-estimated from the committed ``kl-full`` runs' costs (:mod:`.sparse_ladder`).
+estimated from the ``kl-full/previous-settings`` runs' costs (:mod:`.sparse_ladder`).
 
 Gradient statistics (E.3, Table 14): when a run first reaches 20/40/60/80 % validation accuracy, the first 50
 validation points are passed ``repeats`` times (fresh random features each time) and the gradient of the mean
@@ -95,9 +95,9 @@ SIZES = {
 # ``exp(-|q - k|^2 / (2 sqrt(d)))`` is ~e^-4 per pair at the models' initial scale, below the RKS estimator's
 # noise (~1/sqrt(M) per pair), so the normaliser sum_j phi(q).phi(k_j) crosses zero and GMM-RKS learns
 # nothing; a narrower initial spectrum (wider kernel), ``s_init`` 0.25 (~e^-0.25 per pair), with lr 5e-4 lets
-# it learn (records/kl-full ran it). ``gmm_init="authors"`` (small, full) runs the KL authors' code's start
-# instead, whose GMM-RKS spectrum is of that order (E[S S^T] = 2 / (d + H) I = 0.1 I at d 16, H 4); tiny keeps
-# S = I (its tests check the pipeline, not learning). Both models get the same rate.
+# it learn (records/kl-full/previous-settings ran it). ``gmm_init="authors"`` (small, full) runs the KL
+# authors' code's start instead, whose GMM-RKS spectrum is of that order (E[S S^T] = 2 / (d + H) I = 0.1 I
+# at d 16, H 4); tiny keeps S = I (its tests check the pipeline, not learning). One rate for both models.
 #: the weight-decay setting of E.2 (Table 6 for LRA as well); the eigenvalue ablation adds 0
 WEIGHT_DECAY = 0.1
 
@@ -145,7 +145,7 @@ _HEADS = SIZES["full"]["n_heads"]
 _D_HEAD = SIZES["full"]["d_model"] // _HEADS
 _CODE_SIGMA = 2 / (_D_HEAD + _HEADS)
 _PRF_B = (6 / (_D_HEAD + _HEADS)) ** 0.5
-#: the start refattn ran at full before the authors' (records/kl-full): S_c = 0.25 I
+#: the start refattn ran at full before the authors' (records/kl-full/previous-settings): S_c = 0.25 I
 EARLIER_S_INIT = 0.25
 
 #: The feature-map files of the KL authors' code (:data:`published.KL_REPO` at :data:`published.KL_COMMIT`),
@@ -203,7 +203,8 @@ PROVENANCE = (
             note="the paper is silent and the code fixes it, so the code's is run. The earlier refattn "
             f"choice S_c = {EARLIER_S_INIT} I (Sigma_c = {EARLIER_S_INIT ** 2:g} I, means 0), picked from "
             "probe runs (with S = I GMM-RKS stays at chance at this scale: "
-            "records/kl-full/sparse-task-s_init-1), is what records/kl-full ran; tiny keeps S = I"),
+            "records/kl-full/sparse-task-s_init-1), is what records/kl-full/previous-settings ran; tiny "
+            "keeps S = I"),
     Setting("RKS constant feature", "none: the RKS attention normalises the estimated kernel itself",
             "refattn's choice",
             code=f"{FOURIER} l. 1026-1051 (SmoothedGaussianMixtureFourierFeatures: a constant feature 1.0 "
