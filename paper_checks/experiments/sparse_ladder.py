@@ -15,7 +15,8 @@ setting's record and not rung 1: every rung is trained. The ListOps runs the var
 unchanged; copy them first::
 
     mkdir -p DIR/experiments/listops/runs
-    cp paper_checks/records/kl-full/experiments/listops/runs/*.json DIR/experiments/listops/runs/
+    cp paper_checks/records/kl-full/previous-settings/experiments/listops/runs/*.json \
+        DIR/experiments/listops/runs/
     python -m paper_checks.experiments.sparse_ladder --size full --report DIR --workers 2
 
 Cost at ``full``, estimated from the ``kl-full/previous-settings`` record (``runs_summary.md``; CPU seconds on

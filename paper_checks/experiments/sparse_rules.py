@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from ..rules import with_rule
+from ..rules import value, with_rule
 from .harness import experiment_rule
 
 __all__ = ["N_SE", "A_FRACTION", "spearman_se", "weakest", "sparsity_rung", "eigen_rung", "variance_rung",
@@ -139,7 +139,8 @@ def ladder_text(rungs: list[dict]) -> str:
     if not rungs:
         return ""
     return "; ladder effect (SE) at " + ", ".join(
-        f"{r['rung']} ({r['budget_fraction']:.2g} of the paper's) {r['effect']:+.3f} ({r['se']:.3f})"
+        f"{r['rung']} ({value(r, 'budget_fraction'):.2g} of the paper's) {value(r, 'effect'):+.3f} "
+        f"({value(r, 'se'):.3f})"
         + (f" [{r['part']}]" if r.get("part") else "") for r in rungs)
 
 

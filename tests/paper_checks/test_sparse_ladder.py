@@ -24,7 +24,7 @@ from paper_checks.registry import Context
 from paper_checks.report import json_safe
 
 REGISTRY = load_all()
-KL_FULL = Path(__file__).resolve().parents[2] / "paper_checks" / "records" / "kl-full"
+KL_FULL = Path(__file__).resolve().parents[2] / "paper_checks" / "records" / "kl-full" / "previous-settings"
 
 
 # ---- rungs and keys ----------------------------------------------------------------------------------------
@@ -40,14 +40,16 @@ def test_rung_size_scales_steps_and_evaluation_only():
 
 
 def _earlier_full():
-    """``SIZES["full"]`` with the start records/kl-full ran (``S = 0.25 I``) in place of the authors'."""
+    """``SIZES["full"]`` with the start records/kl-full/previous-settings ran (``S = 0.25 I``) in place of the
+    authors'."""
     return {**{k: v for k, v in S.SIZES["full"].items() if k != "gmm_init"}, "s_init": S.EARLIER_S_INIT}
 
 
 def test_rung_1_keys_follow_the_settings_and_lower_rungs_are_named_apart(monkeypatch):
-    """The committed kl-full runs are found under their own names with the settings they ran (the earlier
-    start S = 0.25 I: the only setting of the size that changed), so the names cover the size's settings;
-    the current settings (the authors' start) name every run apart from them, so none is reused."""
+    """The committed kl-full/previous-settings runs are found under their own names with the settings they
+    ran (the earlier start S = 0.25 I: the only setting of the size that changed), so the names cover the
+    size's settings; the current settings (the authors' start) name every run apart from them, so none is
+    reused."""
     committed = {p.stem for p in (KL_FULL / "experiments" / "sparse_task" / "runs").glob("*.json")}
     current = {t.key() for t in SL.ladder_tasks("full", 0)}
     assert len(current) == 40 and not current & committed
@@ -164,7 +166,7 @@ def _same(a, b) -> bool:
 
 
 def test_collect_of_a_partial_ladder_estimates_what_is_missing(tmp_path, monkeypatch):
-    """Under the settings the committed kl-full runs ran (they are that ladder's rung 1)."""
+    """Under the settings the kl-full/previous-settings runs ran (they are that ladder's rung 1)."""
     monkeypatch.setitem(S.SIZES, "full", _earlier_full())
     cache = tmp_path / "experiments" / S.NAME / "runs"          # a report's layout, its ListOps runs beside
     cache.mkdir(parents=True)
@@ -182,7 +184,7 @@ def test_collect_of_a_partial_ladder_estimates_what_is_missing(tmp_path, monkeyp
     runs = [json.loads(p.read_text()) for p in cache.glob("*.json")]
     per_step = {m: np.mean([r["cpu_seconds_per_step"] for r in runs if r["method"] == m]) for m in S.METHODS}
     assert st["estimate_cpu_seconds_to_finish"] == round(sum(per_step.values()) * 6 * (625 + 1250))
-    # the claims' rung 1 from these runs is the committed record's own numbers (records/kl-full/results.json,
+    # the claims' rung 1 from these runs is the record's own numbers (kl-full/previous-settings/results.json,
     # written by the claims from the same runs)
     ev = {cid: r["evidence"]["criterion_values"] for cid, r in records.items()}
     (sp,), (eig,), (var,) = (st["claims"][c] for c in ("kl.sec4.2-sparsity", "kl.table4-eigenvalues",
@@ -312,3 +314,14 @@ def test_cli_refuses_bad_input(tmp_path, capsys):
     assert exc.value.code == 2 and "--workers: expected a count >= 1; got 0" in capsys.readouterr().err
     with pytest.raises(ValueError, match="size: expected one of"):
         S.rung_size("huge", "1/2")
+
+
+def test_ladder_text_reads_a_stored_nan_effect():
+    """A record stores a rung's NaN effect (a censored part) as the string "nan" (json_safe); the summary
+    text the rule writes must read it back as stored (the stored verdict is re-decided from the JSON)."""
+    rungs = [{"rung": "1/4", "budget_fraction": 0.03, "effect": math.nan, "se": 1.0, "part": None},
+             {"rung": "1", "budget_fraction": 0.12, "effect": -0.667, "se": 1.0, "part": "A"}]
+    stored = json.loads(json.dumps(json_safe(rungs)))
+    assert stored[0]["effect"] == "nan"
+    assert R.ladder_text(stored) == R.ladder_text(rungs)
+    assert "1/4 (0.03 of the paper's) +nan (1.000)" in R.ladder_text(stored)
