@@ -174,11 +174,11 @@ def _listops_runs(listops_cache: Path | None, size: str, seed: int) -> list[dict
 
 def claims_so_far(runs: list[dict], size: str, *, seed: int = 0, listops_cache: Path | None = None) -> dict:
     """Each KL claim the ladder decides (sparsity, eigenvalues, variance metrics) on the complete rungs of
-    `runs` (sparse-task run records): its experiment's ``ladder`` (the rows the claim's rule reads from its evidence: per rung the effect, signed
-    so that the paper's direction is ``effect > 0``, its SE, the weaker part of a two-part claim, the rung's
-    compute against the paper's). The variance claim also needs the ListOps runs (from `listops_cache`);
-    without them its entry is None. A rung decides nothing here: the claims decide at rung 1 with the whole
-    ladder (``python -m paper_checks``)."""
+    `runs` (sparse-task run records): its experiment's ``ladder`` (the rows the claim's rule reads from its
+    evidence: per rung the effect, signed so that the paper's direction is ``effect > 0``, its SE, the
+    weaker part of a two-part claim, the rung's compute against the paper's). The variance claim also needs
+    the ListOps runs (from `listops_cache`); without them its entry is None. A rung decides nothing here:
+    the claims decide at rung 1 with the whole ladder (``python -m paper_checks``)."""
     lo = _listops_runs(listops_cache, size, seed)
     return {"kl.sec4.2-sparsity": S.ladder(runs, size),
             "kl.table4-eigenvalues": eigenvalues.ladder(runs, size),
