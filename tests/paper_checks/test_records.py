@@ -4,7 +4,8 @@ A record is the output of hours of training; it cannot be re-run in the suite, b
 into a verdict can: every stored verdict must equal the registered claim's decision rule re-applied to the
 stored evidence, under the rule text stored with it. A changed rule, threshold or guard therefore fails here
 until the record is re-run (or the change is reverted). The image records' aggregate numbers are also
-recomputed from their per-seed values, so an aggregation that drifts from the per-run files is caught.
+recomputed from their per-seed values, so an aggregation that drifts from the per-run files is caught,
+and the image collections (the ladder's and the ablation's) are collected again from their own runs.
 """
 
 from __future__ import annotations
@@ -107,3 +108,23 @@ def test_runs_summary_is_generated_from_the_cached_runs(tmp_path, capsys):
         "| sparse_task | gmm-rks | p=0.1 wd=0.0 | 3 | 700 | 0.912 | 350 | 0.081 | 56.8 | 2 |")
     for summary in RECORDS.glob("*/runs_summary.md"):
         assert summary.read_text().strip() == readme_table.runs_table(summary.parent).strip(), summary
+
+
+
+@pytest.mark.parametrize("group, module, files", [
+    ("images-ablation", "images_ablation", ("ablation.json", "ablation.md")),
+    ("images-ladder", "images_ladder", ("runs.json", "runs.md"))])
+def test_an_image_collection_is_its_committed_runs_collected(tmp_path, group, module, files):
+    """An image record written by ``--collect`` (``images-ablation/``, ``images-ladder/``) is what
+    ``--collect`` writes from the record's own ``runs/`` (trained on Debian's Fashion-MNIST, whose path
+    their cache keys hash): no number in it is edited by hand or left stale after a run is added."""
+    import importlib
+
+    from paper_checks.experiments.idx import DEFAULT_DATA_DIR
+
+    rec = RECORDS / group
+    mod = importlib.import_module(f"paper_checks.experiments.{module}")
+    mod.collect(rec / "runs", tmp_path, "full", data_dir=str(DEFAULT_DATA_DIR))         # both: size full
+    assert len(list((tmp_path / "runs").glob("*.json"))) == len(list((rec / "runs").glob("*.json"))) > 0
+    assert json.loads((tmp_path / files[0]).read_text()) == json.loads((rec / files[0]).read_text())
+    assert (tmp_path / files[1]).read_text() == (rec / files[1]).read_text()
