@@ -110,7 +110,6 @@ def test_runs_summary_is_generated_from_the_cached_runs(tmp_path, capsys):
         assert summary.read_text().strip() == readme_table.runs_table(summary.parent).strip(), summary
 
 
-
 @pytest.mark.parametrize("group, module, files", [
     ("images-ablation", "images_ablation", ("ablation.json", "ablation.md")),
     ("images-ladder", "images_ladder", ("runs.json", "runs.md"))])
