@@ -196,6 +196,7 @@ def spectrum(params, cfg: dict, rng: np.random.Generator, initial_params=None) -
     out = {"per_layer": per_layer, "min": float(v.min()), "mean": float(v.mean()), "max": float(v.max()),
            "n": int(v.size), "sorted_sample": sample.tolist(), "initial": initial}
     if initial_params is not None:
-        v0 = np.concatenate([covariance_eigenvalues(gp.S, d).ravel() for _, gp in gmm_leaves(initial_params)])
+        v0 = np.sort(np.concatenate([covariance_eigenvalues(gp.S, d).ravel()                  # sorted as v:
+                                     for _, gp in gmm_leaves(initial_params)]))               # one sum order
         out.update(initial_mean=float(v0.mean()), initial_max=float(v0.max()))
     return out

@@ -331,8 +331,10 @@ def test_s2_bounds_cover_the_rounding_they_bound(s2_seed):
 
 def test_s2_one_rounding_of_the_bound_scale_is_exceeded():
     """A bound of one rounding of C (the bound's own scale, without its chain length n) is exceeded, by the
-    window formula and by refattn's fast path, at some of the six seeds."""
-    units = [_s2_one_rounding(seed) for seed in range(6)]
+    window formula and by refattn's fast path, at some of seeds 0-39. How often depends on the BLAS kernels'
+    summation order: with OpenBLAS's Haswell kernels at 14 and 17 of the 40 seeds, with its AVX-512 kernels
+    at 6 and 8 (none of seeds 0-5 for the window formula), so the test takes 40 seeds, not the claims' six."""
+    units = [_s2_one_rounding(seed) for seed in range(40)]
     assert max(u["paper_uC"] for u in units) > 1 and max(u["fast_uC"] for u in units) > 1, units
 
 

@@ -68,6 +68,24 @@ def test_sklearn_rbf_estimates_the_gaussian_kernel():
         check("sklearn-rbf", kind="attention")
 
 
+def test_sklearn_rbf_phase_follows_the_draw_not_its_last_bits():
+    """The adapter's phase is seeded from omega rounded to float16: an omega a few roundings away (what
+    another CPU's LAPACK kernels give for the same QR) gets the same phase, another draw a different one. A
+    seed from omega's full bytes fails the first assertion (the findings record's figures would differ by
+    machine)."""
+    pytest.importorskip("sklearn")
+    from validation.crosscheck import sklearn as sk
+
+    rng = np.random.default_rng(0)
+    omega = rng.standard_normal((64, 16))
+    nudged = omega * (1 + 4 * np.finfo(np.float64).eps)          # every entry a few roundings away
+    assert np.count_nonzero(nudged != omega) > 1000
+    at_zero = np.zeros((1, 16))                                   # sqrt(2/m) cos(0 W + b): the phase alone
+    np.testing.assert_array_equal(sk.features(at_zero, nudged), sk.features(at_zero, omega))
+    other = rng.standard_normal((64, 16))
+    assert np.max(np.abs(sk.features(at_zero, other) - sk.features(at_zero, omega))) > 0.1
+
+
 def test_torch_adapter_roundtrip_and_vjp():
     pytest.importorskip("torch")
     fw = get_framework("torch")
