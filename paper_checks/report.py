@@ -37,12 +37,15 @@ def _git_commit() -> str | None:
 
 
 def blas_info() -> list[dict]:
-    """BLAS/OpenMP libraries loaded in this process with their thread counts (threadpoolctl)."""
+    """BLAS/OpenMP libraries loaded in this process (threadpoolctl) with their thread counts and, for
+    OpenBLAS, the kernels it chose for this CPU (``architecture``: rounding-level figures differ between
+    kernels)."""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency
         return [{"error": "threadpoolctl not installed"}]
-    return [{k: info.get(k) for k in ("user_api", "internal_api", "version", "num_threads", "prefix")}
+    return [{k: info.get(k) for k in ("user_api", "internal_api", "version", "num_threads", "architecture",
+                                      "prefix")}
             for info in threadpool_info()]
 
 
