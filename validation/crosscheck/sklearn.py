@@ -12,10 +12,11 @@ I_d)``, the same law as refattn's omega, so the adapter is honest:
   cos(2 b_r) exp(-|q + k|^2/2)``). The rounding makes the phase a function of the draw rather than of its
   last bits: a Haar-orthogonal omega comes from a QR decomposition, whose last bits differ with the LAPACK
   kernels a CPU selects (OpenBLAS's Haswell and AVX-512 kernels), and a hash of them would give each
-  machine different phases and different Monte Carlo figures (docs/guide/validation.md). Two omegas a few float64 roundings apart round to one float16 array but for an entry within
-  that distance of a float16 rounding boundary (about 2^-40 of the entries). Width m (one cosine per
-  projection, not refattn's ``[cos, sin]`` pairs of width 2m), so there
-  is no refattn family to compare values with; ``kernel`` and ``unbiased`` say what it estimates.
+  machine different phases and different Monte Carlo figures (docs/guide/validation.md). Two omegas a few
+  float64 roundings apart round to one float16 array but for an entry within that distance of a float16
+  rounding boundary (about 2^-40 of the entries). Width m (one cosine per projection, not refattn's ``[cos,
+  sin]`` pairs of width 2m), so there is no refattn family to compare values with; ``kernel`` and
+  ``unbiased`` say what it estimates.
 """
 
 from __future__ import annotations
