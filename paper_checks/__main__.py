@@ -434,9 +434,9 @@ def _run(claims: list, args: argparse.Namespace, argv: list[str] | None) -> int:
     prov = provenance(seed=args.seed, size=args.size, argv=argv)
     if cluster:                            # the claims ran on the workers: their versions and BLAS
         prov["cluster"] = cluster
-    blas = ", ".join(f"{b.get('internal_api')}" + (f" ({b['architecture']} kernels)" if b.get("architecture")
-                                                   else "") + f" {b.get('num_threads')} thread(s)"
-                     for b in prov["blas"])
+    kernels = [f" ({b['architecture']} kernels)" if b.get("architecture") else "" for b in prov["blas"]]
+    blas = ", ".join(f"{b.get('internal_api')}{k} {b.get('num_threads')} thread(s)"
+                     for b, k in zip(prov["blas"], kernels, strict=True))
     print(f"provenance: refattn {prov['refattn']}, commit {prov['git_commit']}, python {prov['python']}, "
           f"numpy {prov['numpy']}, scipy {prov['scipy']}, {blas}, seed {prov['seed']}, size {prov['size']}")
     try:                                   # each file replaced atomically: a failed write keeps the old one

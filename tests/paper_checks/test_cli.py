@@ -35,7 +35,7 @@ def test_only_json_and_report(tmp_path, capsys):
     keys = {"refattn", "git_commit", "python", "numpy", "scipy", "blas", "command", "seed", "size"}
     assert keys <= set(prov)
     assert prov["size"] == "tiny" and prov["seed"] == 0 and "--only" in prov["command"]
-    assert prov["blas"] and all("num_threads" in b for b in prov["blas"])
+    assert prov["blas"] and all("num_threads" in b and "architecture" in b for b in prov["blas"])
     table = readme_table.table(records)
     assert "| `kl.eq1-softmax` | holds |" in table and "Totals: holds 1." in table
     assert records[0]["verdict"] == "holds"
